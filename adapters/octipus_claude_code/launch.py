@@ -1,0 +1,313 @@
+"""Building one Claude Code invocation: argv, environment, files and the first stdin line.
+
+Every value-carrying flag is passed as a single ``--flag=value`` token. Claude Code's option
+parser binds the text after ``=`` to the flag whatever it looks like, so a value starting with
+``-`` can never be read as another flag (the reason the official SDK passes ``--resume=ID`` and
+``--session-id=UUID`` this way, sources.md §1.1). Each ``=`` form used here was checked against
+the real 2.1.197 binary (see the package docstring).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.errors import AdapterError
+
+#: The fixed head of every invocation (observed.md §1.1, §1.4, §1.6(b)): print mode, stream-json
+#: in and out (``--verbose`` is mandatory with stream-json output), and the stdio permission relay
+#: (without it no ``can_use_tool`` request is ever emitted and tools are silently denied).
+BASE_FLAGS: Final[tuple[str, ...]] = (
+    "-p",
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--permission-prompt-tool",
+    "stdio",
+)
+
+#: Octipus permission mode -> Claude ``--permission-mode`` value (seed 003 "Permissions and
+#: limits"; the accepted choices are listed by ``claude --help``: acceptEdits, auto,
+#: bypassPermissions, default, dontAsk, plan).
+PERMISSION_MODES: Final[Mapping[PermissionMode, str]] = {
+    PermissionMode.WORKSPACE: "acceptEdits",
+    PermissionMode.FULL: "bypassPermissions",
+    PermissionMode.PLAN: "plan",
+    PermissionMode.DEFAULT: "default",
+}
+
+#: Variables that stop every request except the model's own (observed.md §1.1; with them strace
+#: saw Claude reach only the base URL). Set on top of the request's environment.
+QUIET_ENV: Final[Mapping[str, str]] = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
+}
+
+#: Variables removed from the child's environment: ``CLAUDECODE`` makes a nested CLI believe it
+#: runs inside Claude Code (the SDK strips it, sources.md §1.1).
+STRIPPED_ENV: Final[frozenset[str]] = frozenset({"CLAUDECODE"})
+
+#: Boolean additive flags a model row may add (seed 003 "Permissions and limits").
+ADDITIVE_SWITCHES: Final[tuple[str, ...]] = (
+    "--no-session-persistence",
+    "--no-chrome",
+    "--disable-slash-commands",
+)
+
+#: Values ``--effort`` accepts in 2.1.197 (``claude --help``: "low, medium, high, xhigh, max"; an
+#: unknown value is only warned about and ignored by the binary, so Octipus rejects it instead).
+EFFORT_LEVELS: Final[tuple[str, ...]] = ("low", "medium", "high", "xhigh", "max")
+
+#: Human-readable list of the allowed additive flags, used in error messages.
+ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = (
+    *ADDITIVE_SWITCHES,
+    "--effort=<" + "|".join(EFFORT_LEVELS) + ">",
+)
+
+#: File names written into the run directory.
+MCP_CONFIG_NAME: Final = "claude-mcp-config.json"
+SYSTEM_PROMPT_NAME: Final = "claude-append-system-prompt.txt"
+
+#: Above this many UTF-8 bytes the appended system prompt goes through
+#: ``--append-system-prompt-file`` instead of argv: Linux refuses a single argument over
+#: 128 KiB (MAX_ARG_STRLEN, ``E2BIG``). The file flag is hidden from ``--help`` but accepted by
+#: 2.1.197 (checked with a 200 KB file; the text reached the model's ``system`` blocks).
+INLINE_SYSTEM_PROMPT_MAX_BYTES: Final = 64 * 1024
+
+
+def _flag(name: str, value: str) -> str:
+    if "\x00" in value:
+        raise AdapterError(f"{name} value contains a NUL character, which cannot be passed on a command line")
+    return f"{name}={value}"
+
+
+def _check_session_id(value: str | None, *, resume: bool) -> str:
+    what = "resume" if resume else "start"
+    if not value:
+        raise AdapterError(
+            f"claude-code needs a vendor session id to {what}: Octipus mints Claude's id before the first "
+            "turn (ClaudeCodeAdapter.new_session_id) and passes it with --session-id"
+        )
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise AdapterError(
+            f"claude-code vendor session id {value!r} is not a UUID; Claude accepts only UUIDs for "
+            "--session-id (observed.md §1.7)"
+        ) from None
+    return value
+
+
+def normalize_additive_flags(flags: Sequence[str]) -> tuple[str, ...]:
+    """Validate a model row's additive flags and return them in ``--flag[=value]`` form.
+
+    Accepted: ``--no-session-persistence``, ``--no-chrome``, ``--disable-slash-commands`` and
+    ``--effort=<low|medium|high|xhigh|max>`` (also given as the two items ``--effort``, ``<level>``).
+    Duplicates are kept once. Seed 003 ("Permissions and limits"): managed runs reject any other
+    extra argument, since it could override permission, MCP, input, output, directory or budget
+    settings.
+
+    Args:
+        flags: The row's additive flags, in order.
+
+    Returns:
+        The normalized flags, in first-seen order, without duplicates.
+
+    Raises:
+        AdapterError: a flag is not allowed, ``--effort`` has a missing or unknown level, or two
+            different effort levels are given. The message names the flag and the allowed list.
+    """
+    allowed = ", ".join(ALLOWED_ADDITIVE_FLAGS)
+    out: list[str] = []
+    effort: str | None = None
+    items = list(flags)
+    i = 0
+    while i < len(items):
+        flag = items[i]
+        i += 1
+        if not isinstance(flag, str):
+            raise AdapterError(f"additive flag {flag!r} is not a string; allowed: {allowed}")
+        text = flag.strip()
+        if text in ADDITIVE_SWITCHES:
+            if text not in out:
+                out.append(text)
+            continue
+        if text == "--effort" or text.startswith("--effort="):
+            if text == "--effort":
+                if i >= len(items) or not isinstance(items[i], str):
+                    raise AdapterError(f"additive flag --effort needs a level; allowed: {allowed}")
+                level = items[i].strip()
+                i += 1
+            else:
+                level = text.removeprefix("--effort=")
+            if level not in EFFORT_LEVELS:
+                raise AdapterError(
+                    f"additive flag --effort={level} has an unknown level; allowed levels: "
+                    f"{', '.join(EFFORT_LEVELS)}"
+                )
+            if effort is not None and effort != level:
+                raise AdapterError(f"additive flags set two effort levels ({effort} and {level}); keep one")
+            if effort is None:
+                effort = level
+                out.append(f"--effort={level}")
+            continue
+        raise AdapterError(f"additive flag {flag!r} is not allowed for Claude Code; allowed: {allowed}")
+    return tuple(out)
+
+
+def mcp_config_json(bridge: BridgeEndpoint) -> str:
+    """Return the ``--mcp-config`` file content pointing Claude at the run's bridge.
+
+    Shape (observed.md §1.5, verified: Claude sent ``Authorization: Bearer <token>`` on
+    ``initialize``)::
+
+        {"mcpServers": {"<server_name>": {"type": "http", "url": "<url>",
+                                          "headers": {"Authorization": "Bearer <token>"}}}}
+
+    Args:
+        bridge: The run's bridge endpoint.
+
+    Returns:
+        The JSON text (contains the capability: write it 0600 and never log it).
+
+    Raises:
+        AdapterError: the URL is not http(s), the server name is empty or contains characters Claude
+            cannot use in ``mcp__<server>__<tool>``, or the token is empty or not header-safe. Messages
+            never include the token.
+    """
+    if not bridge.url.startswith(("http://", "https://")):
+        raise AdapterError(f"bridge URL {bridge.url!r} is not an http(s) URL")
+    name = bridge.server_name
+    if not name or not all(c.isascii() and (c.isalnum() or c in "-_") for c in name):
+        raise AdapterError(f"bridge server name {name!r} must be non-empty ASCII letters, digits, '-' or '_'")
+    token = bridge.token
+    if not token or not all(c.isascii() and c.isprintable() and not c.isspace() for c in token):
+        raise AdapterError("bridge token must be a non-empty printable ASCII string without spaces")
+    config = {
+        "mcpServers": {
+            name: {
+                "type": "http",
+                "url": bridge.url,
+                "headers": {"Authorization": f"Bearer {token}"},
+            }
+        }
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def encode_user_message(text: str) -> str:
+    """Encode one stream-json user line for Claude's stdin (no trailing newline).
+
+    Shape (observed.md §1.4, sources.md §1.3)::
+
+        {"type":"user","message":{"role":"user","content":<text>},"parent_tool_use_id":null,"session_id":""}
+
+    Args:
+        text: The user's text; any characters (JSON escapes keep the line on one line).
+
+    Returns:
+        The line, ASCII-only JSON.
+    """
+    return json.dumps(
+        {
+            "type": "user",
+            "message": {"role": "user", "content": text},
+            "parent_tool_use_id": None,
+            "session_id": "",
+        },
+        separators=(",", ":"),
+    )
+
+
+def child_env(
+    base: Mapping[str, str], mode: PermissionMode, *, running_as_root: bool
+) -> dict[str, str]:
+    """Return the child's environment.
+
+    The request's environment, minus :data:`STRIPPED_ENV`, plus :data:`QUIET_ENV` (which wins over
+    the request's values). For ``full`` (``bypassPermissions``) when running as root, also
+    ``IS_SANDBOX=1``: without it Claude refuses bypass mode as root
+    (``--dangerously-skip-permissions cannot be used with root/sudo privileges``, rc=1;
+    observed.md §1.9, reproduced on 2.1.197).
+
+    Args:
+        base: The runtime's (already filtered) environment for the child.
+        mode: The run's Octipus permission mode.
+        running_as_root: Whether the child will run with effective uid 0.
+
+    Returns:
+        A new dict.
+    """
+    env = {k: v for k, v in base.items() if k not in STRIPPED_ENV}
+    env.update(QUIET_ENV)
+    if mode is PermissionMode.FULL and running_as_root:
+        env["IS_SANDBOX"] = "1"
+    return env
+
+
+def build_launch(request: LaunchRequest, *, running_as_root: bool) -> LaunchSpec:
+    """Build one Claude Code invocation (see :meth:`ClaudeCodeAdapter.build_launch`).
+
+    Args:
+        request: The launch request.
+        running_as_root: Whether the child runs with effective uid 0 (decides ``IS_SANDBOX``).
+
+    Returns:
+        The launch spec.
+
+    Raises:
+        AdapterError: missing or non-UUID session id, disallowed additive flag, invalid bridge, or a
+            NUL character in a value that must go on the command line.
+    """
+    session_id = _check_session_id(request.vendor_session_id, resume=request.resume)
+    try:
+        mode = PermissionMode(request.permission_mode)
+    except ValueError:
+        raise AdapterError(
+            f"unknown permission mode {request.permission_mode!r}; expected one of "
+            f"{', '.join(m.value for m in PermissionMode)}"
+        ) from None
+    extra = normalize_additive_flags(request.additive_flags)
+    argv: list[str] = [request.binary, *BASE_FLAGS]
+    argv.append(_flag("--resume", session_id) if request.resume else _flag("--session-id", session_id))
+    files: dict[Path, str] = {}
+    secrets: tuple[str, ...] = ()
+    if request.bridge is not None:
+        config_path = request.run_dir / MCP_CONFIG_NAME
+        files[config_path] = mcp_config_json(request.bridge)
+        argv.append(_flag("--mcp-config", str(config_path)))
+        secrets = (request.bridge.token,)
+    # Always strict: only Octipus's bridge, never a project's .mcp.json or the user's servers.
+    argv.append("--strict-mcp-config")
+    argv.append(_flag("--permission-mode", PERMISSION_MODES[mode]))
+    if request.model:
+        argv.append(_flag("--model", request.model))
+    if request.system_prompt:
+        text = request.system_prompt
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > INLINE_SYSTEM_PROMPT_MAX_BYTES or "\x00" in text:
+            prompt_path = request.run_dir / SYSTEM_PROMPT_NAME
+            files[prompt_path] = text
+            argv.append(_flag("--append-system-prompt-file", str(prompt_path)))
+        else:
+            argv.append(_flag("--append-system-prompt", text))
+    argv.extend(extra)
+    return LaunchSpec(
+        argv=tuple(argv),
+        env=child_env(request.env, mode, running_as_root=running_as_root),
+        cwd=request.cwd,
+        files=files,
+        stdin_mode=StdinMode.STREAM,
+        initial_input=(encode_user_message(request.prompt),),
+        secrets=secrets,
+    )

@@ -1,0 +1,479 @@
+"""The adapter protocol (the adapter SDK): a launch request in, argv/env/files out; raw lines in, typed events out.
+
+An adapter is pure. It builds the launch of one vendor CLI invocation and parses that
+vendor's output lines into :class:`VendorEvent` objects; it never touches a process, socket
+or database. The runtime owns the process (``octipusd.runner``), the bridge and the store.
+
+Adapters are discovered through the ``octipus.adapters`` entry-point group; built-in
+adapters are registered the same way (see ``pyproject.toml``). An entry point names a class
+(or factory) that, called with no arguments, returns an object satisfying :class:`Adapter`.
+
+Parsing rules every adapter follows:
+
+* unknown fields are kept (``raw``), unknown event types become :class:`UnknownEvent`;
+* a line that is not JSON becomes :class:`UnparsedLine` keeping the raw text; the parser
+  never raises on vendor input;
+* lines can be any length; framing is the runner's job, not the parser's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from octipusd.errors import AdapterError
+
+JSON = dict[str, Any]
+
+
+class PermissionMode(enum.StrEnum):
+    """Octipus permission modes of a model row (seed 003 "Permissions and limits").
+
+    ``workspace`` maps to Claude's ``acceptEdits`` (the default), ``full`` to the vendor's
+    bypass, ``plan`` to the vendor's planning mode, ``default`` asks for everything but
+    reads.
+    """
+
+    WORKSPACE = "workspace"
+    FULL = "full"
+    PLAN = "plan"
+    DEFAULT = "default"
+
+
+class StdinMode(enum.StrEnum):
+    """How the runner connects the vendor's stdin.
+
+    ``stream``: a pipe kept open for stream-json input and control responses, closed after
+    the turn's result. ``devnull``: ``/dev/null`` (Codex exec blocks on an open pipe,
+    observed.md §2.1).
+    """
+
+    STREAM = "stream"
+    DEVNULL = "devnull"
+
+
+@dataclass(frozen=True)
+class BridgeEndpoint:
+    """Where the run's loopback MCP bridge listens.
+
+    Attributes:
+        url: ``http://127.0.0.1:<port>/mcp``.
+        token: The run's capability (bearer token, >= 256 bits, URL-safe base64).
+        server_name: The MCP server name the vendor sees (tools appear as
+            ``mcp__<server_name>__<tool>`` in Claude).
+    """
+
+    url: str
+    token: str
+    server_name: str = "octipus"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything an adapter needs to build one invocation.
+
+    Attributes:
+        binary: Absolute path of the resolved vendor executable.
+        cwd: Working directory of the run (the session's workspace or a worktree).
+        run_dir: A private (0700) folder for this run where the adapter's files are written.
+        prompt: The user text of this turn.
+        vendor_session_id: The vendor conversation id to start (``resume=False``) or resume.
+        resume: Whether to resume ``vendor_session_id`` instead of starting it.
+        model: Vendor model name, or None for the vendor default.
+        permission_mode: The row's Octipus permission mode.
+        bridge: The run's MCP bridge, or None for a run without Octipus tools.
+        env: The base environment for the child (already filtered by the runtime).
+        additive_flags: Allowed extra flags of the model row (validated by the adapter).
+        system_prompt: Instructions appended to the vendor's system prompt, or None.
+    """
+
+    binary: str
+    cwd: Path
+    run_dir: Path
+    prompt: str
+    vendor_session_id: str | None = None
+    resume: bool = False
+    model: str | None = None
+    permission_mode: PermissionMode = PermissionMode.WORKSPACE
+    bridge: BridgeEndpoint | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    additive_flags: Sequence[str] = ()
+    system_prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A built launch: what the runner executes.
+
+    Attributes:
+        argv: Full argument vector, ``argv[0]`` the binary.
+        env: Complete environment of the child process.
+        cwd: Working directory.
+        files: Files to write (mode 0600) before spawning, path -> content.
+        stdin_mode: How stdin is connected.
+        initial_input: Lines (without trailing newline) written to stdin right after spawn.
+        secrets: Values that must never appear in logs or events (the capability).
+    """
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: Path
+    files: Mapping[Path, str] = field(default_factory=dict)
+    stdin_mode: StdinMode = StdinMode.STREAM
+    initial_input: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------- events
+
+
+class EventKind(enum.StrEnum):
+    """Kinds of typed vendor events (the ``kind`` of a stored run event)."""
+
+    SESSION = "session"
+    TEXT = "text"
+    THINKING = "thinking"
+    TOOL_USE = "tool_use"
+    TOOL_RESULT = "tool_result"
+    PERMISSION_REQUEST = "permission_request"
+    CONTROL_CANCEL = "control_cancel"
+    USAGE = "usage"
+    RESULT = "result"
+    ERROR = "error"
+    STATUS = "status"
+    UNKNOWN = "unknown"
+    UNPARSED = "unparsed"
+
+
+@dataclass(frozen=True)
+class VendorEvent:
+    """Base of every parsed event.
+
+    Attributes:
+        raw: The vendor's JSON object as received (None for unparsed lines).
+    """
+
+    raw: JSON | None
+
+    @property
+    def kind(self) -> EventKind:
+        """The event's kind (stable, stored with the event)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class SessionEvent(VendorEvent):
+    """The vendor announced its session (Claude ``system/init``).
+
+    Attributes:
+        session_id: The vendor conversation id.
+        model: The model the vendor reports, if any.
+        tools: Tool names the vendor offers the model.
+        mcp_servers: MCP server name -> status (``connected``, ``failed``, ``pending``...).
+    """
+
+    session_id: str | None
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    mcp_servers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.SESSION
+
+
+@dataclass(frozen=True)
+class TextEvent(VendorEvent):
+    """Assistant text (a whole block, not a delta)."""
+
+    text: str
+    message_id: str | None = None
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.TEXT
+
+
+@dataclass(frozen=True)
+class ThinkingEvent(VendorEvent):
+    """Assistant reasoning text, where the vendor shows it."""
+
+    text: str
+    message_id: str | None = None
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.THINKING
+
+
+@dataclass(frozen=True)
+class ToolUseEvent(VendorEvent):
+    """The model asked to use a tool (native or MCP)."""
+
+    tool_use_id: str
+    name: str
+    input: JSON
+    message_id: str | None = None
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.TOOL_USE
+
+
+@dataclass(frozen=True)
+class ToolResultEvent(VendorEvent):
+    """A tool's result as the vendor fed it back to the model."""
+
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.TOOL_RESULT
+
+
+@dataclass(frozen=True)
+class PermissionRequestEvent(VendorEvent):
+    """The vendor asks whether a native tool may run (Claude ``control_request/can_use_tool``).
+
+    Attributes:
+        request_id: The vendor's correlation id, echoed in the answer.
+        tool_name: Native tool name (``Bash``, ``Write``, ``mcp__x__y``...).
+        input: The tool input; an allow must echo it as ``updatedInput`` (observed.md §1.6).
+        tool_use_id: The tool-use id, where given.
+    """
+
+    request_id: str
+    tool_name: str
+    input: JSON
+    tool_use_id: str | None = None
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.PERMISSION_REQUEST
+
+
+@dataclass(frozen=True)
+class ControlCancelEvent(VendorEvent):
+    """The vendor abandoned an in-flight control request (``control_cancel_request``)."""
+
+    request_id: str
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.CONTROL_CANCEL
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of a turn or run (tokens).
+
+    ``estimated`` is True when the figures were derived from text length rather than
+    reported by the vendor.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    estimated: bool = False
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.estimated or other.estimated,
+        )
+
+
+@dataclass(frozen=True)
+class UsageEvent(VendorEvent):
+    """New usage observed (already de-duplicated by the parser): an increment, not a total."""
+
+    usage: Usage
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.USAGE
+
+
+@dataclass(frozen=True)
+class ResultEvent(VendorEvent):
+    """The turn ended (Claude ``result``).
+
+    Attributes:
+        is_error: Whether the vendor reports the turn as failed.
+        subtype: Vendor subtype (``success``, ``error_during_execution``, ...).
+        text: Final assistant text, if any.
+        session_id: Vendor session id the turn ran in.
+        usage: Usage of this turn as the vendor reports it (per turn for Claude).
+        cost_usd: Vendor-computed cost, if reported (USD; Claude's is cumulative per process).
+        errors: Vendor error strings (e.g. ``No conversation found with session ID: ...``).
+    """
+
+    is_error: bool
+    subtype: str | None = None
+    text: str | None = None
+    session_id: str | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    errors: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.RESULT
+
+
+@dataclass(frozen=True)
+class ErrorEvent(VendorEvent):
+    """The vendor reported an error that is not the turn's result (may be a warning)."""
+
+    message: str
+    fatal: bool = False
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.ERROR
+
+
+@dataclass(frozen=True)
+class StatusEvent(VendorEvent):
+    """Progress information (retries, status changes, control acknowledgements)."""
+
+    status: str
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.STATUS
+
+
+@dataclass(frozen=True)
+class UnknownEvent(VendorEvent):
+    """A JSON line of a type the adapter does not know; kept whole in ``raw``."""
+
+    type: str | None
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.UNKNOWN
+
+
+@dataclass(frozen=True)
+class UnparsedLine(VendorEvent):
+    """A line that is not a JSON object; ``text`` keeps it (decoded with replacement)."""
+
+    text: str
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.UNPARSED
+
+
+# ---------------------------------------------------------------------------- protocol
+
+
+@dataclass(frozen=True)
+class PermissionDecision:
+    """Octipus's answer to a :class:`PermissionRequestEvent`.
+
+    Attributes:
+        allow: True to let the tool run.
+        message: Reason shown to the model on a denial.
+        updated_input: Input the tool runs with on an allow (defaults to the request's).
+    """
+
+    allow: bool
+    message: str = ""
+    updated_input: JSON | None = None
+
+
+class StreamParser(Protocol):
+    """Per-run, stateful parser of one vendor's output lines."""
+
+    def feed(self, line: bytes) -> list[VendorEvent]:
+        """Parse one complete line (without its newline) into zero or more events.
+
+        Never raises on vendor input: undecodable or non-JSON lines become
+        :class:`UnparsedLine`, unknown types :class:`UnknownEvent`.
+        """
+        ...
+
+    def total_usage(self) -> Usage:
+        """Usage of the whole run so far, each vendor message counted once (tokens)."""
+        ...
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """One vendor CLI. Implementations are pure (no I/O) and cheap to construct.
+
+    Attributes:
+        name: Registry name (``claude-code``), used on model rows and in session keys.
+        display_name: Human name of the vendor CLI.
+        setting_key: The ``cliModels.<key>`` of its binary setting (``claudeCode``).
+        default_binary: Command name looked up on PATH when no binary is configured.
+        supports_resume: Whether the vendor can continue its own conversation by id.
+    """
+
+    name: str
+    display_name: str
+    setting_key: str
+    default_binary: str
+    supports_resume: bool
+
+    def version_argv(self, binary: str) -> tuple[str, ...]:
+        """Return the argv that prints the binary's version."""
+        ...
+
+    def build_launch(self, request: LaunchRequest) -> LaunchSpec:
+        """Build argv, env and files for one invocation.
+
+        Raises:
+            AdapterError: the request cannot be honoured (e.g. a disallowed additive flag).
+        """
+        ...
+
+    def new_parser(self) -> StreamParser:
+        """Return a fresh parser for one run's output."""
+        ...
+
+    def encode_permission_response(self, request: PermissionRequestEvent, decision: PermissionDecision) -> str:
+        """Encode the stdin line (no newline) answering a permission request."""
+        ...
+
+    def encode_control_error(self, request_id: str, message: str) -> str:
+        """Encode the stdin line answering an unsupported control request with an error."""
+        ...
+
+    def new_session_id(self) -> str | None:
+        """Mint a vendor session id before the first turn, or None if the vendor assigns it."""
+        ...
+
+
+def load_adapters() -> dict[str, Adapter]:
+    """Load every adapter registered under the ``octipus.adapters`` entry-point group.
+
+    Returns:
+        Registry name -> adapter instance.
+
+    Raises:
+        AdapterError: an entry point fails to load or does not satisfy :class:`Adapter`.
+    """
+    adapters: dict[str, Adapter] = {}
+    for ep in entry_points(group="octipus.adapters"):
+        try:
+            factory = ep.load()
+            adapter = factory()
+        except Exception as exc:  # a broken plugin names itself
+            raise AdapterError(f"adapter entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        if not isinstance(adapter, Adapter):
+            raise AdapterError(f"adapter entry point {ep.name!r} ({ep.value}) does not implement the Adapter protocol")
+        adapters[adapter.name] = adapter
+    return adapters

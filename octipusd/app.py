@@ -1,0 +1,182 @@
+"""Composition root of octipusd: settings -> store -> services -> API, in one task group.
+
+Start-up order (nothing is bound before settings and the database are known good):
+
+1. settings (invalid -> message naming the key and its source, exit 2);
+2. the database lock (another daemon -> message naming its pid, exit 1), then migrations;
+3. runs left live by a previous daemon are marked ``interrupted`` (their approvals cancelled);
+4. executables resolved (health reports them);
+5. the Unix socket bound (0700 folder, 0600 socket) and served.
+
+SIGTERM or SIGINT: stop accepting turns, stop every vendor process (whole group, confirmed
+with psutil), mark their runs ``interrupted`` with the reason, close the server, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from octipusd import __version__
+from octipusd.adapter import Adapter, load_adapters
+from octipusd.api.app import Services, create_app
+from octipusd.api.server import bind_unix_socket, make_server
+from octipusd.errors import ConfigError, OctipusError
+from octipusd.policy.approvals import ApprovalBroker
+from octipusd.policy.engine import Policy
+from octipusd.runner.executables import Resolution, login_path, resolve_executable
+from octipusd.runtime.events import EventHub
+from octipusd.runtime.runs import RunManager
+from octipusd.settings import Settings, load_settings, socket_path, xdg_data_dir
+from octipusd.store.aio import in_thread
+from octipusd.store.engine import default_sqlite_url
+from octipusd.store.lock import DatabaseLock
+from octipusd.store.repository import Store
+
+log = logging.getLogger("octipusd")
+
+
+def binary_setting(settings: Settings, adapter: Adapter) -> str:
+    """Return the configured ``cliModels.<key>.binaryPath`` of an adapter, or its default command."""
+    section = getattr(settings.cliModels, adapter.setting_key, None)
+    value = getattr(section, "binaryPath", None) if section is not None else None
+    return value or adapter.default_binary
+
+
+def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, Resolution]:
+    """Resolve every adapter's binary on ``cliModels.path`` or the login PATH (seed 003)."""
+    search = settings.cliModels.path or login_path()
+    env = dict(os.environ)
+    return {
+        name: resolve_executable(name, binary_setting(settings, a), search, a.version_argv("")[1:], env)
+        for name, a in adapters.items()
+    }
+
+
+def vendor_base_env(search_path: str) -> dict[str, str]:
+    """The environment handed to vendor CLIs: the daemon's, with PATH set to the search PATH."""
+    env = dict(os.environ)
+    env["PATH"] = search_path
+    return env
+
+
+async def serve(settings: Settings) -> None:
+    """Run the daemon until SIGTERM/SIGINT.
+
+    Raises:
+        OctipusError: start-up failed (database locked, socket in use...).
+    """
+    try:
+        policy = Policy.from_setting(settings.permissions.rules)
+    except ValueError as exc:
+        raise ConfigError(f"invalid setting: permissions.rules: {exc}") from exc
+    data_dir = xdg_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    url = settings.database.url or default_sqlite_url()
+    lock = DatabaseLock(url)
+    await in_thread(lock.acquire)
+    try:
+        store = await in_thread(Store.open, url)
+        try:
+            await _serve(settings, store, data_dir, policy)
+        finally:
+            await in_thread(store.close)
+    finally:
+        await in_thread(lock.release)
+
+
+async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Policy) -> None:
+    owner = f"{os.getpid()}-{secrets.token_hex(4)}"
+    interrupted = await in_thread(
+        store.interrupt_orphaned_runs, live_owner=owner, reason="octipusd stopped while the run was live"
+    )
+    for run in interrupted:
+        log.warning("run %s was live when the previous octipusd stopped; marked interrupted", run.id)
+    adapters = load_adapters()
+    resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
+    for r in resolutions.values():
+        log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
+    hub = EventHub(store)
+    broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
+    search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
+    runs = RunManager(
+        store=store,
+        hub=hub,
+        broker=broker,
+        policy=policy,
+        adapters=adapters,
+        resolutions=resolutions,
+        data_dir=data_dir,
+        owner=owner,
+        base_env=vendor_base_env(search),
+        prompt_dumps=settings.agent.promptDumps,
+    )
+    app = create_app(Services(store=store, runs=runs, hub=hub, broker=broker, resolutions=resolutions))
+    path = socket_path(settings)
+    sock = bind_unix_socket(path)
+    server = make_server(app)
+    print(f"octipusd {__version__} listening on {path} (database {store.url_for_display})", flush=True)
+    try:
+        async with anyio.create_task_group() as tg:
+            runs.bind(tg)
+
+            async def on_signals() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        name = signal.Signals(signum).name
+                        log.warning("received %s: stopping %d live run(s)", name, len(runs.live_runs()))
+                        await runs.shutdown(f"octipusd received {name} and stopped the run")
+                        server.should_exit = True
+                        return
+
+            tg.start_soon(on_signals)
+            await server.serve(sockets=[sock])
+            tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+        if path.exists():
+            path.unlink()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse octipusd's command line."""
+    parser = argparse.ArgumentParser(prog="octipusd", description="The Octipus daemon.")
+    parser.add_argument("--config", type=Path, default=None, help="TOML settings file")
+    parser.add_argument("--version", action="version", version=f"octipusd {__version__}")
+    parser.add_argument("--log-level", default=os.environ.get("OCTIPUS_LOG_LEVEL", "INFO"))
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``octipusd``.
+
+    Returns:
+        0 after a clean stop; 2 for invalid settings; 1 for other start-up failures.
+    """
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"octipusd: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        anyio.run(serve, settings)
+    except OctipusError as exc:
+        print(f"octipusd: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 0
+    return 0

@@ -1,0 +1,82 @@
+"""Who a bridge call runs as: the run's identity, never the caller's arguments.
+
+Seed 003 ("How tools and context work"): calls run "with the original agent, user, session
+and workspace. The bridge never accepts an identity or session override from tool
+arguments". The bridge therefore binds one :class:`RunIdentity` when it starts and hands
+exactly that object to the host and to every tool; identity-looking keys that a caller puts
+into tool arguments are dropped before anything sees them (:func:`strip_identity_arguments`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Top-level argument keys that could be mistaken for an identity override. They are removed
+#: from every call's arguments before authorization and execution; no Octipus tool schema
+#: declares them.
+RESERVED_IDENTITY_ARGUMENTS: frozenset[str] = frozenset(
+    {
+        "identity",
+        "session_id",
+        "sessionId",
+        "run_id",
+        "runId",
+        "user",
+        "user_id",
+        "userId",
+        "worker_id",
+        "workerId",
+    }
+)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """The identity every bridge call of one run executes with.
+
+    Attributes:
+        run_id: The Octipus run the bridge belongs to.
+        session_id: The Octipus session of the run (plans, feedback and guidance are scoped to it).
+        user: The user the run acts for (permission rules and vault access are theirs).
+        worker_id: The worker (agent) running the CLI; calls of one worker are serialized.
+        workspace: Absolute working directory of the run (project, user workspace or worktree);
+            file-system tools stay inside it.
+        attended: True when a person can answer approvals for this run; an unattended run's
+            ASK rules are blocked instead of waiting.
+    """
+
+    run_id: str
+    session_id: str
+    user: str
+    worker_id: str
+    workspace: Path
+    attended: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready view (``workspace`` as a string) for events and logs."""
+        return {
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "user": self.user,
+            "worker_id": self.worker_id,
+            "workspace": str(self.workspace),
+            "attended": self.attended,
+        }
+
+
+def strip_identity_arguments(arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return a copy of a call's arguments without identity-override keys.
+
+    Args:
+        arguments: The ``tools/call`` arguments as received (may be None).
+
+    Returns:
+        A new dict holding every top-level key except those in
+        :data:`RESERVED_IDENTITY_ARGUMENTS`. Nested values are not inspected.
+    """
+    if not arguments:
+        return {}
+    return {key: value for key, value in arguments.items() if key not in RESERVED_IDENTITY_ARGUMENTS}

@@ -1,0 +1,112 @@
+"""HTTP client of the octipusd API over its Unix socket (used by octipusctl, the TUI and tests).
+
+It speaks only the v1 API; every failure becomes an :class:`~octipusd.errors.OctipusError`
+carrying the daemon's code and message, or :class:`~octipusd.errors.DaemonUnavailableError`
+when nothing answers on the socket.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import connect_sse
+
+from octipusd.api.models import API_VERSION
+from octipusd.errors import DaemonUnavailableError, OctipusError
+
+#: Seconds for ordinary requests; streams have no read timeout.
+TIMEOUT = 30.0
+
+
+class ApiError(OctipusError):
+    """An error answered by the daemon (``code`` and ``message`` from its body)."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.http_status = status
+        self.exit_code = 2 if status in (400, 422) else 1
+
+
+class Client:
+    """A synchronous API client.
+
+    Args:
+        socket_path: The daemon's Unix socket.
+        client_name: Sent as ``X-Octipus-Client`` (shown as who decided an approval).
+    """
+
+    def __init__(self, socket_path: Path, client_name: str = "octipusctl") -> None:
+        self.socket_path = socket_path
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(socket_path)),
+            base_url=f"http://octipusd/{API_VERSION}",
+            timeout=TIMEOUT,
+            headers={"X-Octipus-Client": client_name},
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def _unavailable(self) -> DaemonUnavailableError:
+        return DaemonUnavailableError(
+            f"octipusd is not running (nothing answers on {self.socket_path}); start it with `octipusd` "
+            "(or `systemctl --user start octipusd`)"
+        )
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Send a request and return the decoded JSON body.
+
+        Raises:
+            DaemonUnavailableError: nothing listens on the socket.
+            ApiError: the daemon answered with an error.
+        """
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
+            raise self._unavailable() from exc
+        return _decode(response)
+
+    def stream(self, run_id: str, after: int = 0) -> Iterator[dict[str, Any]]:
+        """Yield a run's events (decoded ``EventOut`` dicts) live until the run ends.
+
+        Raises:
+            DaemonUnavailableError: nothing listens on the socket.
+            ApiError: the daemon answered with an error (e.g. unknown run).
+        """
+        try:
+            with connect_sse(
+                self._http, "GET", f"/runs/{run_id}/stream", params={"after": after}, timeout=httpx.Timeout(None)
+            ) as source:
+                if source.response.status_code >= 400:
+                    source.response.read()
+                    _decode(source.response)
+                for sse in source.iter_sse():
+                    if sse.data:
+                        yield json.loads(sse.data)
+        except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
+            raise self._unavailable() from exc
+
+
+def _decode(response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+            code, message = str(body.get("code", "error")), str(body.get("message", body))
+        except ValueError:
+            code, message = "error", response.text
+        if response.status_code == 422 and "detail" in (body if isinstance(body, dict) else {}):
+            details = body["detail"]
+            message = "; ".join(
+                f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}" for d in details if isinstance(d, dict)
+            )
+            code = "invalid_request"
+        raise ApiError(code, message, response.status_code)
+    if not response.content:
+        return None
+    return response.json()

@@ -1,0 +1,377 @@
+"""octipusctl: the command-line client of octipusd (typer + rich).
+
+Exit codes: 0 success; 1 the run (or request) failed; 2 bad input; 3 octipusd is not running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from octipusd.ctl.client import Client
+from octipusd.errors import OctipusError
+from octipusd.settings import default_socket_path
+
+app = typer.Typer(help="Control octipusd: sessions, runs, approvals.", no_args_is_help=True, add_completion=False)
+approvals_app = typer.Typer(help="List and answer approval requests.", invoke_without_command=True)
+runs_app = typer.Typer(help="List, show and stop runs.", invoke_without_command=True)
+sessions_app = typer.Typer(help="List and show sessions.", invoke_without_command=True)
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(runs_app, name="runs")
+app.add_typer(sessions_app, name="sessions")
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+TERMINAL = {"succeeded", "failed", "interrupted", "cancelled"}
+
+
+class _State:
+    socket: Path = default_socket_path()
+
+
+def _client() -> Client:
+    return Client(_State.socket)
+
+
+@app.callback()
+def _main(
+    socket: Annotated[
+        Path | None, typer.Option(help="octipusd socket (default $XDG_RUNTIME_DIR/octipus/octipusd.sock)")
+    ] = None,
+) -> None:
+    env = os.environ.get("OCTIPUS_DAEMON__SOCKET")
+    _State.socket = socket or (Path(env) if env else default_socket_path())
+
+
+def _fail(exc: OctipusError) -> typer.Exit:
+    err.print(f"octipusctl: {exc.message}")
+    return typer.Exit(exc.exit_code)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, default=str) + "\n")
+
+
+# ----------------------------------------------------------------------------- health
+
+
+@app.command()
+def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False) -> None:
+    """Show the daemon's health and each vendor CLI's resolved path and version."""
+    try:
+        data = _client().request("GET", "/health")
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(data)
+        return
+    console.print(f"octipusd {data['daemon_version']} (pid {data['pid']}), database {data['database']}")
+    console.print(f"live runs: {data['live_runs']}")
+    table = Table("adapter", "binary", "path", "version / error")
+    for a in data["adapters"]:
+        table.add_row(
+            a["adapter"],
+            a["binary"],
+            a["path"] or f"[red]not found[/] (PATH searched: {a['searched_path']})",
+            a["version"] or a["error"] or "",
+        )
+    console.print(table)
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def _render(event: dict[str, Any]) -> None:
+    kind, data = event["kind"], event["data"]
+    if kind == "text":
+        console.print(f"[bold]assistant[/]: {data.get('text', '')}")
+    elif kind == "thinking":
+        console.print(f"[dim]thinking: {data.get('text', '')[:300]}[/]")
+    elif kind == "tool_use":
+        args = json.dumps(data.get("input", {}))
+        console.print(f"[cyan]tool[/] {data.get('name')} {args[:300]}")
+    elif kind == "tool_result":
+        text = str(data.get("content", "")).strip().replace("\n", " ⏎ ")
+        style = "red" if data.get("is_error") else "dim"
+        console.print(f"[{style}]  result: {text[:300]}[/]")
+    elif kind == "permission_decision":
+        mark = "[green]allowed[/]" if data.get("allowed") else "[red]denied[/]"
+        console.print(f"[magenta]permission[/] {data.get('tool_id')}: {mark} ({data.get('reason')})")
+    elif kind == "approval_requested":
+        console.print(
+            f"[yellow]approval needed[/] {data.get('tool_id')} {data.get('subject') or ''} "
+            f"-> octipusctl approvals approve {data.get('approval_id')}"
+        )
+    elif kind == "approval_decided":
+        console.print(f"[yellow]approval[/] {data.get('approval_id')}: {data.get('outcome')} by {data.get('decided_by')}")
+    elif kind == "review_required":
+        console.print(f"[red]{data.get('reason')}[/]")
+    elif kind == "run_status":
+        extra = f" ({data['reason']})" if data.get("reason") else ""
+        resumed = " resumed" if data.get("resumed") else ""
+        console.print(f"[blue]run {data.get('status')}{resumed}{extra}[/]")
+    elif kind == "session":
+        servers = ", ".join(f"{k}={v}" for k, v in (data.get("mcp_servers") or {}).items())
+        console.print(f"[dim]vendor session {data.get('session_id')} model {data.get('model')} mcp: {servers}[/]")
+    elif kind == "result":
+        usage = data.get("usage") or {}
+        console.print(
+            f"[dim]result {data.get('subtype')} (input {usage.get('input_tokens', 0)}, "
+            f"output {usage.get('output_tokens', 0)} tokens)[/]"
+        )
+    elif kind in ("notice", "bridge_call"):
+        console.print(f"[dim]{kind}: {data.get('message') or data.get('event')} {data.get('tool', '')}[/]")
+    elif kind in ("unparsed", "unknown", "error"):
+        console.print(f"[dim]{kind}: {str(data)[:200]}[/]")
+
+
+def _answer_inline(client: Client, event: dict[str, Any], approve: str) -> None:
+    data = event["data"]
+    approval_id = data.get("approval_id")
+    decision: str | None = None
+    if approve == "yes":
+        decision = "approve"
+    elif approve == "no":
+        decision = "deny"
+    elif sys.stdin.isatty():
+        ok = typer.confirm(f"Allow {data.get('tool_id')} {data.get('subject') or ''}?", default=False)
+        decision = "approve" if ok else "deny"
+    if decision is not None:
+        try:
+            client.request("POST", f"/approvals/{approval_id}", json={"decision": decision})
+        except OctipusError as exc:
+            err.print(f"octipusctl: could not answer approval {approval_id}: {exc.message}")
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="the text of the turn")],
+    session: Annotated[str | None, typer.Option(help="continue this session (default: a new one)")] = None,
+    workspace: Annotated[Path, typer.Option(help="workspace of a new session")] = Path("."),
+    adapter: Annotated[str, typer.Option(help="vendor adapter of a new session")] = "claude-code",
+    model: Annotated[str | None, typer.Option(help="vendor model of a new session")] = None,
+    permission_mode: Annotated[str, typer.Option(help="workspace | full | plan | default")] = "workspace",
+    unattended: Annotated[bool, typer.Option(help="a new session that may not ask for approvals")] = False,
+    approve: Annotated[
+        str, typer.Option(help="answer this run's approvals: ask (prompt on a terminal), yes, no, or wait")
+    ] = "ask",
+    as_json: Annotated[bool, typer.Option("--json", help="print events as JSON lines")] = False,
+) -> None:
+    """Post a turn (new or continued session) and stream the run live; exit 0 on success."""
+    if approve not in ("ask", "yes", "no", "wait"):
+        err.print("octipusctl: --approve takes ask, yes, no or wait")
+        raise typer.Exit(2)
+    client = _client()
+    try:
+        if session is None:
+            created = client.request(
+                "POST",
+                "/sessions",
+                json={
+                    "workspace": str(workspace.resolve()),
+                    "adapter": adapter,
+                    "model": model,
+                    "permission_mode": permission_mode,
+                    "attended": not unattended,
+                },
+            )
+            session = str(created["id"])
+        posted = client.request("POST", f"/sessions/{session}/turns", json={"prompt": prompt})
+        run_id = posted["id"]
+        if as_json:
+            _print_json({"kind": "posted", "session_id": session, "run_id": run_id})
+        else:
+            console.print(f"[dim]session {session} run {run_id} (turn {posted['turn_index']})[/]")
+        for event in client.stream(run_id):
+            if as_json:
+                _print_json(event)
+            else:
+                _render(event)
+            if event["kind"] == "approval_requested" and approve != "wait":
+                _answer_inline(client, event, approve)
+        final = client.request("GET", f"/runs/{run_id}")
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    if not as_json:
+        console.print(
+            f"[bold]{final['status']}[/] session {session} run {run_id}; tokens in {final['input_tokens']} "
+            f"out {final['output_tokens']}" + (f"; {final['reason']}" if final.get("reason") else "")
+        )
+    raise typer.Exit(0 if final["status"] == "succeeded" else 1)
+
+
+# ----------------------------------------------------------------------------- approvals
+
+
+def _approvals_table(items: list[dict[str, Any]]) -> Table:
+    table = Table("id", "status", "tool", "subject", "run", "expires / decided")
+    for a in items:
+        table.add_row(
+            a["id"],
+            a["status"],
+            a["tool_id"],
+            (a.get("subject") or "")[:60],
+            a["run_id"][:12],
+            a.get("decided_by") or a.get("expires_at") or "",
+        )
+    return table
+
+
+@approvals_app.callback()
+def approvals_default(ctx: typer.Context) -> None:
+    """With no sub-command: list pending approvals."""
+    if ctx.invoked_subcommand is None:
+        approvals_list()
+
+
+@approvals_app.command("list")
+def approvals_list(
+    all_: Annotated[bool, typer.Option("--all", help="include answered ones")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List approval requests (pending ones by default)."""
+    try:
+        items = _client().request("GET", "/approvals", params={"status": "all" if all_ else "pending"})
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(items)
+    elif not items:
+        console.print("no pending approvals" if not all_ else "no approvals")
+    else:
+        console.print(_approvals_table(items))
+
+
+def _answer(approval_id: str, decision: str, reason: str | None) -> None:
+    try:
+        a = _client().request("POST", f"/approvals/{approval_id}", json={"decision": decision, "reason": reason})
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    console.print(f"{a['id']}: {a['status']} ({a['tool_id']} {a.get('subject') or ''})")
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str, reason: Annotated[str | None, typer.Option(help="why (kept with the decision)")] = None
+) -> None:
+    """Approve a pending request."""
+    _answer(approval_id, "approve", reason)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    approval_id: str, reason: Annotated[str | None, typer.Option(help="why (shown to the agent)")] = None
+) -> None:
+    """Deny a pending request."""
+    _answer(approval_id, "deny", reason)
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+@runs_app.callback()
+def runs_default(ctx: typer.Context) -> None:
+    """With no sub-command: list recent runs."""
+    if ctx.invoked_subcommand is None:
+        runs_list()
+
+
+@runs_app.command("list")
+def runs_list(
+    session: Annotated[str | None, typer.Option(help="only this session's runs")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List recent runs."""
+    try:
+        items = _client().request("GET", "/runs", params={"session_id": session} if session else {})
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(items)
+        return
+    table = Table("id", "session", "turn", "status", "tokens in/out", "reason")
+    for r in items:
+        table.add_row(
+            r["id"],
+            r["session_id"][:12],
+            str(r["turn_index"]),
+            r["status"],
+            f"{r['input_tokens']}/{r['output_tokens']}",
+            (r.get("reason") or "")[:60],
+        )
+    console.print(table)
+
+
+@runs_app.command("show")
+def runs_show(run_id: str, events: Annotated[bool, typer.Option(help="also print the events")] = False) -> None:
+    """Show one run (and optionally its stored events)."""
+    client = _client()
+    try:
+        r = client.request("GET", f"/runs/{run_id}")
+        _print_json(r)
+        if events:
+            for e in client.request("GET", f"/runs/{run_id}/events"):
+                _print_json(e)
+    except OctipusError as exc:
+        raise _fail(exc) from None
+
+
+@runs_app.command("stop")
+def runs_stop(run_id: str) -> None:
+    """Stop a live run (its vendor process and everything it started)."""
+    try:
+        r = _client().request("POST", f"/runs/{run_id}/stop", json={"reason": "stopped with octipusctl"})
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    console.print(f"{r['id']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""))
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+@sessions_app.callback()
+def sessions_default(ctx: typer.Context) -> None:
+    """With no sub-command: list sessions."""
+    if ctx.invoked_subcommand is None:
+        sessions_list()
+
+
+@sessions_app.command("list")
+def sessions_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List sessions, newest first."""
+    try:
+        items = _client().request("GET", "/sessions")
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(items)
+        return
+    table = Table("id", "adapter", "mode", "workspace", "created")
+    for s in items:
+        table.add_row(s["id"], s["adapter"], s["permission_mode"], s["workspace"], s["created_at"])
+    console.print(table)
+
+
+@sessions_app.command("show")
+def sessions_show(session_id: str) -> None:
+    """Show one session and its runs."""
+    client = _client()
+    try:
+        _print_json(client.request("GET", f"/sessions/{session_id}"))
+        for r in client.request("GET", "/runs", params={"session_id": session_id}):
+            _print_json({"run": r["id"], "turn": r["turn_index"], "status": r["status"], "reason": r["reason"]})
+    except OctipusError as exc:
+        raise _fail(exc) from None
+
+
+def main() -> None:
+    """Entry point of ``octipusctl``."""
+    app()

@@ -1,0 +1,171 @@
+"""Approvals as durable records, and waiting for a person's answer.
+
+An approval is written to the store (status ``pending``) before anyone is asked, so it is
+visible to every client and survives a restart (a restart cancels the approvals of runs that
+were live, see ``Store.interrupt_orphaned_runs``). An answer is applied exactly once: the store
+decides with a conditional update, so a second answer, or an answer racing the expiry, loses
+cleanly with :class:`~octipusd.errors.ApprovalError`.
+
+A managed run waits at most ``daemon.approvalTimeoutSeconds`` (5 minutes, seed 003
+"Approvals inside a pipeline"); expiry never allows.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+
+from octipusd.errors import ApprovalError
+from octipusd.store.aio import in_thread
+from octipusd.store.records import Approval, ApprovalStatus
+from octipusd.store.repository import Store
+
+
+class Outcome(enum.StrEnum):
+    """How a wait for an approval ended."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class ApprovalResult:
+    """The end of a wait.
+
+    Attributes:
+        outcome: approved, denied, expired or cancelled.
+        approval: The approval record as finally stored.
+    """
+
+    outcome: Outcome
+    approval: Approval
+
+    @property
+    def approved(self) -> bool:
+        """True only for an explicit approval."""
+        return self.outcome is Outcome.APPROVED
+
+
+class ApprovalBroker:
+    """Creates approvals, waits for answers with a deadline, applies answers exactly once.
+
+    Args:
+        store: The store holding approval records.
+        timeout_seconds: Longest wait of a managed run for one answer (seconds).
+    """
+
+    def __init__(self, store: Store, timeout_seconds: float) -> None:
+        self._store = store
+        self.timeout_seconds = timeout_seconds
+        self._waiters: dict[str, anyio.Event] = {}
+
+    async def create(
+        self,
+        *,
+        run_id: str,
+        session_id: str,
+        tool_id: str,
+        subject: str | None,
+        reason: str | None,
+        input: dict[str, Any],
+        explanation: str | None,
+        vendor_request_id: str | None,
+    ) -> Approval:
+        """Store a pending approval (committed before return) and register its waiter.
+
+        Returns:
+            The pending approval, whose ``expires_at`` is now + ``timeout_seconds``.
+        """
+        expires = datetime.now(UTC) + timedelta(seconds=self.timeout_seconds)
+        approval = await in_thread(
+            self._store.create_approval,
+            run_id=run_id,
+            session_id=session_id,
+            tool_id=tool_id,
+            subject=subject,
+            reason=reason,
+            input=input,
+            explanation=explanation,
+            vendor_request_id=vendor_request_id,
+            expires_at=expires,
+        )
+        self._waiters[approval.id] = anyio.Event()
+        return approval
+
+    async def wait(self, approval: Approval) -> ApprovalResult:
+        """Wait for an answer to ``approval`` for at most ``timeout_seconds``.
+
+        On expiry the approval is marked ``expired`` (unless an answer won the race, which
+        is then honoured). Cancellation of the caller marks it ``cancelled``.
+
+        Returns:
+            The outcome and the final record. Never raises for an expiry.
+        """
+        event = self._waiters.setdefault(approval.id, anyio.Event())
+        try:
+            with anyio.move_on_after(self.timeout_seconds):
+                await event.wait()
+            with anyio.CancelScope(shield=True):
+                if not event.is_set():
+                    await in_thread(
+                        self._store.resolve_approval_if_pending,
+                        approval.id,
+                        status=ApprovalStatus.EXPIRED,
+                        reason=f"no answer within {self.timeout_seconds:g} s",
+                    )
+                return self._result(await in_thread(self._store.get_approval, approval.id))
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await in_thread(
+                    self._store.resolve_approval_if_pending,
+                    approval.id,
+                    status=ApprovalStatus.CANCELLED,
+                    reason="the run ended before an answer",
+                )
+            raise
+        finally:
+            self._waiters.pop(approval.id, None)
+
+    async def answer(self, approval_id: str, *, approve: bool, decided_by: str, reason: str | None = None) -> Approval:
+        """Apply a person's answer exactly once and wake the waiting run.
+
+        Raises:
+            NotFoundError: no such approval.
+            ApprovalError: it was already answered, expired or cancelled.
+        """
+        approval = await in_thread(
+            self._store.decide_approval, approval_id, approve=approve, decided_by=decided_by, reason=reason
+        )
+        waiter = self._waiters.get(approval_id)
+        if waiter is not None:
+            waiter.set()
+        return approval
+
+    async def cancel_run(self, run_id: str, reason: str) -> int:
+        """Cancel every pending approval of a run and wake its waiters; returns how many."""
+        pending = await in_thread(self._store.list_approvals, status=ApprovalStatus.PENDING, run_id=run_id)
+        count = await in_thread(self._store.cancel_pending_approvals, run_id, reason=reason)
+        for approval in pending:
+            waiter = self._waiters.get(approval.id)
+            if waiter is not None:
+                waiter.set()
+        return count
+
+    @staticmethod
+    def _result(approval: Approval) -> ApprovalResult:
+        status = ApprovalStatus(approval.status)
+        if status is ApprovalStatus.APPROVED:
+            return ApprovalResult(Outcome.APPROVED, approval)
+        if status is ApprovalStatus.DENIED:
+            return ApprovalResult(Outcome.DENIED, approval)
+        if status is ApprovalStatus.EXPIRED:
+            return ApprovalResult(Outcome.EXPIRED, approval)
+        if status is ApprovalStatus.CANCELLED:
+            return ApprovalResult(Outcome.CANCELLED, approval)
+        raise ApprovalError(f"approval {approval.id} is still {status} after its wait ended")

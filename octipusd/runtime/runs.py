@@ -1,0 +1,586 @@
+"""Runs and turns: one vendor invocation per posted turn, from launch to final status.
+
+Data flow of one run (DESIGN.md "The data flow of one run"): resolve the session's adapter
+and binary, decide resume or cold start, open the run's MCP bridge, build the launch, spawn
+the vendor, parse its stream into events (stored first, then published), relay permission
+requests into Octipus approvals, and at exit account usage, save the vendor session id and
+write the final status.
+
+One Octipus session has at most one live run, so one vendor conversation is never resumed in
+two processes at once: a second turn while one is live is refused with a clear message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from octipusd.adapter import (
+    Adapter,
+    LaunchRequest,
+    PermissionDecision,
+    PermissionMode,
+    PermissionRequestEvent,
+    ResultEvent,
+    SessionEvent,
+    UnknownEvent,
+    VendorEvent,
+)
+from octipusd.bridge import AuthorizationResult, RunIdentity, open_bridge
+from octipusd.errors import ConflictError, ExecutableNotFoundError, OctipusError
+from octipusd.policy.approvals import ApprovalBroker, Outcome
+from octipusd.policy.engine import Policy
+from octipusd.policy.rules import Level
+from octipusd.runner.executables import Resolution
+from octipusd.runner.process import VendorProcess
+from octipusd.runtime.events import EventHub
+from octipusd.runtime.prompts import dump_prompt
+from octipusd.runtime.sessions import fingerprint, plan_resume
+from octipusd.store.aio import in_thread
+from octipusd.store.records import Run, RunStatus
+from octipusd.store.repository import Store
+from octipusd.tools import DEFAULT_TOOLS
+
+log = logging.getLogger("octipusd.runtime")
+
+#: Seconds a vendor may take to exit after its result and stdin EOF before it is stopped.
+EXIT_AFTER_RESULT = 30.0
+#: MCP server name of the bridge as vendors see it.
+BRIDGE_NAME = "octipus"
+#: Tool ids of the bridge, as Claude names them.
+BRIDGE_PREFIX = f"mcp__{BRIDGE_NAME}__"
+
+
+def subject_of(arguments: Mapping[str, Any]) -> str | None:
+    """Return the command or path a tool call acts on (FACTS.md §3 subject field order)."""
+    for key in ("command", "path", "file_path", "filePath", "url", "query", "message"):
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+@dataclass
+class LiveRun:
+    """In-memory state of a run this daemon is executing."""
+
+    run: Run
+    session_id: str
+    attended: bool
+    identity: RunIdentity | None = None
+    process: VendorProcess | None = None
+    adapter: Adapter | None = None
+    result: ResultEvent | None = None
+    vendor_session_confirmed: str | None = None
+    failure: str | None = None
+    stop_status: RunStatus | None = None
+    stop_reason: str | None = None
+    review_required: list[str] = field(default_factory=list)
+    waiting_approvals: int = 0
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class RunManager:
+    """Executes turns and owns every live run of this daemon.
+
+    Args:
+        store: The store.
+        hub: Event persistence and fan-out.
+        broker: Approvals.
+        policy: Permission rules.
+        adapters: Registry name -> adapter.
+        resolutions: Registry name -> executable resolution (from start-up).
+        data_dir: Octipus data directory (run folders live under ``runs/``).
+        owner: This daemon instance's id (stored on runs for orphan detection).
+        base_env: Environment passed to vendor processes.
+        prompt_dumps: ``agent.promptDumps``.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        hub: EventHub,
+        broker: ApprovalBroker,
+        policy: Policy,
+        adapters: Mapping[str, Adapter],
+        resolutions: Mapping[str, Resolution],
+        data_dir: Path,
+        owner: str,
+        base_env: Mapping[str, str],
+        prompt_dumps: bool = True,
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.broker = broker
+        self.policy = policy
+        self.adapters = adapters
+        self.resolutions = resolutions
+        self.data_dir = data_dir
+        self.owner = owner
+        self.base_env = dict(base_env)
+        self.prompt_dumps = prompt_dumps
+        self.user = getpass.getuser()
+        self._live: dict[str, LiveRun] = {}
+        self._post_lock = anyio.Lock()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._accepting = True
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def bind(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Attach the daemon's task group, in which runs execute."""
+        self._tg = task_group
+
+    def live_runs(self) -> list[str]:
+        """Ids of the runs executing now."""
+        return list(self._live)
+
+    async def shutdown(self, reason: str, grace: float = 15.0) -> None:
+        """Stop accepting turns, interrupt every live run and wait (bounded) for them to end.
+
+        Args:
+            reason: Stored as each run's reason (status ``interrupted``).
+            grace: Seconds to wait for runs to finish their cleanup.
+        """
+        self._accepting = False
+        live = list(self._live.values())
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for item in live:
+                    tg.start_soon(self._stop_live, item, RunStatus.INTERRUPTED, reason)
+            with anyio.move_on_after(grace):
+                for item in live:
+                    await item.done.wait()
+
+    # ------------------------------------------------------------------ API entry points
+
+    async def post_turn(self, session_id: str, prompt: str) -> Run:
+        """Create a run for a new turn of a session and start it in the background.
+
+        Raises:
+            NotFoundError: no such session.
+            InvalidRequestError: the prompt is empty.
+            ConflictError: the session already has a live run, or the daemon is stopping.
+        """
+        from octipusd.errors import InvalidRequestError
+
+        if not prompt.strip():
+            raise InvalidRequestError("prompt is empty; give the text of the turn")
+        if not self._accepting or self._tg is None:
+            raise ConflictError("octipusd is shutting down; start it again and repeat the turn")
+        async with self._post_lock:
+            session = await in_thread(self.store.get_session, session_id)
+            for item in self._live.values():
+                if item.session_id == session_id:
+                    raise ConflictError(
+                        f"session {session_id} already has a live run {item.run.id}; wait for it to finish "
+                        f"or stop it (octipusctl runs stop {item.run.id}) before the next turn"
+                    )
+            run = await in_thread(self.store.create_run, session_id=session_id, prompt=prompt, owner=self.owner)
+            live = LiveRun(run=run, session_id=session_id, attended=session.attended)
+            self._live[run.id] = live
+        await self.hub.emit(run.id, "run_status", {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index})
+        self._tg.start_soon(self._execute, live)
+        return run
+
+    async def stop(self, run_id: str, reason: str = "stopped by the user") -> Run:
+        """Stop a live run (status ``cancelled``); a finished run is returned unchanged.
+
+        Raises:
+            NotFoundError: no such run.
+        """
+        live = self._live.get(run_id)
+        if live is None:
+            return await in_thread(self.store.get_run, run_id)
+        await self._stop_live(live, RunStatus.CANCELLED, reason)
+        with anyio.move_on_after(20):
+            await live.done.wait()
+        return await in_thread(self.store.get_run, run_id)
+
+    async def _stop_live(self, live: LiveRun, status: RunStatus, reason: str) -> None:
+        if live.stop_status is None:
+            live.stop_status = status
+            live.stop_reason = reason
+        await self.broker.cancel_run(live.run.id, reason)
+        if live.process is not None:
+            await live.process.stop(reason)
+
+    # ------------------------------------------------------------------ ToolHost (bridge)
+
+    async def authorize(self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]) -> AuthorizationResult:
+        """Permission check of an Octipus tool call arriving on the bridge (ToolHost protocol)."""
+        live = self._live.get(identity.run_id)
+        if live is None:
+            return AuthorizationResult(False, "the run is no longer live")
+        allowed, reason = await self._authorize(live, tool_id, arguments, action=None, vendor_request_id=None)
+        return AuthorizationResult(allowed, reason)
+
+    async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
+        """The session's durable work plan, or None (ToolHost protocol)."""
+        plan = await in_thread(self.store.get_work_plan, identity.session_id)
+        return None if plan is None else dict(plan.plan)
+
+    async def save_work_plan(self, identity: RunIdentity, plan: dict[str, Any]) -> dict[str, Any]:
+        """Save the session's work plan and publish it (ToolHost protocol)."""
+        saved = await in_thread(self.store.save_work_plan, identity.session_id, plan)
+        await self.hub.emit(identity.run_id, "notice", {"message": "work plan updated", "plan": saved.plan})
+        return dict(saved.plan)
+
+    async def run_context(self, identity: RunIdentity) -> dict[str, Any]:
+        """Plan, feedback history and queued guidance of the run (ToolHost protocol)."""
+        plan = await self.get_work_plan(identity)
+        return {"plan": plan, "feedback": [], "guidance": [], "pendingChildren": []}
+
+    async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
+        """Store a bridge event on the run (ToolHost protocol)."""
+        await self.hub.emit(identity.run_id, "bridge_call", {"event": kind, **data})
+
+    # ------------------------------------------------------------------ execution
+
+    async def _execute(self, live: LiveRun) -> None:
+        run_id = live.run.id
+        try:
+            await self._run_turn(live)
+        except OctipusError as exc:
+            live.failure = live.failure or exc.message
+        except Exception as exc:  # a bug must still end the run cleanly
+            log.exception("run %s crashed", run_id)
+            live.failure = live.failure or f"internal error: {exc!r}"
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._finish(live)
+                finally:
+                    self._live.pop(run_id, None)
+                    live.done.set()
+                    self.hub.notify(run_id)
+
+    async def _run_turn(self, live: LiveRun) -> None:
+        run = live.run
+        session = await in_thread(self.store.get_session, live.session_id)
+        adapter = self.adapters.get(session.adapter)
+        if adapter is None:
+            raise ConflictError(f"session uses adapter {session.adapter!r}, which is not installed")
+        live.adapter = adapter
+        resolution = self.resolutions.get(adapter.name)
+        if resolution is None:
+            raise ExecutableNotFoundError(f"no executable resolution for adapter {adapter.name}")
+        binary = resolution.require()
+        workspace = Path(session.workspace)
+        if not workspace.is_dir():
+            raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
+        mode = PermissionMode(session.permission_mode)
+        tool_names = [t.name for t in DEFAULT_TOOLS]
+        fp = fingerprint(
+            adapter=adapter.name,
+            model=session.model,
+            permission_mode=mode,
+            workspace=workspace,
+            instructions=None,
+            tool_names=tool_names,
+        )
+        stored = await in_thread(self.store.get_vendor_session, session.id, adapter.name)
+        if not adapter.supports_resume:
+            stored = None
+        plan = plan_resume(stored, fp, workspace, adapter.new_session_id())
+        if plan.notice:
+            await self.hub.emit(run.id, "notice", {"message": plan.notice})
+        run_dir = self.data_dir / "runs" / run.id
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.prompt_dumps:
+            await anyio.to_thread.run_sync(dump_prompt, run.id, run.prompt)
+        identity = RunIdentity(
+            run_id=run.id,
+            session_id=session.id,
+            user=self.user,
+            worker_id=f"root:{session.id}",
+            workspace=workspace,
+            attended=session.attended,
+        )
+        live.identity = identity
+        async with open_bridge(identity, self) as bridge, anyio.create_task_group() as tg:
+            spec = adapter.build_launch(
+                LaunchRequest(
+                    binary=binary,
+                    cwd=workspace,
+                    run_dir=run_dir,
+                    prompt=run.prompt,
+                    vendor_session_id=plan.vendor_session_id,
+                    resume=plan.resume,
+                    model=session.model,
+                    permission_mode=mode,
+                    bridge=bridge.endpoint,
+                    env=self.base_env,
+                )
+            )
+            if live.stop_status is not None:
+                return
+            process = await VendorProcess.start(spec, run.id)
+            live.process = process
+            run = await in_thread(
+                self.store.update_run,
+                run.id,
+                status=RunStatus.RUNNING,
+                pid=process.pid,
+                vendor_session_id=plan.vendor_session_id,
+                resumed=plan.resume,
+                started_at=_now(),
+            )
+            live.run = run
+            await self.hub.emit(
+                run.id,
+                "run_status",
+                {
+                    "status": str(RunStatus.RUNNING),
+                    "pid": process.pid,
+                    "argv": [a for a in spec.argv if all(s not in a for s in spec.secrets)],
+                    "vendor_session_id": plan.vendor_session_id,
+                    "resumed": plan.resume,
+                },
+            )
+            if live.stop_status is not None:  # stopped while starting
+                await process.stop(live.stop_reason or "stopped")
+            tg.start_soon(process.pump_stderr)
+            parser = adapter.new_parser()
+            async for line in process.lines():
+                for event in parser.feed(line):
+                    await self._handle(live, event, tg)
+            with anyio.move_on_after(EXIT_AFTER_RESULT):
+                await process.wait()
+            if process.returncode is None:
+                await process.stop("did not exit after its output ended")
+            await process.reap()
+            usage = parser.total_usage()
+            live.run = await in_thread(
+                self.store.update_run,
+                run.id,
+                exit_code=process.returncode,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                cache_read_input_tokens=usage.cache_read_input_tokens,
+                usage_estimated=usage.estimated,
+                cost_usd=live.result.cost_usd if live.result else None,
+                result_text=live.result.text if live.result else None,
+            )
+            tg.cancel_scope.cancel()
+        if (
+            live.vendor_session_confirmed
+            and live.result is not None
+            and not live.result.is_error
+            and live.stop_status is None
+            and live.failure is None
+        ):
+            await in_thread(
+                self.store.save_vendor_session,
+                session_id=session.id,
+                key=adapter.name,
+                vendor_session_id=live.vendor_session_confirmed,
+                fingerprint=fp,
+                cwd=str(workspace),
+            )
+
+    async def _handle(self, live: LiveRun, event: VendorEvent, tg: anyio.abc.TaskGroup) -> None:
+        await self.hub.emit_vendor(live.run.id, event)
+        process = live.process
+        adapter = live.adapter
+        assert process is not None and adapter is not None
+        if isinstance(event, SessionEvent):
+            if event.session_id:
+                live.vendor_session_confirmed = event.session_id
+            status = event.mcp_servers.get(BRIDGE_NAME)
+            if status == "failed" and live.failure is None:
+                live.failure = (
+                    f"the Octipus bridge was reported failed by the vendor (system/init mcp_servers {BRIDGE_NAME}: "
+                    "failed); the run cannot use Octipus tools"
+                )
+                tg.start_soon(process.stop, live.failure)
+        elif isinstance(event, PermissionRequestEvent):
+            tg.start_soon(self._relay_permission, live, event)
+        elif isinstance(event, UnknownEvent) and event.type == "control_request" and event.raw:
+            request_id = str(event.raw.get("request_id", ""))
+            subtype = (event.raw.get("request") or {}).get("subtype")
+            await process.write_line(adapter.encode_control_error(request_id, f"unsupported control request {subtype}"))
+        elif isinstance(event, ResultEvent):
+            live.result = event
+            if event.session_id and not event.is_error:
+                live.vendor_session_confirmed = event.session_id
+            await process.close_stdin()
+
+    async def _relay_permission(self, live: LiveRun, event: PermissionRequestEvent) -> None:
+        """Answer a vendor permission request through Octipus policy (``cli-native:<Tool>``)."""
+        process, adapter = live.process, live.adapter
+        assert process is not None and adapter is not None
+        tool_id = f"cli-native:{event.tool_name}"
+        if event.tool_name.startswith(BRIDGE_PREFIX):
+            name = event.tool_name.removeprefix(BRIDGE_PREFIX)
+            registered = any(t.name == name for t in DEFAULT_TOOLS)
+            allowed = registered and live.stop_status is None
+            reason = (
+                f"allow: {event.tool_name} is an Octipus tool registered for this run (checked again on the bridge)"
+                if allowed
+                else f"deny: {event.tool_name} is not registered for this run"
+            )
+        else:
+            allowed, reason = await self._authorize(
+                live, tool_id, event.input, action=event.tool_name, vendor_request_id=event.request_id
+            )
+        await self.hub.emit(
+            live.run.id,
+            "permission_decision",
+            {"tool_id": tool_id, "request_id": event.request_id, "allowed": allowed, "reason": reason},
+        )
+        decision = PermissionDecision(allow=allowed, message=reason, updated_input=event.input if allowed else None)
+        await process.write_line(adapter.encode_permission_response(event, decision))
+
+    async def _authorize(
+        self,
+        live: LiveRun,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        action: str | None,
+        vendor_request_id: str | None,
+    ) -> tuple[bool, str]:
+        """Decide one tool call: rules, then (for ASK) a person, within the run's limits.
+
+        Returns:
+            (allowed, reason) where reason explains the decision for the model and the events.
+        """
+        decision = self.policy.decide(tool_id, dict(arguments), action=action)
+        if decision.level is Level.DENY:
+            return False, f"denied by Octipus policy: {decision.explanation}"
+        if decision.level is Level.ALLOW:
+            return True, decision.explanation
+        subject = subject_of(arguments)
+        if not live.attended:
+            note = (
+                f"review required: {tool_id}"
+                + (f" ({subject})" if subject else "")
+                + " needs a person's approval, and this session is unattended"
+            )
+            live.review_required.append(note)
+            await self.hub.emit(live.run.id, "review_required", {"tool_id": tool_id, "subject": subject, "reason": note})
+            return False, note
+        approval = await self.broker.create(
+            run_id=live.run.id,
+            session_id=live.session_id,
+            tool_id=tool_id,
+            subject=subject,
+            reason=f"CLI: {action}" if action else f"Octipus tool {tool_id}",
+            input=dict(arguments),
+            explanation=decision.explanation,
+            vendor_request_id=vendor_request_id,
+        )
+        await self.hub.emit(
+            live.run.id,
+            "approval_requested",
+            {
+                "approval_id": approval.id,
+                "tool_id": tool_id,
+                "subject": subject,
+                "explanation": decision.explanation,
+                "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+            },
+        )
+        await self._set_waiting(live, +1)
+        try:
+            result = await self.broker.wait(approval)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._set_waiting(live, -1)
+        await self.hub.emit(
+            live.run.id,
+            "approval_decided",
+            {
+                "approval_id": approval.id,
+                "tool_id": tool_id,
+                "outcome": str(result.outcome),
+                "decided_by": result.approval.decided_by,
+            },
+        )
+        if result.approved:
+            again = self.policy.decide(tool_id, dict(arguments), action=action)
+            if again.level is Level.DENY:  # a DENY added meanwhile wins (FACTS.md §3)
+                return False, f"denied by Octipus policy: {again.explanation}"
+            return True, f"approved by {result.approval.decided_by}"
+        if result.outcome is Outcome.EXPIRED:
+            message = (
+                f"approval {approval.id} for {tool_id} was not answered within "
+                f"{self.broker.timeout_seconds:g} s; the call was denied and the run failed"
+            )
+            if live.failure is None:
+                live.failure = message
+            await self.broker.cancel_run(live.run.id, "the run failed: an approval expired")
+            if live.process is not None:
+                assert self._tg is not None
+                self._tg.start_soon(live.process.stop, message)
+            return False, message
+        if result.outcome is Outcome.CANCELLED:
+            return False, "the approval was cancelled because the run is ending"
+        why = result.approval.decision_reason
+        return False, f"denied by {result.approval.decided_by}" + (f": {why}" if why else "")
+
+    async def _set_waiting(self, live: LiveRun, delta: int) -> None:
+        live.waiting_approvals += delta
+        if live.stop_status is not None or live.failure is not None:
+            return
+        status = RunStatus.AWAITING_APPROVAL if live.waiting_approvals > 0 else RunStatus.RUNNING
+        if live.run.status != status:
+            live.run = await in_thread(self.store.update_run, live.run.id, status=status)
+            await self.hub.emit(live.run.id, "run_status", {"status": str(status)})
+
+    async def _finish(self, live: LiveRun) -> None:
+        run_id = live.run.id
+        process = live.process
+        if process is not None and process.returncode is None:
+            await process.stop(live.stop_reason or live.failure or "run ended")
+        if process is not None:
+            await process.reap()
+        result = live.result
+        status: RunStatus
+        reason: str | None
+        if live.stop_status is not None:
+            status, reason = live.stop_status, live.stop_reason
+        elif live.failure is not None:
+            status, reason = RunStatus.FAILED, live.failure
+        elif result is None:
+            rc = process.returncode if process else None
+            tail = process.stderr_tail.strip()[-500:] if process else ""
+            status, reason = RunStatus.FAILED, f"the vendor CLI exited ({rc}) without a result" + (
+                f"; stderr: {tail}" if tail else ""
+            )
+        elif result.is_error:
+            detail = "; ".join(result.errors) or (result.text or result.subtype or "error")
+            status, reason = RunStatus.FAILED, f"the vendor reported an error: {detail}"
+        else:
+            status = RunStatus.SUCCEEDED
+            reason = "; ".join(live.review_required) if live.review_required else None
+        await self.broker.cancel_run(run_id, f"the run ended ({status})")
+        final = await in_thread(
+            self.store.finish_run,
+            run_id,
+            status=status,
+            reason=reason,
+            exit_code=process.returncode if process else None,
+            result_text=result.text if result else None,
+        )
+        live.run = final
+        await self.hub.emit(run_id, "run_status", {"status": str(final.status), "reason": final.reason, "final": True})
+        with contextlib.suppress(OSError):
+            for leftover in (self.data_dir / "runs" / run_id).glob("*.json"):
+                leftover.unlink()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

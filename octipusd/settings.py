@@ -1,0 +1,365 @@
+"""Octipus settings: pydantic-settings over a TOML file and ``OCTIPUS_*`` environment variables.
+
+Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
+
+    # $XDG_CONFIG_HOME/octipus/config.toml  (or octipusd --config PATH)
+    [cliModels]
+    path = "/usr/local/bin:/usr/bin:/bin"       # replaces the login PATH used to find CLIs
+    [cliModels.claudeCode]
+    binaryPath = "claude"                       # a command name or an absolute path
+    [cliModels.codexCli]
+    binaryPath = "/opt/codex/bin/codex"
+    [cliModels.antigravityCli]
+    binaryPath = "agy"
+    [agent]
+    promptDumps = true                          # write each CLI prompt to ~/.octipus/prompts (0600, 7 days)
+    [permissions]
+    rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
+    [database]
+    url = "postgresql+psycopg://user@/octipus?host=/run/postgresql"
+    [daemon]
+    socket = "/run/user/1000/octipus/octipusd.sock"
+    approvalTimeoutSeconds = 300                # managed-run approval wait, at most 5 minutes
+
+Sources, highest first: explicit arguments, the TOML file, ``OCTIPUS_<SECTION>__<KEY>``
+variables (e.g. ``OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS``), then the seed's first-boot
+variables ``OCTIPUS_CLI_PATH``, ``OCTIPUS_CLAUDE_BINARY``, ``OCTIPUS_CODEX_BINARY``,
+``OCTIPUS_ANTIGRAVITY_BINARY`` and ``OCTIPUS_DATABASE_URL``. The first-boot names are
+defaults: a value in the file wins over them, as a saved setting wins over its first-boot
+environment equivalent in the seed.
+
+An invalid value raises :class:`~octipusd.errors.ConfigError` whose message names the key,
+where it came from (file or variable) and what is accepted; ``octipusd`` prints it and exits
+with code 2 before binding anything.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from octipusd.errors import ConfigError
+
+#: First-boot environment names from seed 003, mapped to their dotted setting keys.
+FIRST_BOOT_ENV: dict[str, str] = {
+    "OCTIPUS_CLI_PATH": "cliModels.path",
+    "OCTIPUS_CLAUDE_BINARY": "cliModels.claudeCode.binaryPath",
+    "OCTIPUS_CODEX_BINARY": "cliModels.codexCli.binaryPath",
+    "OCTIPUS_ANTIGRAVITY_BINARY": "cliModels.antigravityCli.binaryPath",
+    "OCTIPUS_DATABASE_URL": "database.url",
+}
+
+#: What each key accepts, for error messages.
+ACCEPTED: dict[str, str] = {
+    "cliModels.path": "a ':'-separated list of absolute directories",
+    "binaryPath": "a command name without '/' (looked up on the PATH) or an absolute path",
+    "agent.promptDumps": "true or false",
+    "permissions.rules": "a table {allow = [...], ask = [...], deny = [...]} of rule strings such as "
+    "'cli-native:Bash(git:*)'",
+    "database.url": "sqlite:///ABSOLUTE/PATH or postgresql+psycopg://USER@HOST/DB",
+    "daemon.socket": "an absolute path",
+    "daemon.approvalTimeoutSeconds": "a number of seconds greater than 0 and at most 300",
+    "daemon.webPort": "a TCP port 1-65535 on 127.0.0.1, or 0 for none",
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _check_binary(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    if "/" in value and not value.startswith("/"):
+        raise ValueError(f"{value!r} is a relative path")
+    return value
+
+
+class BinarySetting(_Section):
+    """``cliModels.<cli>``: where the vendor binary is."""
+
+    binaryPath: str | None = None  # noqa: N815 - the seed's key
+
+    _v = field_validator("binaryPath")(classmethod(lambda cls, v: _check_binary(v)))
+
+
+class CliModels(_Section):
+    """``cliModels``: executable resolution (seed 003)."""
+
+    path: str | None = None
+    claudeCode: BinarySetting = Field(default_factory=BinarySetting)  # noqa: N815
+    codexCli: BinarySetting = Field(default_factory=BinarySetting)  # noqa: N815
+    antigravityCli: BinarySetting = Field(default_factory=BinarySetting)  # noqa: N815
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        parts = [p for p in v.split(":") if p]
+        if not parts:
+            raise ValueError("is empty")
+        bad = [p for p in parts if not p.startswith("/")]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an absolute directory")
+        return ":".join(parts)
+
+
+class AgentSettings(_Section):
+    """``agent``: prompt dumps."""
+
+    promptDumps: bool = True  # noqa: N815
+
+
+class PermissionsSettings(_Section):
+    """``permissions``: the operator's rules (None = the built-in defaults)."""
+
+    rules: dict[str, list[str]] | None = None
+
+    @field_validator("rules")
+    @classmethod
+    def _rules(cls, v: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        if v is None:
+            return None
+        unknown = set(v) - {"allow", "ask", "deny"}
+        if unknown:
+            raise ValueError(f"unknown list {sorted(unknown)[0]!r}")
+        return v
+
+
+class DatabaseSettings(_Section):
+    """``database``: the store URL (None = SQLite under the XDG data dir)."""
+
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        if not (v.startswith("sqlite:///") or v.startswith("postgresql+psycopg://")):
+            raise ValueError(f"unsupported URL scheme in {v.split('://')[0]!r}")
+        return v
+
+
+class DaemonSettings(_Section):
+    """``daemon``: socket and approval wait."""
+
+    socket: Path | None = None
+    approvalTimeoutSeconds: float = Field(default=300.0, gt=0, le=300)  # noqa: N815
+    webPort: int = Field(default=0, ge=0, le=65535)  # noqa: N815
+
+    @field_validator("socket")
+    @classmethod
+    def _socket(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_absolute():
+            raise ValueError(f"{str(v)!r} is not absolute")
+        return v
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = dict(data)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class _FirstBootEnvSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self._environ = environ
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, key in FIRST_BOOT_ENV.items():
+            value = self._environ.get(name)
+            if value is None or value == "":
+                continue
+            _set_dotted(out, key, value)
+        return out
+
+
+def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    for part in parts[:-1]:
+        target = target.setdefault(part, {})
+    target[parts[-1]] = value
+
+
+def _get_dotted(source: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    cur: Any = source
+    for part in key.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return False, None
+        cur = cur[part]
+    return True, cur
+
+
+class Settings(BaseSettings):
+    """All Octipus settings. Build with :func:`load_settings`, not directly.
+
+    Attributes:
+        cliModels: Executable resolution.
+        agent: Agent behaviour (prompt dumps).
+        permissions: Permission rules.
+        database: Store URL.
+        daemon: Socket and approval wait.
+        config_file: The TOML file that was read, if any (not a setting).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="OCTIPUS_", env_nested_delimiter="__", extra="forbid", frozen=True, case_sensitive=False
+    )
+
+    cliModels: CliModels = Field(default_factory=CliModels)  # noqa: N815
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    permissions: PermissionsSettings = Field(default_factory=PermissionsSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings)
+
+    _toml_data: ClassVar[dict[str, Any]] = {}
+    _environ: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            _TomlSource(settings_cls, cls._toml_data),
+            env_settings,
+            _FirstBootEnvSource(settings_cls, cls._environ),
+        )
+
+
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Return ``$XDG_CONFIG_HOME/octipus/config.toml`` (``~/.config`` when unset)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "octipus" / "config.toml"
+
+
+def _origin(key: str, toml_data: Mapping[str, Any], config_file: Path | None, environ: Mapping[str, str]) -> str:
+    present, _ = _get_dotted(toml_data, key)
+    if present and config_file is not None:
+        return f"file {config_file}"
+    nested = "OCTIPUS_" + "__".join(key.split(".")).upper()
+    for name in environ:
+        if name.upper() == nested:
+            return f"environment variable {name}"
+    for name, dotted in FIRST_BOOT_ENV.items():
+        if dotted == key and environ.get(name):
+            return f"environment variable {name}"
+    return "defaults"
+
+
+def _accepted(key: str) -> str:
+    if key in ACCEPTED:
+        return ACCEPTED[key]
+    leaf = key.rsplit(".", 1)[-1]
+    return ACCEPTED.get(leaf, "see the Configuration section of the README")
+
+
+def load_settings(config_file: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from the TOML file and the environment.
+
+    Args:
+        config_file: Explicit file (``--config``); it must exist. None reads
+            :func:`default_config_path` when it exists.
+        environ: Environment to read (defaults to ``os.environ``).
+
+    Returns:
+        The validated, frozen settings.
+
+    Raises:
+        ConfigError: a file is missing or not TOML, a key is unknown or a value invalid. The
+            message names each bad key, where it came from and the accepted values.
+    """
+    env = dict(os.environ if environ is None else environ)
+    path = config_file
+    data: dict[str, Any] = {}
+    if path is None:
+        candidate = default_config_path(env)
+        path = candidate if candidate.is_file() else None
+    elif not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; create it or drop --config")
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+    class _Bound(Settings):
+        _toml_data: ClassVar[dict[str, Any]] = data
+        _environ: ClassVar[Mapping[str, str]] = env
+
+    saved = os.environ.copy()
+    try:
+        if environ is not None:  # env_settings reads os.environ
+            os.environ.clear()
+            os.environ.update(env)
+        try:
+            loaded = _Bound()
+        except ValidationError as exc:
+            lines = []
+            for err in exc.errors():
+                key = ".".join(str(p) for p in err["loc"])
+                origin = _origin(key, data, path, env)
+                if err["type"] == "extra_forbidden":
+                    lines.append(f"{key}: unknown setting (from {origin}); check the spelling of the key")
+                else:
+                    msg = err["msg"].removeprefix("Value error, ")
+                    lines.append(f"{key}: {msg} (from {origin}); accepted: {_accepted(key)}")
+            raise ConfigError("invalid setting: " + "; ".join(lines)) from None
+    finally:
+        if environ is not None:
+            os.environ.clear()
+            os.environ.update(saved)
+    return Settings.model_validate(loaded.model_dump())
+
+
+def xdg_runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Return ``$XDG_RUNTIME_DIR`` or ``/tmp/octipus-<uid>`` when unset."""
+    env = os.environ if environ is None else environ
+    value = env.get("XDG_RUNTIME_DIR")
+    return Path(value) if value else Path(f"/tmp/octipus-{os.getuid()}")
+
+
+def default_socket_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Return ``$XDG_RUNTIME_DIR/octipus/octipusd.sock`` (see :func:`xdg_runtime_dir`)."""
+    return xdg_runtime_dir(environ) / "octipus" / "octipusd.sock"
+
+
+def socket_path(settings: Settings, environ: Mapping[str, str] | None = None) -> Path:
+    """Return the daemon socket path: ``daemon.socket`` or :func:`default_socket_path`."""
+    return settings.daemon.socket or default_socket_path(environ)
+
+
+def xdg_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Return ``$XDG_DATA_HOME/octipus`` (``~/.local/share/octipus`` when unset)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "octipus"

@@ -1,0 +1,189 @@
+"""Database engines: SQLite (embedded default) or PostgreSQL (``postgresql+psycopg://``).
+
+SQLite connections run in WAL mode with ``synchronous=FULL`` (a committed row survives a
+power cut), foreign keys enforced and a busy timeout. pysqlite's own implicit transaction
+handling is switched off and Octipus emits ``BEGIN`` itself, so a write transaction can ask
+for ``BEGIN IMMEDIATE`` (execution option :data:`WRITE_OPTION`) and never fails half-way
+on a lock upgrade.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from octipusd.errors import StoreError
+
+__all__ = [
+    "ACCEPTED_SCHEMES",
+    "DEFAULT_BUSY_TIMEOUT_MS",
+    "WRITE_OPTION",
+    "default_sqlite_url",
+    "display_url",
+    "is_sqlite",
+    "make_engine",
+    "parse_url",
+    "sqlite_path",
+]
+
+#: URL schemes (SQLAlchemy driver names) the store accepts.
+ACCEPTED_SCHEMES: tuple[str, ...] = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")
+
+#: How long a SQLite connection waits for another writer, in milliseconds.
+DEFAULT_BUSY_TIMEOUT_MS = 15_000
+
+#: Connection execution option: when true, the SQLite transaction starts with
+#: ``BEGIN IMMEDIATE`` (takes the write lock up front). Ignored on PostgreSQL.
+WRITE_OPTION = "octipus_write"
+
+
+def default_sqlite_url() -> str:
+    """Return the default database URL, ``sqlite:///$XDG_DATA_HOME/octipus/octipus.db``.
+
+    ``XDG_DATA_HOME`` defaults to ``~/.local/share`` when unset or empty (or not absolute,
+    as the XDG specification says).
+
+    Returns:
+        A ``sqlite:///`` URL with an absolute path.
+    """
+    data_home = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(data_home) if data_home and os.path.isabs(data_home) else Path.home() / ".local" / "share"
+    return f"sqlite:///{base / 'octipus' / 'octipus.db'}"
+
+
+def display_url(url: str | URL) -> str:
+    """Return ``url`` with any password removed, safe to show and log.
+
+    Args:
+        url: A database URL (string or SQLAlchemy ``URL``). A malformed string is returned
+            as ``"<invalid database URL>"`` rather than echoed (it may hold a password).
+
+    Returns:
+        The URL as a string without the password.
+    """
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except ArgumentError:
+        return "<invalid database URL>"
+    return parsed.set(password=None).render_as_string(hide_password=False)
+
+
+def parse_url(url: str) -> URL:
+    """Parse and validate a database URL.
+
+    Args:
+        url: ``sqlite:///<path>`` (``sqlite://`` alone is an in-memory database) or
+            ``postgresql+psycopg://user[:password]@host[:port]/dbname[?...]``.
+
+    Returns:
+        The parsed SQLAlchemy ``URL``.
+
+    Raises:
+        StoreError: The URL is malformed or its scheme is not one of :data:`ACCEPTED_SCHEMES`.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(
+            "the database URL is malformed; expected sqlite:///<path> or "
+            "postgresql+psycopg://user@host/dbname"
+        ) from exc
+    if parsed.drivername not in ACCEPTED_SCHEMES:
+        accepted = ", ".join(f"{s}://" for s in ACCEPTED_SCHEMES)
+        raise StoreError(
+            f"unsupported database URL scheme {parsed.drivername + '://'!r} in {display_url(parsed)}; "
+            f"accepted schemes: {accepted}"
+        )
+    return parsed
+
+
+def is_sqlite(url: URL) -> bool:
+    """Return True when ``url`` (already parsed) names a SQLite database."""
+    return url.get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """Return the absolute file path of a SQLite URL, or None for an in-memory database."""
+    database = url.database
+    if not database or database == ":memory:":
+        return None
+    return Path(database).expanduser().absolute()
+
+
+def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
+    """Create a thread-safe SQLAlchemy engine for ``url``.
+
+    For SQLite the database's parent folder is created (mode 0700) and a new database file
+    is created with mode 0600. Every connection gets ``journal_mode=WAL``,
+    ``synchronous=FULL``, ``foreign_keys=ON`` and ``busy_timeout``. The connection may be
+    used from any thread (``check_same_thread=False``). ``sqlite://`` (no path) gives one
+    shared in-memory database, for tests.
+
+    For PostgreSQL (``postgresql+psycopg://``) connections are pre-pinged on checkout.
+
+    Args:
+        url: The database URL; see :func:`parse_url`.
+        busy_timeout_ms: SQLite only: how long to wait for a lock held by another
+            connection, in milliseconds.
+
+    Returns:
+        The engine. Call ``dispose()`` when done.
+
+    Raises:
+        StoreError: The URL is invalid or unsupported, or the SQLite folder cannot be created.
+    """
+    parsed = parse_url(url)
+    if not is_sqlite(parsed):
+        return create_engine(
+            parsed,
+            pool_pre_ping=True,
+            connect_args={"application_name": f"octipusd pid={os.getpid()}"},
+        )
+
+    path = sqlite_path(parsed)
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
+    if path is None:
+        kwargs["poolclass"] = StaticPool
+    else:
+        _prepare_sqlite_file(path)
+        parsed = parsed.set(database=str(path))
+    engine = create_engine(parsed, **kwargs)
+    _install_sqlite_hooks(engine, busy_timeout_ms)
+    return engine
+
+
+def _prepare_sqlite_file(path: Path) -> None:
+    try:
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError as exc:
+        raise StoreError(f"cannot create the SQLite database {path}: {exc.strerror or exc}") from exc
+
+
+def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, record: ConnectionPoolEntry) -> None:
+        # Octipus emits BEGIN itself (see _on_begin); pysqlite must not.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = FULL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = bool(conn.get_execution_options().get(WRITE_OPTION))
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -1,0 +1,190 @@
+"""SQLModel tables of the Octipus store.
+
+This module (with the rest of :mod:`octipusd.store`) is the only place SQLModel appears.
+The tables here and ``migrations/versions`` must describe the same schema; a test compares
+the migrated database with :data:`sqlmodel.SQLModel.metadata`.
+
+JSON columns are stored as text (``json.dumps``) and decoded by the repository. Datetimes
+are stored as UTC (``timestamptz`` on PostgreSQL, naive UTC text on SQLite) and always
+come back timezone-aware.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "NAMING_CONVENTION",
+    "ApprovalRow",
+    "RunEventRow",
+    "RunRow",
+    "SessionRow",
+    "UTCDateTime",
+    "VendorSessionRow",
+    "WorkPlanRow",
+]
+
+#: Constraint and index names; the migrations spell out the names this produces.
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+SQLModel.metadata.naming_convention = NAMING_CONVENTION
+
+_ID = sa.String(32)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A datetime column that always holds UTC and always returns an aware datetime.
+
+    Naive datetimes given to it are taken as UTC. On SQLite (no time zone support) the value
+    is stored as naive UTC; on PostgreSQL as ``timestamptz``.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Normalise to UTC before writing."""
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return an aware UTC datetime."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SessionRow(SQLModel, table=True):
+    """Table ``sessions``: one conversation in a workspace with one adapter."""
+
+    __tablename__ = "sessions"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    title: str | None = Field(default=None, sa_type=sa.Text)
+    workspace: str = Field(sa_type=sa.Text)
+    adapter: str = Field(sa_type=sa.Text)
+    model: str | None = Field(default=None, sa_type=sa.Text)
+    permission_mode: str = Field(default="workspace", sa_type=sa.Text)
+    attended: bool = Field(default=True)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime, index=True)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class RunRow(SQLModel, table=True):
+    """Table ``runs``: one turn of a session."""
+
+    __tablename__ = "runs"
+    __table_args__ = (sa.UniqueConstraint("session_id", "turn_index"),)
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    session_id: str = Field(foreign_key="sessions.id", sa_type=_ID)  # indexed by the unique key
+    turn_index: int
+    status: str = Field(index=True, sa_type=sa.String(32))
+    prompt: str = Field(sa_type=sa.Text)
+    reason: str | None = Field(default=None, sa_type=sa.Text)
+    vendor_session_id: str | None = Field(default=None, sa_type=sa.Text)
+    resumed: bool = Field(default=False)
+    pid: int | None = Field(default=None)
+    exit_code: int | None = Field(default=None)
+    input_tokens: int = Field(default=0, sa_type=sa.BigInteger)
+    output_tokens: int = Field(default=0, sa_type=sa.BigInteger)
+    cache_creation_input_tokens: int = Field(default=0, sa_type=sa.BigInteger)
+    cache_read_input_tokens: int = Field(default=0, sa_type=sa.BigInteger)
+    cost_usd: float | None = Field(default=None, sa_type=sa.Float)
+    usage_estimated: bool = Field(default=False)
+    result_text: str | None = Field(default=None, sa_type=sa.Text)
+    owner: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime, index=True)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class RunEventRow(SQLModel, table=True):
+    """Table ``run_events``: the ordered event log of a run."""
+
+    __tablename__ = "run_events"
+    __table_args__ = (sa.UniqueConstraint("run_id", "seq"),)
+
+    id: int | None = Field(
+        default=None,
+        primary_key=True,
+        sa_type=sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+    )
+    run_id: str = Field(foreign_key="runs.id", sa_type=_ID)  # indexed by the unique key
+    seq: int
+    kind: str = Field(sa_type=sa.Text)
+    data: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class VendorSessionRow(SQLModel, table=True):
+    """Table ``vendor_sessions``: vendor conversation ids kept for reuse."""
+
+    __tablename__ = "vendor_sessions"
+    __table_args__ = (sa.UniqueConstraint("session_id", "key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: str = Field(foreign_key="sessions.id", sa_type=_ID)
+    key: str = Field(sa_type=sa.Text)
+    vendor_session_id: str = Field(sa_type=sa.Text)
+    fingerprint: str = Field(sa_type=sa.Text)
+    cwd: str = Field(sa_type=sa.Text)
+    clear_generation: int = Field(default=0)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class ApprovalRow(SQLModel, table=True):
+    """Table ``approvals``: permission requests and their one decision."""
+
+    __tablename__ = "approvals"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    run_id: str = Field(foreign_key="runs.id", index=True, sa_type=_ID)
+    session_id: str = Field(foreign_key="sessions.id", index=True, sa_type=_ID)
+    tool_id: str = Field(sa_type=sa.Text)
+    subject: str | None = Field(default=None, sa_type=sa.Text)
+    reason: str | None = Field(default=None, sa_type=sa.Text)
+    input: str = Field(sa_type=sa.Text)
+    explanation: str | None = Field(default=None, sa_type=sa.Text)
+    vendor_request_id: str | None = Field(default=None, sa_type=sa.Text)
+    status: str = Field(index=True, sa_type=sa.String(32))
+    decided_by: str | None = Field(default=None, sa_type=sa.Text)
+    decision_reason: str | None = Field(default=None, sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    decided_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WorkPlanRow(SQLModel, table=True):
+    """Table ``work_plans``: the current work plan of a session."""
+
+    __tablename__ = "work_plans"
+
+    session_id: str = Field(primary_key=True, foreign_key="sessions.id", sa_type=_ID)
+    plan: str = Field(sa_type=sa.Text)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+def table_names() -> list[str]:
+    """Return the names of the store's tables, in creation order."""
+    return [t.name for t in SQLModel.metadata.sorted_tables]
+

@@ -1,0 +1,241 @@
+"""Domain records returned by the store.
+
+These are plain frozen dataclasses, never SQLModel instances: callers outside
+:mod:`octipusd.store` must not see (or accidentally mutate) ORM objects. Every datetime is
+timezone-aware UTC. JSON columns come back as ``dict`` objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "Approval",
+    "ApprovalStatus",
+    "Run",
+    "RunEvent",
+    "RunStatus",
+    "Session",
+    "VendorSession",
+    "WorkPlan",
+]
+
+
+class RunStatus(StrEnum):
+    """Lifecycle of one run (one turn of a session).
+
+    ``queued`` -> ``running`` <-> ``awaiting_approval`` -> one terminal status
+    (``succeeded``, ``failed``, ``interrupted``, ``cancelled``). The first terminal status
+    written wins; see :meth:`octipusd.store.Store.finish_run`.
+    """
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """True for statuses a run never leaves (succeeded, failed, interrupted, cancelled)."""
+        return self in _TERMINAL_RUN_STATUSES
+
+
+_TERMINAL_RUN_STATUSES = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.CANCELLED}
+)
+
+
+class ApprovalStatus(StrEnum):
+    """State of one approval request; only ``pending`` can change, and only once."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation: a sequence of runs (turns) in one workspace with one adapter.
+
+    Attributes:
+        id: 32 hex characters (uuid4).
+        title: Optional human title.
+        workspace: Absolute path of the working folder.
+        adapter: Adapter name, e.g. ``"claude-code"``.
+        model: Model row name, or None for the adapter's default.
+        permission_mode: Permission mode name, e.g. ``"workspace"``.
+        attended: False when no person can answer approvals (unattended runs cannot ask).
+        created_at: UTC creation time.
+        updated_at: UTC time of the last change or :meth:`~octipusd.store.Store.touch_session`.
+    """
+
+    id: str
+    title: str | None
+    workspace: str
+    adapter: str
+    model: str | None
+    permission_mode: str
+    attended: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One turn of a session, executed by one vendor CLI process.
+
+    Attributes:
+        id: 32 hex characters (uuid4).
+        session_id: The owning session.
+        turn_index: 1-based position in the session; unique per session.
+        status: Current :class:`RunStatus`.
+        prompt: The prompt text of this turn.
+        reason: Why the run failed, was interrupted or cancelled (None otherwise).
+        vendor_session_id: The vendor's conversation id used or minted by this run.
+        resumed: True when the run resumed a stored vendor conversation.
+        pid: Process id of the vendor CLI while it runs.
+        exit_code: Exit code of the vendor CLI.
+        input_tokens: Input tokens (count).
+        output_tokens: Output tokens (count).
+        cache_creation_input_tokens: Tokens written to the vendor's prompt cache (count).
+        cache_read_input_tokens: Tokens read from the vendor's prompt cache (count).
+        cost_usd: Cost in US dollars when known.
+        usage_estimated: True when the vendor reported no usage and Octipus estimated it.
+        result_text: Final answer text.
+        owner: Instance id of the daemon that runs it.
+        created_at: UTC time the run was queued.
+        started_at: UTC time the vendor process started.
+        ended_at: UTC time the run reached a terminal status.
+    """
+
+    id: str
+    session_id: str
+    turn_index: int
+    status: RunStatus
+    prompt: str
+    reason: str | None
+    vendor_session_id: str | None
+    resumed: bool
+    pid: int | None
+    exit_code: int | None
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None
+    usage_estimated: bool
+    result_text: str | None
+    owner: str
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One persisted event of a run (text, tool use, usage, ...).
+
+    Attributes:
+        id: Database-wide increasing integer.
+        run_id: The run it belongs to.
+        seq: 1-based position within the run; unique per run, without gaps.
+        kind: Event kind, e.g. ``"text"`` or ``"tool_use"``.
+        data: The event payload (JSON object).
+        created_at: UTC time it was appended.
+    """
+
+    id: int
+    run_id: str
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class VendorSession:
+    """A vendor conversation id stored for reuse by the next turn of a session.
+
+    Attributes:
+        id: Database integer id.
+        session_id: The Octipus session.
+        key: Reuse key, e.g. ``"claude-code"`` (one record per session and key).
+        vendor_session_id: The vendor's own conversation id.
+        fingerprint: Fingerprint of the launch settings the conversation was made with.
+        cwd: Working folder of the vendor process (absolute path).
+        clear_generation: Generation counter of ``/clear``; starts at 0.
+        created_at: UTC creation time.
+        updated_at: UTC time of the last save.
+    """
+
+    id: int
+    session_id: str
+    key: str
+    vendor_session_id: str
+    fingerprint: str
+    cwd: str
+    clear_generation: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A request for a person (or a rule) to allow or deny one tool call.
+
+    Attributes:
+        id: 32 hex characters; the request id shown to people.
+        run_id: The run that asked.
+        session_id: The session of that run.
+        tool_id: Tool identifier, e.g. ``"cli-native:Bash"``.
+        subject: The command or path concerned, when there is one.
+        reason: Why the tool call needs approval.
+        input: The tool call's input (JSON object).
+        explanation: Which permission rule matched.
+        vendor_request_id: The vendor's id for the permission request, if any.
+        status: Current :class:`ApprovalStatus`.
+        decided_by: Who decided (a user name, or ``"octipusd"`` for expiry/cancel).
+        decision_reason: Reason given with the decision.
+        created_at: UTC creation time.
+        expires_at: UTC deadline after which it can no longer be approved (None: none).
+        decided_at: UTC time it left ``pending``.
+    """
+
+    id: str
+    run_id: str
+    session_id: str
+    tool_id: str
+    subject: str | None
+    reason: str | None
+    input: dict[str, Any]
+    explanation: str | None
+    vendor_request_id: str | None
+    status: ApprovalStatus
+    decided_by: str | None
+    decision_reason: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    decided_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkPlan:
+    """The work plan of a session (one per session).
+
+    Attributes:
+        session_id: The session.
+        plan: The plan document (JSON object).
+        updated_at: UTC time of the last save.
+    """
+
+    session_id: str
+    plan: dict[str, Any]
+    updated_at: datetime

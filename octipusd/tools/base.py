@@ -1,0 +1,136 @@
+"""Tool specifications: what a bridge exposes and how it runs each tool.
+
+A tool is a frozen :class:`ToolSpec`: a name, a description for the model, a JSON input
+schema (published as the MCP ``inputSchema``), flags, and an async handler. Handlers get the
+run's identity and host from the bridge, never from their arguments, and the arguments
+already stripped of identity keys. A handler validates its own arguments and raises
+:class:`octipusd.errors.InvalidRequestError` naming the bad field; any exception becomes an
+MCP tool error result (``isError: true``) in the bridge, never a crashed bridge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from octipusd.bridge.host import ToolHost
+from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity
+from octipusd.errors import InvalidRequestError
+
+#: What a handler returns: plain text, or a JSON object (sent as JSON-encoded text).
+ToolResult = str | dict[str, Any]
+
+#: ``async (identity, host, arguments) -> str | dict``.
+ToolHandler = Callable[[RunIdentity, ToolHost, dict[str, Any]], Awaitable[ToolResult]]
+
+# MCP tool names: 1-128 of letters, digits, "_", "-", "." (MCP-SPEC 2025-11-25 "Tool names").
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One Octipus tool as a bridge exposes it.
+
+    Attributes:
+        name: MCP tool name (Claude shows it as ``mcp__octipus__<name>``); also the
+            ``tool_id`` passed to :meth:`ToolHost.authorize`.
+        description: What the tool does, for the model.
+        input_schema: JSON Schema (object) of the arguments. Must not declare identity keys.
+        handler: The implementation.
+        read_only: The tool changes nothing; its response carries no appended run context
+            and it is advertised with ``readOnlyHint``.
+        bypass_queue: Run without taking the worker's call lock (only the context/plan reads).
+        timeout_seconds: Deadline of one handler run (seconds); a handler that exceeds it
+            yields an error result.
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    handler: ToolHandler = field(compare=False)
+    read_only: bool = False
+    bypass_queue: bool = False
+    timeout_seconds: float = 60.0
+
+
+def validate_tool_specs(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
+    """Check a tool set before a bridge publishes it.
+
+    Args:
+        tools: The specs to expose.
+
+    Returns:
+        The specs as a tuple, in the given order.
+
+    Raises:
+        ValueError: a name is invalid or duplicated, a schema is not an object schema, a
+            schema declares an identity key, or a timeout is not positive.
+    """
+    specs = tuple(tools)
+    seen: set[str] = set()
+    for spec in specs:
+        if not _TOOL_NAME.match(spec.name):
+            raise ValueError(f"invalid tool name {spec.name!r}: use 1-128 letters, digits, '_', '-' or '.'")
+        if spec.name in seen:
+            raise ValueError(f"duplicate tool name {spec.name!r}")
+        seen.add(spec.name)
+        if spec.input_schema.get("type") != "object":
+            raise ValueError(f"tool {spec.name!r}: input_schema must have type 'object'")
+        properties = spec.input_schema.get("properties", {})
+        clash = sorted(RESERVED_IDENTITY_ARGUMENTS.intersection(properties))
+        if clash:
+            raise ValueError(f"tool {spec.name!r}: input_schema declares identity keys {clash}")
+        if not spec.timeout_seconds > 0:
+            raise ValueError(f"tool {spec.name!r}: timeout_seconds must be positive")
+    return specs
+
+
+# ------------------------------------------------------------------ argument checks
+
+
+def reject_unknown(arguments: Mapping[str, Any], allowed: Iterable[str], where: str = "arguments") -> None:
+    """Raise if ``arguments`` has keys outside ``allowed``.
+
+    Raises:
+        InvalidRequestError: naming the unknown keys and the accepted ones.
+    """
+    allowed_set = set(allowed)
+    unknown = sorted(set(arguments) - allowed_set)
+    if unknown:
+        raise InvalidRequestError(
+            f"{where}: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(allowed_set)) or 'none'}"
+        )
+
+
+def require_str(arguments: Mapping[str, Any], key: str, where: str = "", *, allow_empty: bool = False) -> str:
+    """Return a required string argument.
+
+    Raises:
+        InvalidRequestError: the key is missing, not a string, or empty (unless allowed).
+    """
+    path = f"{where}.{key}" if where else key
+    if key not in arguments:
+        raise InvalidRequestError(f"{path}: required")
+    value = arguments[key]
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"{path}: must be a string, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise InvalidRequestError(f"{path}: must not be empty")
+    return value
+
+
+def optional_str(arguments: Mapping[str, Any], key: str, where: str = "") -> str | None:
+    """Return an optional string argument (None when absent or null).
+
+    Raises:
+        InvalidRequestError: the value is present and not a string.
+    """
+    path = f"{where}.{key}" if where else key
+    value = arguments.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"{path}: must be a string, got {type(value).__name__}")
+    return value
