@@ -90,15 +90,17 @@ def encode_control_error(request_id: str, message: str) -> str:
     Returns:
         The stdin line, without newline.
     """
-    return _line(
-        {"type": "control_response", "response": {"subtype": "error", "request_id": request_id, "error": message}}
-    )
+    response = {"subtype": "error", "request_id": request_id, "error": message}
+    return _line({"type": "control_response", "response": response})
 
 
 def encode_interrupt(request_id: str) -> str:
     """Encode an ``interrupt`` control request (ends the current turn cleanly).
 
-    Shape (observed.md §1.4): ``{"type":"control_request","request_id":<id>,"request":{"subtype":"interrupt"}}``.
+    Shape (observed.md §1.4)::
+
+        {"type":"control_request","request_id":<id>,"request":{"subtype":"interrupt"}}
+
     Claude answers with a ``control_response`` success, a user line
     ``[Request interrupted by user]`` and a ``result`` with subtype ``error_during_execution``;
     the session stays usable.

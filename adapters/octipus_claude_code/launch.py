@@ -229,9 +229,7 @@ def encode_user_message(text: str) -> str:
     )
 
 
-def child_env(
-    base: Mapping[str, str], mode: PermissionMode, *, running_as_root: bool
-) -> dict[str, str]:
+def child_env(base: Mapping[str, str], mode: PermissionMode, *, running_as_root: bool) -> dict[str, str]:
     """Return the child's environment.
 
     The request's environment, minus :data:`STRIPPED_ENV`, plus :data:`QUIET_ENV` (which wins over

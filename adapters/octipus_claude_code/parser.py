@@ -93,7 +93,7 @@ def _decode(line: bytes | bytearray | memoryview | str) -> str:
         return line
     try:
         return bytes(line).decode("utf-8", errors="replace")
-    except Exception:  # noqa: BLE001  (an odd buffer object: keep something readable)
+    except Exception:  # an odd buffer object: keep something readable
         return repr(line)
 
 
@@ -184,7 +184,7 @@ class ClaudeStreamParser:
             return [UnknownEvent(raw=obj, type=vendor_type)]
         try:
             return handler(obj)
-        except Exception:  # noqa: BLE001  (last resort: an unforeseen shape must not kill the run)
+        except Exception:  # last resort: an unforeseen shape must not kill the run
             return [UnknownEvent(raw=obj, type=vendor_type)]
 
     def total_usage(self) -> Usage:
@@ -253,12 +253,12 @@ class ClaudeStreamParser:
         if error is not None and error is not False:
             events.append(ErrorEvent(raw=obj, message=to_text(error), fatal=False))
         usage = parse_usage(message.get("usage"))
-        if usage is not None and not is_zero(usage):
-            if message_id is None or message_id not in self._seen_message_ids:
-                if message_id is not None:
-                    self._seen_message_ids.add(message_id)
-                self._turn = self._turn + usage
-                events.append(UsageEvent(raw=obj, usage=usage))
+        new_message = message_id is None or message_id not in self._seen_message_ids
+        if usage is not None and not is_zero(usage) and new_message:
+            if message_id is not None:
+                self._seen_message_ids.add(message_id)
+            self._turn = self._turn + usage
+            events.append(UsageEvent(raw=obj, usage=usage))
         return events
 
     def _user(self, obj: JSON) -> list[VendorEvent]:
