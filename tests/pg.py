@@ -208,4 +208,3 @@ def start_postgres() -> tuple[str, Callable[[], None]]:
         raise
     atexit.register(stop)
     return url, stop
-

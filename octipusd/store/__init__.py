@@ -1,1 +1,44 @@
-"""Octipus package."""
+"""The Octipus store: durable state in SQLite (default) or PostgreSQL.
+
+This package is the only place SQLModel appears. Everything outside it uses:
+
+* :class:`Store` (``repository.py``): synchronous, thread-safe methods returning the frozen
+  records of ``records.py``;
+* :class:`DatabaseLock` (``lock.py``): one active octipusd per database;
+* :func:`make_engine` / :func:`default_sqlite_url` (``engine.py``) and :func:`upgrade`
+  (``migrate.py``, Alembic, run by :meth:`Store.open`).
+"""
+
+from __future__ import annotations
+
+from octipusd.store.engine import default_sqlite_url, display_url, make_engine
+from octipusd.store.lock import DatabaseLock
+from octipusd.store.migrate import upgrade
+from octipusd.store.records import (
+    Approval,
+    ApprovalStatus,
+    Run,
+    RunEvent,
+    RunStatus,
+    Session,
+    VendorSession,
+    WorkPlan,
+)
+from octipusd.store.repository import Store
+
+__all__ = [
+    "Approval",
+    "ApprovalStatus",
+    "DatabaseLock",
+    "Run",
+    "RunEvent",
+    "RunStatus",
+    "Session",
+    "Store",
+    "VendorSession",
+    "WorkPlan",
+    "default_sqlite_url",
+    "display_url",
+    "make_engine",
+    "upgrade",
+]

@@ -72,7 +72,7 @@ def display_url(url: str | URL) -> str:
         parsed = make_url(url) if isinstance(url, str) else url
     except ArgumentError:
         return "<invalid database URL>"
-    return parsed.set(password=None).render_as_string(hide_password=False)
+    return parsed._replace(password=None).render_as_string(hide_password=False)
 
 
 def parse_url(url: str) -> URL:

@@ -156,7 +156,9 @@ class DatabaseLock:
                 _key_parts(),
             ).scalar_one()
         except SQLAlchemyError as exc:
-            raise StoreError(f"lost the connection holding the lock on {self.url_for_display}: {exc}") from exc
+            raise StoreError(
+                f"lost the connection holding the lock on {self.url_for_display}: {exc}"
+            ) from exc
         if not row:
             raise StoreError(f"the advisory lock on {self.url_for_display} is no longer held")
 
@@ -251,9 +253,11 @@ class DatabaseLock:
             if match:
                 holder = f"octipusd pid {match['pid']} on host {match['host']} since {since}"
             else:
+                app = row["application_name"] or "?"
+                client = row["client_hostname"] or "local"
                 holder = (
-                    f"another client (PostgreSQL backend pid {row['pid']}, application "
-                    f"{row['application_name'] or '?'!r}, host {row['client_hostname'] or 'local'}) since {since}"
+                    f"another client (PostgreSQL backend pid {row['pid']}, application {app!r}, "
+                    f"host {client}) since {since}"
                 )
         return f"database {self.url_for_display} is in use by {holder}; {_ADVICE}"
 

@@ -12,6 +12,7 @@ come back timezone-aware.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
@@ -187,4 +188,3 @@ class WorkPlanRow(SQLModel, table=True):
 def table_names() -> list[str]:
     """Return the names of the store's tables, in creation order."""
     return [t.name for t in SQLModel.metadata.sorted_tables]
-

@@ -45,6 +45,7 @@ import ipaddress
 import json
 import os
 import secrets
+import select
 import signal
 import socket
 import sys
@@ -93,6 +94,8 @@ class RecordedRequest:
         headers: Lower-cased header names to values; ``x-api-key`` and ``authorization`` are ``***``.
         body: The decoded JSON body; the raw text if it was not JSON; None if there was no body.
         step: For ``POST /v1/messages``, the script step index that was played; else None.
+        attempt: For ``POST /v1/messages``, how many earlier requests played the same step (0 for
+            the first; retries and interrupted turns replay a step); else None.
         time: Arrival time, seconds since the epoch.
     """
 
@@ -101,6 +104,7 @@ class RecordedRequest:
     headers: dict[str, str] = field(hash=False)
     body: Any = field(hash=False)
     step: int | None = None
+    attempt: int | None = None
     time: float = 0.0
 
     @property
@@ -112,7 +116,7 @@ class RecordedRequest:
         """Return the record as a JSON-serialisable dict (the shape of a ``--record`` line).
 
         Returns:
-            ``{"time", "method", "path", "headers", "body", "step"}``.
+            ``{"time", "method", "path", "headers", "body", "step", "attempt"}``.
         """
         return {
             "time": self.time,
@@ -121,6 +125,7 @@ class RecordedRequest:
             "headers": self.headers,
             "body": self.body,
             "step": self.step,
+            "attempt": self.attempt,
         }
 
 
@@ -316,6 +321,13 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             super().finish()
 
+    def handle(self) -> None:
+        """Serve the connection; a client hanging up mid-response is normal, not an error."""
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the default per-request stderr logging."""
 
@@ -396,22 +408,24 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner = self.server.owner
         index = count_assistant_turns(body.get("messages"))
-        self._record(body, step=index)
+        attempt = owner._next_attempt(index)
+        self._record(body, step=index, attempt=attempt)
         step = owner.script.step_for(index)
         model = body.get("model") if isinstance(body.get("model"), str) else DEFAULT_MODEL
         assert isinstance(model, str)
         if step.delay_seconds and owner.closing.wait(step.delay_seconds):
             self.close_connection = True
             return
-        if step.error is not None and owner._error_due(index, step.error):
+        if step.error is not None and (step.error.times is None or attempt < step.error.times):
             self._send_error_body(step.error)
             return
         if body.get("stream") is True:
-            self._stream(step, model)
+            stall = step.stall_seconds if step.stall_times is None or attempt < step.stall_times else 0.0
+            self._stream(step, model, stall)
         else:
             self._send_json(200, message_for_step(step, model))
 
-    def _stream(self, step: Step, model: str) -> None:
+    def _stream(self, step: Step, model: str, stall: float) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -421,11 +435,31 @@ class _Handler(BaseHTTPRequestHandler):
         first = True
         for event, data in sse_events_for_step(step, model):
             self._write_chunk(_encode_sse(event, data))
-            if first and step.stall_seconds and self.server.owner.closing.wait(step.stall_seconds):
+            if first and stall and not self._stall(stall):
                 self.close_connection = True
                 return
             first = False
         self._write_chunk(b"")
+
+    def _stall(self, seconds: float) -> bool:
+        """Wait ``seconds`` mid-response; False early if the server closes or the client hangs up.
+
+        An interrupted Claude Code aborts the request by closing the connection (observed.md §1.4
+        "Interrupt"), which shows here as the socket turning readable at end of file.
+        """
+        deadline = time.monotonic() + seconds
+        owner = self.server.owner
+        while (remaining := deadline - time.monotonic()) > 0:
+            if owner.closing.is_set():
+                return False
+            readable, _, _ = select.select([self.connection], [], [], min(remaining, 0.05))
+            if readable:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return False
+                except OSError:
+                    return False
+        return not owner.closing.is_set()
 
     def _not_found(self) -> None:
         self._send_json(
@@ -443,11 +477,17 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             return text
 
-    def _record(self, body: Any, step: int | None = None) -> None:
+    def _record(self, body: Any, step: int | None = None, attempt: int | None = None) -> None:
         headers = _redact({name.lower(): value for name, value in self.headers.items()})
         self.server.owner._add_record(
             RecordedRequest(
-                method=self.command, path=self.path, headers=headers, body=body, step=step, time=time.time()
+                method=self.command,
+                path=self.path,
+                headers=headers,
+                body=body,
+                step=step,
+                attempt=attempt,
+                time=time.time(),
             )
         )
 
@@ -495,7 +535,7 @@ class ScriptedAnthropicServer:
         self._port = port
         self._record_path = record_path
         self._records: list[RecordedRequest] = []
-        self._error_hits: dict[int, int] = {}
+        self._attempts: dict[int, int] = {}
         self._cond = threading.Condition()
         self.closing = threading.Event()
         self._httpd: _Server | None = None
@@ -568,14 +608,21 @@ class ScriptedAnthropicServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def _error_due(self, index: int, error: StepError) -> bool:
-        """Whether this request at step ``index`` gets the error (honours ``error.times``)."""
-        if error.times is None:
-            return True
+    def _next_attempt(self, index: int) -> int:
+        """Count one more request at step ``index``; return how many came before it."""
         with self._cond:
-            hits = self._error_hits.get(index, 0)
-            self._error_hits[index] = hits + 1
-            return hits < error.times
+            attempt = self._attempts.get(index, 0)
+            self._attempts[index] = attempt + 1
+            return attempt
+
+    @property
+    def open_connections(self) -> int:
+        """Number of client connections currently held open (keep-alive or mid-response)."""
+        httpd = self._httpd
+        if httpd is None:
+            return 0
+        with httpd.connections_lock:
+            return len(httpd.connections)
 
     # -- records -------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ File shape::
           "delay_seconds": 0,               # optional: sleep before answering at all (seconds)
           "stall_seconds": 0,               # optional: send message_start, then stall this long
                                             # before the rest of the stream (a slow model)
+          "stall_times": 1,                 # optional: stall only on the first N requests
           "error": {"status": 529,          # optional: answer with this HTTP error instead;
                     "type": "overloaded_error",        # "type" defaults from the status,
                     "message": "mock: overloaded",     # "message" defaults to "mock: <type>",
@@ -43,11 +44,14 @@ Rules:
 - ``input`` defaults to ``{}``. Unknown keys are rejected, so a typo such as ``stall_second`` is an
   error rather than a silently ignored field.
 - Past the last step the server answers the text ``(script exhausted)`` with ``end_turn``.
-- An error does not advance the conversation: Claude Code does not send its synthetic error message
-  back, so the next request (a retry, or the next prompt, which it merges into the failed user turn)
-  holds the same number of assistant turns and plays the same step again. Without ``times`` the
-  error therefore repeats for good; with ``"times": N`` the first N requests at that step get the
-  error and the following ones play the step's ``content`` (which is then required).
+- A turn that fails or is interrupted does not advance the conversation. Claude Code 2.1.197 does not
+  send its synthetic error message back, and an interrupted stream leaves only the user text
+  ``[Request interrupted by user]``; the next request (a retry, or the next prompt, which it merges
+  into the same user message) holds the same number of assistant turns and so plays the same step
+  again. Hence the per-step attempt counters: with ``"error": {..., "times": N}`` the first N requests
+  at that step get the error and later ones play the step's ``content`` (then required); with
+  ``"stall_times": N`` only the first N requests stall. Without them, the error or stall repeats on
+  every attempt.
 
 Loading errors are :class:`ValueError` whose message names the step index and the field, e.g.
 ``script step 2: content[1].input: expected a JSON object, got list``.
@@ -166,6 +170,7 @@ class Step:
         usage: Token usage to report.
         delay_seconds: Seconds to sleep before answering anything.
         stall_seconds: Seconds to stall after ``message_start`` before the rest of the stream.
+        stall_times: Stall only on the first ``stall_times`` requests at this step; None: always.
         error: When set, the HTTP error answered instead of a message.
     """
 
@@ -173,6 +178,7 @@ class Step:
     usage: StepUsage = StepUsage()
     delay_seconds: float = 0.0
     stall_seconds: float = 0.0
+    stall_times: int | None = None
     error: StepError | None = None
 
     @property
@@ -304,7 +310,7 @@ def parse_script(data: object) -> Script:
     return Script(steps=tuple(_parse_step(i, raw) for i, raw in enumerate(raw_steps)))
 
 
-_STEP_KEYS = {"content", "usage", "delay_seconds", "stall_seconds", "error", "comment"}
+_STEP_KEYS = {"content", "usage", "delay_seconds", "stall_seconds", "stall_times", "error", "comment"}
 
 
 def _parse_step(index: int, raw: object) -> Step:
@@ -327,6 +333,7 @@ def _parse_step(index: int, raw: object) -> Step:
         usage=usage,
         delay_seconds=_seconds(where, "delay_seconds", raw.get("delay_seconds", 0)),
         stall_seconds=_seconds(where, "stall_seconds", raw.get("stall_seconds", 0)),
+        stall_times=_times(where, "stall_times", raw.get("stall_times")),
         error=error,
     )
 
@@ -385,10 +392,17 @@ def _parse_error(where: str, raw: object) -> StepError:
     message = raw.get("message", f"mock: {kind}")
     if not isinstance(message, str):
         raise ValueError(f"{where}: error.message: expected a string, got {_kind(message)}")
-    times = raw.get("times")
-    if times is not None and (not isinstance(times, int) or isinstance(times, bool) or times < 1):
-        raise ValueError(f"{where}: error.times: expected an integer >= 1, got {times!r}")
-    return StepError(status=status, type=kind, message=message, times=times)
+    return StepError(
+        status=status, type=kind, message=message, times=_times(where, "error.times", raw.get("times"))
+    )
+
+
+def _times(where: str, name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{where}: {name}: expected an integer >= 1, got {value!r}")
+    return value
 
 
 def _seconds(where: str, name: str, value: object) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -265,6 +266,31 @@ def test_stall_sends_message_start_first() -> None:
     assert first_at < 0.25
     assert total >= 0.25
     assert "event: message_stop" in rest
+
+
+def test_stall_times_only_first_attempt_and_hangup_ends_stall() -> None:
+    script = {"steps": [{"content": [{"type": "text", "text": "x"}], "stall_seconds": 30, "stall_times": 1}]}
+    with ScriptedAnthropicServer(script) as server:
+        body = json.dumps({"stream": True, "messages": [user("hi")]}).encode()
+        request = (
+            b"POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5.0) as sock:
+            sock.sendall(request)
+            received = b""
+            while b"message_start" not in received:
+                received += sock.recv(65536)
+        # The client hung up mid-stall: the handler notices and drops the connection.
+        deadline = time.monotonic() + 3.0
+        while server.open_connections and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.open_connections == 0
+        started = time.monotonic()
+        response = post_stream(server, [user("hi")])  # same step again: attempt 1, no stall
+        assert time.monotonic() - started < 3.0
+    assert rebuild(parse_sse(response.text))[0] == [{"type": "text", "text": "x"}]
+    assert [(r.step, r.attempt) for r in server.message_requests] == [(0, 0), (0, 1)]
 
 
 def test_delay_before_answer() -> None:

@@ -1,0 +1,573 @@
+"""The per-run loopback MCP bridge.
+
+:func:`open_bridge` starts one MCP server (streamable HTTP, ``mcp`` SDK 2.x ``MCPServer``)
+for one run and stops it when the run's ``async with`` block ends: the bridge dies with the
+run (DESIGN.md "The data flow of one run", step 3; seed 003 "How tools and context work").
+
+Security:
+
+* it listens on ``127.0.0.1`` only, on a port chosen by the kernel;
+* every HTTP request (POST, GET, DELETE, any path) must carry
+  ``Authorization: Bearer <capability>``, a fresh ``secrets.token_urlsafe(32)`` (256 bits)
+  compared with :func:`hmac.compare_digest`; otherwise :class:`CapabilityGate` answers
+  ``401 {"error": "invalid_capability"}`` before the MCP app sees the request. A rejected
+  request ends nothing: the bridge keeps serving the right capability. Claude Code makes
+  exactly one request on a 401 and reports the server ``failed`` (observed.md §1.5);
+* the SDK's DNS-rebinding protection stays on, with the allowed ``Host``/``Origin`` set to
+  ``127.0.0.1:<port>`` and ``localhost:<port>`` (sources.md §5.3: the SDK auto-enables it for
+  127.0.0.1 and answers 421 to any other Host).
+
+Each ``tools/call`` goes: identity bound by the bridge (identity-looking argument keys are
+dropped) -> the worker's queue (except ``bypass_queue`` tools) -> ``host.authorize`` (a denial
+returns ``isError`` ``denied: <reason>`` and the tool does not run) -> ``host.record
+("tool_call_started")`` -> the handler (under its deadline) -> ``host.record
+("tool_call_finished")`` -> the response. Results are plain text content (no
+``structuredContent``; observed.md §1.5/§1.6: Claude otherwise passes structured output on as a
+JSON string and rejects it for permission tools); a dict result is JSON-encoded text. Every
+non-read-only response gets a second text block with the fresh run context from
+``host.run_context``; a failing refresh adds a note instead and never turns a successful tool
+into an error (seed 003 "Plans, feedback and delegation"). Any failure inside a tool becomes an
+``isError`` result with a clear text; the bridge itself keeps running.
+
+Events recorded through :meth:`ToolHost.record`:
+
+* ``tool_call_started``: ``{"call_id", "tool", "arguments"}``;
+* ``tool_call_finished``: ``{"call_id", "tool", "is_error", "duration_seconds"[, "error"]
+  [, "cancelled"]}``;
+* ``tool_call_denied``: ``{"call_id", "tool", "reason"}``.
+
+The server runs on uvicorn inside the caller's event loop (asyncio backend only), without
+touching process-wide signal handlers or logging configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import secrets
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import Tool as MCPTool
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from octipusd.adapter import BridgeEndpoint
+from octipusd.bridge.host import AuthorizationResult, ToolHost
+from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
+from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
+from octipusd.errors import BridgeError, InvalidRequestError, OctipusError
+from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec, validate_tool_specs
+
+logger = logging.getLogger(__name__)
+
+#: Path of the MCP endpoint on the bridge.
+MCP_PATH = "/mcp"
+#: First line of the run-context block appended to non-read-only tool responses.
+RUN_CONTEXT_HEADER = "[octipus run context] Fresh context of this run; check it before further affected work:"
+
+_INSTRUCTIONS = (
+    "Octipus tools for this run. Calls run with the run's identity and Octipus permissions. "
+    "Responses of tools that change something end with a fresh run context block (plan, feedback, "
+    "queued guidance): check it before further affected work and before your final answer."
+)
+
+
+@dataclass(frozen=True)
+class BridgeLimits:
+    """Deadlines and bounds of one bridge (all durations in seconds).
+
+    Attributes:
+        startup_timeout_seconds: How long the server may take to start before
+            :class:`BridgeError`.
+        shutdown_timeout_seconds: Bound of the whole shutdown at context exit; after it the
+            server task is cancelled.
+        graceful_shutdown_seconds: How long uvicorn lets in-flight requests finish before
+            cancelling them (whole seconds).
+        authorize_timeout_seconds: Backstop on :meth:`ToolHost.authorize` (the host enforces
+            the five-minute approval limit of managed runs itself); expiry denies the call.
+        context_timeout_seconds: Deadline of a run-context refresh (seed 003: status reads
+            time out after 15 s).
+        record_timeout_seconds: Deadline of one :meth:`ToolHost.record`.
+        max_sessions: Concurrent MCP sessions the bridge accepts.
+    """
+
+    startup_timeout_seconds: float = 10.0
+    shutdown_timeout_seconds: float = 5.0
+    graceful_shutdown_seconds: int = 1
+    authorize_timeout_seconds: float = 600.0
+    context_timeout_seconds: float = 15.0
+    record_timeout_seconds: float = 10.0
+    max_sessions: int = 64
+
+
+# ---------------------------------------------------------------------------- capability gate
+
+
+class CapabilityGate:
+    """ASGI middleware that admits only requests bearing the run's capability.
+
+    Every HTTP request must carry ``Authorization: Bearer <capability>`` (scheme
+    case-insensitive); anything else gets ``401 {"error": "invalid_capability"}`` and never
+    reaches the wrapped app. Lifespan events pass through; websockets are refused.
+
+    Args:
+        app: The MCP ASGI app.
+        capability: The run's capability.
+    """
+
+    def __init__(self, app: ASGIApp, capability: str) -> None:
+        if not capability:
+            raise ValueError("capability must not be empty")
+        self._app = app
+        self._expected = capability.encode()
+
+    def _admits(self, scope: Scope) -> bool:
+        header = Headers(scope=scope).get("authorization")
+        if header is None:
+            return False
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(token.strip().encode(), self._expected)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._app(scope, receive, send)
+            return
+        if scope["type"] == "http" and self._admits(scope):
+            await self._app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        response = JSONResponse({"error": "invalid_capability"}, status_code=401)
+        await response(scope, receive, send)
+
+
+# ---------------------------------------------------------------------------- dispatch
+
+
+def _encode_result(value: ToolResult) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class _Dispatcher:
+    """Runs tool calls for one bridge: queue, authorization, execution, events, context."""
+
+    def __init__(
+        self,
+        identity: RunIdentity,
+        host: ToolHost,
+        tools: Sequence[ToolSpec],
+        lock: anyio.Lock,
+        limits: BridgeLimits,
+    ) -> None:
+        self.identity = identity
+        self.host = host
+        self.tools = {spec.name: spec for spec in tools}
+        self.lock = lock
+        self.limits = limits
+
+    async def call(self, name: str, raw_arguments: dict[str, Any] | None) -> CallToolResult:
+        spec = self.tools.get(name)
+        if spec is None:
+            available = ", ".join(sorted(self.tools))
+            return _result([f"unknown tool {name!r}; this bridge offers: {available}"], is_error=True)
+        arguments = strip_identity_arguments(raw_arguments)
+        if spec.bypass_queue:
+            return await self._run(spec, arguments)
+        async with self.lock:
+            return await self._run(spec, arguments)
+
+    async def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> CallToolResult:
+        call_id = uuid.uuid4().hex
+        verdict = await self._authorize(spec, arguments)
+        if not verdict.allowed:
+            reason = verdict.reason or "not permitted"
+            await self._record("tool_call_denied", {"call_id": call_id, "tool": spec.name, "reason": reason})
+            return await self._respond(spec, f"denied: {reason}", is_error=True)
+        await self._record("tool_call_started", {"call_id": call_id, "tool": spec.name, "arguments": arguments})
+        started = time.monotonic()
+        try:
+            text, is_error = await self._execute(spec, arguments)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._record(
+                    "tool_call_finished",
+                    {
+                        "call_id": call_id,
+                        "tool": spec.name,
+                        "is_error": True,
+                        "cancelled": True,
+                        "duration_seconds": round(time.monotonic() - started, 3),
+                    },
+                )
+            raise
+        finished: dict[str, Any] = {
+            "call_id": call_id,
+            "tool": spec.name,
+            "is_error": is_error,
+            "duration_seconds": round(time.monotonic() - started, 3),
+        }
+        if is_error:
+            finished["error"] = text
+        await self._record("tool_call_finished", finished)
+        return await self._respond(spec, text, is_error=is_error)
+
+    async def _authorize(self, spec: ToolSpec, arguments: dict[str, Any]) -> AuthorizationResult:
+        timeout = self.limits.authorize_timeout_seconds
+        try:
+            with anyio.fail_after(timeout):
+                verdict = await self.host.authorize(self.identity, spec.name, dict(arguments))
+        except TimeoutError:
+            return AuthorizationResult(False, f"no permission decision within {timeout:g} s")
+        except Exception as exc:
+            logger.exception("authorization of %s failed (run %s)", spec.name, self.identity.run_id)
+            return AuthorizationResult(False, f"the permission check failed ({type(exc).__name__}: {exc})")
+        if not isinstance(verdict, AuthorizationResult):
+            return AuthorizationResult(False, "the permission check returned no verdict")
+        return verdict
+
+    async def _execute(self, spec: ToolSpec, arguments: dict[str, Any]) -> tuple[str, bool]:
+        try:
+            with anyio.fail_after(spec.timeout_seconds):
+                value = await spec.handler(self.identity, self.host, dict(arguments))
+            return _encode_result(value), False
+        except InvalidRequestError as exc:
+            return f"invalid arguments for {spec.name}: {exc.message}", True
+        except OctipusError as exc:
+            return f"{spec.name} failed: {exc.message} ({exc.code})", True
+        except TimeoutError:
+            return f"{spec.name} did not finish within {spec.timeout_seconds:g} s and was stopped", True
+        except Exception as exc:
+            logger.exception("tool %s crashed (run %s)", spec.name, self.identity.run_id)
+            return f"{spec.name} failed with an internal error: {type(exc).__name__}: {exc}", True
+
+    async def _respond(self, spec: ToolSpec, text: str, *, is_error: bool) -> CallToolResult:
+        blocks = [text]
+        if not spec.read_only:
+            blocks.append(await self._context_block())
+        return _result(blocks, is_error=is_error)
+
+    async def _context_block(self) -> str:
+        try:
+            with anyio.fail_after(self.limits.context_timeout_seconds):
+                context = await self.host.run_context(self.identity)
+            return f"{RUN_CONTEXT_HEADER}\n{json.dumps(context, ensure_ascii=False, default=str)}"
+        except Exception as exc:
+            logger.warning("run context refresh failed (run %s): %r", self.identity.run_id, exc)
+            detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+            return (
+                "[octipus run context] unavailable right now "
+                f"({detail}); the tool result above stands. Call get_cli_run_context to retry."
+            )
+
+    async def _record(self, kind: str, data: dict[str, Any]) -> None:
+        try:
+            with anyio.fail_after(self.limits.record_timeout_seconds):
+                await self.host.record(self.identity, kind, data)
+        except Exception as exc:
+            logger.warning("recording %s failed (run %s): %r", kind, self.identity.run_id, exc)
+
+
+def _result(blocks: Sequence[str], *, is_error: bool) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=block) for block in blocks], is_error=is_error)
+
+
+def _mcp_tool(spec: ToolSpec) -> MCPTool:
+    return MCPTool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=dict(spec.input_schema),
+        annotations=ToolAnnotations(read_only_hint=spec.read_only),
+    )
+
+
+@contextlib.contextmanager
+def _without_logging_side_effects() -> Iterator[None]:
+    """Keep ``MCPServer()`` from configuring the root logger.
+
+    ``MCPServer.__init__`` calls ``logging.basicConfig`` with a Rich handler (SDK 2.3
+    ``mcpserver/utilities/logging.py``); ``basicConfig`` does nothing when the root logger
+    already has a handler, so one is lent for the duration of the constructor.
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        yield
+    finally:
+        root.removeHandler(placeholder)
+
+
+class _BridgeMCPServer(MCPServer[Any]):
+    """``MCPServer`` whose tool list and calls come from Octipus tool specs.
+
+    The specs carry hand-written JSON schemas, which ``MCPServer.add_tool`` (signature
+    introspection) cannot express, so ``list_tools``/``call_tool`` -- the public methods the
+    SDK's ``tools/list`` and ``tools/call`` handlers delegate to -- are overridden. Results are
+    built as unstructured ``CallToolResult`` objects (``structured_output=False`` behaviour).
+    """
+
+    def __init__(self, name: str, dispatcher: _Dispatcher, tools: Sequence[ToolSpec]) -> None:
+        with _without_logging_side_effects():
+            super().__init__(name=name, instructions=_INSTRUCTIONS, log_level="WARNING")
+        self._dispatcher = dispatcher
+        self._listing = [_mcp_tool(spec) for spec in tools]
+
+    async def list_tools(self) -> list[MCPTool]:
+        return list(self._listing)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        return await self._dispatcher.call(name, arguments)
+
+
+# ---------------------------------------------------------------------------- embedded uvicorn
+
+_IN_BRIDGE_SERVER: ContextVar[bool] = ContextVar("octipus_bridge_server", default=False)
+
+
+class _QuietBridgeLogs(logging.Filter):
+    """Drops uvicorn's INFO chatter (startup/shutdown lines) emitted by bridge servers only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not _IN_BRIDGE_SERVER.get()
+
+
+_uvicorn_filter_installed = False
+
+
+def _install_uvicorn_filter() -> None:
+    global _uvicorn_filter_installed
+    if not _uvicorn_filter_installed:
+        logging.getLogger("uvicorn.error").addFilter(_QuietBridgeLogs())
+        _uvicorn_filter_installed = True
+
+
+class _QuietH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the access log off for this server only.
+
+    ``uvicorn.Config(access_log=False)`` would silence ``uvicorn.access`` process-wide
+    (including the daemon's own API server).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.access_log = False
+
+
+class _EmbeddedConfig(uvicorn.Config):
+    """A uvicorn config that leaves the process's logging configuration alone."""
+
+    def configure_logging(self) -> None:
+        return
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that does not take over SIGINT/SIGTERM (the daemon owns signals)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _bind_loopback() -> socket.socket:
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose
+    # ``proto`` is IPPROTO_TCP, and ``socket.socket()`` leaves it 0. Without it every
+    # keep-alive request stalls ~40 ms on delayed ACKs (measured on this machine).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+# ---------------------------------------------------------------------------- public API
+
+
+class Bridge:
+    """A running bridge, as yielded by :func:`open_bridge`.
+
+    Attributes:
+        identity: The run identity every call executes with.
+        endpoint: What the adapter writes into the vendor's MCP configuration.
+        tools: The tool specs the bridge publishes.
+    """
+
+    def __init__(
+        self,
+        identity: RunIdentity,
+        endpoint: BridgeEndpoint,
+        tools: tuple[ToolSpec, ...],
+        server: uvicorn.Server,
+        done: anyio.Event,
+    ) -> None:
+        self.identity = identity
+        self.endpoint = endpoint
+        self.tools = tools
+        self._server = server
+        self._done = done
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>/mcp``."""
+        return self.endpoint.url
+
+    @property
+    def port(self) -> int:
+        """The TCP port the bridge listens on (127.0.0.1)."""
+        return int(self.endpoint.url.rsplit(":", 1)[1].split("/", 1)[0])
+
+    @property
+    def running(self) -> bool:
+        """True until the server stops (normally only when the context exits)."""
+        return not self._done.is_set()
+
+    def __repr__(self) -> str:  # never show the capability
+        return f"Bridge(run_id={self.identity.run_id!r}, url={self.url!r})"
+
+
+@contextlib.asynccontextmanager
+async def open_bridge(
+    identity: RunIdentity,
+    host: ToolHost,
+    tools: Sequence[ToolSpec] = DEFAULT_TOOLS,
+    *,
+    queues: WorkerQueues | None = None,
+    limits: BridgeLimits | None = None,
+    server_name: str = "octipus",
+) -> AsyncIterator[Bridge]:
+    """Run the loopback MCP bridge of one run for the duration of the ``async with`` block.
+
+    Args:
+        identity: The run's identity; the only identity calls execute with.
+        host: The runtime seam (authorization, plan, context, events).
+        tools: Tool specs to publish (default :data:`octipusd.tools.DEFAULT_TOOLS`).
+        queues: Registry of per-worker call locks (default: the process-wide
+            :data:`octipusd.bridge.queue.DEFAULT_WORKER_QUEUES`, so every bridge of a worker
+            shares one queue).
+        limits: Deadlines and bounds (default :class:`BridgeLimits`).
+        server_name: MCP server name (Claude shows tools as ``mcp__<server_name>__<tool>``).
+
+    Yields:
+        The running :class:`Bridge`; ``bridge.endpoint`` is the
+        :class:`octipusd.adapter.BridgeEndpoint` (url ``http://127.0.0.1:<port>/mcp``, token =
+        the capability, server_name).
+
+    Raises:
+        BridgeError: the port could not be bound or the server did not start within
+            ``limits.startup_timeout_seconds``.
+        ValueError: the tool specs are invalid (see :func:`octipusd.tools.validate_tool_specs`).
+
+    On exit (normal, error or cancellation) the server stops, shielded and bounded by
+    ``limits.shutdown_timeout_seconds``; in-flight calls are cancelled after
+    ``limits.graceful_shutdown_seconds`` and the capability is dead with the port.
+    Requires the asyncio backend (uvicorn).
+    """
+    specs = validate_tool_specs(tools)
+    limits = limits or BridgeLimits()
+    registry = queues if queues is not None else DEFAULT_WORKER_QUEUES
+    capability = secrets.token_urlsafe(32)
+    _install_uvicorn_filter()
+    try:
+        sock = _bind_loopback()
+    except OSError as exc:
+        raise BridgeError(f"cannot bind the bridge on 127.0.0.1: {exc}") from exc
+    try:
+        port = int(sock.getsockname()[1])
+        url = f"http://127.0.0.1:{port}{MCP_PATH}"
+        with registry.lease(identity.worker_id) as lock:
+            dispatcher = _Dispatcher(identity, host, specs, lock, limits)
+            mcp_server = _BridgeMCPServer(server_name, dispatcher, specs)
+            security = TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
+                allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
+            )
+            mcp_app = mcp_server.streamable_http_app(
+                streamable_http_path=MCP_PATH,
+                transport_security=security,
+                session_idle_timeout=None,  # sessions live as long as the run's bridge
+                max_sessions=limits.max_sessions,
+            )
+            config = _EmbeddedConfig(
+                CapabilityGate(mcp_app, capability),
+                http=_QuietH11Protocol,
+                ws="none",
+                lifespan="on",
+                log_level=None,
+                access_log=False,
+                proxy_headers=False,
+                server_header=False,
+                timeout_graceful_shutdown=limits.graceful_shutdown_seconds,
+            )
+            server = _EmbeddedServer(config)
+            done = anyio.Event()
+            failure: list[BaseException] = []
+
+            async def serve() -> None:
+                _IN_BRIDGE_SERVER.set(True)
+                try:
+                    await server.serve(sockets=[sock])
+                except SystemExit as exc:  # uvicorn exits the process on startup failure
+                    failure.append(exc)
+                except Exception as exc:
+                    failure.append(exc)
+                    logger.exception("bridge server of run %s failed", identity.run_id)
+                finally:
+                    done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                try:
+                    with anyio.fail_after(limits.startup_timeout_seconds):
+                        while not server.started and not done.is_set():
+                            await anyio.sleep(0.002)
+                except TimeoutError:
+                    server.should_exit = True
+                    tg.cancel_scope.cancel()
+                    raise BridgeError(
+                        f"the bridge did not start within {limits.startup_timeout_seconds:g} s"
+                    ) from None
+                if done.is_set() or failure:
+                    raise BridgeError(f"the bridge failed to start: {failure[0] if failure else 'stopped'}")
+                endpoint = BridgeEndpoint(url=url, token=capability, server_name=server_name)
+                bridge = Bridge(identity, endpoint, specs, server, done)
+                logger.debug("bridge of run %s listening on %s", identity.run_id, url)
+                try:
+                    yield bridge
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        server.should_exit = True
+                        with anyio.move_on_after(limits.shutdown_timeout_seconds):
+                            await done.wait()
+                        if not done.is_set():
+                            logger.warning("bridge of run %s did not stop in time; cancelling it", identity.run_id)
+                            tg.cancel_scope.cancel()
+    finally:
+        sock.close()

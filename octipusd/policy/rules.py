@@ -1,0 +1,414 @@
+"""Permission rules (``permissions.rules``): ``toolId(matcher)`` entries at three levels.
+
+Pure: parsing and matching only. The facts below are FACTS.md §3 (from the original product's
+``src/security/permission-rules.ts`` and its test) plus Octipus's tool-id families.
+
+Rule syntax: ``toolId(matcher)`` or a bare ``toolId``.
+
+* The matcher runs to the LAST ``)``, so the fork-bomb rule ``shell(:(){ :|:& };:)`` parses.
+  The tool id and the matcher are trimmed of surrounding whitespace.
+* A bare tool id, an empty matcher or ``*`` matches anything.
+* A matcher ending in ``:*`` is a plain string prefix: ``git:*`` matches ``git status`` and also
+  ``gitk`` (no word boundary).
+* Anything else matches exactly.
+* The tool id ``*`` matches every tool. Otherwise a rule's tool id matches a tool id exactly, or
+  matches the tool's family: Octipus tool ids are ``<family>__<action>`` (``shell__run``), and
+  the rule ``shell(...)`` covers every ``shell__*`` tool. Vendor-native tools are checked as
+  ``cli-native:<Tool>`` (``cli-native:Bash``, ``cli-native:mcp__x__y``) and have no family.
+
+Evaluation: deny rules first, then allow, then ask, each in the order given; the first rule that
+matches wins; no match returns None and the caller applies :func:`default_level`.
+
+The subject a matcher is compared with is the first argument present among ``command``,
+``path``, ``file_path``, ``filePath``, ``url``, ``query``, ``message``. "Present" follows the
+original's JavaScript truthiness: a missing key, None, ``""``, ``0``, ``False`` or an empty
+list/object is skipped; a non-string value is compared as compact JSON. With none present, the
+subject is the action name: by default the tool name of ``cli-native:<Tool>`` and the action of
+``<family>__<action>``.
+
+Defaults (used when the setting is None; any value replaces all of them), FACTS.md §3:
+
+* allow: ``shell(git:*)``, ``shell(ls:*)``, ``shell(cat:*)``, ``shell(echo:*)``,
+  ``filesystem(*)``, ``knowledge(*)``, ``websearch(*)``, and ``cli-native:<T>(*)`` for Read, Glob,
+  Grep, LS, NotebookRead, WebFetch, WebSearch, TodoWrite;
+* deny: ``shell(rm -rf /:*)``, ``shell(dd if=/dev:*)``, ``shell(mkfs:*)``, and the fork bomb in
+  both its usual spellings ``:(){ :|:& };:`` and ``:(){ :|:&};:`` (the original wrote the latter;
+  an exact matcher catches only one, so both are listed);
+* ask: ``shell(sudo:*)``, ``shell(docker:*)``, ``shell(systemctl:*)``.
+
+``cli-native:Bash``, ``Edit`` and ``Write`` match no default rule, so they fall to ASK.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+CLI_NATIVE_PREFIX: Final = "cli-native:"
+FAMILY_SEPARATOR: Final = "__"
+
+#: Argument names whose value is the subject of a matcher, in priority order (FACTS.md §3).
+SUBJECT_FIELDS: Final[tuple[str, ...]] = (
+    "command",
+    "path",
+    "file_path",
+    "filePath",
+    "url",
+    "query",
+    "message",
+)
+
+
+class Level(enum.StrEnum):
+    """A rule's (or a tool's default) permission level."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+#: Order in which the levels' rules are evaluated (FACTS.md §3: deny, then allow, then ask).
+EVALUATION_ORDER: Final[tuple[Level, ...]] = (Level.DENY, Level.ALLOW, Level.ASK)
+
+READ_ONLY_CLI_TOOLS: Final = (
+    "Read",
+    "Glob",
+    "Grep",
+    "LS",
+    "NotebookRead",
+    "WebFetch",
+    "WebSearch",
+    "TodoWrite",
+)
+
+#: The built-in rule set, used when ``permissions.rules`` is None (FACTS.md §3).
+DEFAULT_RULES: Final[Mapping[str, tuple[str, ...]]] = {
+    "allow": (
+        "shell(git:*)",
+        "shell(ls:*)",
+        "shell(cat:*)",
+        "shell(echo:*)",
+        "filesystem(*)",
+        "knowledge(*)",
+        "websearch(*)",
+        *(f"{CLI_NATIVE_PREFIX}{tool}(*)" for tool in READ_ONLY_CLI_TOOLS),
+    ),
+    "deny": (
+        "shell(rm -rf /:*)",
+        "shell(dd if=/dev:*)",
+        "shell(mkfs:*)",
+        "shell(:(){ :|:& };:)",
+        "shell(:(){ :|:&};:)",
+    ),
+    "ask": (
+        "shell(sudo:*)",
+        "shell(docker:*)",
+        "shell(systemctl:*)",
+    ),
+}
+
+#: Default levels of Octipus's own tools that are not ASK (seed 003; the run-context and
+#: work-plan tools are always available to a CLI).
+DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
+    "get_cli_run_context": Level.ALLOW,
+    "get_work_plan": Level.ALLOW,
+    "update_work_plan": Level.ALLOW,
+    "shell__run": Level.ASK,
+}
+
+
+def default_level(tool_id: str) -> Level:
+    """Return the level that applies to ``tool_id`` when no rule matches.
+
+    ``cli-native:*`` -> ASK (seed 003 "Permissions and limits": everything but the default
+    allow list uses the ASK default); ``get_cli_run_context``, ``get_work_plan``,
+    ``update_work_plan`` -> ALLOW; ``shell__run`` -> ASK; any other tool -> ASK.
+
+    Args:
+        tool_id: An Octipus tool id or ``cli-native:<Tool>``.
+
+    Returns:
+        The default level.
+    """
+    if tool_id.startswith(CLI_NATIVE_PREFIX):
+        return Level.ASK
+    return DEFAULT_TOOL_LEVELS.get(tool_id, Level.ASK)
+
+
+def family_of(tool_id: str) -> str | None:
+    """Return the family of an Octipus tool id ``<family>__<action>`` (``shell__run`` -> ``shell``).
+
+    Returns:
+        The family, or None for ``cli-native:*`` ids and ids without ``__``.
+    """
+    if tool_id.startswith(CLI_NATIVE_PREFIX):
+        return None
+    family, sep, action = tool_id.partition(FAMILY_SEPARATOR)
+    if not sep or not family or not action:
+        return None
+    return family
+
+
+def default_action(tool_id: str) -> str:
+    """Return the action name used as the subject when no subject field is present.
+
+    ``cli-native:<Tool>`` -> ``<Tool>`` (FACTS.md §3 "CLI relay"); ``<family>__<action>`` ->
+    ``<action>``; anything else -> the tool id itself.
+    """
+    if tool_id.startswith(CLI_NATIVE_PREFIX):
+        return tool_id.removeprefix(CLI_NATIVE_PREFIX)
+    family, sep, action = tool_id.partition(FAMILY_SEPARATOR)
+    if sep and family and action:
+        return action
+    return tool_id
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def _falsy(value: Any) -> bool:
+    """JavaScript truthiness of a decoded JSON value (the original compared with ``||``)."""
+    if value is None or isinstance(value, bool):
+        return value is not True
+    if isinstance(value, int | float):
+        return value == 0 or value != value  # 0, 0.0 and NaN are falsy
+    if isinstance(value, str | list | dict):
+        return len(value) == 0
+    return False
+
+
+def subject_of(arguments: Mapping[str, Any], action: str) -> str:
+    """Return the text a matcher is compared with.
+
+    Args:
+        arguments: The tool call's arguments.
+        action: The action name used when no subject field is present.
+
+    Returns:
+        The first present value among :data:`SUBJECT_FIELDS` (see the module docstring for
+        "present"), as text; else ``action``.
+    """
+    for name in SUBJECT_FIELDS:
+        value = arguments.get(name)
+        if _falsy(value):
+            continue
+        return _render(value)
+    return action
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One parsed rule.
+
+    Attributes:
+        level: The level the rule grants when it matches.
+        tool_id: The tool id (``shell``, ``shell__run``, ``cli-native:Bash``, ``*``).
+        matcher: The matcher text; None for a bare tool id (matches anything).
+        text: The rule as written (untrimmed), for explanations.
+    """
+
+    level: Level
+    tool_id: str
+    matcher: str | None
+    text: str
+
+    @property
+    def matches_anything(self) -> bool:
+        """Whether the matcher accepts every subject (bare, empty or ``*``)."""
+        return self.matcher is None or self.matcher in ("", "*")
+
+    def applies_to(self, tool_id: str) -> bool:
+        """Whether the rule's tool id covers ``tool_id`` (``*``, exact, or the tool's family)."""
+        return self.tool_id in ("*", tool_id) or self.tool_id == family_of(tool_id)
+
+    def matches_subject(self, subject: str) -> bool:
+        """Whether the matcher accepts ``subject`` (any / ``prefix:*`` / exact)."""
+        if self.matches_anything:
+            return True
+        assert self.matcher is not None
+        if self.matcher.endswith(":*"):
+            return subject.startswith(self.matcher[:-2])
+        return subject == self.matcher
+
+    def matches(self, tool_id: str, subject: str) -> bool:
+        """Whether the rule matches a call of ``tool_id`` whose subject is ``subject``."""
+        return self.applies_to(tool_id) and self.matches_subject(subject)
+
+
+def parse_rule(text: str, level: Level | str) -> Rule:
+    """Parse ``toolId(matcher)`` or a bare ``toolId``.
+
+    Args:
+        text: The rule as written.
+        level: The level of the list it came from.
+
+    Returns:
+        The rule; ``matcher`` is None for a bare tool id.
+
+    Raises:
+        ValueError: ``level`` is not allow/ask/deny, the text is not a string or is empty, the tool
+            id is empty or contains whitespace or ``)``, a ``(`` has no closing ``)``, or text
+            follows the last ``)``. The message quotes the rule and says what is wrong.
+    """
+    try:
+        rule_level = Level(level)
+    except ValueError:
+        raise ValueError(f"unknown rule level {level!r}; expected allow, ask or deny") from None
+    if not isinstance(text, str):
+        raise ValueError(f"permission rule {text!r} is not a string")
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("permission rule is empty; write toolId or toolId(matcher)")
+    open_at = stripped.find("(")
+    if open_at < 0:
+        tool_id, matcher = stripped, None
+    else:
+        close_at = stripped.rfind(")")
+        if close_at < open_at:
+            raise ValueError(f"permission rule {text!r} has '(' without a closing ')'; write toolId(matcher)")
+        trailing = stripped[close_at + 1 :]
+        if trailing.strip():
+            raise ValueError(
+                f"permission rule {text!r} has text after its last ')' ({trailing!r}); the matcher must "
+                "end the rule"
+            )
+        tool_id = stripped[:open_at].strip()
+        matcher = stripped[open_at + 1 : close_at].strip()
+    if not tool_id:
+        raise ValueError(f"permission rule {text!r} has no tool id; write toolId or toolId(matcher)")
+    if ")" in tool_id or any(c.isspace() for c in tool_id):
+        raise ValueError(
+            f"permission rule {text!r}: tool id {tool_id!r} must not contain spaces or ')'; "
+            "write toolId or toolId(matcher)"
+        )
+    return Rule(level=rule_level, tool_id=tool_id, matcher=matcher, text=text)
+
+
+@dataclass(frozen=True)
+class Match:
+    """The rule that decided a call.
+
+    Attributes:
+        level: The decided level (the rule's).
+        rule: The rule that matched first.
+        builtin: Whether the rule comes from the built-in defaults (the setting was None).
+    """
+
+    level: Level
+    rule: Rule
+    builtin: bool = False
+
+    def explain(self) -> str:
+        """One line for people, e.g. ``allow by rule cli-native:Read(*) (built-in default)``."""
+        origin = "built-in default" if self.builtin else "permissions.rules"
+        return f"{self.level} by rule {self.rule.text} ({origin})"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """An ordered set of rules: deny rules, then allow, then ask.
+
+    Attributes:
+        rules: The rules in evaluation order.
+        builtin: Whether these are the built-in defaults.
+    """
+
+    rules: tuple[Rule, ...]
+    builtin: bool = False
+
+    @classmethod
+    def defaults(cls) -> RuleSet:
+        """Return the built-in rule set (:data:`DEFAULT_RULES`)."""
+        return cls(_parse_lists(DEFAULT_RULES), builtin=True)
+
+    @classmethod
+    def from_rules(cls, rules: Iterable[Rule]) -> RuleSet:
+        """Build a set from parsed rules, ordered deny, allow, ask (stable within a level)."""
+        items = list(rules)
+        ordered = tuple(r for level in EVALUATION_ORDER for r in items if r.level is level)
+        return cls(ordered)
+
+    @classmethod
+    def from_setting(cls, value: Mapping[str, Any] | None) -> RuleSet:
+        """Build the set from the ``permissions.rules`` setting.
+
+        Args:
+            value: None for the built-in defaults; else ``{"allow"?: [...], "deny"?: [...],
+                "ask"?: [...]}`` with rule strings (a missing or null list is empty). Any value
+                replaces all the defaults, so ``{}`` means no rules at all.
+
+        Returns:
+            The rule set.
+
+        Raises:
+            ValueError: ``value`` is not an object, has a key other than allow/deny/ask, a list is
+                not a list of strings, or an entry does not parse; the message names the key and
+                the entry.
+        """
+        if value is None:
+            return cls.defaults()
+        if not isinstance(value, Mapping):
+            raise ValueError(
+                f"permissions.rules must be an object {{allow?: [], deny?: [], ask?: []}} or null, "
+                f"got {type(value).__name__}"
+            )
+        unknown = [k for k in value if k not in ("allow", "deny", "ask")]
+        if unknown:
+            raise ValueError(
+                f"permissions.rules has unknown key(s) {', '.join(map(repr, unknown))}; "
+                "expected allow, deny, ask"
+            )
+        return cls(_parse_lists(value))
+
+    def decide(self, tool_id: str, arguments: Mapping[str, Any], action: str | None = None) -> Match | None:
+        """Find the first matching rule for a call.
+
+        Args:
+            tool_id: The tool id (``shell__run``, ``cli-native:Bash``...).
+            arguments: The call's arguments.
+            action: The action name used as subject when no subject field is present; None means
+                :func:`default_action` of the tool id.
+
+        Returns:
+            The match, or None when no rule matches (the caller applies :func:`default_level`).
+        """
+        subject = subject_of(arguments, default_action(tool_id) if action is None else action)
+        for rule in self.rules:
+            if rule.matches(tool_id, subject):
+                return Match(level=rule.level, rule=rule, builtin=self.builtin)
+        return None
+
+    def level_for(self, tool_id: str, arguments: Mapping[str, Any], action: str | None = None) -> Level:
+        """Return the decided level: the first matching rule's, else :func:`default_level`."""
+        match = self.decide(tool_id, arguments, action)
+        return match.level if match is not None else default_level(tool_id)
+
+
+def _parse_lists(value: Mapping[str, Any]) -> tuple[Rule, ...]:
+    rules: list[Rule] = []
+    for level in EVALUATION_ORDER:
+        entries = value.get(level.value)
+        if entries is None:
+            continue
+        if isinstance(entries, str) or not isinstance(entries, Sequence):
+            raise ValueError(f"permissions.rules.{level.value} must be a list of rule strings")
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, str):
+                raise ValueError(
+                    f"permissions.rules.{level.value}[{index}] is {entry!r}, "
+                    "not a rule string like 'shell(git:*)'"
+                )
+            try:
+                rules.append(parse_rule(entry, level))
+            except ValueError as exc:
+                raise ValueError(f"permissions.rules.{level.value}[{index}]: {exc}") from None
+    return tuple(rules)

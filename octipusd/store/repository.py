@@ -1,0 +1,1055 @@
+"""The store: every read and write of Octipus's durable state.
+
+:class:`Store` is synchronous and thread-safe; the daemon calls it through
+``anyio.to_thread.run_sync``. Each method is one database transaction that has committed
+when the method returns (an event is durable once :meth:`Store.append_event` returns), and
+a failing method leaves nothing half-written.
+
+Concurrency: on SQLite, writes are serialised by a process-wide lock and start with
+``BEGIN IMMEDIATE``. On PostgreSQL, methods that allocate a counter (turn index, event
+sequence) or upsert lock the parent row (``SELECT ... FOR NO KEY UPDATE``) first, and
+"exactly once" state changes (approval decisions, first terminal run status) are single
+conditional ``UPDATE`` statements.
+
+Errors: a missing record raises :class:`~octipusd.errors.NotFoundError` naming the id; a
+database failure raises :class:`~octipusd.errors.StoreError`; bad arguments raise
+``ValueError`` (or ``TypeError`` for a JSON payload that is not a ``dict``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy import Engine, and_, delete, func, or_, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session as DbSession
+from sqlmodel import col, select
+
+from octipusd.errors import ApprovalError, ConflictError, NotFoundError, StoreError
+from octipusd.store.engine import WRITE_OPTION, display_url, make_engine
+from octipusd.store.migrate import upgrade
+from octipusd.store.models import (
+    ApprovalRow,
+    RunEventRow,
+    RunRow,
+    SessionRow,
+    VendorSessionRow,
+    WorkPlanRow,
+)
+from octipusd.store.records import (
+    Approval,
+    ApprovalStatus,
+    Run,
+    RunEvent,
+    RunStatus,
+    Session,
+    VendorSession,
+    WorkPlan,
+)
+
+__all__ = ["RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
+
+#: ``decided_by`` written when octipusd itself resolves an approval (expiry, cancel).
+SYSTEM_ACTOR = "octipusd"
+
+#: Run columns :meth:`Store.update_run` may change.
+RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
+    {
+        "status",
+        "reason",
+        "vendor_session_id",
+        "resumed",
+        "pid",
+        "exit_code",
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "cost_usd",
+        "usage_estimated",
+        "result_text",
+        "owner",
+        "started_at",
+        "ended_at",
+    }
+)
+
+_TERMINAL_RUN_VALUES = tuple(s.value for s in RunStatus if s.terminal)
+_LIVE_RUN_VALUES = tuple(s.value for s in RunStatus if not s.terminal)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds") if moment is not None else "an unknown time"
+
+
+def _dump(value: dict[str, Any], what: str) -> str:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be a dict (a JSON object), not {type(value).__name__}")
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from exc
+
+
+def _load(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _session(row: SessionRow) -> Session:
+    return Session(
+        id=row.id,
+        title=row.title,
+        workspace=row.workspace,
+        adapter=row.adapter,
+        model=row.model,
+        permission_mode=row.permission_mode,
+        attended=row.attended,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _run(row: RunRow) -> Run:
+    return Run(
+        id=row.id,
+        session_id=row.session_id,
+        turn_index=row.turn_index,
+        status=RunStatus(row.status),
+        prompt=row.prompt,
+        reason=row.reason,
+        vendor_session_id=row.vendor_session_id,
+        resumed=row.resumed,
+        pid=row.pid,
+        exit_code=row.exit_code,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cache_creation_input_tokens=row.cache_creation_input_tokens,
+        cache_read_input_tokens=row.cache_read_input_tokens,
+        cost_usd=row.cost_usd,
+        usage_estimated=row.usage_estimated,
+        result_text=row.result_text,
+        owner=row.owner,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+    )
+
+
+def _event(row: RunEventRow) -> RunEvent:
+    assert row.id is not None
+    return RunEvent(
+        id=row.id,
+        run_id=row.run_id,
+        seq=row.seq,
+        kind=row.kind,
+        data=_load(row.data),
+        created_at=row.created_at,
+    )
+
+
+def _vendor_session(row: VendorSessionRow) -> VendorSession:
+    assert row.id is not None
+    return VendorSession(
+        id=row.id,
+        session_id=row.session_id,
+        key=row.key,
+        vendor_session_id=row.vendor_session_id,
+        fingerprint=row.fingerprint,
+        cwd=row.cwd,
+        clear_generation=row.clear_generation,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _approval(row: ApprovalRow) -> Approval:
+    return Approval(
+        id=row.id,
+        run_id=row.run_id,
+        session_id=row.session_id,
+        tool_id=row.tool_id,
+        subject=row.subject,
+        reason=row.reason,
+        input=_load(row.input),
+        explanation=row.explanation,
+        vendor_request_id=row.vendor_request_id,
+        status=ApprovalStatus(row.status),
+        decided_by=row.decided_by,
+        decision_reason=row.decision_reason,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        decided_at=row.decided_at,
+    )
+
+
+def _work_plan(row: WorkPlanRow) -> WorkPlan:
+    return WorkPlan(session_id=row.session_id, plan=_load(row.plan), updated_at=row.updated_at)
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+
+
+class Store:
+    """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
+
+    Build it with :meth:`open` (creates the engine and migrates), or from an engine whose
+    schema is already migrated.
+
+    Args:
+        engine: An engine from :func:`~octipusd.store.engine.make_engine`. The store owns it
+            and disposes of it in :meth:`close`.
+        clock: Returns the current time as an aware UTC datetime; defaults to the system
+            clock. Tests pass a fake one.
+    """
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] | None = None) -> None:
+        self._engine = engine
+        self._clock = clock or _utcnow
+        self._sqlite = engine.dialect.name == "sqlite"
+        self._write_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def open(cls, url: str, *, clock: Callable[[], datetime] | None = None) -> Store:
+        """Create the engine for ``url``, migrate the schema to the newest revision, return a store.
+
+        Args:
+            url: ``sqlite:///<path>`` or ``postgresql+psycopg://...``.
+            clock: See the class docstring.
+
+        Returns:
+            An open store.
+
+        Raises:
+            StoreError: The URL is unsupported, or the database cannot be reached or migrated.
+        """
+        engine = make_engine(url)
+        try:
+            upgrade(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, clock=clock)
+
+    def close(self) -> None:
+        """Close every pooled connection. Further calls raise StoreError. Idempotent."""
+        self._closed = True
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def url_for_display(self) -> str:
+        """The database URL without its password."""
+        return display_url(self._engine.url)
+
+    @property
+    def engine(self) -> Engine:
+        """The underlying SQLAlchemy engine (for migrations and diagnostics only)."""
+        return self._engine
+
+    # Transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self, what: str, *, write: bool = False) -> Iterator[DbSession]:
+        """One transaction: committed on normal exit (writes), rolled back on an exception."""
+        if self._closed:
+            raise StoreError(f"the store for {self.url_for_display} is closed (while {what})")
+        guard: AbstractContextManager[Any] = self._write_lock if write and self._sqlite else nullcontext()
+        try:
+            with guard, DbSession(self._engine, expire_on_commit=False, autoflush=False) as db:
+                if write:
+                    db.connection(execution_options={WRITE_OPTION: True})
+                yield db
+                if write:
+                    db.commit()
+        except SQLAlchemyError as exc:
+            detail = getattr(exc, "orig", None) or exc
+            raise StoreError(
+                f"database error while {what} in {self.url_for_display}: {type(detail).__name__}: {detail}"
+            ) from exc
+
+    @staticmethod
+    def _lock_session(db: DbSession, session_id: str) -> SessionRow:
+        row = db.exec(
+            select(SessionRow).where(col(SessionRow.id) == session_id).with_for_update(key_share=True)
+        ).first()
+        if row is None:
+            raise NotFoundError(f"session {session_id} not found")
+        return row
+
+    @staticmethod
+    def _lock_run(db: DbSession, run_id: str) -> RunRow:
+        row = db.exec(select(RunRow).where(col(RunRow.id) == run_id).with_for_update(key_share=True)).first()
+        if row is None:
+            raise NotFoundError(f"run {run_id} not found")
+        return row
+
+    @staticmethod
+    def _get_run_row(db: DbSession, run_id: str) -> RunRow:
+        row = db.get(RunRow, run_id)
+        if row is None:
+            raise NotFoundError(f"run {run_id} not found")
+        return row
+
+    @staticmethod
+    def _get_approval_row(db: DbSession, approval_id: str) -> ApprovalRow:
+        row = db.get(ApprovalRow, approval_id)
+        if row is None:
+            raise NotFoundError(f"approval {approval_id} not found")
+        return row
+
+    # Sessions ----------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        workspace: str,
+        adapter: str,
+        title: str | None = None,
+        model: str | None = None,
+        permission_mode: str = "workspace",
+        attended: bool = True,
+    ) -> Session:
+        """Create a session.
+
+        Args:
+            workspace: Absolute path of the working folder (not checked for existence).
+            adapter: Adapter name, e.g. ``"claude-code"``.
+            title: Optional human title.
+            model: Model row name, or None for the adapter's default.
+            permission_mode: Permission mode name.
+            attended: False when no person can answer approvals.
+
+        Returns:
+            The new session (id: 32 hex characters).
+
+        Raises:
+            ValueError: ``workspace`` is not an absolute path, or ``adapter`` is empty.
+            StoreError: The database failed.
+        """
+        if not workspace.startswith("/"):
+            raise ValueError(f"workspace must be an absolute path, got {workspace!r}")
+        if not adapter:
+            raise ValueError("adapter must not be empty")
+        now = self._clock()
+        row = SessionRow(
+            id=_new_id(),
+            title=title,
+            workspace=workspace,
+            adapter=adapter,
+            model=model,
+            permission_mode=permission_mode,
+            attended=attended,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._tx("creating a session", write=True) as db:
+            db.add(row)
+        return _session(row)
+
+    def get_session(self, session_id: str) -> Session:
+        """Return the session ``session_id``.
+
+        Raises:
+            NotFoundError: No such session.
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading session {session_id}") as db:
+            row = db.get(SessionRow, session_id)
+            if row is None:
+                raise NotFoundError(f"session {session_id} not found")
+            return _session(row)
+
+    def list_sessions(self, limit: int = 100) -> list[Session]:
+        """Return up to ``limit`` sessions, newest (by creation) first.
+
+        Raises:
+            ValueError: ``limit`` < 1.
+            StoreError: The database failed.
+        """
+        _check_limit(limit)
+        with self._tx("listing sessions") as db:
+            rows = db.exec(
+                select(SessionRow)
+                .order_by(col(SessionRow.created_at).desc(), col(SessionRow.id).desc())
+                .limit(limit)
+            ).all()
+            return [_session(r) for r in rows]
+
+    def touch_session(self, session_id: str) -> Session:
+        """Set the session's ``updated_at`` to now and return it.
+
+        Raises:
+            NotFoundError: No such session.
+            StoreError: The database failed.
+        """
+        with self._tx(f"touching session {session_id}", write=True) as db:
+            row = self._lock_session(db, session_id)
+            row.updated_at = self._clock()
+            db.add(row)
+        return _session(row)
+
+    # Runs --------------------------------------------------------------------------------
+
+    def create_run(self, *, session_id: str, prompt: str, owner: str) -> Run:
+        """Queue a new run (turn) in a session.
+
+        The turn index is the session's previous highest plus one (1 for the first run);
+        concurrent callers always get distinct, gap-free indexes. The session's
+        ``updated_at`` is set to now.
+
+        Args:
+            session_id: The session.
+            prompt: The turn's prompt text.
+            owner: Instance id of the daemon that will run it.
+
+        Returns:
+            The new run, status ``queued``.
+
+        Raises:
+            NotFoundError: No such session.
+            StoreError: The database failed.
+        """
+        with self._tx(f"creating a run in session {session_id}", write=True) as db:
+            session_row = self._lock_session(db, session_id)
+            highest = db.exec(
+                select(func.max(RunRow.turn_index)).where(col(RunRow.session_id) == session_id)
+            ).one()
+            now = self._clock()
+            row = RunRow(
+                id=_new_id(),
+                session_id=session_id,
+                turn_index=(highest or 0) + 1,
+                status=RunStatus.QUEUED.value,
+                prompt=prompt,
+                owner=owner,
+                created_at=now,
+            )
+            session_row.updated_at = now
+            db.add(session_row)
+            db.add(row)
+        return _run(row)
+
+    def get_run(self, run_id: str) -> Run:
+        """Return the run ``run_id``.
+
+        Raises:
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading run {run_id}") as db:
+            return _run(self._get_run_row(db, run_id))
+
+    def list_runs(
+        self,
+        *,
+        session_id: str | None = None,
+        statuses: Iterable[RunStatus | str] | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        """Return up to ``limit`` runs, newest first.
+
+        Args:
+            session_id: Only runs of this session (an unknown id gives an empty list).
+            statuses: Only runs in one of these statuses.
+            limit: Maximum number of runs.
+
+        Raises:
+            ValueError: An unknown status, or ``limit`` < 1.
+            StoreError: The database failed.
+        """
+        _check_limit(limit)
+        query = select(RunRow)
+        if session_id is not None:
+            query = query.where(col(RunRow.session_id) == session_id)
+        if statuses is not None:
+            query = query.where(col(RunRow.status).in_([RunStatus(s).value for s in statuses]))
+        query = query.order_by(col(RunRow.created_at).desc(), col(RunRow.turn_index).desc()).limit(limit)
+        with self._tx("listing runs") as db:
+            return [_run(r) for r in db.exec(query).all()]
+
+    def update_run(self, run_id: str, **fields: Any) -> Run:
+        """Change some columns of a run.
+
+        Args:
+            run_id: The run.
+            **fields: Column values; names from :data:`RUN_UPDATABLE_FIELDS`. ``status`` may
+                only be a non-terminal status (use :meth:`finish_run` to end a run) and only
+                changes a run that is not terminal yet.
+
+        Returns:
+            The run after the change.
+
+        Raises:
+            ValueError: An unknown or read-only field, an invalid status, or a terminal status.
+            NotFoundError: No such run.
+            ConflictError: ``status`` given but the run already ended.
+            StoreError: The database failed.
+        """
+        unknown = sorted(set(fields) - RUN_UPDATABLE_FIELDS)
+        if unknown:
+            raise ValueError(
+                f"update_run cannot set {', '.join(unknown)}; "
+                f"updatable fields: {', '.join(sorted(RUN_UPDATABLE_FIELDS))}"
+            )
+        values = dict(fields)
+        if "status" in values:
+            status = RunStatus(values["status"])
+            if status.terminal:
+                raise ValueError(f"use finish_run to set the terminal status {status.value!r}")
+            values["status"] = status.value
+        with self._tx(f"updating run {run_id}", write=True) as db:
+            if values:
+                statement = update(RunRow).where(col(RunRow.id) == run_id)
+                if "status" in values:
+                    statement = statement.where(col(RunRow.status).not_in(_TERMINAL_RUN_VALUES))
+                result = db.exec(statement.values(**values).execution_options(synchronize_session=False))
+                if result.rowcount == 0:
+                    row = self._get_run_row(db, run_id)
+                    raise ConflictError(
+                        f"run {run_id} already ended ({row.status}); "
+                        f"its status cannot become {values.get('status')}"
+                    )
+            row = self._get_run_row(db, run_id)
+            return _run(row)
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus | str,
+        reason: str | None = None,
+        exit_code: int | None = None,
+        result_text: str | None = None,
+    ) -> Run:
+        """End a run with a terminal status; the first terminal status wins.
+
+        Sets ``ended_at`` to now, and cancels the run's pending approvals in the same
+        transaction. If the run is already terminal nothing changes and it is returned as
+        it is. ``reason``, ``exit_code`` and ``result_text`` are written only when given.
+
+        Args:
+            run_id: The run.
+            status: ``succeeded``, ``failed``, ``interrupted`` or ``cancelled``.
+            reason: Why it failed / was interrupted / cancelled.
+            exit_code: Exit code of the vendor CLI.
+            result_text: Final answer text.
+
+        Returns:
+            The run after the call (unchanged when it had already ended).
+
+        Raises:
+            ValueError: ``status`` is not a terminal status.
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        final = RunStatus(status)
+        if not final.terminal:
+            raise ValueError(f"finish_run needs a terminal status, got {final.value!r}")
+        values: dict[str, Any] = {"status": final.value, "ended_at": self._clock()}
+        if reason is not None:
+            values["reason"] = reason
+        if exit_code is not None:
+            values["exit_code"] = exit_code
+        if result_text is not None:
+            values["result_text"] = result_text
+        with self._tx(f"finishing run {run_id}", write=True) as db:
+            result = db.exec(
+                update(RunRow)
+                .where(col(RunRow.id) == run_id, col(RunRow.status).not_in(_TERMINAL_RUN_VALUES))
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount:
+                self._resolve_pending_for_runs(
+                    db, [run_id], ApprovalStatus.CANCELLED, f"run {final.value}", values["ended_at"]
+                )
+            return _run(self._get_run_row(db, run_id))
+
+    def interrupt_orphaned_runs(self, *, live_owner: str, reason: str) -> list[Run]:
+        """Mark every unfinished run not owned by ``live_owner`` as interrupted.
+
+        Used at daemon start: runs left by a previous (dead) daemon instance become
+        ``interrupted`` with ``reason`` and ``ended_at`` = now, and their pending approvals
+        become ``cancelled`` — all in one transaction.
+
+        Args:
+            live_owner: Instance id of the running daemon; its runs are left alone.
+            reason: Stored as the runs' ``reason`` and the approvals' ``decision_reason``.
+
+        Returns:
+            The interrupted runs, oldest first.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._tx("interrupting orphaned runs", write=True) as db:
+            rows = db.exec(
+                select(RunRow)
+                .where(col(RunRow.status).in_(_LIVE_RUN_VALUES), col(RunRow.owner) != live_owner)
+                .order_by(col(RunRow.created_at), col(RunRow.id))
+                .with_for_update()
+            ).all()
+            now = self._clock()
+            for row in rows:
+                row.status = RunStatus.INTERRUPTED.value
+                row.reason = reason
+                row.ended_at = now
+                db.add(row)
+            db.flush()
+            self._resolve_pending_for_runs(db, [r.id for r in rows], ApprovalStatus.CANCELLED, reason, now)
+            return [_run(r) for r in rows]
+
+    # Events ------------------------------------------------------------------------------
+
+    def append_event(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
+        """Append an event to a run's log; durable when this returns.
+
+        Args:
+            run_id: The run.
+            kind: Event kind, e.g. ``"text"``.
+            data: JSON object payload.
+
+        Returns:
+            The stored event; ``seq`` is the run's previous highest plus one (1 first),
+            distinct and gap-free under concurrent callers.
+
+        Raises:
+            TypeError: ``data`` is not a JSON-serialisable dict.
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        payload = _dump(data, "event data")
+        with self._tx(f"appending an event to run {run_id}", write=True) as db:
+            self._lock_run(db, run_id)
+            highest = db.exec(
+                select(func.max(RunEventRow.seq)).where(col(RunEventRow.run_id) == run_id)
+            ).one()
+            row = RunEventRow(
+                run_id=run_id, seq=(highest or 0) + 1, kind=kind, data=payload, created_at=self._clock()
+            )
+            db.add(row)
+            db.flush()
+        return _event(row)
+
+    def list_events(self, run_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[RunEvent]:
+        """Return up to ``limit`` events of a run with ``seq > after_seq``, in ``seq`` order.
+
+        Raises:
+            ValueError: ``limit`` < 1.
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        _check_limit(limit)
+        with self._tx(f"listing events of run {run_id}") as db:
+            rows = db.exec(
+                select(RunEventRow)
+                .where(col(RunEventRow.run_id) == run_id, col(RunEventRow.seq) > after_seq)
+                .order_by(col(RunEventRow.seq))
+                .limit(limit)
+            ).all()
+            if not rows:
+                self._get_run_row(db, run_id)
+            return [_event(r) for r in rows]
+
+    # Vendor sessions ---------------------------------------------------------------------
+
+    def get_vendor_session(self, session_id: str, key: str) -> VendorSession | None:
+        """Return the vendor session stored under ``(session_id, key)``, or None.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading vendor session {key!r} of session {session_id}") as db:
+            row = db.exec(
+                select(VendorSessionRow).where(
+                    col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
+                )
+            ).first()
+            return _vendor_session(row) if row is not None else None
+
+    def save_vendor_session(
+        self, *, session_id: str, key: str, vendor_session_id: str, fingerprint: str, cwd: str
+    ) -> VendorSession:
+        """Insert or replace the vendor session stored under ``(session_id, key)``.
+
+        An existing record keeps its ``id``, ``created_at`` and ``clear_generation``.
+
+        Args:
+            session_id: The Octipus session.
+            key: Reuse key, e.g. ``"claude-code"``.
+            vendor_session_id: The vendor's conversation id.
+            fingerprint: Fingerprint of the launch settings.
+            cwd: Working folder of the vendor process.
+
+        Returns:
+            The stored record.
+
+        Raises:
+            NotFoundError: No such session.
+            StoreError: The database failed.
+        """
+        with self._tx(f"saving vendor session {key!r} of session {session_id}", write=True) as db:
+            self._lock_session(db, session_id)
+            now = self._clock()
+            row = db.exec(
+                select(VendorSessionRow).where(
+                    col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
+                )
+            ).first()
+            if row is None:
+                row = VendorSessionRow(
+                    session_id=session_id,
+                    key=key,
+                    created_at=now,
+                    clear_generation=0,
+                    vendor_session_id=vendor_session_id,
+                    fingerprint=fingerprint,
+                    cwd=cwd,
+                    updated_at=now,
+                )
+            else:
+                row.vendor_session_id = vendor_session_id
+                row.fingerprint = fingerprint
+                row.cwd = cwd
+                row.updated_at = now
+            db.add(row)
+            db.flush()
+        return _vendor_session(row)
+
+    def drop_vendor_session(self, session_id: str, key: str) -> bool:
+        """Delete the vendor session stored under ``(session_id, key)``.
+
+        Returns:
+            True if a record was deleted, False if there was none.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._tx(f"dropping vendor session {key!r} of session {session_id}", write=True) as db:
+            result = db.exec(
+                delete(VendorSessionRow).where(
+                    col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
+                )
+            )
+            return bool(result.rowcount)
+
+    # Approvals ---------------------------------------------------------------------------
+
+    def create_approval(
+        self,
+        *,
+        run_id: str,
+        session_id: str,
+        tool_id: str,
+        subject: str | None,
+        reason: str | None,
+        input: dict[str, Any],
+        explanation: str | None,
+        vendor_request_id: str | None,
+        expires_at: datetime | None,
+    ) -> Approval:
+        """Record a pending approval request for a run.
+
+        Args:
+            run_id: The run asking; it must not have ended.
+            session_id: The run's session.
+            tool_id: Tool identifier, e.g. ``"cli-native:Bash"``.
+            subject: The command or path concerned.
+            reason: Why approval is needed.
+            input: The tool call's input (JSON object).
+            explanation: Which permission rule matched.
+            vendor_request_id: The vendor's id for the request.
+            expires_at: Aware datetime after which it can no longer be approved, or None.
+
+        Returns:
+            The new approval, status ``pending`` (id: 32 hex characters).
+
+        Raises:
+            TypeError: ``input`` is not a JSON-serialisable dict.
+            ValueError: The run belongs to another session.
+            NotFoundError: No such run.
+            ConflictError: The run already ended.
+            StoreError: The database failed.
+        """
+        payload = _dump(input, "approval input")
+        with self._tx(f"creating an approval for run {run_id}", write=True) as db:
+            run = self._lock_run(db, run_id)
+            if run.session_id != session_id:
+                raise ValueError(f"run {run_id} belongs to session {run.session_id}, not {session_id}")
+            if RunStatus(run.status).terminal:
+                raise ConflictError(f"run {run_id} already ended ({run.status}); it cannot ask for approval")
+            row = ApprovalRow(
+                id=_new_id(),
+                run_id=run_id,
+                session_id=session_id,
+                tool_id=tool_id,
+                subject=subject,
+                reason=reason,
+                input=payload,
+                explanation=explanation,
+                vendor_request_id=vendor_request_id,
+                status=ApprovalStatus.PENDING.value,
+                created_at=self._clock(),
+                expires_at=expires_at,
+            )
+            db.add(row)
+        return _approval(row)
+
+    def get_approval(self, approval_id: str) -> Approval:
+        """Return the approval ``approval_id``.
+
+        Raises:
+            NotFoundError: No such approval.
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading approval {approval_id}") as db:
+            return _approval(self._get_approval_row(db, approval_id))
+
+    def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | str | None = None,
+        run_id: str | None = None,
+        limit: int = 200,
+    ) -> list[Approval]:
+        """Return up to ``limit`` approvals, newest first, optionally filtered.
+
+        Raises:
+            ValueError: An unknown status, or ``limit`` < 1.
+            StoreError: The database failed.
+        """
+        _check_limit(limit)
+        query = select(ApprovalRow)
+        if status is not None:
+            query = query.where(col(ApprovalRow.status) == ApprovalStatus(status).value)
+        if run_id is not None:
+            query = query.where(col(ApprovalRow.run_id) == run_id)
+        query = query.order_by(col(ApprovalRow.created_at).desc(), col(ApprovalRow.id).desc()).limit(limit)
+        with self._tx("listing approvals") as db:
+            return [_approval(r) for r in db.exec(query).all()]
+
+    def decide_approval(
+        self, approval_id: str, *, approve: bool, decided_by: str, reason: str | None = None
+    ) -> Approval:
+        """Approve or deny a pending approval, exactly once.
+
+        One conditional ``UPDATE ... WHERE id = ? AND status = 'pending'`` (and not past
+        ``expires_at``): of two concurrent deciders exactly one wins. A pending approval
+        found past its deadline is marked ``expired`` (committed) and the call fails.
+
+        Args:
+            approval_id: The approval.
+            approve: True to approve, False to deny.
+            decided_by: Who decides (user name).
+            reason: Optional reason stored as ``decision_reason``.
+
+        Returns:
+            The decided approval.
+
+        Raises:
+            NotFoundError: No such approval.
+            ApprovalError: It was already decided, expired or cancelled; the message says
+                what, by whom and when.
+            StoreError: The database failed.
+        """
+        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+        now = self._clock()
+        with self._tx(f"deciding approval {approval_id}", write=True) as db:
+            result = db.exec(
+                update(ApprovalRow)
+                .where(
+                    col(ApprovalRow.id) == approval_id,
+                    col(ApprovalRow.status) == ApprovalStatus.PENDING.value,
+                    or_(col(ApprovalRow.expires_at).is_(None), col(ApprovalRow.expires_at) > now),
+                )
+                .values(status=status.value, decided_by=decided_by, decision_reason=reason, decided_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            won = bool(result.rowcount)
+            if not won:
+                expired = db.exec(
+                    update(ApprovalRow)
+                    .where(
+                        col(ApprovalRow.id) == approval_id,
+                        col(ApprovalRow.status) == ApprovalStatus.PENDING.value,
+                    )
+                    .values(
+                        status=ApprovalStatus.EXPIRED.value,
+                        decided_by=SYSTEM_ACTOR,
+                        decision_reason="expired before it was answered",
+                        decided_at=now,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                del expired
+            row = self._get_approval_row(db, approval_id)
+        approval = _approval(row)
+        if won:
+            return approval
+        raise ApprovalError(
+            f"approval {approval_id} was already {approval.status.value} by "
+            f"{approval.decided_by or SYSTEM_ACTOR} at {_iso(approval.decided_at)}"
+            + (f" ({approval.decision_reason})" if approval.decision_reason else "")
+        )
+
+    def resolve_approval_if_pending(
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus | str,
+        reason: str | None,
+        decided_by: str = SYSTEM_ACTOR,
+    ) -> bool:
+        """Move an approval out of ``pending`` if (and only if) it still is (expiry, cancel).
+
+        Args:
+            approval_id: The approval.
+            status: Any status but ``pending``; usually ``expired`` or ``cancelled``.
+            reason: Stored as ``decision_reason``.
+            decided_by: Stored as ``decided_by``; defaults to ``"octipusd"``.
+
+        Returns:
+            True if this call changed it, False if it had already left ``pending``.
+
+        Raises:
+            ValueError: ``status`` is ``pending`` or unknown.
+            NotFoundError: No such approval.
+            StoreError: The database failed.
+        """
+        target = ApprovalStatus(status)
+        if target is ApprovalStatus.PENDING:
+            raise ValueError("resolve_approval_if_pending needs a status other than 'pending'")
+        with self._tx(f"resolving approval {approval_id}", write=True) as db:
+            result = db.exec(
+                update(ApprovalRow)
+                .where(
+                    col(ApprovalRow.id) == approval_id,
+                    col(ApprovalRow.status) == ApprovalStatus.PENDING.value,
+                )
+                .values(
+                    status=target.value,
+                    decided_by=decided_by,
+                    decision_reason=reason,
+                    decided_at=self._clock(),
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount:
+                return True
+            self._get_approval_row(db, approval_id)
+            return False
+
+    def cancel_pending_approvals(
+        self,
+        run_id: str,
+        *,
+        status: ApprovalStatus | str = ApprovalStatus.CANCELLED,
+        reason: str | None,
+    ) -> int:
+        """Move every pending approval of a run to ``status`` (default ``cancelled``).
+
+        Args:
+            run_id: The run (an unknown run simply has none).
+            status: Any status but ``pending``.
+            reason: Stored as ``decision_reason``.
+
+        Returns:
+            How many approvals changed.
+
+        Raises:
+            ValueError: ``status`` is ``pending`` or unknown.
+            StoreError: The database failed.
+        """
+        target = ApprovalStatus(status)
+        if target is ApprovalStatus.PENDING:
+            raise ValueError("cancel_pending_approvals needs a status other than 'pending'")
+        with self._tx(f"cancelling approvals of run {run_id}", write=True) as db:
+            return self._resolve_pending_for_runs(db, [run_id], target, reason, self._clock())
+
+    @staticmethod
+    def _resolve_pending_for_runs(
+        db: DbSession, run_ids: list[str], status: ApprovalStatus, reason: str | None, now: datetime
+    ) -> int:
+        if not run_ids:
+            return 0
+        result = db.exec(
+            update(ApprovalRow)
+            .where(
+                and_(
+                    col(ApprovalRow.run_id).in_(run_ids),
+                    col(ApprovalRow.status) == ApprovalStatus.PENDING.value,
+                )
+            )
+            .values(status=status.value, decided_by=SYSTEM_ACTOR, decision_reason=reason, decided_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount)
+
+    # Work plans --------------------------------------------------------------------------
+
+    def get_work_plan(self, session_id: str) -> WorkPlan | None:
+        """Return the session's work plan, or None when it has none.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading the work plan of session {session_id}") as db:
+            row = db.get(WorkPlanRow, session_id)
+            return _work_plan(row) if row is not None else None
+
+    def save_work_plan(self, session_id: str, plan: dict[str, Any]) -> WorkPlan:
+        """Insert or replace the session's work plan.
+
+        Args:
+            session_id: The session.
+            plan: The plan document (JSON object).
+
+        Returns:
+            The stored plan.
+
+        Raises:
+            TypeError: ``plan`` is not a JSON-serialisable dict.
+            NotFoundError: No such session.
+            StoreError: The database failed.
+        """
+        payload = _dump(plan, "work plan")
+        with self._tx(f"saving the work plan of session {session_id}", write=True) as db:
+            self._lock_session(db, session_id)
+            row = db.get(WorkPlanRow, session_id)
+            now = self._clock()
+            if row is None:
+                row = WorkPlanRow(session_id=session_id, plan=payload, updated_at=now)
+            else:
+                row.plan = payload
+                row.updated_at = now
+            db.add(row)
+        return _work_plan(row)

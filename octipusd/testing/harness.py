@@ -1,0 +1,138 @@
+"""A real octipusd in a private folder, for the demo, the end-to-end tests and the benchmarks.
+
+:class:`DaemonHarness` starts the real ``octipusd`` console script as a subprocess with HOME
+and every XDG folder under one root folder, the Claude Code binary given explicitly, the
+vendor pointed at a scripted model on 127.0.0.1 and its non-essential traffic switched off
+(observed.md §1.1). It stops the daemon with SIGTERM and reports the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from octipusd.ctl.client import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The project-local Claude Code installed by scripts/bootstrap.sh.
+DEFAULT_CLAUDE = ROOT / ".vendor" / "npm" / "node_modules" / ".bin" / "claude"
+
+#: Variables that keep Claude Code on 127.0.0.1 only (observed.md §1.1, §1.8).
+QUIET_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
+    "CLAUDE_CODE_MAX_RETRIES": "0",
+}
+
+
+def claude_binary() -> Path:
+    """Return the Claude Code binary to drive: ``$OCTIPUS_CLAUDE_BINARY`` or the project-local one."""
+    return Path(os.environ.get("OCTIPUS_CLAUDE_BINARY") or DEFAULT_CLAUDE)
+
+
+class DaemonHarness:
+    """Runs one octipusd.
+
+    Args:
+        root: Folder holding HOME, XDG folders, the database and the workspace.
+        model_base_url: The scripted Anthropic model (``ANTHROPIC_BASE_URL``).
+        claude: The vendor binary (default :func:`claude_binary`).
+        extra_env: More environment for the daemon (e.g. ``OCTIPUS_DATABASE_URL``).
+
+    Attributes:
+        env: The daemon's environment (also right for octipusctl).
+        socket: The API socket path.
+        workspace: An empty folder to use as a session workspace.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        model_base_url: str,
+        claude: Path | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.home = root / "home"
+        self.workspace = root / "workspace"
+        for folder in (self.home, self.workspace, root / "run", root / "data", root / "config"):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        binary = claude or claude_binary()
+        self.env: dict[str, str] = {
+            **os.environ,
+            **QUIET_ENV,
+            "HOME": str(self.home),
+            "XDG_RUNTIME_DIR": str(root / "run"),
+            "XDG_DATA_HOME": str(root / "data"),
+            "XDG_CONFIG_HOME": str(root / "config"),
+            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
+            "ANTHROPIC_BASE_URL": model_base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-scripted-model",
+            "OCTIPUS_CLAUDE_BINARY": str(binary.resolve() if binary.exists() else binary),
+            **(extra_env or {}),
+        }
+        self.socket = root / "run" / "octipus" / "octipusd.sock"
+        self.bindir = Path(sys.executable).parent
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = root / "octipusd.log"
+
+    def start(self, timeout: float = 60.0) -> DaemonHarness:
+        """Start octipusd and wait until its socket exists.
+
+        Raises:
+            RuntimeError: the daemon exited or did not listen within ``timeout`` seconds
+                (the message holds its log).
+        """
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the daemon writes to it until stop()
+        self.process = subprocess.Popen([str(self.bindir / "octipusd")], env=self.env, stdout=log, stderr=log)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.socket.exists():
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"octipusd exited {self.process.returncode}: {self.log()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"octipusd did not listen within {timeout:g} s: {self.log()}")
+
+    def log(self) -> str:
+        """The daemon's stdout and stderr so far."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def client(self) -> Client:
+        """A new API client on the daemon's socket."""
+        return Client(self.socket, client_name="harness")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
+        """Signal the daemon and wait for its exit; returns the exit code (None if never started)."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def __enter__(self) -> DaemonHarness:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

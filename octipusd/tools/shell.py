@@ -1,0 +1,350 @@
+"""``shell__run``: run one shell command in the run's workspace.
+
+The command runs as ``/bin/sh -c COMMAND`` in its own session (so its process group is the
+whole job, background children included), with stdin from ``/dev/null``, in the workspace or
+a sub-directory of it. The whole job -- the shell exiting *and* its output pipes closing -- is
+bounded by the timeout; on expiry, or when the call is cancelled, the process group gets
+SIGTERM, then SIGKILL after a grace period (2 s). A non-zero exit is a normal result, not a
+tool error.
+
+Result (a JSON object)::
+
+    {"exit_code": int | null,     # negative: killed by that signal (e.g. -15)
+     "stdout": str, "stderr": str, # each at most 64 KiB of output, then a truncation note
+     "timed_out": bool, "duration_seconds": float,
+     "stdout_truncated": bool, "stderr_truncated": bool}
+
+Vault placeholders (``{{secret:NAME}}``) in ``env`` are resolved by the host before
+execution once the vault exists (seed 003 "Authenticate with a vault credential"); this
+tool passes values through unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import psutil
+
+from octipusd.bridge.host import ToolHost
+from octipusd.bridge.identity import RunIdentity
+from octipusd.errors import InvalidRequestError
+from octipusd.tools.base import ToolResult, ToolSpec, optional_str, reject_unknown, require_str
+
+DEFAULT_TIMEOUT_SECONDS = 120.0
+MAX_TIMEOUT_SECONDS = 600.0
+OUTPUT_LIMIT_BYTES = 64 * 1024
+KILL_GRACE_SECONDS = 2.0
+#: After a kill, how long to keep reading output the job wrote before it died (seconds).
+_FINAL_DRAIN_SECONDS = 0.25
+_POLL_SECONDS = 0.02
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Variables of the daemon's environment that a command never inherits.
+_PRIVATE_ENV = frozenset({"OCTIPUS_BRIDGE_TOKEN", "OCTIPUS_BRIDGE_URL"})
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    """Outcome of one :func:`run_shell` call.
+
+    Attributes:
+        exit_code: The shell's exit status; negative when a signal killed it; None if it
+            could not be collected.
+        stdout: Decoded standard output (UTF-8, undecodable bytes replaced), truncated.
+        stderr: Decoded standard error, truncated likewise.
+        timed_out: The job did not finish (exit and close its output) within the timeout.
+        duration_seconds: Wall time from spawn to the end of collection (seconds).
+        stdout_truncated: More than the output limit was written to stdout.
+        stderr_truncated: Likewise for stderr.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_seconds: float
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the tool's JSON result."""
+        return {
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "timed_out": self.timed_out,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "stdout_truncated": self.stdout_truncated,
+            "stderr_truncated": self.stderr_truncated,
+        }
+
+
+class _Capture:
+    """Keeps the first ``limit`` bytes of a stream and counts the rest."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.buffer = bytearray()
+        self.total = 0
+
+    async def drain(self, stream: anyio.abc.ByteReceiveStream | None) -> None:
+        if stream is None:
+            return
+        try:
+            async for chunk in stream:
+                self.total += len(chunk)
+                room = self.limit - len(self.buffer)
+                if room > 0:
+                    self.buffer += chunk[:room]
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.limit
+
+    def text(self) -> str:
+        text = self.buffer.decode("utf-8", errors="replace")
+        if self.truncated:
+            text += f"\n[{self.name} truncated: {self.total} bytes written, first {self.limit} shown]"
+        return text
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a non-zombie process is in the group (zombies may wait for a reaper)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
+async def terminate_group(process: anyio.abc.Process, pgid: int, grace_seconds: float = KILL_GRACE_SECONDS) -> None:
+    """Stop a whole process group: SIGTERM, then SIGKILL after ``grace_seconds``; shielded.
+
+    Args:
+        process: The group leader (our child), reaped here when it exits.
+        pgid: The process group id (the leader's pid, since it started a new session).
+        grace_seconds: How long members get to exit after SIGTERM (seconds).
+    """
+    with anyio.CancelScope(shield=True):
+        _signal_group(pgid, signal.SIGTERM)
+        with anyio.move_on_after(grace_seconds):
+            while _group_alive(pgid):
+                await anyio.sleep(_POLL_SECONDS)
+        if _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+        with anyio.move_on_after(max(grace_seconds, 1.0)):
+            await process.wait()
+
+
+def base_environment() -> dict[str, str]:
+    """Return the environment a command starts from: the daemon's, minus bridge credentials."""
+    return {key: value for key, value in os.environ.items() if key not in _PRIVATE_ENV}
+
+
+async def run_shell(
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    output_limit: int = OUTPUT_LIMIT_BYTES,
+    kill_grace: float = KILL_GRACE_SECONDS,
+) -> ShellResult:
+    """Run ``/bin/sh -c command`` in its own session and collect its output.
+
+    Args:
+        command: The shell command line.
+        cwd: Working directory (must exist).
+        env: The complete environment of the command.
+        timeout: Deadline for the whole job (seconds, > 0).
+        output_limit: Bytes kept of each of stdout and stderr.
+        kill_grace: Seconds between SIGTERM and SIGKILL on timeout or cancellation.
+
+    Returns:
+        The :class:`ShellResult`; a non-zero exit or a timeout is a result, not an exception.
+
+    Raises:
+        OSError: the shell could not be started (e.g. ``cwd`` vanished).
+    """
+    started = time.monotonic()
+    process = await anyio.open_process(
+        ["/bin/sh", "-c", command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,
+    )
+    pgid = process.pid
+    out = _Capture("stdout", output_limit)
+    err = _Capture("stderr", output_limit)
+    finished = False
+    timed_out = False
+    try:
+        with anyio.move_on_after(timeout) as deadline:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(out.drain, process.stdout)
+                tg.start_soon(err.drain, process.stderr)
+                await process.wait()
+            finished = True
+        if deadline.cancelled_caught:
+            timed_out = True
+            await terminate_group(process, pgid, kill_grace)
+            finished = True
+            with anyio.move_on_after(_FINAL_DRAIN_SECONDS):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(out.drain, process.stdout)
+                    tg.start_soon(err.drain, process.stderr)
+    finally:
+        if not finished:  # cancelled from outside: the job must not outlive the call
+            await terminate_group(process, pgid, kill_grace)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            await process.aclose()
+    return ShellResult(
+        exit_code=process.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        duration_seconds=time.monotonic() - started,
+        stdout_truncated=out.truncated,
+        stderr_truncated=err.truncated,
+    )
+
+
+def resolve_cwd(workspace: Path, cwd: str | None) -> Path:
+    """Resolve a ``cwd`` argument against the workspace, refusing escapes.
+
+    Args:
+        workspace: The run's workspace.
+        cwd: Relative (or absolute) path; None means the workspace itself.
+
+    Returns:
+        The resolved directory (symlinks resolved).
+
+    Raises:
+        InvalidRequestError: the path leaves the workspace (``..``, absolute path, symlink),
+            does not exist, or is not a directory; or the workspace itself is missing.
+    """
+    root = workspace.resolve()
+    if not root.is_dir():
+        raise InvalidRequestError(f"workspace {str(workspace)!r} does not exist or is not a directory")
+    if cwd is None or cwd == "":
+        return root
+    if "\x00" in cwd:
+        raise InvalidRequestError("cwd: must not contain NUL characters")
+    target = (root / cwd).resolve()
+    if target != root and not target.is_relative_to(root):
+        raise InvalidRequestError(f"cwd: {cwd!r} is outside the workspace; use a path relative to {str(root)!r}")
+    if not target.is_dir():
+        raise InvalidRequestError(f"cwd: {cwd!r} does not exist or is not a directory")
+    return target
+
+
+def _parse_timeout(arguments: Mapping[str, Any]) -> float:
+    value = arguments.get("timeout")
+    if value is None:
+        return DEFAULT_TIMEOUT_SECONDS
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidRequestError(f"timeout: must be a number of seconds, got {type(value).__name__}")
+    if not 0 < value <= MAX_TIMEOUT_SECONDS:
+        raise InvalidRequestError(f"timeout: must be > 0 and <= {MAX_TIMEOUT_SECONDS:g} seconds, got {value!r}")
+    return float(value)
+
+
+def _parse_env(arguments: Mapping[str, Any]) -> dict[str, str]:
+    value = arguments.get("env")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequestError(f"env: must be an object of string values, got {type(value).__name__}")
+    env: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise InvalidRequestError(f"env: invalid variable name {key!r}")
+        if not isinstance(item, str):
+            raise InvalidRequestError(f"env.{key}: must be a string, got {type(item).__name__}")
+        if "\x00" in item:
+            raise InvalidRequestError(f"env.{key}: must not contain NUL characters")
+        env[key] = item
+    return env
+
+
+async def _shell_run(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
+    reject_unknown(arguments, ("command", "cwd", "timeout", "env"))
+    command = require_str(arguments, "command")
+    if "\x00" in command:
+        raise InvalidRequestError("command: must not contain NUL characters")
+    cwd = resolve_cwd(identity.workspace, optional_str(arguments, "cwd"))
+    timeout = _parse_timeout(arguments)
+    env = base_environment()
+    env.update(_parse_env(arguments))
+    env["PWD"] = str(cwd)
+    result = await run_shell(command, cwd=cwd, env=env, timeout=timeout)
+    return result.to_dict()
+
+
+SHELL_RUN = ToolSpec(
+    name="shell__run",
+    description=(
+        "Run a shell command (/bin/sh -c) in the run's workspace and return "
+        "{exit_code, stdout, stderr, timed_out, duration_seconds}. stdout and stderr keep the first "
+        "64 KiB each. A non-zero exit is a normal result. On timeout the whole process group "
+        "(background jobs included) is terminated. Put credentials in env (e.g. "
+        "{\"GH_TOKEN\": \"{{secret:github_token}}\"}), never in the command."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "Shell command line, run with /bin/sh -c."},
+            "cwd": {
+                "type": "string",
+                "description": "Working directory relative to the workspace (must stay inside it).",
+            },
+            "timeout": {
+                "type": "number",
+                "description": f"Seconds before the job is killed (default {DEFAULT_TIMEOUT_SECONDS:g}, "
+                f"max {MAX_TIMEOUT_SECONDS:g}).",
+                "exclusiveMinimum": 0,
+                "maximum": MAX_TIMEOUT_SECONDS,
+            },
+            "env": {
+                "type": "object",
+                "description": "Extra environment variables for this command only.",
+                "additionalProperties": {"type": "string"},
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    handler=_shell_run,
+    # The job's own timeout is the limit; this backstop also covers the kill grace and drains.
+    timeout_seconds=MAX_TIMEOUT_SECONDS + 30.0,
+)

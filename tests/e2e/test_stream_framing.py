@@ -1,0 +1,61 @@
+"""Vendor output the real binary cannot be made to produce: a stub CLI speaks Claude's stream-json."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.e2e.conftest import Env
+
+
+def stub_binary(folder: Path) -> Path:
+    """An executable that runs octipusd.testing.stub_cli with this interpreter."""
+    path = folder / "claude-stub"
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m octipusd.testing.stub_cli "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_malformed_and_3_mib_lines_neither_crash_nor_get_lost(octipus: Callable[..., Env], tmp_path: Path) -> None:
+    actions = [
+        {"read_line": True},
+        {
+            "emit": {
+                "type": "system",
+                "subtype": "init",
+                "session_id": "$SESSION_ID",
+                "tools": ["Bash"],
+                "mcp_servers": [{"name": "octipus", "status": "connected"}],
+            }
+        },
+        {"emit_raw": "this is {not json"},
+        {"emit_big": {"bytes": 3 * 1024 * 1024}},
+        {"emit": {"type": "brand_new_event", "payload": {"x": 1}}},
+        {
+            "emit": {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "result": "done",
+                "session_id": "$SESSION_ID",
+                "usage": {"input_tokens": 7, "output_tokens": 3},
+            }
+        },
+        {"exit": 0},
+    ]
+    script = tmp_path / "stub.json"
+    script.write_text(json.dumps(actions))
+    env = octipus({"steps": []}, extra_env={"OCTIPUS_STUB_SCRIPT": str(script)}, binary=stub_binary(tmp_path))
+    run = env.post(env.new_session(), "go")
+    final = env.wait_final(run)
+    assert final["status"] == "succeeded", final
+    events = env.events(run)
+    unparsed = [e["data"] for e in events if e["kind"] == "unparsed"]
+    assert [u["text"] for u in unparsed] == ["this is {not json"]
+    texts = [e["data"]["text"] for e in events if e["kind"] == "text"]
+    assert texts and max(len(t) for t in texts) >= 3 * 1024 * 1024 - 1024
+    unknown = [e["data"] for e in events if e["kind"] == "unknown"]
+    assert any(u["raw"]["type"] == "brand_new_event" and u["raw"]["payload"] == {"x": 1} for u in unknown)
+    assert final["result_text"] == "done"

@@ -1,0 +1,19 @@
+"""Fixtures of the store tests: an open :class:`Store` on each backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from octipusd.store import Store
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """A migrated store on a fresh database (SQLite and PostgreSQL)."""
+    opened = Store.open(store_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
