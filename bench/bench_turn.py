@@ -52,7 +52,12 @@ def direct_turn(claude: Path, base_url: str, home: Path, cwd: Path) -> float:
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=env)
     assert proc.stdin is not None and proc.stdout is not None
-    line = {"type": "user", "message": {"role": "user", "content": "ping"}, "parent_tool_use_id": None, "session_id": ""}
+    line = {
+        "type": "user",
+        "message": {"role": "user", "content": "ping"},
+        "parent_tool_use_id": None,
+        "session_id": "",
+    }
     proc.stdin.write((json.dumps(line) + "\n").encode())
     proc.stdin.flush()
     for raw in proc.stdout:
@@ -97,7 +102,9 @@ def main() -> int:
                 direct.append(direct_turn(claude, model.base_url, direct_home, daemon.workspace))
                 through.append(octipus_turn(daemon))
     d, o = statistics.median(direct), statistics.median(through)
-    print(f"per-turn wall time, median of {n}: direct claude {d * 1000:.0f} ms, through octipusd {o * 1000:.0f} ms")
+    print(
+        f"per-turn wall time, median of {n}: direct claude {d * 1000:.0f} ms, through octipusd {o * 1000:.0f} ms"
+    )
     print(f"octipusd adds {(o - d) * 1000:.0f} ms per turn; ratio octipusd/direct = {o / d:.2f}")
     return 0
 

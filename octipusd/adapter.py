@@ -1,4 +1,4 @@
-"""The adapter protocol (the adapter SDK): a launch request in, argv/env/files out; raw lines in, typed events out.
+"""The adapter protocol (the adapter SDK): launch request in, argv/env/files out; lines in, typed events out.
 
 An adapter is pure. It builds the launch of one vendor CLI invocation and parses that
 vendor's output lines into :class:`VendorEvent` objects; it never touches a process, socket
@@ -444,7 +444,9 @@ class Adapter(Protocol):
         """Return a fresh parser for one run's output."""
         ...
 
-    def encode_permission_response(self, request: PermissionRequestEvent, decision: PermissionDecision) -> str:
+    def encode_permission_response(
+        self, request: PermissionRequestEvent, decision: PermissionDecision
+    ) -> str:
         """Encode the stdin line (no newline) answering a permission request."""
         ...
 
@@ -474,6 +476,8 @@ def load_adapters() -> dict[str, Adapter]:
         except Exception as exc:  # a broken plugin names itself
             raise AdapterError(f"adapter entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
         if not isinstance(adapter, Adapter):
-            raise AdapterError(f"adapter entry point {ep.name!r} ({ep.value}) does not implement the Adapter protocol")
+            raise AdapterError(
+                f"adapter entry point {ep.name!r} ({ep.value}) does not implement the Adapter protocol"
+            )
         adapters[adapter.name] = adapter
     return adapters

@@ -56,7 +56,7 @@ def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, R
     search = settings.cliModels.path or login_path()
     env = dict(os.environ)
     return {
-        name: resolve_executable(name, binary_setting(settings, a), search, a.version_argv("")[1:], env)
+        name: resolve_executable(name, binary_setting(settings, a), search, a.version_argv, env)
         for name, a in adapters.items()
     }
 

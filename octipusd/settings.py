@@ -88,7 +88,7 @@ def _check_binary(value: str | None) -> str | None:
 class BinarySetting(_Section):
     """``cliModels.<cli>``: where the vendor binary is."""
 
-    binaryPath: str | None = None  # noqa: N815 - the seed's key
+    binaryPath: str | None = None
 
     _v = field_validator("binaryPath")(classmethod(lambda cls, v: _check_binary(v)))
 
@@ -97,9 +97,9 @@ class CliModels(_Section):
     """``cliModels``: executable resolution (seed 003)."""
 
     path: str | None = None
-    claudeCode: BinarySetting = Field(default_factory=BinarySetting)  # noqa: N815
-    codexCli: BinarySetting = Field(default_factory=BinarySetting)  # noqa: N815
-    antigravityCli: BinarySetting = Field(default_factory=BinarySetting)  # noqa: N815
+    claudeCode: BinarySetting = Field(default_factory=BinarySetting)
+    codexCli: BinarySetting = Field(default_factory=BinarySetting)
+    antigravityCli: BinarySetting = Field(default_factory=BinarySetting)
 
     @field_validator("path")
     @classmethod
@@ -118,7 +118,7 @@ class CliModels(_Section):
 class AgentSettings(_Section):
     """``agent``: prompt dumps."""
 
-    promptDumps: bool = True  # noqa: N815
+    promptDumps: bool = True
 
 
 class PermissionsSettings(_Section):
@@ -156,8 +156,8 @@ class DaemonSettings(_Section):
     """``daemon``: socket and approval wait."""
 
     socket: Path | None = None
-    approvalTimeoutSeconds: float = Field(default=300.0, gt=0, le=300)  # noqa: N815
-    webPort: int = Field(default=0, ge=0, le=65535)  # noqa: N815
+    approvalTimeoutSeconds: float = Field(default=300.0, gt=0, le=300)
+    webPort: int = Field(default=0, ge=0, le=65535)
 
     @field_validator("socket")
     @classmethod
@@ -229,7 +229,7 @@ class Settings(BaseSettings):
         env_prefix="OCTIPUS_", env_nested_delimiter="__", extra="forbid", frozen=True, case_sensitive=False
     )
 
-    cliModels: CliModels = Field(default_factory=CliModels)  # noqa: N815
+    cliModels: CliModels = Field(default_factory=CliModels)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     permissions: PermissionsSettings = Field(default_factory=PermissionsSettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
@@ -262,7 +262,9 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "octipus" / "config.toml"
 
 
-def _origin(key: str, toml_data: Mapping[str, Any], config_file: Path | None, environ: Mapping[str, str]) -> str:
+def _origin(
+    key: str, toml_data: Mapping[str, Any], config_file: Path | None, environ: Mapping[str, str]
+) -> str:
     present, _ = _get_dotted(toml_data, key)
     if present and config_file is not None:
         return f"file {config_file}"

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 try:
     from tests.pg import PostgresUnavailable, admin_connect, start_postgres
 except ImportError:  # pragma: no cover - rootdir not importable; conftest's folder is on sys.path
-    from pg import PostgresUnavailable, admin_connect, start_postgres  # type: ignore[no-redef]
+    from pg import PostgresUnavailable, admin_connect, start_postgres  # type: ignore[no-redef,import-not-found]
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -35,10 +35,13 @@ BACKENDS = [
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """Start the test PostgreSQL server once per session; yield the ``octipus_test`` URL."""
+    problem = ""
     try:
         url, stop = start_postgres()
     except PostgresUnavailable as exc:
-        pytest.fail(f"cannot start the test PostgreSQL: {exc}", pytrace=False)
+        problem = str(exc)
+    if problem:
+        pytest.fail(f"cannot start the test PostgreSQL: {problem}", pytrace=False)
     try:
         yield url
     finally:

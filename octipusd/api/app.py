@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -103,16 +103,18 @@ def create_app(services: Services) -> FastAPI:
 
     @app.post(f"/{API_VERSION}/sessions", status_code=201)
     async def create_session(body: SessionCreate) -> SessionOut:
-        workspace = Path(body.workspace)
-        if not workspace.is_absolute() or not workspace.is_dir():
-            raise InvalidRequestError(f"workspace {body.workspace!r} is not an existing absolute directory")
+        workspace = anyio.Path(body.workspace)
+        if not workspace.is_absolute() or not await workspace.is_dir():
+            raise InvalidRequestError(
+                f"workspace {body.workspace!r} is not an existing absolute directory; create it or pass another"
+            )
         if body.adapter not in runs.adapters:
             raise InvalidRequestError(
                 f"unknown adapter {body.adapter!r}; installed adapters: {', '.join(sorted(runs.adapters))}"
             )
         session = await in_thread(
             store.create_session,
-            workspace=str(workspace.resolve()),
+            workspace=str(await workspace.resolve()),
             adapter=body.adapter,
             title=body.title,
             model=body.model,
@@ -134,7 +136,9 @@ def create_app(services: Services) -> FastAPI:
         return _run_out(await runs.post_turn(session_id, body.prompt))
 
     @app.get(f"/{API_VERSION}/runs")
-    async def list_runs(session_id: str | None = None, status: str | None = None, limit: int = 100) -> list[RunOut]:
+    async def list_runs(
+        session_id: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[RunOut]:
         statuses = None
         if status is not None:
             try:

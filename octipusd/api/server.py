@@ -37,7 +37,7 @@ def peer_uid(sock: Any) -> int | None:
 class PeerCheckedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol that refuses peers whose uid is not the daemon's."""
 
-    def connection_made(self, transport: Any) -> None:  # noqa: D102 - uvicorn hook
+    def connection_made(self, transport: Any) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family == socket.AF_UNIX:
             uid = peer_uid(sock)
@@ -83,7 +83,7 @@ class QuietServer(uvicorn.Server):
     """uvicorn server whose signals are handled by octipusd, not by uvicorn."""
 
     @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:  # noqa: D102 - uvicorn hook
+    def capture_signals(self) -> Generator[None, None, None]:
         yield
 
 

@@ -37,7 +37,9 @@ class ToolHost(Protocol):
     ``record``, logs without failing the call).
     """
 
-    async def authorize(self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]) -> AuthorizationResult:
+    async def authorize(
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+    ) -> AuthorizationResult:
         """Decide whether ``tool_id`` may run with ``arguments`` (permission rules, flow guard).
 
         May wait for a person in an attended run (seed 003: at most five minutes in a managed

@@ -203,7 +203,9 @@ class _Dispatcher:
             reason = verdict.reason or "not permitted"
             await self._record("tool_call_denied", {"call_id": call_id, "tool": spec.name, "reason": reason})
             return await self._respond(spec, f"denied: {reason}", is_error=True)
-        await self._record("tool_call_started", {"call_id": call_id, "tool": spec.name, "arguments": arguments})
+        await self._record(
+            "tool_call_started", {"call_id": call_id, "tool": spec.name, "arguments": arguments}
+        )
         started = time.monotonic()
         try:
             text, is_error = await self._execute(spec, arguments)
@@ -288,7 +290,9 @@ class _Dispatcher:
 
 
 def _result(blocks: Sequence[str], *, is_error: bool) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=block) for block in blocks], is_error=is_error)
+    return CallToolResult(
+        content=[TextContent(type="text", text=block) for block in blocks], is_error=is_error
+    )
 
 
 def _mcp_tool(spec: ToolSpec) -> MCPTool:
@@ -546,7 +550,8 @@ async def open_bridge(
                 tg.start_soon(serve)
                 try:
                     with anyio.fail_after(limits.startup_timeout_seconds):
-                        while not server.started and not done.is_set():
+                        # uvicorn exposes no startup event, only the ``started`` flag.
+                        while not server.started and not done.is_set():  # noqa: ASYNC110
                             await anyio.sleep(0.002)
                 except TimeoutError:
                     server.should_exit = True
@@ -567,7 +572,9 @@ async def open_bridge(
                         with anyio.move_on_after(limits.shutdown_timeout_seconds):
                             await done.wait()
                         if not done.is_set():
-                            logger.warning("bridge of run %s did not stop in time; cancelling it", identity.run_id)
+                            logger.warning(
+                                "bridge of run %s did not stop in time; cancelling it", identity.run_id
+                            )
                             tg.cancel_scope.cancel()
     finally:
         sock.close()

@@ -81,7 +81,11 @@ class Client:
         """
         try:
             with connect_sse(
-                self._http, "GET", f"/runs/{run_id}/stream", params={"after": after}, timeout=httpx.Timeout(None)
+                self._http,
+                "GET",
+                f"/runs/{run_id}/stream",
+                params={"after": after},
+                timeout=httpx.Timeout(None),
             ) as source:
                 if source.response.status_code >= 400:
                     source.response.read()
@@ -103,7 +107,9 @@ def _decode(response: httpx.Response) -> Any:
         if response.status_code == 422 and "detail" in (body if isinstance(body, dict) else {}):
             details = body["detail"]
             message = "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}" for d in details if isinstance(d, dict)
+                f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
+                for d in details
+                if isinstance(d, dict)
             )
             code = "invalid_request"
         raise ApiError(code, message, response.status_code)

@@ -19,7 +19,9 @@ from octipusd.ctl.client import Client
 from octipusd.errors import OctipusError
 from octipusd.settings import default_socket_path
 
-app = typer.Typer(help="Control octipusd: sessions, runs, approvals.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Control octipusd: sessions, runs, approvals.", no_args_is_help=True, add_completion=False
+)
 approvals_app = typer.Typer(help="List and answer approval requests.", invoke_without_command=True)
 runs_app = typer.Typer(help="List, show and stop runs.", invoke_without_command=True)
 sessions_app = typer.Typer(help="List and show sessions.", invoke_without_command=True)
@@ -111,7 +113,9 @@ def _render(event: dict[str, Any]) -> None:
             f"-> octipusctl approvals approve {data.get('approval_id')}"
         )
     elif kind == "approval_decided":
-        console.print(f"[yellow]approval[/] {data.get('approval_id')}: {data.get('outcome')} by {data.get('decided_by')}")
+        console.print(
+            f"[yellow]approval[/] {data.get('approval_id')}: {data.get('outcome')} by {data.get('decided_by')}"
+        )
     elif kind == "review_required":
         console.print(f"[red]{data.get('reason')}[/]")
     elif kind == "run_status":
@@ -120,7 +124,9 @@ def _render(event: dict[str, Any]) -> None:
         console.print(f"[blue]run {data.get('status')}{resumed}{extra}[/]")
     elif kind == "session":
         servers = ", ".join(f"{k}={v}" for k, v in (data.get("mcp_servers") or {}).items())
-        console.print(f"[dim]vendor session {data.get('session_id')} model {data.get('model')} mcp: {servers}[/]")
+        console.print(
+            f"[dim]vendor session {data.get('session_id')} model {data.get('model')} mcp: {servers}[/]"
+        )
     elif kind == "result":
         usage = data.get("usage") or {}
         console.print(
@@ -252,7 +258,9 @@ def approvals_list(
 
 def _answer(approval_id: str, decision: str, reason: str | None) -> None:
     try:
-        a = _client().request("POST", f"/approvals/{approval_id}", json={"decision": decision, "reason": reason})
+        a = _client().request(
+            "POST", f"/approvals/{approval_id}", json={"decision": decision, "reason": reason}
+        )
     except OctipusError as exc:
         raise _fail(exc) from None
     console.print(f"{a['id']}: {a['status']} ({a['tool_id']} {a.get('subject') or ''})")
@@ -311,7 +319,9 @@ def runs_list(
 
 
 @runs_app.command("show")
-def runs_show(run_id: str, events: Annotated[bool, typer.Option(help="also print the events")] = False) -> None:
+def runs_show(
+    run_id: str, events: Annotated[bool, typer.Option(help="also print the events")] = False
+) -> None:
     """Show one run (and optionally its stored events)."""
     client = _client()
     try:
@@ -367,7 +377,9 @@ def sessions_show(session_id: str) -> None:
     try:
         _print_json(client.request("GET", f"/sessions/{session_id}"))
         for r in client.request("GET", "/runs", params={"session_id": session_id}):
-            _print_json({"run": r["id"], "turn": r["turn_index"], "status": r["status"], "reason": r["reason"]})
+            _print_json(
+                {"run": r["id"], "turn": r["turn_index"], "status": r["status"], "reason": r["reason"]}
+            )
     except OctipusError as exc:
         raise _fail(exc) from None
 

@@ -119,7 +119,7 @@ class ApprovalBroker:
                         status=ApprovalStatus.EXPIRED,
                         reason=f"no answer within {self.timeout_seconds:g} s",
                     )
-                return self._result(await in_thread(self._store.get_approval, approval.id))
+                final = await in_thread(self._store.get_approval, approval.id)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await in_thread(
@@ -131,8 +131,11 @@ class ApprovalBroker:
             raise
         finally:
             self._waiters.pop(approval.id, None)
+        return self._result(final)
 
-    async def answer(self, approval_id: str, *, approve: bool, decided_by: str, reason: str | None = None) -> Approval:
+    async def answer(
+        self, approval_id: str, *, approve: bool, decided_by: str, reason: str | None = None
+    ) -> Approval:
         """Apply a person's answer exactly once and wake the waiting run.
 
         Raises:

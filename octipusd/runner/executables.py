@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +87,9 @@ class Resolution:
             ExecutableNotFoundError: the binary was not found; the message names the PATH searched.
         """
         if self.path is None:
-            raise ExecutableNotFoundError(self.error or f"{self.setting} not found on PATH {self.searched_path}")
+            raise ExecutableNotFoundError(
+                self.error or f"{self.setting} not found on PATH {self.searched_path}"
+            )
         return self.path
 
 
@@ -95,7 +97,7 @@ def resolve_executable(
     adapter: str,
     binary: str,
     search_path: str,
-    version_argv: Sequence[str] | None = None,
+    version_argv: Callable[[str], Sequence[str]] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Resolution:
     """Resolve one vendor binary and read its version.
@@ -104,8 +106,8 @@ def resolve_executable(
         adapter: Adapter name (for the report).
         binary: A command name or an absolute path.
         search_path: The PATH to search for a command name.
-        version_argv: Arguments after the binary that print its version (e.g. ``("--version",)``),
-            or None to skip the version check.
+        version_argv: Builds the argv printing the version from the resolved path (an adapter's
+            ``version_argv``), or None to skip the version check.
         env: Environment for the version command.
 
     Returns:
@@ -116,12 +118,16 @@ def resolve_executable(
         error = None if found else f"{binary} does not exist or is not executable"
     else:
         found = shutil.which(binary, path=search_path)
-        error = None if found else f"command {binary!r} not found on PATH {search_path}; set cliModels.<cli>.binaryPath"
+        error = (
+            None
+            if found
+            else f"command {binary!r} not found on PATH {search_path}; set cliModels.<cli>.binaryPath"
+        )
     version: str | None = None
     if found and version_argv is not None:
         try:
             out = subprocess.run(
-                [found, *version_argv],
+                list(version_argv(found)),
                 capture_output=True,
                 text=True,
                 timeout=VERSION_TIMEOUT,

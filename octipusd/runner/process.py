@@ -135,7 +135,9 @@ class VendorProcess:
         stderr_tail: The last :data:`STDERR_TAIL` bytes of stderr.
     """
 
-    def __init__(self, process: anyio.abc.Process, run_id: str, on_stderr: Callable[[bytes], None] | None) -> None:
+    def __init__(
+        self, process: anyio.abc.Process, run_id: str, on_stderr: Callable[[bytes], None] | None
+    ) -> None:
         self._process = process
         self.pid = process.pid
         self.run_id = run_id
@@ -284,7 +286,7 @@ class VendorProcess:
                 with anyio.move_on_after(term_grace):
                     await self._process.wait()
             await self.reap(grace=term_grace)
-            return self._process.returncode
+        return self._process.returncode
 
     async def reap(self, grace: float = 3.0) -> list[int]:
         """Terminate whatever of the run is still alive (group and marked processes).
@@ -292,6 +294,7 @@ class VendorProcess:
         Sends SIGTERM, waits up to ``grace`` seconds, then SIGKILL; returns the pids that
         had to be signalled. Shielded from cancellation.
         """
+        signalled: list[int] = []
         with anyio.CancelScope(shield=True):
             survivors = _alive(run_processes(self.run_id))
             signalled = [p.pid for p in survivors]
@@ -309,7 +312,7 @@ class VendorProcess:
                     os.killpg(self.pid, signal.SIGKILL)
                 with anyio.move_on_after(grace):
                     await self._process.wait()
-            return signalled
+        return signalled
 
 
 def write_private_file(path: Path, content: str) -> None:

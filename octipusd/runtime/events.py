@@ -98,12 +98,6 @@ class EventHub:
         if signal is not None:
             signal.set()
 
-    async def wait(self, run_id: str, timeout: float = KEEPALIVE) -> None:
-        """Wait until the run's next notification or ``timeout`` seconds."""
-        signal = self._signals.setdefault(run_id, anyio.Event())
-        with anyio.move_on_after(timeout):
-            await signal.wait()
-
     async def follow(self, run_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
         """Yield the run's events after ``after_seq``, live, until the run is terminal.
 

@@ -39,7 +39,7 @@ from octipusd.bridge import AuthorizationResult, RunIdentity, open_bridge
 from octipusd.errors import ConflictError, ExecutableNotFoundError, OctipusError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy
-from octipusd.policy.rules import Level
+from octipusd.policy.rules import Level, subject_of
 from octipusd.runner.executables import Resolution
 from octipusd.runner.process import VendorProcess
 from octipusd.runtime.events import EventHub
@@ -56,17 +56,11 @@ log = logging.getLogger("octipusd.runtime")
 EXIT_AFTER_RESULT = 30.0
 #: MCP server name of the bridge as vendors see it.
 BRIDGE_NAME = "octipus"
+#: Bridge statuses in a vendor's session announcement that fail the run (observed.md §1.5: the
+#: binary itself still exits 0 when its MCP server failed).
+FAILED_BRIDGE_STATUSES = frozenset({"failed", "needs-auth", "missing"})
 #: Tool ids of the bridge, as Claude names them.
 BRIDGE_PREFIX = f"mcp__{BRIDGE_NAME}__"
-
-
-def subject_of(arguments: Mapping[str, Any]) -> str | None:
-    """Return the command or path a tool call acts on (FACTS.md §3 subject field order)."""
-    for key in ("command", "path", "file_path", "filePath", "url", "query", "message"):
-        value = arguments.get(key)
-        if isinstance(value, str):
-            return value
-    return None
 
 
 @dataclass
@@ -186,10 +180,14 @@ class RunManager:
                         f"session {session_id} already has a live run {item.run.id}; wait for it to finish "
                         f"or stop it (octipusctl runs stop {item.run.id}) before the next turn"
                     )
-            run = await in_thread(self.store.create_run, session_id=session_id, prompt=prompt, owner=self.owner)
+            run = await in_thread(
+                self.store.create_run, session_id=session_id, prompt=prompt, owner=self.owner
+            )
             live = LiveRun(run=run, session_id=session_id, attended=session.attended)
             self._live[run.id] = live
-        await self.hub.emit(run.id, "run_status", {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index})
+        await self.hub.emit(
+            run.id, "run_status", {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index}
+        )
         self._tg.start_soon(self._execute, live)
         return run
 
@@ -217,7 +215,9 @@ class RunManager:
 
     # ------------------------------------------------------------------ ToolHost (bridge)
 
-    async def authorize(self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]) -> AuthorizationResult:
+    async def authorize(
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+    ) -> AuthorizationResult:
         """Permission check of an Octipus tool call arriving on the bridge (ToolHost protocol)."""
         live = self._live.get(identity.run_id)
         if live is None:
@@ -277,7 +277,7 @@ class RunManager:
             raise ExecutableNotFoundError(f"no executable resolution for adapter {adapter.name}")
         binary = resolution.require()
         workspace = Path(session.workspace)
-        if not workspace.is_dir():
+        if not await anyio.Path(workspace).is_dir():
             raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
         mode = PermissionMode(session.permission_mode)
         tool_names = [t.name for t in DEFAULT_TOOLS]
@@ -398,11 +398,11 @@ class RunManager:
         if isinstance(event, SessionEvent):
             if event.session_id:
                 live.vendor_session_confirmed = event.session_id
-            status = event.mcp_servers.get(BRIDGE_NAME)
-            if status == "failed" and live.failure is None:
+            status = event.mcp_servers.get(BRIDGE_NAME, "missing")
+            if status in FAILED_BRIDGE_STATUSES and live.failure is None:
                 live.failure = (
-                    f"the Octipus bridge was reported failed by the vendor (system/init mcp_servers {BRIDGE_NAME}: "
-                    "failed); the run cannot use Octipus tools"
+                    f"the vendor reports the Octipus bridge as {status} (system/init mcp_servers); "
+                    "the run cannot use Octipus tools"
                 )
                 tg.start_soon(process.stop, live.failure)
         elif isinstance(event, PermissionRequestEvent):
@@ -410,7 +410,9 @@ class RunManager:
         elif isinstance(event, UnknownEvent) and event.type == "control_request" and event.raw:
             request_id = str(event.raw.get("request_id", ""))
             subtype = (event.raw.get("request") or {}).get("subtype")
-            await process.write_line(adapter.encode_control_error(request_id, f"unsupported control request {subtype}"))
+            await process.write_line(
+                adapter.encode_control_error(request_id, f"unsupported control request {subtype}")
+            )
         elif isinstance(event, ResultEvent):
             live.result = event
             if event.session_id and not event.is_error:
@@ -427,7 +429,7 @@ class RunManager:
             registered = any(t.name == name for t in DEFAULT_TOOLS)
             allowed = registered and live.stop_status is None
             reason = (
-                f"allow: {event.tool_name} is an Octipus tool registered for this run (checked again on the bridge)"
+                f"allow: {event.tool_name} is an Octipus tool of this run (Octipus policy applies on the bridge)"
                 if allowed
                 else f"deny: {event.tool_name} is not registered for this run"
             )
@@ -440,7 +442,9 @@ class RunManager:
             "permission_decision",
             {"tool_id": tool_id, "request_id": event.request_id, "allowed": allowed, "reason": reason},
         )
-        decision = PermissionDecision(allow=allowed, message=reason, updated_input=event.input if allowed else None)
+        decision = PermissionDecision(
+            allow=allowed, message=reason, updated_input=event.input if allowed else None
+        )
         await process.write_line(adapter.encode_permission_response(event, decision))
 
     async def _authorize(
@@ -462,7 +466,7 @@ class RunManager:
             return False, f"denied by Octipus policy: {decision.explanation}"
         if decision.level is Level.ALLOW:
             return True, decision.explanation
-        subject = subject_of(arguments)
+        subject = subject_of(arguments, "") or None
         if not live.attended:
             note = (
                 f"review required: {tool_id}"
@@ -470,7 +474,9 @@ class RunManager:
                 + " needs a person's approval, and this session is unattended"
             )
             live.review_required.append(note)
-            await self.hub.emit(live.run.id, "review_required", {"tool_id": tool_id, "subject": subject, "reason": note})
+            await self.hub.emit(
+                live.run.id, "review_required", {"tool_id": tool_id, "subject": subject, "reason": note}
+            )
             return False, note
         approval = await self.broker.create(
             run_id=live.run.id,
@@ -557,8 +563,9 @@ class RunManager:
         elif result is None:
             rc = process.returncode if process else None
             tail = process.stderr_tail.strip()[-500:] if process else ""
-            status, reason = RunStatus.FAILED, f"the vendor CLI exited ({rc}) without a result" + (
-                f"; stderr: {tail}" if tail else ""
+            status, reason = (
+                RunStatus.FAILED,
+                f"the vendor CLI exited ({rc}) without a result" + (f"; stderr: {tail}" if tail else ""),
             )
         elif result.is_error:
             detail = "; ".join(result.errors) or (result.text or result.subtype or "error")
@@ -576,7 +583,9 @@ class RunManager:
             result_text=result.text if result else None,
         )
         live.run = final
-        await self.hub.emit(run_id, "run_status", {"status": str(final.status), "reason": final.reason, "final": True})
+        await self.hub.emit(
+            run_id, "run_status", {"status": str(final.status), "reason": final.reason, "final": True}
+        )
         with contextlib.suppress(OSError):
             for leftover in (self.data_dir / "runs" / run_id).glob("*.json"):
                 leftover.unlink()

@@ -84,8 +84,12 @@ def plan_resume(
         return ResumePlan(new_id, False)
     if stored.cwd != str(workspace) or not workspace.is_dir():
         return ResumePlan(
-            new_id, False, f"workspace moved ({stored.cwd} -> {workspace}); starting a new vendor conversation"
+            new_id,
+            False,
+            f"workspace moved ({stored.cwd} -> {workspace}); starting a new vendor conversation",
         )
     if stored.fingerprint != current_fingerprint:
-        return ResumePlan(new_id, False, "model, permissions or tools changed; starting a new vendor conversation")
+        return ResumePlan(
+            new_id, False, "model, permissions or tools changed; starting a new vendor conversation"
+        )
     return ResumePlan(stored.vendor_session_id, True)

@@ -6,7 +6,11 @@ the migrated database with :data:`sqlmodel.SQLModel.metadata`.
 
 JSON columns are stored as text (``json.dumps``) and decoded by the repository. Datetimes
 are stored as UTC (``timestamptz`` on PostgreSQL, naive UTC text on SQLite) and always
-come back timezone-aware.
+come back timezone-aware. Free-form strings are ``TEXT`` (no length limit that PostgreSQL
+would enforce and SQLite would not); generated ids are ``VARCHAR(32)``.
+
+``runs.session_id`` and ``run_events.run_id`` have no index of their own: the unique keys
+``(session_id, turn_index)`` and ``(run_id, seq)`` lead with them and serve those lookups.
 """
 
 from __future__ import annotations
@@ -183,8 +187,3 @@ class WorkPlanRow(SQLModel, table=True):
     session_id: str = Field(primary_key=True, foreign_key="sessions.id", sa_type=_ID)
     plan: str = Field(sa_type=sa.Text)
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
-
-
-def table_names() -> list[str]:
-    """Return the names of the store's tables, in creation order."""
-    return [t.name for t in SQLModel.metadata.sorted_tables]

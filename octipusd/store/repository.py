@@ -29,6 +29,7 @@ from typing import Any, Self
 
 from sqlalchemy import Engine, and_, delete, func, or_, update
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession
 from sqlmodel import col, select
 
@@ -224,6 +225,9 @@ class Store:
         self._engine = engine
         self._clock = clock or _utcnow
         self._sqlite = engine.dialect.name == "sqlite"
+        # An in-memory SQLite database is one connection shared by all threads: serialise
+        # every transaction on it, not only writes.
+        self._serialize_reads = self._sqlite and isinstance(engine.pool, StaticPool)
         self._write_lock = threading.Lock()
         self._closed = False
 
@@ -282,7 +286,8 @@ class Store:
         """One transaction: committed on normal exit (writes), rolled back on an exception."""
         if self._closed:
             raise StoreError(f"the store for {self.url_for_display} is closed (while {what})")
-        guard: AbstractContextManager[Any] = self._write_lock if write and self._sqlite else nullcontext()
+        serialize = (write and self._sqlite) or self._serialize_reads
+        guard: AbstractContextManager[Any] = self._write_lock if serialize else nullcontext()
         try:
             with guard, DbSession(self._engine, expire_on_commit=False, autoflush=False) as db:
                 if write:
@@ -896,7 +901,8 @@ class Store:
             )
             won = bool(result.rowcount)
             if not won:
-                expired = db.exec(
+                # Still pending means it is past its deadline: record that it expired.
+                db.exec(
                     update(ApprovalRow)
                     .where(
                         col(ApprovalRow.id) == approval_id,
@@ -910,7 +916,6 @@ class Store:
                     )
                     .execution_options(synchronize_session=False)
                 )
-                del expired
             row = self._get_approval_row(db, approval_id)
         approval = _approval(row)
         if won:

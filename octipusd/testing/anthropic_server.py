@@ -14,6 +14,10 @@ wire format follows what Claude Code 2.1.197 was seen to send and accept
 - ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (a rough estimate).
 - Errors are ``{"type": "error", "error": {"type": ..., "message": ...}}``.
 
+Claude Code 2.1.197 was checked against this server both with chunked keep-alive responses (used
+here) and with ``Connection: close`` responses streamed without a length; it accepts both. When it is
+interrupted mid-stream it closes the connection; a stalled response notices that and ends early.
+
 The reply is chosen from a script (see :mod:`octipusd.testing.script` for the file format): the step
 index is the number of assistant turns already in the request's ``messages``, so a resumed
 conversation continues where it stopped.
@@ -71,7 +75,9 @@ from octipusd.testing.script import (
 __all__ = [
     "RecordedRequest",
     "ScriptedAnthropicServer",
+    "check_loopback",
     "main",
+    "message_for_step",
     "sse_events_for_step",
 ]
 
@@ -376,7 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:
         self._record(None)
-        self._send_json(200, {}, head_only=True)
+        self._send_json(200, {"ok": True}, head_only=True)
 
     def do_GET(self) -> None:
         self._record(None)
@@ -411,8 +417,8 @@ class _Handler(BaseHTTPRequestHandler):
         attempt = owner._next_attempt(index)
         self._record(body, step=index, attempt=attempt)
         step = owner.script.step_for(index)
-        model = body.get("model") if isinstance(body.get("model"), str) else DEFAULT_MODEL
-        assert isinstance(model, str)
+        requested_model = body.get("model")
+        model = requested_model if isinstance(requested_model, str) and requested_model else DEFAULT_MODEL
         if step.delay_seconds and owner.closing.wait(step.delay_seconds):
             self.close_connection = True
             return
@@ -459,6 +465,8 @@ class _Handler(BaseHTTPRequestHandler):
                         return False
                 except OSError:
                     return False
+                # Pipelined bytes, not a hang-up: keep stalling without spinning on select.
+                owner.closing.wait(min(remaining, 0.05))
         return not owner.closing.is_set()
 
     def _not_found(self) -> None:

@@ -12,7 +12,8 @@ File shape::
     {
       "steps": [
         {                                   # step 0: the first model turn
-          "content": [                      # required unless "error" is given; played in order
+          "content": [                      # played in order; may be omitted only with an
+                                            # "error" that has no "times"
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "name": "Bash",
              "input": {"command": "echo hi", "description": "say hi"}},
@@ -33,6 +34,10 @@ File shape::
         {"content": [{"type": "text", "text": "Done."}]}               # step 1, and so on
       ]
     }
+
+The ``#`` notes above are for this description only: JSON has no comments. A ``"description"`` key at
+the top and a ``"comment"`` key in any step are accepted and ignored. A bare list of steps is accepted
+in place of ``{"steps": [...]}``.
 
 Rules:
 

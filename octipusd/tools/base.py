@@ -99,9 +99,8 @@ def reject_unknown(arguments: Mapping[str, Any], allowed: Iterable[str], where: 
     allowed_set = set(allowed)
     unknown = sorted(set(arguments) - allowed_set)
     if unknown:
-        raise InvalidRequestError(
-            f"{where}: unknown field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(allowed_set)) or 'none'}"
-        )
+        accepted = ", ".join(sorted(allowed_set)) or "none"
+        raise InvalidRequestError(f"{where}: unknown field(s) {', '.join(unknown)}; accepted: {accepted}")
 
 
 def require_str(arguments: Mapping[str, Any], key: str, where: str = "", *, allow_empty: bool = False) -> str:

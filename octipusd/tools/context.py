@@ -14,7 +14,9 @@ from octipusd.bridge.identity import RunIdentity
 from octipusd.tools.base import ToolResult, ToolSpec, reject_unknown
 
 
-async def _get_cli_run_context(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
+async def _get_cli_run_context(
+    identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]
+) -> ToolResult:
     reject_unknown(arguments, ())
     return await host.run_context(identity)
 

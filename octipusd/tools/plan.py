@@ -102,7 +102,9 @@ def validate_work_plan(plan: Any) -> dict[str, Any]:
         title = _bounded(require_str(step, "title", where), f"{where}.title")
         status = require_str(step, "status", where)
         if status not in STEP_STATUSES:
-            raise InvalidRequestError(f"{where}.status: must be one of {', '.join(STEP_STATUSES)}, got {status!r}")
+            raise InvalidRequestError(
+                f"{where}.status: must be one of {', '.join(STEP_STATUSES)}, got {status!r}"
+            )
         entry: dict[str, Any] = {"id": step_id, "title": title, "status": status}
         notes = optional_str(step, "notes", where)
         if notes is not None:
@@ -129,7 +131,7 @@ async def _update_work_plan(identity: RunIdentity, host: ToolHost, arguments: di
 GET_WORK_PLAN = ToolSpec(
     name="get_work_plan",
     description=(
-        "Return this session's durable work plan as {\"plan\": PLAN | null}. Read-only; answers even "
+        'Return this session\'s durable work plan as {"plan": PLAN | null}. Read-only; answers even '
         "while another Octipus tool call of yours is in progress."
     ),
     input_schema={"type": "object", "properties": {}, "additionalProperties": False},
@@ -143,8 +145,8 @@ UPDATE_WORK_PLAN = ToolSpec(
     name="update_work_plan",
     description=(
         "Replace this session's work plan (shown to the user in Octipus). Send the whole plan: "
-        "{\"plan\": {\"title\"?, \"goal\"?, \"steps\": [{\"id\", \"title\", \"status\": "
-        "pending|in_progress|completed|blocked, \"notes\"?}]}}. Keep step ids stable across updates. "
+        '{"plan": {"title"?, "goal"?, "steps": [{"id", "title", "status": '
+        'pending|in_progress|completed|blocked, "notes"?}]}}. Keep step ids stable across updates. '
         "Returns the plan as saved."
     ),
     input_schema={

@@ -21,6 +21,7 @@ tool passes values through unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -121,10 +122,8 @@ class _Capture:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _group_alive(pgid: int) -> bool:
@@ -144,7 +143,9 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-async def terminate_group(process: anyio.abc.Process, pgid: int, grace_seconds: float = KILL_GRACE_SECONDS) -> None:
+async def terminate_group(
+    process: anyio.abc.Process, pgid: int, grace_seconds: float = KILL_GRACE_SECONDS
+) -> None:
     """Stop a whole process group: SIGTERM, then SIGKILL after ``grace_seconds``; shielded.
 
     Args:
@@ -155,7 +156,8 @@ async def terminate_group(process: anyio.abc.Process, pgid: int, grace_seconds: 
     with anyio.CancelScope(shield=True):
         _signal_group(pgid, signal.SIGTERM)
         with anyio.move_on_after(grace_seconds):
-            while _group_alive(pgid):
+            # Group membership has no wait primitive; poll it.
+            while _group_alive(pgid):  # noqa: ASYNC110
                 await anyio.sleep(_POLL_SECONDS)
         if _group_alive(pgid):
             _signal_group(pgid, signal.SIGKILL)
@@ -173,7 +175,7 @@ async def run_shell(
     *,
     cwd: Path,
     env: Mapping[str, str],
-    timeout: float,
+    timeout_seconds: float,
     output_limit: int = OUTPUT_LIMIT_BYTES,
     kill_grace: float = KILL_GRACE_SECONDS,
 ) -> ShellResult:
@@ -183,7 +185,7 @@ async def run_shell(
         command: The shell command line.
         cwd: Working directory (must exist).
         env: The complete environment of the command.
-        timeout: Deadline for the whole job (seconds, > 0).
+        timeout_seconds: Deadline for the whole job (seconds, > 0).
         output_limit: Bytes kept of each of stdout and stderr.
         kill_grace: Seconds between SIGTERM and SIGKILL on timeout or cancellation.
 
@@ -209,7 +211,7 @@ async def run_shell(
     finished = False
     timed_out = False
     try:
-        with anyio.move_on_after(timeout) as deadline:
+        with anyio.move_on_after(timeout_seconds) as deadline:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(out.drain, process.stdout)
                 tg.start_soon(err.drain, process.stderr)
@@ -262,7 +264,9 @@ def resolve_cwd(workspace: Path, cwd: str | None) -> Path:
         raise InvalidRequestError("cwd: must not contain NUL characters")
     target = (root / cwd).resolve()
     if target != root and not target.is_relative_to(root):
-        raise InvalidRequestError(f"cwd: {cwd!r} is outside the workspace; use a path relative to {str(root)!r}")
+        raise InvalidRequestError(
+            f"cwd: {cwd!r} is outside the workspace; use a path relative to {str(root)!r}"
+        )
     if not target.is_dir():
         raise InvalidRequestError(f"cwd: {cwd!r} does not exist or is not a directory")
     return target
@@ -275,7 +279,9 @@ def _parse_timeout(arguments: Mapping[str, Any]) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidRequestError(f"timeout: must be a number of seconds, got {type(value).__name__}")
     if not 0 < value <= MAX_TIMEOUT_SECONDS:
-        raise InvalidRequestError(f"timeout: must be > 0 and <= {MAX_TIMEOUT_SECONDS:g} seconds, got {value!r}")
+        raise InvalidRequestError(
+            f"timeout: must be > 0 and <= {MAX_TIMEOUT_SECONDS:g} seconds, got {value!r}"
+        )
     return float(value)
 
 
@@ -307,7 +313,7 @@ async def _shell_run(identity: RunIdentity, host: ToolHost, arguments: dict[str,
     env = base_environment()
     env.update(_parse_env(arguments))
     env["PWD"] = str(cwd)
-    result = await run_shell(command, cwd=cwd, env=env, timeout=timeout)
+    result = await run_shell(command, cwd=cwd, env=env, timeout_seconds=timeout)
     return result.to_dict()
 
 
@@ -318,7 +324,7 @@ SHELL_RUN = ToolSpec(
         "{exit_code, stdout, stderr, timed_out, duration_seconds}. stdout and stderr keep the first "
         "64 KiB each. A non-zero exit is a normal result. On timeout the whole process group "
         "(background jobs included) is terminated. Put credentials in env (e.g. "
-        "{\"GH_TOKEN\": \"{{secret:github_token}}\"}), never in the command."
+        '{"GH_TOKEN": "{{secret:github_token}}"}), never in the command.'
     ),
     input_schema={
         "type": "object",

@@ -37,7 +37,9 @@ class Env:
         return str(self.client.request("POST", "/sessions", json=body)["id"])
 
     def post(self, session_id: str, prompt: str) -> str:
-        return str(self.client.request("POST", f"/sessions/{session_id}/turns", json={"prompt": prompt})["id"])
+        return str(
+            self.client.request("POST", f"/sessions/{session_id}/turns", json={"prompt": prompt})["id"]
+        )
 
     def run(self, run_id: str) -> dict[str, Any]:
         return dict(self.client.request("GET", f"/runs/{run_id}"))
@@ -52,7 +54,9 @@ class Env:
             if value:
                 return value
             time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; daemon log:\n{self.daemon.log()[-4000:]}")
+        raise AssertionError(
+            f"timed out after {timeout:g} s waiting for {what}; daemon log:\n{self.daemon.log()[-4000:]}"
+        )
 
     def wait_final(self, run_id: str, timeout: float = 90.0) -> dict[str, Any]:
         return dict(
@@ -70,7 +74,9 @@ class Env:
 
     def answer(self, approval_id: str, decision: str, reason: str | None = None) -> dict[str, Any]:
         return dict(
-            self.client.request("POST", f"/approvals/{approval_id}", json={"decision": decision, "reason": reason})
+            self.client.request(
+                "POST", f"/approvals/{approval_id}", json={"decision": decision, "reason": reason}
+            )
         )
 
 

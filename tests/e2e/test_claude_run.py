@@ -11,7 +11,10 @@ import httpx
 
 from tests.e2e.conftest import Env
 
-WRITE_HELLO = {"command": "echo hello from octipus > hello.txt && cat hello.txt", "description": "write hello.txt"}
+WRITE_HELLO = {
+    "command": "echo hello from octipus > hello.txt && cat hello.txt",
+    "description": "write hello.txt",
+}
 
 
 def _plan_then_bash() -> dict[str, Any]:
@@ -115,7 +118,11 @@ def test_unanswered_permission_expires_denies_and_fails_the_run(octipus: Callabl
                 {
                     "content": [
                         {"type": "tool_use", "name": "Bash", "input": WRITE_HELLO},
-                        {"type": "tool_use", "name": "Write", "input": {"file_path": "other.txt", "content": "x"}},
+                        {
+                            "type": "tool_use",
+                            "name": "Write",
+                            "input": {"file_path": "other.txt", "content": "x"},
+                        },
                     ]
                 },
                 {"content": [{"type": "text", "text": "done"}]},
@@ -153,7 +160,9 @@ def test_unattended_run_cannot_ask(octipus: Callable[..., Env]) -> None:
     assert _kinds(env.events(run), "review_required")
 
 
-def test_bridge_refuses_missing_wrong_and_foreign_capabilities(octipus: Callable[..., Env], tmp_path: Path) -> None:
+def test_bridge_refuses_missing_wrong_and_foreign_capabilities(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
     script = {
         "steps": [
             {"content": [{"type": "tool_use", "name": "Bash", "input": WRITE_HELLO}]},
@@ -180,7 +189,11 @@ def test_bridge_refuses_missing_wrong_and_foreign_capabilities(octipus: Callable
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
     }
     headers = {"Accept": "application/json, text/event-stream"}
     with httpx.Client(timeout=10) as http:

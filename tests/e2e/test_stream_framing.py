@@ -18,7 +18,9 @@ def stub_binary(folder: Path) -> Path:
     return path
 
 
-def test_malformed_and_3_mib_lines_neither_crash_nor_get_lost(octipus: Callable[..., Env], tmp_path: Path) -> None:
+def test_malformed_and_3_mib_lines_neither_crash_nor_get_lost(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
     actions = [
         {"read_line": True},
         {

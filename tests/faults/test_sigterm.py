@@ -13,7 +13,9 @@ from octipusd.store.repository import Store
 from tests.e2e.conftest import Env
 
 
-def test_sigterm_interrupts_the_run_and_leaves_no_process(octipus: Callable[..., Env], tmp_path: Path) -> None:
+def test_sigterm_interrupts_the_run_and_leaves_no_process(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
     command = "(sleep 300 & echo $! > bg.pid); echo started > started.txt; sleep 120"
     env = octipus(
         {
@@ -28,7 +30,9 @@ def test_sigterm_interrupts_the_run_and_leaves_no_process(octipus: Callable[...,
     approval = env.wait_approval(run)
     env.answer(approval["id"], "approve")
     workspace = env.daemon.workspace
-    env.wait(lambda: (workspace / "bg.pid").exists() and (workspace / "started.txt").exists(), 60, "the command")
+    env.wait(
+        lambda: (workspace / "bg.pid").exists() and (workspace / "started.txt").exists(), 60, "the command"
+    )
     vendor_pid = env.run(run)["pid"]
     background = int((workspace / "bg.pid").read_text().strip())
     assert psutil.pid_exists(background) and psutil.pid_exists(vendor_pid)

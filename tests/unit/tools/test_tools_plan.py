@@ -1,0 +1,138 @@
+"""Work-plan tools and the tool registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from octipusd.bridge.fakes import FakeToolHost
+from octipusd.bridge.host import ToolHost
+from octipusd.bridge.identity import RunIdentity
+from octipusd.errors import InvalidRequestError
+from octipusd.tools import (
+    DEFAULT_TOOLS,
+    GET_CLI_RUN_CONTEXT,
+    GET_WORK_PLAN,
+    UPDATE_WORK_PLAN,
+    ToolResult,
+    ToolSpec,
+    validate_tool_specs,
+    validate_work_plan,
+)
+
+pytestmark = pytest.mark.anyio
+
+GOOD = {
+    "title": "T",
+    "goal": "G",
+    "steps": [
+        {"id": "1", "title": "first", "status": "pending"},
+        {"id": "2", "title": "second", "status": "blocked", "notes": "waiting for review"},
+    ],
+}
+
+
+def test_valid_plan_is_normalized() -> None:
+    assert validate_work_plan(GOOD) == GOOD
+    assert validate_work_plan({"steps": []}) == {"steps": []}
+    assert validate_work_plan({"title": None, "steps": []}) == {"steps": []}
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        ([], "plan: must be an object, got list"),
+        ({}, "plan.steps: required"),
+        ({"steps": {}}, "plan.steps: must be a list, got dict"),
+        ({"steps": [], "owner": "x"}, "plan: unknown field(s) owner"),
+        ({"title": 3, "steps": []}, "plan.title: must be a string, got int"),
+        ({"steps": ["do it"]}, "plan.steps[0]: must be an object, got str"),
+        ({"steps": [{"title": "x", "status": "pending"}]}, "plan.steps[0].id: required"),
+        ({"steps": [{"id": "a", "status": "pending"}]}, "plan.steps[0].title: required"),
+        (
+            {"steps": [{"id": "a", "title": " ", "status": "pending"}]},
+            "plan.steps[0].title: must not be empty",
+        ),
+        (
+            {"steps": [{"id": "a", "title": "x", "status": "done"}]},
+            "plan.steps[0].status: must be one of pending, in_progress, completed, blocked, got 'done'",
+        ),
+        (
+            {
+                "steps": [
+                    {"id": "a", "title": "x", "status": "pending"},
+                    {"id": "a", "title": "y", "status": "pending"},
+                ]
+            },
+            "plan.steps[1].id: duplicate step id 'a'",
+        ),
+        (
+            {"steps": [{"id": "a", "title": "x", "status": "pending", "notes": 1}]},
+            "plan.steps[0].notes: must be",
+        ),
+        (
+            {"steps": [{"id": "a", "title": "x", "status": "pending", "due": "now"}]},
+            "plan.steps[0]: unknown field",
+        ),
+    ],
+)
+def test_invalid_plan_names_the_bad_field(plan: Any, message: str) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        validate_work_plan(plan)
+    assert caught.value.message.startswith(message)
+
+
+async def test_update_then_get_through_the_host(identity: RunIdentity) -> None:
+    host = FakeToolHost()
+    assert await GET_WORK_PLAN.handler(identity, host, {}) == {"plan": None}
+    saved = await UPDATE_WORK_PLAN.handler(identity, host, {"plan": GOOD})
+    assert isinstance(saved, dict)
+    assert saved["plan"]["steps"] == GOOD["steps"] and saved["plan"]["id"] == "plan-session-1"
+    assert await GET_WORK_PLAN.handler(identity, host, {}) == saved
+    context = await GET_CLI_RUN_CONTEXT.handler(identity, host, {})
+    assert isinstance(context, dict) and context["plan"] == saved["plan"]
+    with pytest.raises(InvalidRequestError, match="plan: required"):
+        await UPDATE_WORK_PLAN.handler(identity, host, {})
+
+
+def test_default_tools() -> None:
+    by_name = {spec.name: spec for spec in DEFAULT_TOOLS}
+    assert list(by_name) == ["get_cli_run_context", "get_work_plan", "update_work_plan", "shell__run"]
+    assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
+        "get_cli_run_context",
+        "get_work_plan",
+    }
+    assert {name for name, spec in by_name.items() if spec.read_only} == {
+        "get_cli_run_context",
+        "get_work_plan",
+    }
+
+
+async def _noop(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
+    return ""
+
+
+def _spec(name: str = "ok", schema: dict[str, Any] | None = None, timeout: float = 1.0) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description="",
+        input_schema=schema if schema is not None else {"type": "object"},
+        handler=_noop,
+        timeout_seconds=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        ([_spec("bad name")], "invalid tool name"),
+        ([_spec("a"), _spec("a")], "duplicate tool name"),
+        ([_spec(schema={"type": "array"})], "must have type 'object'"),
+        ([_spec(schema={"type": "object", "properties": {"session_id": {}}})], "identity keys"),
+        ([_spec(timeout=0)], "timeout_seconds must be positive"),
+    ],
+)
+def test_invalid_tool_sets_are_refused(specs: list[ToolSpec], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate_tool_specs(specs)
