@@ -9,8 +9,10 @@ one is still closing), so the lock lives in a registry keyed by ``worker_id`` an
 every bridge of that worker. Entries are reference counted: the lock exists while at least
 one bridge of the worker holds a lease, and is dropped with the last one.
 
-Locks are :class:`anyio.Lock` (FIFO), so queued calls run in arrival order; a queued call
-that is cancelled (its caller went away) leaves the queue without running.
+Locks are :class:`anyio.Lock` (FIFO), so queued calls run in arrival order. Waiting in the
+queue has no deadline of its own (an awaited delegation may hold it for long): a queued call
+leaves the queue without running when it is cancelled -- its caller cancelled the request, or
+the run ended and its bridge closed.
 """
 
 from __future__ import annotations

@@ -36,6 +36,14 @@ Events recorded through :meth:`ToolHost.record`:
   [, "cancelled"]}``;
 * ``tool_call_denied``: ``{"call_id", "tool", "reason"}``.
 
+Shutdown (when the run's block exits, normally, with an error or cancelled; shielded and
+bounded): calls still queued or running are stopped -- a running shell job's process group is
+killed -- and answer ``isError`` "the run ended while this call was pending or running"; new
+requests get ``503``; request/response exchanges get a moment to deliver those answers; the
+clients' open SSE streams are ended; then uvicorn stops and the port and capability are gone.
+An exception raised in the caller's block propagates unchanged (not wrapped in an exception
+group).
+
 The server runs on uvicorn inside the caller's event loop (asyncio backend only), without
 touching process-wide signal handlers or logging configuration.
 """
@@ -63,7 +71,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from mcp_types import Tool as MCPTool
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from octipusd.adapter import BridgeEndpoint
@@ -79,6 +87,8 @@ logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 #: First line of the run-context block appended to non-read-only tool responses.
 RUN_CONTEXT_HEADER = "[octipus run context] Fresh context of this run; check it before further affected work:"
+
+_RUN_ENDED = "the run ended while this call was pending or running; it was stopped and will not run again"
 
 _INSTRUCTIONS = (
     "Octipus tools for this run. Calls run with the run's identity and Octipus permissions. "
@@ -96,8 +106,11 @@ class BridgeLimits:
             :class:`BridgeError`.
         shutdown_timeout_seconds: Bound of the whole shutdown at context exit; after it the
             server task is cancelled.
-        graceful_shutdown_seconds: How long uvicorn lets in-flight requests finish before
-            cancelling them (whole seconds).
+        drain_seconds: At shutdown, how long stopped calls get to hand back their results,
+            then how long request/response exchanges get to complete before the remaining
+            HTTP requests are cut.
+        graceful_shutdown_seconds: uvicorn's own bound on in-flight requests at shutdown
+            (whole seconds); a backstop, as the bridge has already ended them.
         authorize_timeout_seconds: Backstop on :meth:`ToolHost.authorize` (the host enforces
             the five-minute approval limit of managed runs itself); expiry denies the call.
         context_timeout_seconds: Deadline of a run-context refresh (seed 003: status reads
@@ -108,6 +121,7 @@ class BridgeLimits:
 
     startup_timeout_seconds: float = 10.0
     shutdown_timeout_seconds: float = 5.0
+    drain_seconds: float = 1.0
     graceful_shutdown_seconds: int = 1
     authorize_timeout_seconds: float = 600.0
     context_timeout_seconds: float = 15.0
@@ -125,6 +139,11 @@ class CapabilityGate:
     case-insensitive); anything else gets ``401 {"error": "invalid_capability"}`` and never
     reaches the wrapped app. Lifespan events pass through; websockets are refused.
 
+    The gate also ends the bridge's traffic at shutdown: :meth:`close` refuses new requests
+    (``503 {"error": "bridge_closed"}``), lets request/response exchanges finish, then
+    cancels what is left (the clients' SSE streams), finishing those responses cleanly, so
+    the server stops at once instead of waiting out uvicorn's graceful timeout.
+
     Args:
         app: The MCP ASGI app.
         capability: The run's capability.
@@ -135,6 +154,11 @@ class CapabilityGate:
             raise ValueError("capability must not be empty")
         self._app = app
         self._expected = capability.encode()
+        self._in_flight: set[anyio.CancelScope] = set()
+        self._exchanges = 0  # admitted requests other than GET (which are long-lived streams)
+        self._exchanges_done = anyio.Event()
+        self._exchanges_done.set()
+        self._closed = False
 
     def _admits(self, scope: Scope) -> bool:
         header = Headers(scope=scope).get("authorization")
@@ -145,18 +169,69 @@ class CapabilityGate:
             return False
         return hmac.compare_digest(token.strip().encode(), self._expected)
 
+    async def close(self, grace_seconds: float = 1.0) -> None:
+        """Refuse further requests, let request/response exchanges finish, cut the rest.
+
+        Args:
+            grace_seconds: How long in-flight POST/DELETE requests may take to complete
+                before they are cancelled too; GET streams are cancelled after it regardless.
+        """
+        self._closed = True
+        with anyio.move_on_after(grace_seconds):
+            await self._exchanges_done.wait()
+        for request_scope in list(self._in_flight):
+            request_scope.cancel()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._app(scope, receive, send)
-            return
-        if scope["type"] == "http" and self._admits(scope):
             await self._app(scope, receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        response = JSONResponse({"error": "invalid_capability"}, status_code=401)
-        await response(scope, receive, send)
+        if not (scope["type"] == "http" and self._admits(scope)):
+            await JSONResponse({"error": "invalid_capability"}, status_code=401)(scope, receive, send)
+            return
+        if self._closed:
+            await JSONResponse({"error": "bridge_closed"}, status_code=503)(scope, receive, send)
+            return
+        exchange = scope.get("method") != "GET"
+        if exchange:
+            if self._exchanges == 0:
+                self._exchanges_done = anyio.Event()
+            self._exchanges += 1
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            if exchange:
+                self._exchanges -= 1
+                if self._exchanges == 0:
+                    self._exchanges_done.set()
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+        finished = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started, finished
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
+            await send(message)
+
+        with anyio.CancelScope() as request_scope:
+            self._in_flight.add(request_scope)
+            try:
+                await self._app(scope, receive, tracking_send)
+            finally:
+                self._in_flight.discard(request_scope)
+        if request_scope.cancelled_caught and not finished:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                if not started:
+                    await JSONResponse({"error": "bridge_closed"}, status_code=503)(scope, receive, send)
+                else:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 # ---------------------------------------------------------------------------- dispatch
@@ -184,8 +259,37 @@ class _Dispatcher:
         self.tools = {spec.name: spec for spec in tools}
         self.lock = lock
         self.limits = limits
+        self._active: set[anyio.CancelScope] = set()
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._closed = False
+
+    async def close(self, grace_seconds: float) -> None:
+        """Stop every running or queued call (each answers with an error result) and refuse
+        new ones; wait up to ``grace_seconds`` for them to hand their results back."""
+        self._closed = True
+        for call_scope in list(self._active):
+            call_scope.cancel()
+        with anyio.move_on_after(grace_seconds):
+            await self._idle.wait()
 
     async def call(self, name: str, raw_arguments: dict[str, Any] | None) -> CallToolResult:
+        if self._closed:
+            return _result([_RUN_ENDED], is_error=True)
+        with anyio.CancelScope() as call_scope:
+            if not self._active:
+                self._idle = anyio.Event()
+            self._active.add(call_scope)
+            try:
+                return await self._call(name, raw_arguments)
+            finally:
+                self._active.discard(call_scope)
+                if not self._active:
+                    self._idle.set()
+        # Only reached when close() cancelled the call.
+        return _result([_RUN_ENDED], is_error=True)
+
+    async def _call(self, name: str, raw_arguments: dict[str, Any] | None) -> CallToolResult:
         spec = self.tools.get(name)
         if spec is None:
             available = ", ".join(sorted(self.tools))
@@ -427,14 +531,14 @@ class Bridge:
         self,
         identity: RunIdentity,
         endpoint: BridgeEndpoint,
+        port: int,
         tools: tuple[ToolSpec, ...],
-        server: uvicorn.Server,
         done: anyio.Event,
     ) -> None:
         self.identity = identity
         self.endpoint = endpoint
         self.tools = tools
-        self._server = server
+        self._port = port
         self._done = done
 
     @property
@@ -445,7 +549,7 @@ class Bridge:
     @property
     def port(self) -> int:
         """The TCP port the bridge listens on (127.0.0.1)."""
-        return int(self.endpoint.url.rsplit(":", 1)[1].split("/", 1)[0])
+        return self._port
 
     @property
     def running(self) -> bool:
@@ -489,9 +593,9 @@ async def open_bridge(
         ValueError: the tool specs are invalid (see :func:`octipusd.tools.validate_tool_specs`).
 
     On exit (normal, error or cancellation) the server stops, shielded and bounded by
-    ``limits.shutdown_timeout_seconds``; in-flight calls are cancelled after
-    ``limits.graceful_shutdown_seconds`` and the capability is dead with the port.
-    Requires the asyncio backend (uvicorn).
+    ``limits.shutdown_timeout_seconds``: queued and running calls are stopped and answer with
+    an error result, open streams are ended, and the capability dies with the port (see the
+    module docstring). Requires the asyncio backend (uvicorn).
     """
     specs = validate_tool_specs(tools)
     limits = limits or BridgeLimits()
@@ -519,8 +623,9 @@ async def open_bridge(
                 session_idle_timeout=None,  # sessions live as long as the run's bridge
                 max_sessions=limits.max_sessions,
             )
+            gate = CapabilityGate(mcp_app, capability)
             config = _EmbeddedConfig(
-                CapabilityGate(mcp_app, capability),
+                gate,
                 http=_QuietH11Protocol,
                 ws="none",
                 lifespan="on",
@@ -546,35 +651,49 @@ async def open_bridge(
                 finally:
                     done.set()
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(serve)
-                try:
-                    with anyio.fail_after(limits.startup_timeout_seconds):
-                        # uvicorn exposes no startup event, only the ``started`` flag.
-                        while not server.started and not done.is_set():  # noqa: ASYNC110
-                            await anyio.sleep(0.002)
-                except TimeoutError:
-                    server.should_exit = True
-                    tg.cancel_scope.cancel()
-                    raise BridgeError(
-                        f"the bridge did not start within {limits.startup_timeout_seconds:g} s"
-                    ) from None
-                if done.is_set() or failure:
-                    raise BridgeError(f"the bridge failed to start: {failure[0] if failure else 'stopped'}")
-                endpoint = BridgeEndpoint(url=url, token=capability, server_name=server_name)
-                bridge = Bridge(identity, endpoint, specs, server, done)
-                logger.debug("bridge of run %s listening on %s", identity.run_id, url)
-                try:
-                    yield bridge
-                finally:
-                    with anyio.CancelScope(shield=True):
+            body_error: BaseException | None = None
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(serve)
+                    try:
+                        with anyio.fail_after(limits.startup_timeout_seconds):
+                            # uvicorn exposes no startup event, only the ``started`` flag.
+                            while not server.started and not done.is_set():  # noqa: ASYNC110
+                                await anyio.sleep(0.002)
+                    except TimeoutError:
                         server.should_exit = True
-                        with anyio.move_on_after(limits.shutdown_timeout_seconds):
-                            await done.wait()
-                        if not done.is_set():
-                            logger.warning(
-                                "bridge of run %s did not stop in time; cancelling it", identity.run_id
-                            )
-                            tg.cancel_scope.cancel()
+                        tg.cancel_scope.cancel()
+                        raise BridgeError(
+                            f"the bridge did not start within {limits.startup_timeout_seconds:g} s"
+                        ) from None
+                    if done.is_set() or failure:
+                        reason = failure[0] if failure else "stopped"
+                        raise BridgeError(f"the bridge failed to start: {reason}")
+                    endpoint = BridgeEndpoint(url=url, token=capability, server_name=server_name)
+                    bridge = Bridge(identity, endpoint, port, specs, done)
+                    logger.debug("bridge of run %s listening on %s", identity.run_id, url)
+                    try:
+                        yield bridge
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            with anyio.move_on_after(limits.shutdown_timeout_seconds):
+                                await dispatcher.close(grace_seconds=limits.drain_seconds)
+                                await gate.close(grace_seconds=limits.drain_seconds)
+                                server.should_exit = True
+                                await done.wait()
+                            if not done.is_set():
+                                server.should_exit = True
+                                logger.warning(
+                                    "bridge of run %s did not stop in time; cancelling it", identity.run_id
+                                )
+                                tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # serve() raises nothing, so a group carries the exception of the caller's
+                # block (or of startup): hand it back unwrapped, as the caller raised it.
+                if len(group.exceptions) != 1:
+                    raise
+                body_error = group.exceptions[0]
+            if body_error is not None:
+                raise body_error
     finally:
         sock.close()

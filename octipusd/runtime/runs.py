@@ -35,7 +35,9 @@ from octipusd.adapter import (
     UnknownEvent,
     VendorEvent,
 )
-from octipusd.bridge import AuthorizationResult, RunIdentity, open_bridge
+from octipusd.bridge.host import AuthorizationResult
+from octipusd.bridge.identity import RunIdentity
+from octipusd.bridge.server import open_bridge
 from octipusd.errors import ConflictError, ExecutableNotFoundError, OctipusError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy

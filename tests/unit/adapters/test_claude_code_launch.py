@@ -64,8 +64,7 @@ def test_identity_and_protocol() -> None:
 
 def test_entry_point_loads_this_adapter() -> None:
     eps = [ep for ep in entry_points(group="octipus.adapters") if ep.name == "claude-code"]
-    if not eps:
-        pytest.skip("octipus is not installed with its entry points in this environment")
+    assert eps, "octipus is not installed with its entry points (run scripts/bootstrap.sh)"
     instance = eps[0].load()()
     assert isinstance(instance, ClaudeCodeAdapter)
     assert isinstance(instance, Adapter)
