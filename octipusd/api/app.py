@@ -17,15 +17,17 @@ calls the :class:`Services` it is given.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel
 
 from octipusd import __version__
 from octipusd.api.models import (
@@ -49,6 +51,9 @@ from octipusd.runtime.runs import RunManager
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ApprovalStatus, RunStatus
 from octipusd.store.repository import Store
+
+log = logging.getLogger("octipusd.api")
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,14 @@ def create_app(services: Services) -> FastAPI:
     @app.exception_handler(OctipusError)
     async def _octipus_error(request: Request, exc: OctipusError) -> JSONResponse:
         return JSONResponse(status_code=exc.http_status, content=exc.to_dict())
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            status_code=500,
+            content={"code": "internal_error", "message": f"internal error: {exc!r}; see the octipusd log"},
+        )
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -121,15 +134,15 @@ def create_app(services: Services) -> FastAPI:
             permission_mode=body.permission_mode,
             attended=body.attended,
         )
-        return SessionOut(**_dump(session))
+        return _out(SessionOut, session)
 
     @app.get(f"/{API_VERSION}/sessions")
     async def list_sessions(limit: int = 100) -> list[SessionOut]:
-        return [SessionOut(**_dump(s)) for s in await in_thread(store.list_sessions, limit=limit)]
+        return [_out(SessionOut, s) for s in await in_thread(store.list_sessions, limit=limit)]
 
     @app.get(f"/{API_VERSION}/sessions/{{session_id}}")
     async def get_session(session_id: str) -> SessionOut:
-        return SessionOut(**_dump(await in_thread(store.get_session, session_id)))
+        return _out(SessionOut, await in_thread(store.get_session, session_id))
 
     @app.post(f"/{API_VERSION}/sessions/{{session_id}}/turns", status_code=202)
     async def post_turn(session_id: str, body: TurnCreate) -> RunOut:
@@ -162,7 +175,7 @@ def create_app(services: Services) -> FastAPI:
     async def list_events(run_id: str, after: int = 0, limit: int = 1000) -> list[EventOut]:
         await in_thread(store.get_run, run_id)
         events = await in_thread(store.list_events, run_id, after_seq=after, limit=limit)
-        return [EventOut(**_dump(e)) for e in events]
+        return [_out(EventOut, e) for e in events]
 
     @app.get(f"/{API_VERSION}/runs/{{run_id}}/stream", response_class=EventSourceResponse)
     async def stream_run(run_id: str, request: Request, after: int = 0) -> AsyncIterator[ServerSentEvent]:
@@ -173,7 +186,7 @@ def create_app(services: Services) -> FastAPI:
             yield ServerSentEvent(
                 id=str(event.seq),
                 event=event.kind,
-                data=EventOut(**_dump(event)).model_dump(mode="json"),
+                data=_out(EventOut, event).model_dump(mode="json"),
             )
 
     @app.get(f"/{API_VERSION}/approvals")
@@ -187,11 +200,11 @@ def create_app(services: Services) -> FastAPI:
                     f"unknown status {status!r}; accepted: all, {', '.join(s.value for s in ApprovalStatus)}"
                 ) from None
         found = await in_thread(store.list_approvals, status=wanted, run_id=run_id)
-        return [ApprovalOut(**_dump(a)) for a in found]
+        return [_out(ApprovalOut, a) for a in found]
 
     @app.get(f"/{API_VERSION}/approvals/{{approval_id}}")
     async def get_approval(approval_id: str) -> ApprovalOut:
-        return ApprovalOut(**_dump(await in_thread(store.get_approval, approval_id)))
+        return _out(ApprovalOut, await in_thread(store.get_approval, approval_id))
 
     @app.post(f"/{API_VERSION}/approvals/{{approval_id}}")
     async def answer_approval(approval_id: str, body: ApprovalAnswer, request: Request) -> ApprovalOut:
@@ -202,11 +215,16 @@ def create_app(services: Services) -> FastAPI:
             decided_by=f"{runs.user} via {client}",
             reason=body.reason,
         )
-        return ApprovalOut(**_dump(approval))
+        return _out(ApprovalOut, approval)
 
     return app
 
 
+def _out(model: type[M], record: Any) -> M:
+    """Build an API model from a store record, taking the fields the model declares."""
+    data = _dump(record)
+    return model(**{k: v for k, v in data.items() if k in model.model_fields})
+
+
 def _run_out(run: Any) -> RunOut:
-    data = _dump(run)
-    return RunOut(**{k: v for k, v in data.items() if k in RunOut.model_fields})
+    return _out(RunOut, run)

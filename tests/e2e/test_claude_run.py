@@ -12,7 +12,8 @@ import httpx
 from tests.e2e.conftest import Env
 
 WRITE_HELLO = {
-    "command": "echo hello from octipus > hello.txt && cat hello.txt",
+    # a nested shell: acceptEdits lets a plain `echo > file` inside the workspace through unasked
+    "command": 'bash -c "echo hello from octipus > hello.txt" && cat hello.txt',
     "description": "write hello.txt",
 }
 

@@ -159,8 +159,8 @@ def test_demo_script_shape() -> None:
         ToolUseBlock(
             "Bash",
             {
-                "command": "echo hello from octipus > hello.txt && cat hello.txt",
-                "description": "write hello.txt",
+                "command": 'bash -c "echo hello from octipus > hello.txt" && cat hello.txt',
+                "description": "write hello.txt (a nested shell, so acceptEdits asks)",
             },
         ),
     )
