@@ -33,6 +33,7 @@ from octipusd.errors import ConfigError, OctipusError
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
+from octipusd.runner.process import kill_run_tree
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.runs import RunManager
 from octipusd.settings import Settings, load_settings, socket_path, xdg_data_dir
@@ -99,7 +100,12 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
         store.interrupt_orphaned_runs, live_owner=owner, reason="octipusd stopped while the run was live"
     )
     for run in interrupted:
-        log.warning("run %s was live when the previous octipusd stopped; marked interrupted", run.id)
+        reaped = await anyio.to_thread.run_sync(kill_run_tree, run.id, None)
+        log.warning(
+            "run %s was live when the previous octipusd stopped; marked interrupted, %d leftover process(es) killed",
+            run.id,
+            len(reaped),
+        )
     adapters = load_adapters()
     resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
     for r in resolutions.values():

@@ -29,8 +29,8 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 TERMINAL = {"succeeded", "failed", "interrupted", "cancelled"}
 

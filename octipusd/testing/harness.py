@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -87,7 +88,7 @@ class DaemonHarness:
         self.log_path = root / "octipusd.log"
 
     def start(self, timeout: float = 60.0) -> DaemonHarness:
-        """Start octipusd and wait until its socket exists.
+        """Start octipusd and wait until its socket accepts connections.
 
         Raises:
             RuntimeError: the daemon exited or did not listen within ``timeout`` seconds
@@ -98,12 +99,22 @@ class DaemonHarness:
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.socket.exists():
+            if self._answers():
                 return self
             if self.process.poll() is not None:
                 raise RuntimeError(f"octipusd exited {self.process.returncode}: {self.log()}")
             time.sleep(0.05)
         raise RuntimeError(f"octipusd did not listen within {timeout:g} s: {self.log()}")
+
+    def _answers(self) -> bool:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(self.socket))
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
 
     def log(self) -> str:
         """The daemon's stdout and stderr so far."""

@@ -1,0 +1,200 @@
+"""The daemon as a user meets it: start-up refusals, health, the socket's peer check, octipusctl."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from octipusd.runner.process import run_processes
+from octipusd.testing.harness import DaemonHarness
+from tests.e2e.conftest import Env
+
+TEXT_ONLY = {"steps": [{"content": [{"type": "text", "text": "pong"}]}]}
+BIN = Path(sys.executable).parent
+
+
+def test_invalid_setting_exits_2_naming_key_source_and_accepted_values(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[cliModels.claudeCode]\nbinaryPath = "bin/claude"\n')
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    done = subprocess.run(
+        [str(BIN / "octipusd"), "--config", str(config)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    message = done.stderr.strip().splitlines()
+    assert len(message) == 1, done.stderr
+    assert "cliModels.claudeCode.binaryPath" in message[0]
+    assert f"file {config}" in message[0]
+    assert "absolute path" in message[0]
+    assert not (tmp_path / "run").exists(), "nothing may be bound before settings are valid"
+
+    bad_env = {**env, "OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS": "900"}
+    done = subprocess.run([str(BIN / "octipusd")], env=bad_env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS" in done.stderr and "at most 300" in done.stderr
+
+
+def test_second_daemon_on_the_same_database_refuses_naming_the_holder(octipus: Callable[..., Env]) -> None:
+    env = octipus(TEXT_ONLY)
+    first = env.daemon.process
+    assert first is not None
+    other = {**env.daemon.env, "XDG_RUNTIME_DIR": str(env.daemon.root / "run2")}
+    done = subprocess.run([str(BIN / "octipusd")], env=other, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"pid {first.pid}" in done.stderr
+    assert env.client.request("GET", "/health")["status"] == "ok"
+
+
+def test_octipusctl_without_daemon_says_how_to_start_it(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [str(BIN / "octipusctl"), "health"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 3
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "octipusd is not running" in lines[0] and "start it" in lines[0]
+
+
+def test_health_reports_path_and_version_or_the_path_searched(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
+    env = octipus(TEXT_ONLY)
+    health = env.client.request("GET", "/health")
+    claude = next(a for a in health["adapters"] if a["adapter"] == "claude-code")
+    assert claude["path"] and claude["version"].startswith("2.1.197")
+
+    missing = octipus(
+        TEXT_ONLY, extra_env={"OCTIPUS_CLAUDE_BINARY": "no-such-claude", "OCTIPUS_CLI_PATH": str(tmp_path)}
+    )
+    claude = next(
+        a for a in missing.client.request("GET", "/health")["adapters"] if a["adapter"] == "claude-code"
+    )
+    assert claude["path"] is None and claude["searched_path"] == str(tmp_path)
+    run = missing.post(missing.new_session(), "hello")
+    final = missing.wait_final(run)
+    assert (
+        final["status"] == "failed"
+        and "no-such-claude" in final["reason"]
+        and str(tmp_path) in final["reason"]
+    )
+
+
+def test_socket_is_private_and_other_users_are_refused(octipus: Callable[..., Env]) -> None:
+    env = octipus(TEXT_ONLY)
+    sock_path = env.daemon.socket
+    assert oct(sock_path.stat().st_mode & 0o777) == "0o600"
+    assert oct(sock_path.parent.stat().st_mode & 0o777) == "0o700"
+    assert os.geteuid() == 0, "this test switches to the unprivileged postgres user; CI runs as root"
+    # open the permissions so only SO_PEERCRED stands between another user and the API
+    for folder in (sock_path.parent, *sock_path.parents):
+        if folder == Path("/"):
+            break
+        os.chmod(folder, folder.stat().st_mode | 0o011)
+    os.chmod(sock_path, 0o666)
+    probe = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n"
+        "s.sendall(b'GET /v1/health HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+        "data=b''\n"
+        "try:\n"
+        "    while chunk := s.recv(65536): data += chunk\n"
+        "except OSError: pass\n"
+        "print(len(data))\n"
+    )
+    done = subprocess.run(
+        ["runuser", "-u", "postgres", "--", "/usr/bin/python3", "-c", probe, str(sock_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0", "another user's connection got an answer"
+    same_user = socket.socket(socket.AF_UNIX)
+    same_user.connect(str(sock_path))
+    same_user.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert same_user.recv(100).startswith(b"HTTP/1.1 200")
+    same_user.close()
+
+
+def test_daemon_runs_on_postgresql(octipus: Callable[..., Env], postgres_database_url: str) -> None:
+    env = octipus(TEXT_ONLY, extra_env={"OCTIPUS_DATABASE_URL": postgres_database_url})
+    health = env.client.request("GET", "/health")
+    assert health["database"].startswith("postgresql+psycopg://")
+    run = env.post(env.new_session(), "ping")
+    final = env.wait_final(run)
+    assert final["status"] == "succeeded" and final["result_text"] == "pong"
+    assert [e["kind"] for e in env.events(run)][-1] == "run_status"
+
+
+def test_octipusctl_run_streams_json_and_exits_by_outcome(octipus: Callable[..., Env]) -> None:
+    env = octipus(
+        {
+            "steps": [
+                {"content": [{"type": "text", "text": "pong"}]},
+                {"error": {"status": 400, "type": "invalid_request_error", "message": "mock: bad request"}},
+            ]
+        }
+    )
+    ctl = str(BIN / "octipusctl")
+    ok = subprocess.run(
+        [ctl, "run", "ping", "--workspace", str(env.daemon.workspace), "--json"],
+        env=env.daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    lines = [json.loads(line) for line in ok.stdout.splitlines()]
+    session = lines[0]["session_id"]
+    assert any(e.get("kind") == "text" and e["data"]["text"] == "pong" for e in lines)
+    bad = subprocess.run(
+        [ctl, "run", "again", "--session", session],
+        env=env.daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 1
+    assert "failed" in bad.stdout
+    missing = subprocess.run(
+        [ctl, "run", "x", "--session", "nope"], env=env.daemon.env, capture_output=True, text=True, timeout=60
+    )
+    assert missing.returncode == 1 and "nope" in missing.stderr
+
+
+def test_daemon_restart_marks_a_killed_daemons_runs_interrupted(octipus: Callable[..., Env]) -> None:
+    env = octipus(
+        {
+            "steps": [
+                {
+                    "content": [
+                        {"type": "tool_use", "name": "Bash", "input": {"command": "bash -c 'echo x > y'"}}
+                    ]
+                },
+                {"content": [{"type": "text", "text": "ok"}]},
+            ]
+        }
+    )
+    run = env.post(env.new_session(), "go")
+    approval = env.wait_approval(run)
+    vendor_pid = env.run(run)["pid"]
+    env.daemon.stop(signal.SIGKILL)
+    assert psutil.pid_exists(vendor_pid), "the vendor outlives a SIGKILLed daemon until the next start"
+    again = DaemonHarness(env.daemon.root, env.model.base_url)
+    with again:
+        client = again.client()
+        stored = client.request("GET", f"/runs/{run}")
+        assert stored["status"] == "interrupted"
+        assert "stopped while the run was live" in stored["reason"]
+        assert client.request("GET", f"/approvals/{approval['id']}")["status"] == "cancelled"
+        assert [p for p in run_processes(run) if p.status() != psutil.STATUS_ZOMBIE] == [], (
+            "orphans not reaped"
+        )

@@ -1,0 +1,118 @@
+"""Settings: the seed's keys from TOML and environment, errors that name key, source and accepted values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from octipusd.errors import ConfigError
+from octipusd.settings import default_config_path, default_socket_path, load_settings
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), **extra}
+
+
+def test_defaults(tmp_path: Path) -> None:
+    s = load_settings(None, _env(tmp_path))
+    assert s.cliModels.path is None and s.cliModels.claudeCode.binaryPath is None
+    assert s.agent.promptDumps is True and s.permissions.rules is None
+    assert s.daemon.approvalTimeoutSeconds == 300
+
+
+def test_seed_keys_from_toml_file(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(
+        "[cliModels]\n"
+        'path = "/opt/bin:/usr/bin"\n'
+        '[cliModels.claudeCode]\nbinaryPath = "/opt/claude/bin/claude"\n'
+        '[cliModels.codexCli]\nbinaryPath = "codex"\n'
+        '[cliModels.antigravityCli]\nbinaryPath = "agy"\n'
+        "[agent]\npromptDumps = false\n"
+        '[permissions]\nrules = { allow = ["cli-native:Bash(git:*)"] }\n'
+    )
+    s = load_settings(config, _env(tmp_path))
+    assert s.cliModels.path == "/opt/bin:/usr/bin"
+    assert s.cliModels.claudeCode.binaryPath == "/opt/claude/bin/claude"
+    assert s.cliModels.codexCli.binaryPath == "codex"
+    assert s.cliModels.antigravityCli.binaryPath == "agy"
+    assert s.agent.promptDumps is False
+    assert s.permissions.rules == {"allow": ["cli-native:Bash(git:*)"]}
+
+
+def test_default_config_file_is_read(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    path = default_config_path(env)
+    path.parent.mkdir(parents=True)
+    path.write_text("[agent]\npromptDumps = false\n")
+    assert load_settings(None, env).agent.promptDumps is False
+
+
+def test_first_boot_environment_names(tmp_path: Path) -> None:
+    env = _env(
+        tmp_path,
+        OCTIPUS_CLI_PATH="/a:/b",
+        OCTIPUS_CLAUDE_BINARY="claude-x",
+        OCTIPUS_CODEX_BINARY="/c/codex",
+        OCTIPUS_ANTIGRAVITY_BINARY="agy2",
+        OCTIPUS_DATABASE_URL="postgresql+psycopg://u@/db",
+    )
+    s = load_settings(None, env)
+    assert s.cliModels.path == "/a:/b"
+    assert s.cliModels.claudeCode.binaryPath == "claude-x"
+    assert s.cliModels.codexCli.binaryPath == "/c/codex"
+    assert s.cliModels.antigravityCli.binaryPath == "agy2"
+    assert s.database.url == "postgresql+psycopg://u@/db"
+
+
+def test_file_wins_over_first_boot_variable(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[cliModels.claudeCode]\nbinaryPath = "from-file"\n')
+    s = load_settings(config, _env(tmp_path, OCTIPUS_CLAUDE_BINARY="from-env"))
+    assert s.cliModels.claudeCode.binaryPath == "from-file"
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "accepted"),
+    [
+        ('[cliModels]\npath = "relative/bin"\n', "cliModels.path", "absolute directories"),
+        ('[cliModels.codexCli]\nbinaryPath = "x/codex"\n', "cliModels.codexCli.binaryPath", "absolute path"),
+        ('[agent]\npromptDumps = "sometimes"\n', "agent.promptDumps", "true or false"),
+        ('[database]\nurl = "mysql://x"\n', "database.url", "postgresql+psycopg"),
+        ("[daemon]\napprovalTimeoutSeconds = 0\n", "daemon.approvalTimeoutSeconds", "at most 300"),
+        ('[permissions]\nrules = { alow = ["x"] }\n', "permissions.rules", "allow"),
+    ],
+)
+def test_invalid_value_names_key_file_and_accepted_values(
+    tmp_path: Path, toml: str, key: str, accepted: str
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(toml)
+    with pytest.raises(ConfigError) as info:
+        load_settings(config, _env(tmp_path))
+    assert key in info.value.message and f"file {config}" in info.value.message
+    assert accepted in info.value.message
+    assert info.value.exit_code == 2
+
+
+def test_unknown_key_and_bad_toml(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("[agent]\npromptDump = true\n")
+    with pytest.raises(ConfigError, match=r"agent\.promptDump: unknown setting"):
+        load_settings(config, _env(tmp_path))
+    config.write_text("[agent\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(config, _env(tmp_path))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "missing.toml", _env(tmp_path))
+
+
+def test_invalid_variable_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(None, _env(tmp_path, OCTIPUS_CLAUDE_BINARY="rel/claude"))
+    assert "environment variable OCTIPUS_CLAUDE_BINARY" in info.value.message
+
+
+def test_socket_path_under_runtime_dir(tmp_path: Path) -> None:
+    assert default_socket_path({"XDG_RUNTIME_DIR": str(tmp_path)}) == tmp_path / "octipus" / "octipusd.sock"
