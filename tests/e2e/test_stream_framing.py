@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 from tests.e2e.conftest import Env
 
 
@@ -61,3 +63,30 @@ def test_malformed_and_3_mib_lines_neither_crash_nor_get_lost(
     unknown = [e["data"] for e in events if e["kind"] == "unknown"]
     assert any(u["raw"]["type"] == "brand_new_event" and u["raw"]["payload"] == {"x": 1} for u in unknown)
     assert final["result_text"] == "done"
+
+
+def test_bridge_reported_failed_in_init_fails_the_run(octipus: Callable[..., Env], tmp_path: Path) -> None:
+    pid_file = tmp_path / "stub.pid"
+    actions = [
+        {"read_line": True},
+        {
+            "emit": {
+                "type": "system",
+                "subtype": "init",
+                "session_id": "$SESSION_ID",
+                "mcp_servers": [{"name": "octipus", "status": "failed"}],
+            }
+        },
+        {"spawn_background": {"pid_file": str(pid_file), "seconds": 300}},
+        {"read_line": True},
+        {"sleep": 300},
+    ]
+    script = tmp_path / "stub.json"
+    script.write_text(json.dumps(actions))
+    env = octipus({"steps": []}, extra_env={"OCTIPUS_STUB_SCRIPT": str(script)}, binary=stub_binary(tmp_path))
+    run = env.post(env.new_session(), "go")
+    final = env.wait_final(run)
+    assert final["status"] == "failed"
+    assert "Octipus bridge as failed" in final["reason"]
+    background = int(pid_file.read_text())
+    assert not psutil.pid_exists(background) or psutil.Process(background).status() == psutil.STATUS_ZOMBIE

@@ -50,7 +50,7 @@ async def test_stop_escalates_and_reaps_a_background_grandchild(tmp_path: Path) 
         f"p = subprocess.Popen(['setsid', 'sleep', '300'])\n"
         f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
         "print('ready', flush=True)\n"
-        "time.sleep(300)\n"
+        "signal.pause()\n"
     )
     spec = LaunchSpec(argv=(sys.executable, "-c", script), env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     proc = await VendorProcess.start(spec, "run-under-test")
