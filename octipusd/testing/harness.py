@@ -18,22 +18,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from octipus_claude_code.launch import QUIET_ENV as CLAUDE_QUIET_ENV
+
 from octipusd.ctl.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The project-local Claude Code installed by scripts/bootstrap.sh.
 DEFAULT_CLAUDE = ROOT / ".vendor" / "npm" / "node_modules" / ".bin" / "claude"
 
-#: Variables that keep Claude Code on 127.0.0.1 only (observed.md §1.1, §1.8).
-QUIET_ENV = {
-    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_AUTOUPDATER": "1",
-    "DISABLE_ERROR_REPORTING": "1",
-    "DISABLE_BUG_COMMAND": "1",
-    "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
-    "CLAUDE_CODE_MAX_RETRIES": "0",
-}
+#: Variables that keep Claude Code on 127.0.0.1 only (the adapter's, observed.md §1.1), plus no
+#: API retries so a scripted error fails at once (observed.md §1.8).
+QUIET_ENV = {**CLAUDE_QUIET_ENV, "CLAUDE_CODE_MAX_RETRIES": "0"}
 
 
 def claude_binary() -> Path:

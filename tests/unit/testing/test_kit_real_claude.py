@@ -20,6 +20,7 @@ from typing import IO, Any
 import pytest
 
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
+from octipusd.testing.harness import QUIET_ENV
 
 REPO = Path(__file__).resolve().parents[3]
 CLAUDE = REPO / ".vendor" / "npm" / "node_modules" / ".bin" / "claude"
@@ -57,13 +58,7 @@ class Claude:
             "ANTHROPIC_BASE_URL": srv.base_url,
             "ANTHROPIC_API_KEY": "sk-ant-mock-0000",
             "IS_SANDBOX": "1",  # root + bypassPermissions (observed.md §1.9)
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "DISABLE_BUG_COMMAND": "1",
-            "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0",
+            **QUIET_ENV,
             **(env or {}),
         }
         self.proc = subprocess.Popen(
