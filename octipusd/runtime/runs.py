@@ -26,6 +26,7 @@ import anyio.abc
 
 from octipusd.adapter import (
     Adapter,
+    ControlCancelEvent,
     LaunchRequest,
     PermissionDecision,
     PermissionMode,
@@ -81,6 +82,7 @@ class LiveRun:
     stop_status: RunStatus | None = None
     stop_reason: str | None = None
     review_required: list[str] = field(default_factory=list)
+    relays: dict[str, anyio.CancelScope] = field(default_factory=dict)
     waiting_approvals: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
 
@@ -327,7 +329,10 @@ class RunManager:
             )
             if live.stop_status is not None:
                 return
-            process = await VendorProcess.start(spec, run.id)
+            try:
+                process = await VendorProcess.start(spec, run.id)
+            except OSError as exc:
+                raise ExecutableNotFoundError(f"could not start {binary}: {exc}") from exc
             live.process = process
             run = await in_thread(
                 self.store.update_run,
@@ -409,6 +414,11 @@ class RunManager:
                 tg.start_soon(process.stop, live.failure)
         elif isinstance(event, PermissionRequestEvent):
             tg.start_soon(self._relay_permission, live, event)
+        elif isinstance(event, ControlCancelEvent):
+            # the vendor abandoned the request: stop waiting, answer nothing (sources.md §1.6)
+            scope = live.relays.pop(event.request_id, None)
+            if scope is not None:
+                scope.cancel()
         elif isinstance(event, UnknownEvent) and event.type == "control_request" and event.raw:
             request_id = str(event.raw.get("request_id", ""))
             subtype = (event.raw.get("request") or {}).get("subtype")
@@ -422,7 +432,19 @@ class RunManager:
             await process.close_stdin()
 
     async def _relay_permission(self, live: LiveRun, event: PermissionRequestEvent) -> None:
-        """Answer a vendor permission request through Octipus policy (``cli-native:<Tool>``)."""
+        """Answer a vendor permission request through Octipus policy (``cli-native:<Tool>``).
+
+        A ``control_cancel_request`` for the same request id cancels the wait (its approval is
+        marked cancelled) and nothing is answered.
+        """
+        with anyio.CancelScope() as scope:
+            live.relays[event.request_id] = scope
+            try:
+                await self._answer_permission(live, event)
+            finally:
+                live.relays.pop(event.request_id, None)
+
+    async def _answer_permission(self, live: LiveRun, event: PermissionRequestEvent) -> None:
         process, adapter = live.process, live.adapter
         assert process is not None and adapter is not None
         tool_id = f"cli-native:{event.tool_name}"
