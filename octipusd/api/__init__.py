@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""The versioned HTTP API on the Unix socket (`app`, `models`, `server`)."""

@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""octipusctl (`main`) and the API client it and other clients use (`client`)."""

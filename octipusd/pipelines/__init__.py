@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""Pipeline runner, checkpoints, attempts and gate commands (seed 003); not built yet."""

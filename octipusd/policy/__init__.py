@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""Permission policy: rules (`rules`), the decision for one call (`engine`), durable approvals (`approvals`)."""

@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""Process I/O of vendor CLIs (`process`) and executable resolution (`executables`)."""

@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""Orchestration: runs and turns (`runs`), vendor session reuse (`sessions`), run events (`events`), prompt dumps."""

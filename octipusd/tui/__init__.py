@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""Textual TUI client of octipusd (not built yet: octipusctl is the client today)."""

@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""Credentials and {{secret:NAME}} placeholders (seed 003); not built yet."""

@@ -1,1 +1,1 @@
-"""Octipus package."""
+"""The web page client of octipusd (not built yet: octipusctl is the client today)."""
