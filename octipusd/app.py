@@ -138,7 +138,7 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
                 with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                     async for signum in signals:
                         name = signal.Signals(signum).name
-                        log.warning("received %s: stopping %d live run(s)", name, len(runs.live_runs()))
+                        log.info("received %s: stopping %d live run(s)", name, len(runs.live_runs()))
                         await runs.shutdown(f"octipusd received {name} and stopped the run")
                         server.should_exit = True
                         return

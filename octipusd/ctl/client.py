@@ -23,13 +23,16 @@ TIMEOUT = 30.0
 
 
 class ApiError(OctipusError):
-    """An error answered by the daemon (``code`` and ``message`` from its body)."""
+    """An error answered by the daemon (``code`` and ``message`` from its body).
+
+    Exit code 2 (bad input) for 400, 404 and 422: the request named something wrong; 1 otherwise.
+    """
 
     def __init__(self, code: str, message: str, status: int) -> None:
         super().__init__(message)
         self.code = code
         self.http_status = status
-        self.exit_code = 2 if status in (400, 422) else 1
+        self.exit_code = 2 if status in (400, 404, 422) else 1
 
 
 class Client:
@@ -98,21 +101,19 @@ class Client:
 
 
 def _decode(response: httpx.Response) -> Any:
-    if response.status_code >= 400:
-        try:
-            body = response.json()
-            code, message = str(body.get("code", "error")), str(body.get("message", body))
-        except ValueError:
-            code, message = "error", response.text
-        if response.status_code == 422 and "detail" in (body if isinstance(body, dict) else {}):
-            details = body["detail"]
-            message = "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
-                for d in details
-                if isinstance(d, dict)
-            )
-            code = "invalid_request"
-        raise ApiError(code, message, response.status_code)
-    if not response.content:
-        return None
-    return response.json()
+    if response.status_code < 400:
+        return response.json() if response.content else None
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise ApiError("error", response.text or f"HTTP {response.status_code}", response.status_code)
+    if isinstance(body.get("detail"), list):  # FastAPI request validation
+        message = "; ".join(
+            f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
+            for d in body["detail"]
+            if isinstance(d, dict)
+        )
+        raise ApiError("invalid_request", message, response.status_code)
+    raise ApiError(str(body.get("code", "error")), str(body.get("message", body)), response.status_code)

@@ -58,6 +58,13 @@ def _fail(exc: OctipusError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
+def _full_ids(table: Table, *columns: int) -> None:
+    """Never shorten id columns: every command takes the whole id."""
+    for index in columns:
+        table.columns[index].no_wrap = True
+        table.columns[index].min_width = 32
+
+
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, default=str) + "\n")
 
@@ -78,6 +85,7 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
     console.print(f"octipusd {data['daemon_version']} (pid {data['pid']}), database {data['database']}")
     console.print(f"live runs: {data['live_runs']}")
     table = Table("adapter", "binary", "path", "version / error")
+    table.columns[2].no_wrap = True
     for a in data["adapters"]:
         table.add_row(
             a["adapter"],
@@ -134,7 +142,8 @@ def _render(event: dict[str, Any]) -> None:
             f"output {usage.get('output_tokens', 0)} tokens)[/]"
         )
     elif kind in ("notice", "bridge_call"):
-        console.print(f"[dim]{kind}: {data.get('message') or data.get('event')} {data.get('tool', '')}[/]")
+        detail = " ".join(str(x) for x in (data.get("message") or data.get("event"), data.get("tool")) if x)
+        console.print(f"[dim]{kind}: {detail}[/]")
     elif kind in ("unparsed", "unknown", "error"):
         console.print(f"[dim]{kind}: {str(data)[:200]}[/]")
 
@@ -150,7 +159,13 @@ def _answer_inline(client: Client, event: dict[str, Any], approve: str) -> None:
     elif sys.stdin.isatty():
         ok = typer.confirm(f"Allow {data.get('tool_id')} {data.get('subject') or ''}?", default=False)
         decision = "approve" if ok else "deny"
+    else:
+        err.print(
+            f"octipusctl: no terminal to ask on; waiting for another client to answer "
+            f"(octipusctl approvals approve|deny {approval_id}) until {data.get('expires_at')}"
+        )
     if decision is not None:
+        console.print(f"[yellow]answering {approval_id}: {decision} (--approve {approve})[/]")
         try:
             client.request("POST", f"/approvals/{approval_id}", json={"decision": decision})
         except OctipusError as exc:
@@ -167,7 +182,11 @@ def run(
     permission_mode: Annotated[str, typer.Option(help="workspace | full | plan | default")] = "workspace",
     unattended: Annotated[bool, typer.Option(help="a new session that may not ask for approvals")] = False,
     approve: Annotated[
-        str, typer.Option(help="answer this run's approvals: ask (prompt on a terminal), yes, no, or wait")
+        str,
+        typer.Option(
+            help="answer this run's approvals: ask (prompt on a terminal; without one, like wait), yes, no, "
+            "or wait (for another client: octipusctl approvals approve|deny ID)"
+        ),
     ] = "ask",
     as_json: Annotated[bool, typer.Option("--json", help="print events as JSON lines")] = False,
 ) -> None:
@@ -219,23 +238,26 @@ def run(
 
 def _approvals_table(items: list[dict[str, Any]]) -> Table:
     table = Table("id", "status", "tool", "subject", "run", "expires / decided")
+    _full_ids(table, 0, 4)
     for a in items:
         table.add_row(
             a["id"],
             a["status"],
             a["tool_id"],
             (a.get("subject") or "")[:60],
-            a["run_id"][:12],
+            a["run_id"],
             a.get("decided_by") or a.get("expires_at") or "",
         )
     return table
 
 
 @approvals_app.callback()
-def approvals_default(ctx: typer.Context) -> None:
+def approvals_default(
+    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False
+) -> None:
     """With no sub-command: list pending approvals."""
     if ctx.invoked_subcommand is None:
-        approvals_list()
+        approvals_list(as_json=as_json)
 
 
 @approvals_app.command("list")
@@ -306,10 +328,11 @@ def runs_list(
         _print_json(items)
         return
     table = Table("id", "session", "turn", "status", "tokens in/out", "reason")
+    _full_ids(table, 0, 1)
     for r in items:
         table.add_row(
             r["id"],
-            r["session_id"][:12],
+            r["session_id"],
             str(r["turn_index"]),
             r["status"],
             f"{r['input_tokens']}/{r['output_tokens']}",
@@ -365,6 +388,7 @@ def sessions_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
         _print_json(items)
         return
     table = Table("id", "adapter", "mode", "workspace", "created")
+    _full_ids(table, 0)
     for s in items:
         table.add_row(s["id"], s["adapter"], s["permission_mode"], s["workspace"], s["created_at"])
     console.print(table)

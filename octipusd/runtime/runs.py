@@ -297,8 +297,14 @@ class RunManager:
         if not adapter.supports_resume:
             stored = None
         plan = plan_resume(stored, fp, workspace, adapter.new_session_id())
-        if plan.notice:
-            await self.hub.emit(run.id, "notice", {"message": plan.notice})
+        notice = plan.notice
+        if notice is None and not plan.resume and adapter.supports_resume and run.turn_index > 1:
+            notice = (
+                "no vendor session was confirmed by an earlier turn of this session; starting a new vendor "
+                "conversation (the model does not see the earlier turns)"
+            )
+        if notice:
+            await self.hub.emit(run.id, "notice", {"message": notice})
         run_dir = self.data_dir / "runs" / run.id
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.prompt_dumps:
@@ -381,13 +387,9 @@ class RunManager:
                 result_text=live.result.text if live.result else None,
             )
             tg.cancel_scope.cancel()
-        if (
-            live.vendor_session_confirmed
-            and live.result is not None
-            and not live.result.is_error
-            and live.stop_status is None
-            and live.failure is None
-        ):
+        if live.vendor_session_confirmed:
+            # saved whenever the vendor confirmed its session in this run, even when the turn then
+            # failed or was interrupted: the vendor holds that conversation and can continue it
             await in_thread(
                 self.store.save_vendor_session,
                 session_id=session.id,

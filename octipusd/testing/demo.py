@@ -30,7 +30,10 @@ SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
 
 
 def _say(text: str) -> None:
-    print(f"\n\033[1;34m== {text}\033[0m", flush=True)
+    if sys.stdout.isatty():
+        print(f"\n\033[1;34m== {text}\033[0m", flush=True)
+    else:
+        print(f"\n== {text}", flush=True)
 
 
 def main() -> int:

@@ -167,7 +167,7 @@ def test_octipusctl_run_streams_json_and_exits_by_outcome(octipus: Callable[...,
     missing = subprocess.run(
         [ctl, "run", "x", "--session", "nope"], env=env.daemon.env, capture_output=True, text=True, timeout=60
     )
-    assert missing.returncode == 1 and "nope" in missing.stderr
+    assert missing.returncode == 2 and "nope" in missing.stderr
 
 
 def test_daemon_restart_marks_a_killed_daemons_runs_interrupted(octipus: Callable[..., Env]) -> None:
@@ -198,3 +198,51 @@ def test_daemon_restart_marks_a_killed_daemons_runs_interrupted(octipus: Callabl
         assert [p for p in run_processes(run) if p.status() != psutil.STATUS_ZOMBIE] == [], (
             "orphans not reaped"
         )
+
+
+def test_octipusctl_without_a_terminal_waits_for_another_client(octipus: Callable[..., Env]) -> None:
+    env = octipus(
+        {
+            "steps": [
+                {
+                    "content": [
+                        {"type": "tool_use", "name": "Bash", "input": {"command": "bash -c 'echo x > y'"}}
+                    ]
+                },
+                {"content": [{"type": "text", "text": "ok"}]},
+            ]
+        }
+    )
+    ctl = subprocess.Popen(
+        [str(BIN / "octipusctl"), "run", "go", "--workspace", str(env.daemon.workspace)],
+        env=env.daemon.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        runs = env.wait(lambda: env.client.request("GET", "/runs"), 60, "the run")
+        approval = env.wait_approval(runs[0]["id"])
+        listed = subprocess.run(
+            [str(BIN / "octipusctl"), "approvals"],
+            env=env.daemon.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert approval["id"] in listed.stdout, "the approvals table must show whole ids"
+        answered = subprocess.run(
+            [str(BIN / "octipusctl"), "approvals", "approve", approval["id"]],
+            env=env.daemon.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert answered.returncode == 0, answered.stderr
+        out, errors = ctl.communicate(timeout=120)
+    finally:
+        if ctl.poll() is None:
+            ctl.kill()
+    assert ctl.returncode == 0, out + errors
+    assert "no terminal to ask on" in errors and approval["id"] in errors

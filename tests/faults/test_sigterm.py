@@ -10,6 +10,7 @@ import psutil
 
 from octipusd.runner.process import run_processes
 from octipusd.store.repository import Store
+from octipusd.testing.harness import DaemonHarness
 from tests.e2e.conftest import Env
 
 
@@ -57,5 +58,16 @@ def test_sigterm_interrupts_the_run_and_leaves_no_process(
         stored = store.get_run(run)
         assert stored.status == "interrupted"
         assert "SIGTERM" in (stored.reason or "")
+        vendor_id = stored.vendor_session_id
     finally:
         store.close()
+
+    # the vendor confirmed its session before the interruption: the next turn continues it
+    with DaemonHarness(env.daemon.root, env.model.base_url) as again:
+        client = again.client()
+        follow = client.request("POST", f"/sessions/{session}/turns", json={"prompt": "go on"})["id"]
+        for _event in client.stream(follow):
+            pass
+        final = client.request("GET", f"/runs/{follow}")
+        assert final["status"] == "succeeded", final
+        assert final["resumed"] is True and final["vendor_session_id"] == vendor_id
