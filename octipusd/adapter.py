@@ -89,6 +89,10 @@ class LaunchRequest:
         env: The base environment for the child (already filtered by the runtime).
         additive_flags: Allowed extra flags of the model row (validated by the adapter).
         system_prompt: Instructions appended to the vendor's system prompt, or None.
+        options: The model row's ``metadata.cliAgent`` object (e.g. ``transport``,
+            ``inheritApiKeys``, vendor endpoint settings); adapters ignore keys they do not know.
+        turn_limit: Maximum model turns for vendors that take a turn cap, or None.
+        token_limit: Maximum tokens for vendors that take their own token cap, or None.
     """
 
     binary: str
@@ -103,6 +107,9 @@ class LaunchRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     additive_flags: Sequence[str] = ()
     system_prompt: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    turn_limit: int | None = None
+    token_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,7 @@ class EventKind(enum.StrEnum):
     RESULT = "result"
     ERROR = "error"
     STATUS = "status"
+    STDIN_WRITE = "stdin_write"
     UNKNOWN = "unknown"
     UNPARSED = "unparsed"
 
@@ -363,6 +371,25 @@ class UnknownEvent(VendorEvent):
     @property
     def kind(self) -> EventKind:
         return EventKind.UNKNOWN
+
+
+@dataclass(frozen=True)
+class StdinWriteEvent(VendorEvent):
+    """The adapter asks the runtime to write these lines to the vendor's stdin.
+
+    For request/response protocols over stdio (JSON-RPC: Codex ``app-server``, Vibe's ACP), the
+    next request depends on an earlier response (a thread id, a session id). The adapter stays
+    pure: its parser returns the lines to send, and the runtime writes them in order.
+
+    Attributes:
+        lines: Complete lines without trailing newline.
+    """
+
+    lines: tuple[str, ...]
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.STDIN_WRITE
 
 
 @dataclass(frozen=True)

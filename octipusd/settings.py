@@ -11,6 +11,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     binaryPath = "/opt/codex/bin/codex"
     [cliModels.antigravityCli]
     binaryPath = "agy"
+    [cliModels.mistralVibe]                     # not a seed key: Vibe had no binary setting there
+    binaryPath = "vibe-acp"
     [agent]
     promptDumps = true                          # write each CLI prompt to ~/.octipus/prompts (0600, 7 days)
     [permissions]
@@ -24,7 +26,7 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
 Sources, highest first: explicit arguments, the TOML file, ``OCTIPUS_<SECTION>__<KEY>``
 variables (e.g. ``OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS``), then the seed's first-boot
 variables ``OCTIPUS_CLI_PATH``, ``OCTIPUS_CLAUDE_BINARY``, ``OCTIPUS_CODEX_BINARY``,
-``OCTIPUS_ANTIGRAVITY_BINARY`` and ``OCTIPUS_DATABASE_URL``. The first-boot names are
+``OCTIPUS_ANTIGRAVITY_BINARY``, plus ``OCTIPUS_VIBE_BINARY`` and ``OCTIPUS_DATABASE_URL``. The first-boot names are
 defaults: a value in the file wins over them, as a saved setting wins over its first-boot
 environment equivalent in the seed.
 
@@ -53,6 +55,7 @@ FIRST_BOOT_ENV: dict[str, str] = {
     "OCTIPUS_CLAUDE_BINARY": "cliModels.claudeCode.binaryPath",
     "OCTIPUS_CODEX_BINARY": "cliModels.codexCli.binaryPath",
     "OCTIPUS_ANTIGRAVITY_BINARY": "cliModels.antigravityCli.binaryPath",
+    "OCTIPUS_VIBE_BINARY": "cliModels.mistralVibe.binaryPath",
     "OCTIPUS_DATABASE_URL": "database.url",
 }
 

@@ -34,6 +34,9 @@ RUNTIME_KINDS = (
 
 #: Vendor event kinds whose raw JSON is stored beside the typed fields (nothing of them is lost).
 _KEEP_RAW = {EventKind.SESSION, EventKind.RESULT, EventKind.UNKNOWN, EventKind.UNPARSED, EventKind.STATUS}
+#: Vendor event kinds that are acted on but not stored (protocol plumbing, e.g. JSON-RPC requests
+#: the adapter sends; their effects show up as other events).
+NOT_STORED = {EventKind.STDIN_WRITE}
 
 #: Seconds between keep-alive wake-ups of a subscriber.
 KEEPALIVE = 15.0

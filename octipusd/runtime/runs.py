@@ -33,6 +33,7 @@ from octipusd.adapter import (
     PermissionRequestEvent,
     ResultEvent,
     SessionEvent,
+    StdinWriteEvent,
     UnknownEvent,
     VendorEvent,
 )
@@ -45,7 +46,7 @@ from octipusd.policy.engine import Policy
 from octipusd.policy.rules import Level, subject_of
 from octipusd.runner.executables import Resolution
 from octipusd.runner.process import VendorProcess
-from octipusd.runtime.events import EventHub
+from octipusd.runtime.events import NOT_STORED, EventHub
 from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import fingerprint, plan_resume
 from octipusd.store.aio import in_thread
@@ -400,7 +401,8 @@ class RunManager:
             )
 
     async def _handle(self, live: LiveRun, event: VendorEvent, tg: anyio.abc.TaskGroup) -> None:
-        await self.hub.emit_vendor(live.run.id, event)
+        if event.kind not in NOT_STORED:
+            await self.hub.emit_vendor(live.run.id, event)
         process = live.process
         adapter = live.adapter
         assert process is not None and adapter is not None
@@ -427,6 +429,9 @@ class RunManager:
             await process.write_line(
                 adapter.encode_control_error(request_id, f"unsupported control request {subtype}")
             )
+        elif isinstance(event, StdinWriteEvent):
+            for line in event.lines:
+                await process.write_line(line)
         elif isinstance(event, ResultEvent):
             live.result = event
             if event.session_id and not event.is_error:

@@ -653,6 +653,10 @@ class ScriptedAnthropicServer:
         """A snapshot of the ``POST /v1/messages`` requests only (one per model turn)."""
         return [record for record in self.requests if record.is_messages_call]
 
+    def conversation_texts(self) -> list[str]:
+        """The JSON text of each ``POST /v1/messages`` body, in arrival order (history checks)."""
+        return [json.dumps(record.body) for record in self.message_requests]
+
     def wait_for_requests(
         self, n: int, timeout: float = 10.0, *, messages_only: bool = False
     ) -> list[RecordedRequest]:

@@ -1,0 +1,273 @@
+"""The adapter conformance suite: every vendor adapter, driven through a real octipusd.
+
+A :class:`VendorKit` knows how to stand up one vendor offline: the scripted model server that
+speaks its API, the configuration that points the real binary at it (written under the
+daemon's HOME, the way a user's own login/configuration would be), and how that vendor's model
+asks for a reply, an Octipus bridge tool and a native shell command. The suite functions
+(:data:`SCENARIOS`) take a kit and a started :class:`Octipus` and assert what every adapter
+must do: start, stream, bridge call, permission relay (where the vendor has one), resume,
+the unknown-resume signal, usage, stop.
+
+``tests/e2e/test_conformance.py`` runs every scenario for every kit against the pinned
+binaries; ``scripts/conformance-latest`` runs the same against the newest published versions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from octipusd.ctl.client import Client
+from octipusd.testing.harness import DaemonHarness
+
+TERMINAL = {"succeeded", "failed", "interrupted", "cancelled"}
+
+#: A scripted model step in the kit's server format (``{"content": [...]}`` blocks).
+Step = dict[str, Any]
+
+
+class ModelServer(Protocol):
+    """A running scripted model server."""
+
+    @property
+    def base_url(self) -> str:
+        """Root URL on 127.0.0.1."""
+        ...
+
+    def conversation_texts(self) -> list[str]:
+        """The whole JSON text of each model request received, in order (for history checks)."""
+        ...
+
+    def close(self) -> None:
+        """Stop serving."""
+        ...
+
+
+class VendorKit(Protocol):
+    """What the suite needs to know about one vendor.
+
+    Attributes:
+        adapter: Adapter registry name (``claude-code``, ``codex``, ``vibe``, ``antigravity``).
+        relay: Whether the vendor relays its native permission requests to Octipus.
+        resumes: Whether Octipus resumes the vendor's own session on a follow-up turn.
+        reports_usage: Whether the vendor reports token usage (else it is estimated).
+    """
+
+    adapter: str
+    relay: bool
+    resumes: bool
+    reports_usage: bool
+
+    def start_model(self, steps: list[Step]) -> ModelServer:
+        """Start the vendor's scripted model server playing ``steps``."""
+        ...
+
+    def daemon_env(self, home: Path, model: ModelServer) -> dict[str, str]:
+        """Write the vendor's configuration under ``home``; return env for the daemon (binary path...)."""
+        ...
+
+    def text(self, text: str) -> Step:
+        """A step where the model answers ``text`` and ends its turn."""
+        ...
+
+    def bridge_call(self, tool: str, arguments: Mapping[str, Any]) -> Step:
+        """A step where the model calls the Octipus bridge tool ``tool``."""
+        ...
+
+    def shell(self, command: str) -> Step:
+        """A step where the model runs ``command`` with the vendor's native shell tool."""
+        ...
+
+    def session_options(self) -> dict[str, Any]:
+        """Extra fields for ``POST /v1/sessions`` (e.g. permission mode)."""
+        ...
+
+
+class Octipus:
+    """A scripted model plus a real daemon, for one scenario."""
+
+    def __init__(self, kit: VendorKit, root: Path, steps: list[Step]) -> None:
+        self.kit = kit
+        self.model = kit.start_model(steps)
+        home = root / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        extra = kit.daemon_env(home, self.model)
+        self.daemon = DaemonHarness(root, self.model.base_url, extra_env=extra)
+        self.client: Client = self.daemon.client()
+
+    def start(self) -> Octipus:
+        """Start the daemon."""
+        self.daemon.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the daemon (SIGTERM) and the model."""
+        self.daemon.stop()
+        self.model.close()
+
+    def new_session(self, **fields: Any) -> str:
+        """Create a session for the kit's adapter in the daemon's workspace."""
+        body = {
+            "workspace": str(self.daemon.workspace),
+            "adapter": self.kit.adapter,
+            **self.kit.session_options(),
+            **fields,
+        }
+        return str(self.client.request("POST", "/sessions", json=body)["id"])
+
+    def post(self, session_id: str, prompt: str) -> str:
+        """Post a turn; return the run id."""
+        return str(
+            self.client.request("POST", f"/sessions/{session_id}/turns", json={"prompt": prompt})["id"]
+        )
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The run record."""
+        return dict(self.client.request("GET", f"/runs/{run_id}"))
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """Every stored event of a run."""
+        return list(self.client.request("GET", f"/runs/{run_id}/events", params={"limit": 100000}))
+
+    def wait(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Poll ``predicate`` every 50 ms until truthy; AssertionError with the daemon log on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(
+            f"timed out after {timeout:g} s waiting for {what}; daemon log:\n{self.daemon.log()[-4000:]}"
+        )
+
+    def wait_final(self, run_id: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Wait for the run's terminal status and return the run."""
+        return dict(
+            self.wait(lambda: (r := self.run(run_id))["status"] in TERMINAL and r, timeout, f"run {run_id}")
+        )
+
+    def wait_approval(self, run_id: str, timeout: float = 90.0) -> dict[str, Any]:
+        """Wait for a pending approval of the run."""
+
+        def pending() -> Any:
+            items = self.client.request("GET", "/approvals", params={"status": "pending", "run_id": run_id})
+            return items[0] if items else None
+
+        return dict(self.wait(pending, timeout, f"a pending approval of run {run_id}"))
+
+    def answer(self, approval_id: str, decision: str) -> None:
+        """Approve or deny."""
+        self.client.request("POST", f"/approvals/{approval_id}", json={"decision": decision})
+
+    def kinds(self, run_id: str, kind: str) -> list[dict[str, Any]]:
+        """The data of the run's events of one kind."""
+        return [e["data"] for e in self.events(run_id) if e["kind"] == kind]
+
+
+@contextlib.contextmanager
+def octipus(kit: VendorKit, root: Path, steps: list[Step]) -> Iterator[Octipus]:
+    """Start a scripted model and a daemon for ``kit``; stop both afterwards."""
+    env = Octipus(kit, root, steps)
+    try:
+        yield env.start()
+    finally:
+        env.close()
+
+
+# ------------------------------------------------------------------------------- scenarios
+
+
+def start_and_stream(kit: VendorKit, root: Path) -> None:
+    """A text reply streams as a text event and the run succeeds with the vendor's result."""
+    with octipus(kit, root, [kit.text("conformance pong")]) as env:
+        run = env.post(env.new_session(), "ping")
+        final = env.wait_final(run)
+        assert final["status"] == "succeeded", (final, env.daemon.log()[-3000:])
+        texts = " ".join(str(d.get("text", "")) for d in env.kinds(run, "text"))
+        assert "conformance pong" in texts or "conformance pong" in (final["result_text"] or "")
+
+
+def bridge_call(kit: VendorKit, root: Path) -> None:
+    """The model calls an Octipus tool through the run's bridge; it runs with the run's identity."""
+    plan = {
+        "plan": {"title": "conformance plan", "steps": [{"id": "s1", "title": "check", "status": "pending"}]}
+    }
+    with octipus(kit, root, [kit.bridge_call("update_work_plan", plan), kit.text("plan saved")]) as env:
+        session = env.new_session()
+        run = env.post(session, "save a plan")
+        final = env.wait_final(run)
+        assert final["status"] == "succeeded", (final, env.daemon.log()[-3000:])
+        calls = env.kinds(run, "bridge_call")
+        assert any(
+            c.get("tool") == "update_work_plan" and c.get("event") == "tool_call_finished" for c in calls
+        ), calls
+
+
+def permission_relay(kit: VendorKit, root: Path) -> None:
+    """A native command needing permission becomes an Octipus approval; approved, it runs."""
+    command = "bash -c 'echo relayed > relayed.txt'"
+    with octipus(kit, root, [kit.shell(command), kit.text("done")]) as env:
+        run = env.post(env.new_session(), "write relayed.txt")
+        if kit.relay:
+            approval = env.wait_approval(run)
+            assert approval["tool_id"].startswith("cli-native:")
+            env.answer(approval["id"], "approve")
+        final = env.wait_final(run)
+        assert final["status"] == "succeeded", (final, env.daemon.log()[-3000:])
+        if kit.relay:
+            assert (env.daemon.workspace / "relayed.txt").read_text().strip() == "relayed"
+
+
+def resume(kit: VendorKit, root: Path) -> None:
+    """A follow-up turn resumes the vendor session (where supported) and the model sees the history."""
+    with octipus(kit, root, [kit.text("first answer"), kit.text("second answer")]) as env:
+        session = env.new_session()
+        first = env.wait_final(env.post(session, "remember the word octopus"))
+        assert first["status"] == "succeeded", first
+        second = env.wait_final(env.post(session, "what was the word?"))
+        assert second["status"] == "succeeded", second
+        if kit.resumes:
+            assert second["resumed"] is True and second["vendor_session_id"] == first["vendor_session_id"]
+            assert "remember the word octopus" in env.model.conversation_texts()[-1]
+        else:
+            assert second["resumed"] is False
+
+
+def usage(kit: VendorKit, root: Path) -> None:
+    """Usage is recorded per run; estimated (and flagged) where the vendor reports none."""
+    with octipus(kit, root, [kit.text("counted reply")]) as env:
+        final = env.wait_final(env.post(env.new_session(), "count me"))
+        assert final["status"] == "succeeded", final
+        assert final["input_tokens"] > 0 and final["output_tokens"] > 0, final
+        assert final["usage_estimated"] is (not kit.reports_usage)
+
+
+def stop(kit: VendorKit, root: Path) -> None:
+    """Stopping a live run cancels it and leaves none of its processes."""
+    from octipusd.runner.process import run_processes
+
+    with octipus(kit, root, [kit.shell("sleep 120"), kit.text("never")]) as env:
+        session = env.new_session(permission_mode="full")
+        run = env.post(session, "sleep a while")
+        env.wait(lambda: env.run(run)["status"] in ("running", "awaiting_approval"), 60, "the run to start")
+        env.client.request("POST", f"/runs/{run}/stop", json={"reason": "conformance stop"})
+        final = env.wait_final(run)
+        assert final["status"] == "cancelled" and final["reason"] == "conformance stop", final
+        env.wait(
+            lambda: not [p for p in run_processes(run) if p.status() != "zombie"], 15, "the run's processes"
+        )
+
+
+#: name -> scenario, in the order the suite runs them.
+SCENARIOS: dict[str, Callable[[VendorKit, Path], None]] = {
+    "start_and_stream": start_and_stream,
+    "bridge_call": bridge_call,
+    "permission_relay": permission_relay,
+    "resume": resume,
+    "usage": usage,
+    "stop": stop,
+}
