@@ -436,6 +436,17 @@ class StreamParser(Protocol):
         """Usage of the whole run so far, each vendor message counted once (tokens)."""
         ...
 
+    def finish(self, exit_code: int | None) -> list[VendorEvent]:
+        """Called once after stdout reached EOF and the process ended; returns final events.
+
+        Buffered vendors (plain text printed at the end, no result line) produce their
+        text and :class:`ResultEvent` here; streaming vendors usually return ``[]``.
+
+        Args:
+            exit_code: The vendor's exit code (negative: killed by that signal), or None.
+        """
+        ...
+
 
 @runtime_checkable
 class Adapter(Protocol):
@@ -485,26 +496,49 @@ class Adapter(Protocol):
         """Mint a vendor session id before the first turn, or None if the vendor assigns it."""
         ...
 
+    def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
+        """Validate a model row's additive flags (when the row is saved, and again at spawn).
 
-def load_adapters() -> dict[str, Adapter]:
+        Returns:
+            The flags normalized (``--flag`` or ``--flag=value``), duplicates dropped.
+
+        Raises:
+            AdapterError: a flag is not one of this vendor's allowed additive flags; the message
+                names it and lists the allowed ones (seed 003 "Permissions and limits").
+        """
+        ...
+
+    def session_missing(self, result: ResultEvent) -> bool:
+        """True when the vendor's result says the resumed session no longer exists."""
+        ...
+
+
+def load_adapters(errors: list[str] | None = None) -> dict[str, Adapter]:
     """Load every adapter registered under the ``octipus.adapters`` entry-point group.
+
+    Args:
+        errors: When given, an adapter that fails to load is skipped and a message naming its
+            entry point is appended here (the daemon keeps serving the others and reports it in
+            health). When None, the first failure raises.
 
     Returns:
         Registry name -> adapter instance.
 
     Raises:
-        AdapterError: an entry point fails to load or does not satisfy :class:`Adapter`.
+        AdapterError: an entry point fails to load or does not satisfy :class:`Adapter`, and
+            ``errors`` is None.
     """
     adapters: dict[str, Adapter] = {}
     for ep in entry_points(group="octipus.adapters"):
         try:
-            factory = ep.load()
-            adapter = factory()
+            adapter = ep.load()()
+            if not isinstance(adapter, Adapter):
+                raise TypeError("it does not implement the Adapter protocol")
         except Exception as exc:  # a broken plugin names itself
-            raise AdapterError(f"adapter entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
-        if not isinstance(adapter, Adapter):
-            raise AdapterError(
-                f"adapter entry point {ep.name!r} ({ep.value}) does not implement the Adapter protocol"
-            )
+            message = f"adapter entry point {ep.name!r} ({ep.value}) failed to load: {exc}"
+            if errors is None:
+                raise AdapterError(message) from exc
+            errors.append(message)
+            continue
         adapters[adapter.name] = adapter
     return adapters

@@ -106,7 +106,10 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
             run.id,
             len(reaped),
         )
-    adapters = load_adapters()
+    load_errors: list[str] = []
+    adapters = load_adapters(load_errors)
+    for message in load_errors:
+        log.error("%s", message)
     resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
     for r in resolutions.values():
         log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
@@ -124,6 +127,7 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
         owner=owner,
         base_env=vendor_base_env(search),
         prompt_dumps=settings.agent.promptDumps,
+        run_timeout=settings.daemon.runTimeoutSeconds,
     )
     app = create_app(Services(store=store, runs=runs, hub=hub, broker=broker, resolutions=resolutions))
     path = socket_path(settings)

@@ -22,6 +22,7 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     [daemon]
     socket = "/run/user/1000/octipus/octipusd.sock"
     approvalTimeoutSeconds = 300                # managed-run approval wait, at most 5 minutes
+    runTimeoutSeconds = 3600                    # active work of one run (approval waits excluded)
 
 Sources, highest first: explicit arguments, the TOML file, ``OCTIPUS_<SECTION>__<KEY>``
 variables (e.g. ``OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS``), then the seed's first-boot
@@ -70,6 +71,7 @@ ACCEPTED: dict[str, str] = {
     "daemon.socket": "an absolute path",
     "daemon.approvalTimeoutSeconds": "a number of seconds greater than 0 and at most 300",
     "daemon.webPort": "a TCP port 1-65535 on 127.0.0.1, or 0 for none",
+    "daemon.runTimeoutSeconds": "seconds of active work one run may take (approval waits excluded), at most 7 days",
 }
 
 
@@ -161,6 +163,7 @@ class DaemonSettings(_Section):
     socket: Path | None = None
     approvalTimeoutSeconds: float = Field(default=300.0, gt=0, le=300)
     webPort: int = Field(default=0, ge=0, le=65535)
+    runTimeoutSeconds: float = Field(default=3600.0, gt=0, le=7 * 24 * 3600)
 
     @field_validator("socket")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Sequence
 
 from octipusd.adapter import (
     LaunchRequest,
@@ -15,6 +16,7 @@ from octipusd.adapter import (
 )
 
 from . import control, launch
+from .launch import normalize_additive_flags
 from .parser import ClaudeStreamParser
 
 
@@ -136,6 +138,10 @@ class ClaudeCodeAdapter:
     def encode_interrupt(self, request_id: str) -> str:
         """Encode an ``interrupt`` control request (see :func:`octipus_claude_code.encode_interrupt`)."""
         return control.encode_interrupt(request_id)
+
+    def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
+        """Validate additive flags (see :func:`~octipus_claude_code.launch.normalize_additive_flags`)."""
+        return normalize_additive_flags(flags)
 
     def new_session_id(self) -> str:
         """Mint Claude's session id for a first turn: a random UUID4 string (seed 003 "Session reuse")."""

@@ -198,6 +198,10 @@ class ClaudeStreamParser:
         """
         return self._completed + self._turn
 
+    def finish(self, exit_code: int | None) -> list[VendorEvent]:
+        """Nothing is buffered: every event was emitted as its line arrived."""
+        return []
+
     # ---------------------------------------------------------------- handlers
 
     def _system(self, obj: JSON) -> list[VendorEvent]:

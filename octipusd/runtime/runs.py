@@ -46,6 +46,7 @@ from octipusd.policy.engine import Policy
 from octipusd.policy.rules import Level, subject_of
 from octipusd.runner.executables import Resolution
 from octipusd.runner.process import VendorProcess
+from octipusd.runtime.env import vendor_env
 from octipusd.runtime.events import NOT_STORED, EventHub
 from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import fingerprint, plan_resume
@@ -102,6 +103,7 @@ class RunManager:
         owner: This daemon instance's id (stored on runs for orphan detection).
         base_env: Environment passed to vendor processes.
         prompt_dumps: ``agent.promptDumps``.
+        run_timeout: Active-work limit of one run (seconds; approval waits excluded).
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class RunManager:
         owner: str,
         base_env: Mapping[str, str],
         prompt_dumps: bool = True,
+        run_timeout: float = 3600.0,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -128,6 +131,7 @@ class RunManager:
         self.owner = owner
         self.base_env = dict(base_env)
         self.prompt_dumps = prompt_dumps
+        self.run_timeout = run_timeout
         self.user = getpass.getuser()
         self._live: dict[str, LiveRun] = {}
         self._post_lock = anyio.Lock()
@@ -285,6 +289,8 @@ class RunManager:
         if not await anyio.Path(workspace).is_dir():
             raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
         mode = PermissionMode(session.permission_mode)
+        options: dict[str, Any] = dict(getattr(session, "options", None) or {})
+        flags: tuple[str, ...] = ()
         tool_names = [t.name for t in DEFAULT_TOOLS]
         fp = fingerprint(
             adapter=adapter.name,
@@ -331,7 +337,9 @@ class RunManager:
                     model=session.model,
                     permission_mode=mode,
                     bridge=bridge.endpoint,
-                    env=self.base_env,
+                    env=vendor_env(self.base_env, options),
+                    additive_flags=adapter.check_additive_flags(flags),
+                    options=options,
                 )
             )
             if live.stop_status is not None:
@@ -365,6 +373,7 @@ class RunManager:
             if live.stop_status is not None:  # stopped while starting
                 await process.stop(live.stop_reason or "stopped")
             tg.start_soon(process.pump_stderr)
+            tg.start_soon(self._watch_active_time, live)
             parser = adapter.new_parser()
             async for line in process.lines():
                 for event in parser.feed(line):
@@ -374,6 +383,8 @@ class RunManager:
             if process.returncode is None:
                 await process.stop("did not exit after its output ended")
             await process.reap()
+            for event in parser.finish(process.returncode):
+                await self._handle(live, event, tg)
             usage = parser.total_usage()
             live.run = await in_thread(
                 self.store.update_run,
@@ -568,6 +579,27 @@ class RunManager:
         why = result.approval.decision_reason
         return False, f"denied by {result.approval.decided_by}" + (f": {why}" if why else "")
 
+    async def _watch_active_time(self, live: LiveRun) -> None:
+        """Fail the run once its active-work time exceeds the limit.
+
+        Time spent waiting for an approval does not count (seed 003 "Permissions and limits":
+        the active-work timeout excludes approval and delegation waits). A vendor that keeps
+        retrying an API error therefore cannot hold a run past the limit.
+        """
+        active = 0.0
+        tick = 1.0
+        while True:
+            await anyio.sleep(tick)
+            if live.waiting_approvals == 0:
+                active += tick
+            if active >= self.run_timeout and live.failure is None and live.stop_status is None:
+                live.failure = (
+                    f"the run exceeded its active-work limit of {self.run_timeout:g} s and was stopped"
+                )
+                if live.process is not None:
+                    await live.process.stop(live.failure)
+                return
+
     async def _set_waiting(self, live: LiveRun, delta: int) -> None:
         live.waiting_approvals += delta
         if live.stop_status is not None or live.failure is not None:
@@ -598,9 +630,9 @@ class RunManager:
                 RunStatus.FAILED,
                 f"the vendor CLI exited ({rc}) without a result" + (f"; stderr: {tail}" if tail else ""),
             )
-        elif result.is_error:
-            detail = "; ".join(result.errors) or (result.text or result.subtype or "error")
-            status, reason = RunStatus.FAILED, f"the vendor reported an error: {detail}"
+        elif result.is_error or (result.subtype or "").startswith("error"):
+            # check the subtype, not only is_error: error_max_turns was seen with is_error false
+            status, reason = RunStatus.FAILED, result_failure(result)
         else:
             status = RunStatus.SUCCEEDED
             reason = "; ".join(live.review_required) if live.review_required else None
@@ -620,6 +652,22 @@ class RunManager:
         with contextlib.suppress(OSError):
             for leftover in (self.data_dir / "runs" / run_id).glob("*.json"):
                 leftover.unlink()
+
+
+#: Reasons for the vendor result subtypes that end a turn early (sources.md §1.7).
+SUBTYPE_REASONS = {
+    "error_max_turns": "the vendor stopped at its turn limit (error_max_turns)",
+    "error_max_budget_usd": "the vendor stopped at its budget limit (error_max_budget_usd)",
+    "error_max_structured_output_retries": "the vendor gave up on structured output (error_max_structured_output_retries)",
+    "error_during_execution": "the vendor failed during execution",
+}
+
+
+def result_failure(result: ResultEvent) -> str:
+    """A run's failure reason from a vendor result: the subtype's meaning plus the vendor's words."""
+    detail = "; ".join(result.errors) or (result.text or "")
+    head = SUBTYPE_REASONS.get(result.subtype or "", "the vendor reported an error")
+    return f"{head}: {detail}" if detail else head
 
 
 def _now() -> datetime:

@@ -3,11 +3,13 @@
 :class:`DaemonHarness` starts the real ``octipusd`` console script as a subprocess with HOME
 and every XDG folder under one root folder, the Claude Code binary given explicitly, the
 vendor pointed at a scripted model on 127.0.0.1 and its non-essential traffic switched off
-(observed.md §1.1). It stops the daemon with SIGTERM and reports the exit code.
+(observed.md §1.1). Claude finds the model through its own ``settings.json`` under HOME, the way
+a user's configured CLI would. It stops the daemon with SIGTERM and reports the exit code.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -72,11 +74,15 @@ class DaemonHarness:
             "XDG_DATA_HOME": str(root / "data"),
             "XDG_CONFIG_HOME": str(root / "config"),
             "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
-            "ANTHROPIC_BASE_URL": model_base_url,
-            "ANTHROPIC_API_KEY": "sk-ant-scripted-model",
             "OCTIPUS_CLAUDE_BINARY": str(binary.resolve() if binary.exists() else binary),
             **(extra_env or {}),
         }
+        # Claude's own stored configuration points it at the scripted model, as a user's login
+        # would: octipusd does not pass API-key variables to vendors (seed 003, inheritApiKeys).
+        claude_dir = self.home / ".claude"
+        claude_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        settings = {"env": {"ANTHROPIC_BASE_URL": model_base_url, "ANTHROPIC_API_KEY": "sk-ant-scripted-model"}}
+        (claude_dir / "settings.json").write_text(json.dumps(settings))
         self.socket = root / "run" / "octipus" / "octipusd.sock"
         self.bindir = Path(sys.executable).parent
         self.process: subprocess.Popen[bytes] | None = None
