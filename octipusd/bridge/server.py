@@ -113,6 +113,9 @@ class BridgeLimits:
             (whole seconds); a backstop, as the bridge has already ended them.
         authorize_timeout_seconds: Backstop on :meth:`ToolHost.authorize` (the host enforces
             the five-minute approval limit of managed runs itself); expiry denies the call.
+        request_timeout_seconds: Wall clock of one whole tool request, queue, approval and
+            delegation waits included (seed 003: bridge tool requests have a separate two-hour
+            wall-clock timeout); expiry stops the call and answers with an error result.
         context_timeout_seconds: Deadline of a run-context refresh (seed 003: status reads
             time out after 15 s).
         record_timeout_seconds: Deadline of one :meth:`ToolHost.record`.
@@ -124,6 +127,7 @@ class BridgeLimits:
     drain_seconds: float = 1.0
     graceful_shutdown_seconds: int = 1
     authorize_timeout_seconds: float = 600.0
+    request_timeout_seconds: float = 7200.0
     context_timeout_seconds: float = 15.0
     record_timeout_seconds: float = 10.0
     max_sessions: int = 64
@@ -281,7 +285,17 @@ class _Dispatcher:
                 self._idle = anyio.Event()
             self._active.add(call_scope)
             try:
-                return await self._call(name, raw_arguments)
+                with anyio.move_on_after(self.limits.request_timeout_seconds) as deadline:
+                    return await self._call(name, raw_arguments)
+                if deadline.cancelled_caught:
+                    return _result(
+                        [
+                            f"{name} did not complete within the bridge's wall clock of "
+                            f"{self.limits.request_timeout_seconds:g} s (approval and delegation waits included) "
+                            "and was stopped"
+                        ],
+                        is_error=True,
+                    )
             finally:
                 self._active.discard(call_scope)
                 if not self._active:
