@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything Octipus needs on a fresh machine (idempotent, quiet when all is present):
 #   - .venv: Python >= 3.11 virtual environment with Octipus installed (editable) and its test tools;
-#   - .vendor/npm: the real Claude Code CLI at the pinned version, from npm.
+#   - .vendor/npm: the real Claude Code and Codex CLIs at their pinned versions, from npm;
+#   - .vendor/vibe-venv: Mistral Vibe at its pinned version, in its own Python >= 3.12 environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,3 +38,7 @@ if [ ! -x "$claude" ] || ! "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_V
   npm install --silent --no-audit --no-fund --prefix .vendor/npm "@anthropic-ai/claude-code@$CLAUDE_VERSION"
   "$claude" --version >/dev/null
 fi
+
+# The other vendor CLIs the tests drive, each at its pinned version.
+bash scripts/install-codex.sh
+bash scripts/install-vibe.sh
