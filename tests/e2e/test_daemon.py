@@ -246,3 +246,16 @@ def test_octipusctl_without_a_terminal_waits_for_another_client(octipus: Callabl
             ctl.kill()
     assert ctl.returncode == 0, out + errors
     assert "no terminal to ask on" in errors and approval["id"] in errors
+
+
+def test_prompt_dumps_follow_the_setting(octipus: Callable[..., Env]) -> None:
+    env = octipus(TEXT_ONLY)
+    run = env.post(env.new_session(), "dump this prompt")
+    assert env.wait_final(run)["status"] == "succeeded"
+    dump = env.daemon.home / ".octipus" / "prompts" / f"{run}.txt"
+    assert dump.read_text() == "dump this prompt" and dump.stat().st_mode & 0o777 == 0o600
+
+    quiet = octipus(TEXT_ONLY, extra_env={"OCTIPUS_AGENT__PROMPTDUMPS": "false"})
+    run = quiet.post(quiet.new_session(), "do not dump")
+    assert quiet.wait_final(run)["status"] == "succeeded"
+    assert not (quiet.daemon.home / ".octipus" / "prompts").exists()
