@@ -259,3 +259,15 @@ def test_prompt_dumps_follow_the_setting(octipus: Callable[..., Env]) -> None:
     run = quiet.post(quiet.new_session(), "do not dump")
     assert quiet.wait_final(run)["status"] == "succeeded"
     assert not (quiet.daemon.home / ".octipus" / "prompts").exists()
+
+
+def test_a_stalled_vendor_does_not_hold_a_run_past_its_active_work_limit(octipus: Callable[..., Env]) -> None:
+    env = octipus(
+        {"steps": [{"content": [{"type": "text", "text": "late"}], "stall_seconds": 120}]},
+        extra_env={"OCTIPUS_DAEMON__RUNTIMEOUTSECONDS": "3"},
+    )
+    run = env.post(env.new_session(), "hello")
+    final = env.wait_final(run, timeout=60)
+    assert final["status"] == "failed"
+    assert "exceeded its active-work limit of 3 s" in final["reason"]
+    assert [p for p in run_processes(run) if p.status() != psutil.STATUS_ZOMBIE] == []
