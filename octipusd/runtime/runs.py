@@ -399,7 +399,14 @@ class RunManager:
                 result_text=live.result.text if live.result else None,
             )
             tg.cancel_scope.cancel()
-        if live.vendor_session_confirmed:
+        if plan.resume and live.result is not None and adapter.session_missing(live.result):
+            await in_thread(self.store.drop_vendor_session, session.id, adapter.name)
+            live.failure = live.failure or (
+                f"the vendor no longer has session {plan.vendor_session_id} ({result_failure(live.result)}); "
+                "the stored id was dropped, so the next turn starts a new vendor conversation"
+            )
+            await self.hub.emit(live.run.id, "notice", {"message": live.failure})
+        elif live.vendor_session_confirmed:
             # saved whenever the vendor confirmed its session in this run, even when the turn then
             # failed or was interrupted: the vendor holds that conversation and can continue it
             await in_thread(

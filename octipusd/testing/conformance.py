@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from octipusd.ctl.client import Client
+from octipusd.runner.process import run_processes
+from octipusd.store.repository import Store
 from octipusd.testing.harness import DaemonHarness
 
 TERMINAL = {"succeeded", "failed", "interrupted", "cancelled"}
@@ -237,6 +240,34 @@ def resume(kit: VendorKit, root: Path) -> None:
             assert second["resumed"] is False
 
 
+def unknown_resume(kit: VendorKit, root: Path) -> None:
+    """A stored vendor session the vendor no longer knows is recognised from the vendor's own
+    signal; the id is dropped and the following turn starts a new vendor conversation."""
+    if not kit.resumes:
+        return
+    with octipus(kit, root, [kit.text("first"), kit.text("after the lost session")]) as env:
+        session = env.new_session()
+        first = env.wait_final(env.post(session, "start"))
+        assert first["status"] == "succeeded", first
+        store = Store.open(f"sqlite:///{env.daemon.root / 'data' / 'octipus' / 'octipus.db'}")
+        try:
+            stored = store.get_vendor_session(session, kit.adapter)
+            assert stored is not None
+            store.save_vendor_session(
+                session_id=session,
+                key=kit.adapter,
+                vendor_session_id=str(uuid.uuid4()),
+                fingerprint=stored.fingerprint,
+                cwd=stored.cwd,
+            )
+        finally:
+            store.close()
+        lost = env.wait_final(env.post(session, "continue"))
+        assert lost["status"] == "failed" and "no longer has session" in (lost["reason"] or ""), lost
+        again = env.wait_final(env.post(session, "start over"))
+        assert again["status"] == "succeeded" and again["resumed"] is False, again
+
+
 def usage(kit: VendorKit, root: Path) -> None:
     """Usage is recorded per run; estimated (and flagged) where the vendor reports none."""
     with octipus(kit, root, [kit.text("counted reply")]) as env:
@@ -248,8 +279,6 @@ def usage(kit: VendorKit, root: Path) -> None:
 
 def stop(kit: VendorKit, root: Path) -> None:
     """Stopping a live run cancels it and leaves none of its processes."""
-    from octipusd.runner.process import run_processes
-
     with octipus(kit, root, [kit.shell("sleep 120"), kit.text("never")]) as env:
         session = env.new_session(permission_mode="full")
         run = env.post(session, "sleep a while")
@@ -268,6 +297,7 @@ SCENARIOS: dict[str, Callable[[VendorKit, Path], None]] = {
     "bridge_call": bridge_call,
     "permission_relay": permission_relay,
     "resume": resume,
+    "unknown_resume": unknown_resume,
     "usage": usage,
     "stop": stop,
 }
