@@ -478,8 +478,13 @@ class Adapter(Protocol):
         """
         ...
 
-    def new_parser(self) -> StreamParser:
-        """Return a fresh parser for one run's output."""
+    def new_parser(self, request: LaunchRequest | None = None) -> StreamParser:
+        """Return a fresh parser for one run's output.
+
+        Args:
+            request: The launch the output belongs to (buffered vendors estimate input
+                tokens from its prompt); None in tests of recorded streams.
+        """
         ...
 
     def encode_permission_response(

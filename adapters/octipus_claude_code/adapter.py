@@ -108,7 +108,7 @@ class ClaudeCodeAdapter:
         """
         return launch.build_launch(request, running_as_root=self.running_as_root)
 
-    def new_parser(self) -> ClaudeStreamParser:
+    def new_parser(self, request: LaunchRequest | None = None) -> ClaudeStreamParser:
         """Return a fresh stream-json parser for one process's stdout."""
         return ClaudeStreamParser()
 

@@ -9,51 +9,81 @@ Routes (all under ``/v1``)::
     GET  /runs/{id}/events?after=N   stored events as JSON
     GET  /runs/{id}/stream?after=N   server-sent events, live until the run ends
     GET  /approvals[?status=&run_id=]  GET /approvals/{id}       POST /approvals/{id}
+    POST /models                     create a model row        GET /models
+    GET|PATCH|DELETE /models/{id_or_name}
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
-:class:`~octipusd.errors.OctipusError` subclass. The app holds no state of its own: it
-calls the :class:`Services` it is given.
+:class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
+schema validation is also a 400 ``invalid_request`` naming the field (elsewhere FastAPI's
+422 ``{"detail": [...]}``). The app holds no state of its own: it calls the
+:class:`Services` it is given.
+
+Model rows are validated whenever they are saved (create and update): the adapter must be
+installed, the permission mode one of the four, ``binary`` a command name or an absolute
+path, ``metadata``/``metadata.cliAgent`` objects with typed known keys, and the additive
+flags accepted by the adapter (:func:`check_additive_flags`). Their responses carry the
+seed's per-adapter capabilities (:func:`capabilities_for`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
+from octipus_claude_code.launch import ALLOWED_ADDITIVE_FLAGS as CLAUDE_ADDITIVE_FLAGS
+from octipus_claude_code.launch import normalize_additive_flags as claude_normalize_additive_flags
 from pydantic import BaseModel
 
 from octipusd import __version__
+from octipusd.adapter import Adapter
 from octipusd.api.models import (
     API_VERSION,
     AdapterHealth,
     ApprovalAnswer,
     ApprovalOut,
+    Capabilities,
     EventOut,
     Health,
+    ModelRowCreate,
+    ModelRowOut,
+    ModelRowUpdate,
     RunOut,
     RunStop,
     SessionCreate,
     SessionOut,
     TurnCreate,
 )
-from octipusd.errors import InvalidRequestError, OctipusError
+from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.runs import RunManager
 from octipusd.store.aio import in_thread
-from octipusd.store.records import ApprovalStatus, RunStatus
+from octipusd.store.records import ApprovalStatus, ModelRow, RunStatus
 from octipusd.store.repository import Store
+from octipusd.store.validation import (
+    check_additive_flags_shape,
+    check_binary,
+    check_cli_agent,
+    check_metadata,
+    check_model_name,
+    check_model_row_name,
+    check_permission_mode,
+)
 
 log = logging.getLogger("octipusd.api")
 M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -75,6 +105,264 @@ def _dump(record: Any) -> dict[str, Any]:
     return data
 
 
+# ----------------------------------------------------------------------------- model rows
+
+#: Additive flags of the adapters that do not check their own yet (no ``check_additive_flags``),
+#: from seed 003 "Permissions and limits". Claude-based adapters use the Claude adapter's list.
+FALLBACK_ADDITIVE_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
+    "codex": ("--strict-config", "--color"),
+    "antigravity": ("--disable-slash-commands", "--effort"),
+    "vibe": (),
+}
+
+#: Fallback flags that take a value (``--color=always`` or ``--color always``).
+_VALUE_FLAGS: Final = frozenset({"--color", "--effort"})
+
+
+def _allowed_flags_text(adapter_name: str) -> str | None:
+    if adapter_name.startswith("claude"):
+        return ", ".join(CLAUDE_ADDITIVE_FLAGS)
+    allowed = FALLBACK_ADDITIVE_FLAGS.get(adapter_name)
+    if allowed is None:
+        return None
+    return ", ".join(allowed) if allowed else "none (this adapter has no additive flags)"
+
+
+def _table_flags(adapter_name: str, flags: Sequence[str]) -> tuple[str, ...]:
+    allowed = FALLBACK_ADDITIVE_FLAGS.get(adapter_name)
+    if allowed is None:
+        if flags:
+            raise InvalidRequestError(
+                f"additive flag {flags[0]!r} is not allowed: adapter {adapter_name!r} declares no additive flags"
+            )
+        return ()
+    shown = _allowed_flags_text(adapter_name)
+    out: list[str] = []
+    i = 0
+    while i < len(flags):
+        flag = flags[i].strip()
+        i += 1
+        base, eq, value = flag.partition("=")
+        if base not in allowed:
+            raise InvalidRequestError(
+                f"additive flag {flag!r} is not allowed for {adapter_name}; allowed: {shown}"
+            )
+        if base in _VALUE_FLAGS:
+            if not eq and i < len(flags) and not flags[i].strip().startswith("-"):
+                value = flags[i].strip()
+                i += 1
+            if not value:
+                raise InvalidRequestError(
+                    f"additive flag {base} needs a value ({base}=VALUE or {base} VALUE); allowed: {shown}"
+                )
+            flag = f"{base}={value}"
+        elif eq:
+            raise InvalidRequestError(f"additive flag {base} takes no value (got {flag!r}); allowed: {shown}")
+        if flag not in out:
+            out.append(flag)
+    return tuple(out)
+
+
+def check_additive_flags(adapter_name: str, adapter: Adapter | None, flags: Sequence[str]) -> tuple[str, ...]:
+    """Check a model row's additive flags against its adapter; return them normalized.
+
+    Uses ``adapter.check_additive_flags(flags)`` when the adapter has it; otherwise the
+    Claude adapter's :func:`~octipus_claude_code.launch.normalize_additive_flags` for adapter
+    names starting with ``claude``, else :data:`FALLBACK_ADDITIVE_FLAGS` (``--effort=high``
+    and ``--effort high`` both count as ``--effort`` and are stored as ``--effort=high``;
+    exact duplicates are kept once). An adapter found in none of these accepts no flags.
+
+    Args:
+        adapter_name: The row's adapter registry name.
+        adapter: The installed adapter, or None.
+        flags: The flags as given (strings).
+
+    Returns:
+        The normalized flags, in order.
+
+    Raises:
+        InvalidRequestError: A flag is not allowed or malformed; the message names it and
+            lists the flags allowed for that adapter.
+    """
+    check = getattr(adapter, "check_additive_flags", None) if adapter is not None else None
+    try:
+        if callable(check):
+            return tuple(check(list(flags)))
+        if adapter_name.startswith("claude"):
+            return claude_normalize_additive_flags(flags)
+    except AdapterError as exc:
+        message = exc.message
+        shown = _allowed_flags_text(adapter_name)
+        if "allowed" not in message.lower() and shown is not None:
+            message = f"{message}; allowed for {adapter_name}: {shown}"
+        raise InvalidRequestError(message) from None
+    return _table_flags(adapter_name, flags)
+
+
+_CAPABILITY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("octipus_tools", "Octipus tools"),
+    ("vendor_planning_mode", "Vendor planning mode"),
+    ("activity", "Activity"),
+    ("vendor_approval_relay", "Vendor approval relay"),
+)
+
+
+def _seed_capabilities(adapter_name: str, transport: str | None) -> tuple[str, str, str, str, str]:
+    """Seed 003's table row (adapter label and the four columns) for an adapter and transport."""
+    if adapter_name.startswith("claude"):
+        return (
+            "Claude Code / GLM / Kimi",
+            "Scoped MCP",
+            "plan",
+            "Structured stream",
+            "Claude permission control requests enter Octipus approvals",
+        )
+    if adapter_name == "codex":
+        if transport == "exec":
+            relay = "Vendor’s noninteractive sandbox policy; no interactive relay"
+        else:
+            relay = "app-server: command and MCP approvals enter Octipus approvals"
+        return ("Codex CLI", "Scoped MCP", "read-only sandbox", "Structured stream", relay)
+    if adapter_name == "vibe":
+        if transport == "headless":
+            return (
+                "Mistral Vibe",
+                "Scoped MCP",
+                "plan agent",
+                "Buffered",
+                "Vendor agent mode; no interactive relay",
+            )
+        return (
+            "Mistral Vibe",
+            "Scoped MCP",
+            "plan agent",
+            "Structured stream over ACP",
+            "ACP permission requests enter Octipus approvals",
+        )
+    if adapter_name == "antigravity":
+        return (
+            "Antigravity",
+            "Terminal bridge",
+            "plan mode",
+            "Buffered text",
+            "Vendor mode; no interactive relay",
+        )
+    unknown = "not described (no row for this adapter in the seed table)"
+    return (adapter_name, unknown, unknown, unknown, unknown)
+
+
+def _described(value: object) -> dict[str, str] | None:
+    """The four columns from an adapter's ``describe`` result (title or snake_case keys), or None."""
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, str] = {}
+    for key, title in _CAPABILITY_COLUMNS:
+        item = value.get(title, value.get(key))
+        if not isinstance(item, str):
+            return None
+        out[key] = item
+    return out
+
+
+def capabilities_for(
+    adapter_name: str, adapter: Adapter | None, cli_agent: Mapping[str, Any]
+) -> Capabilities:
+    """Return seed 003's "Permissions and limits" row for a model row.
+
+    From ``adapter.describe(cli_agent)`` when the adapter has it and it returns a mapping with
+    the four columns ("Octipus tools", "Vendor planning mode", "Activity", "Vendor approval
+    relay"); otherwise from the seed's table, where ``cliAgent.transport`` selects Codex's
+    ``exec`` and Vibe's ``headless`` variants.
+
+    Args:
+        adapter_name: The row's adapter registry name.
+        adapter: The installed adapter, or None.
+        cli_agent: The row's ``metadata.cliAgent``.
+
+    Returns:
+        The capabilities; never raises (a failing ``describe`` is logged and the table used).
+    """
+    raw_transport = cli_agent.get("transport")
+    transport = raw_transport if isinstance(raw_transport, str) else None
+    describe = getattr(adapter, "describe", None) if adapter is not None else None
+    if adapter is not None and callable(describe):
+        try:
+            described = _described(describe(dict(cli_agent)))
+        except Exception:  # a plugin's bug must not break listing rows
+            log.exception("adapter %s: describe() failed; using the seed table", adapter_name)
+            described = None
+        if described is not None:
+            return Capabilities(
+                adapter=adapter.display_name, transport=transport, source="adapter", **described
+            )
+        log.warning(
+            "adapter %s: describe() did not return the four columns; using the seed table", adapter_name
+        )
+    label, tools, planning, activity, relay = _seed_capabilities(adapter_name, transport)
+    return Capabilities(
+        adapter=label,
+        octipus_tools=tools,
+        vendor_planning_mode=planning,
+        activity=activity,
+        vendor_approval_relay=relay,
+        transport=transport,
+        source="seed_table",
+    )
+
+
+def validate_model_row(fields: Mapping[str, Any], adapters: Mapping[str, Adapter]) -> dict[str, Any]:
+    """Validate a whole model row before it is saved; return it with normalized flags.
+
+    Args:
+        fields: ``name``, ``adapter``, ``binary``, ``model``, ``permission_mode``,
+            ``additive_flags`` (list of strings) and ``metadata`` (object).
+        adapters: The installed adapters by registry name.
+
+    Returns:
+        The same keys, ``additive_flags`` as the adapter normalized them (a tuple).
+
+    Raises:
+        InvalidRequestError: The adapter is not installed (the message lists the installed
+            ones), or a field is invalid (the message names it and what is accepted).
+    """
+    adapter_name = fields["adapter"]
+    adapter = adapters.get(adapter_name)
+    if adapter is None:
+        raise InvalidRequestError(
+            f"adapter {adapter_name!r} is not installed; installed adapters: {', '.join(sorted(adapters))}"
+        )
+    try:
+        checked: dict[str, Any] = {
+            "name": check_model_row_name(fields["name"]),
+            "adapter": adapter_name,
+            "binary": check_binary(fields["binary"]),
+            "model": check_model_name(fields["model"]),
+            "permission_mode": check_permission_mode(fields["permission_mode"]),
+            "metadata": check_metadata(fields["metadata"]),
+        }
+        flags = check_additive_flags_shape(fields["additive_flags"])
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequestError(str(exc)) from None
+    checked["additive_flags"] = check_additive_flags(adapter_name, adapter, flags)
+    return checked
+
+
+async def _checked_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Call a store method in a thread; its ``ValueError``/``TypeError`` become 400s."""
+    try:
+        return await in_thread(fn, *args, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequestError(str(exc)) from None
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        loc = [str(p) for p in error.get("loc", ()) if p != "body"]
+        parts.append(f"{'.'.join(loc) or 'body'}: {error.get('msg')}")
+    return "; ".join(parts) or "invalid request body"
+
+
 def create_app(services: Services) -> FastAPI:
     """Build the FastAPI application over ``services``."""
     app = FastAPI(title="octipusd", version=__version__, docs_url=None, redoc_url=None)
@@ -83,6 +371,13 @@ def create_app(services: Services) -> FastAPI:
     @app.exception_handler(OctipusError)
     async def _octipus_error(request: Request, exc: OctipusError) -> JSONResponse:
         return JSONResponse(status_code=exc.http_status, content=exc.to_dict())
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        if request.url.path.startswith(f"/{API_VERSION}/models"):
+            error = InvalidRequestError(_validation_message(exc))
+            return JSONResponse(status_code=error.http_status, content=error.to_dict())
+        return await request_validation_exception_handler(request, exc)
 
     @app.exception_handler(Exception)
     async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -121,18 +416,48 @@ def create_app(services: Services) -> FastAPI:
             raise InvalidRequestError(
                 f"workspace {body.workspace!r} is not an existing absolute directory; create it or pass another"
             )
-        if body.adapter not in runs.adapters:
+        try:
+            options = check_cli_agent(body.options, "options")
+        except TypeError as exc:
+            raise InvalidRequestError(str(exc)) from None
+        adapter, model, mode = body.adapter, body.model, str(body.permission_mode)
+        row: ModelRow | None = None
+        if body.model_row is not None:
+            try:
+                row = await in_thread(store.get_model_row, body.model_row)
+            except NotFoundError:
+                raise InvalidRequestError(
+                    f"model_row {body.model_row!r} not found; list the model rows with GET /{API_VERSION}/models "
+                    "(octipusctl models)"
+                ) from None
+            given = {"adapter": adapter, "model": model, "permission_mode": mode}
+            conflicts = [
+                f"{field}={value!r} (the row has {getattr(row, field)!r})"
+                for field, value in given.items()
+                if field in body.model_fields_set and value is not None and value != getattr(row, field)
+            ]
+            if conflicts:
+                raise InvalidRequestError(
+                    f"a session created from model row {row.name!r} takes the row's adapter, model and "
+                    f"permission_mode, but the request also sets {', '.join(conflicts)}; drop those fields "
+                    "or use another model row"
+                )
+            adapter, model, mode = row.adapter, row.model, row.permission_mode
+        if adapter not in runs.adapters:
+            source = f"model row {row.name!r} uses adapter" if row is not None else "unknown adapter"
             raise InvalidRequestError(
-                f"unknown adapter {body.adapter!r}; installed adapters: {', '.join(sorted(runs.adapters))}"
+                f"{source} {adapter!r}, which is not installed; installed adapters: {', '.join(sorted(runs.adapters))}"
             )
-        session = await in_thread(
+        session = await _checked_call(
             store.create_session,
             workspace=str(await workspace.resolve()),
-            adapter=body.adapter,
+            adapter=adapter,
             title=body.title,
-            model=body.model,
-            permission_mode=body.permission_mode,
+            model=model,
+            permission_mode=mode,
             attended=body.attended,
+            model_row_id=row.id if row is not None else None,
+            options=options,
         )
         return _out(SessionOut, session)
 
@@ -216,6 +541,55 @@ def create_app(services: Services) -> FastAPI:
             reason=body.reason,
         )
         return _out(ApprovalOut, approval)
+
+    def _row_out(row: ModelRow) -> ModelRowOut:
+        data = _dump(row)
+        data["additive_flags"] = list(row.additive_flags)
+        data["capabilities"] = capabilities_for(row.adapter, runs.adapters.get(row.adapter), row.cli_agent)
+        return ModelRowOut(**{k: v for k, v in data.items() if k in ModelRowOut.model_fields})
+
+    @app.post(f"/{API_VERSION}/models", status_code=201)
+    async def create_model_row(body: ModelRowCreate) -> ModelRowOut:
+        checked = validate_model_row(body.model_dump(), runs.adapters)
+        return _row_out(await _checked_call(store.create_model_row, **checked))
+
+    @app.get(f"/{API_VERSION}/models")
+    async def list_model_rows() -> list[ModelRowOut]:
+        return [_row_out(r) for r in await in_thread(store.list_model_rows)]
+
+    @app.get(f"/{API_VERSION}/models/{{id_or_name}}")
+    async def get_model_row(id_or_name: str) -> ModelRowOut:
+        return _row_out(await in_thread(store.get_model_row, id_or_name))
+
+    @app.patch(f"/{API_VERSION}/models/{{id_or_name}}")
+    async def update_model_row(id_or_name: str, body: ModelRowUpdate) -> ModelRowOut:
+        given = body.model_dump(exclude_unset=True)
+        nulls = sorted(k for k, v in given.items() if v is None and k not in ("binary", "model"))
+        if nulls:
+            raise InvalidRequestError(
+                f"{', '.join(nulls)} cannot be null; only binary and model can be cleared with null"
+            )
+        current = await in_thread(store.get_model_row, id_or_name)
+        merged = {
+            "name": current.name,
+            "adapter": current.adapter,
+            "binary": current.binary,
+            "model": current.model,
+            "permission_mode": current.permission_mode,
+            "additive_flags": list(current.additive_flags),
+            "metadata": current.metadata,
+            **given,
+        }
+        checked = validate_model_row(merged, runs.adapters)
+        changes = {k: checked[k] for k in given}
+        if "adapter" in given:  # the stored flags must suit the new adapter, normalized by it
+            changes["additive_flags"] = checked["additive_flags"]
+        return _row_out(await _checked_call(store.update_model_row, current.id, **changes))
+
+    @app.delete(f"/{API_VERSION}/models/{{id_or_name}}", status_code=204)
+    async def delete_model_row(id_or_name: str) -> Response:
+        await in_thread(store.delete_model_row, id_or_name)
+        return Response(status_code=204)
 
     return app
 

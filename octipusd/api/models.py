@@ -43,6 +43,12 @@ class SessionCreate(_Model):
     ``workspace`` must be an existing absolute directory. ``permission_mode`` is
     ``workspace`` (acceptEdits, the default), ``full`` (bypass), ``plan`` or ``default``.
     ``attended`` False makes an unattended session: ASK decisions are refused, not asked.
+
+    ``model_row`` (a model row's id or name) creates the session from that row: it takes the
+    row's ``adapter``, ``model`` and ``permission_mode``; giving any of them with a different
+    value is a 400 (``model: null`` counts as not given). ``options`` (an object: the
+    ``cliAgent`` keys, e.g. ``{"transport": "exec"}``) are per-session adapter options the
+    runtime merges over the row's ``metadata.cliAgent``.
     """
 
     workspace: str
@@ -51,10 +57,12 @@ class SessionCreate(_Model):
     model: str | None = None
     permission_mode: Literal["workspace", "full", "plan", "default"] = "workspace"
     attended: bool = True
+    model_row: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class SessionOut(_Model):
-    """A session."""
+    """A session; ``model_row_id`` is the row it was created from (null: none, or deleted)."""
 
     id: str
     title: str | None
@@ -65,6 +73,84 @@ class SessionOut(_Model):
     attended: bool
     created_at: datetime
     updated_at: datetime
+    model_row_id: str | None
+    options: dict[str, Any]
+
+
+class ModelRowCreate(_Model):
+    """``POST /v1/models``: a new model row (a named launch configuration of one adapter).
+
+    ``name``: unique, 1-100 ASCII letters, digits, ``.``, ``_``, ``-`` (not 32 hex characters).
+    ``adapter``: an installed adapter (``claude-code``, ``claude-glm``, ``claude-kimi``,
+    ``codex``, ``vibe``, ``antigravity``). ``binary``: a command name or an absolute path
+    overriding the adapter's ``cliModels`` binary. ``permission_mode``: ``workspace``
+    (acceptEdits, the default), ``full``, ``plan`` or ``default``. ``additive_flags``: extra
+    vendor flags the adapter allows (stored normalized, e.g. ``--effort high`` becomes
+    ``--effort=high``). ``metadata``: an object; ``metadata.cliAgent`` holds ``transport``
+    (string), ``inheritApiKeys`` and ``sharedUse`` (booleans) and adapter-specific keys.
+    """
+
+    name: str
+    adapter: str
+    binary: str | None = None
+    model: str | None = None
+    permission_mode: str = "workspace"
+    additive_flags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelRowUpdate(_Model):
+    """``PATCH /v1/models/{id_or_name}``: only the fields present change, each replaced whole.
+
+    ``binary: null`` and ``model: null`` clear them; ``null`` for any other field is a 400.
+    The saved row is validated as on create (a changed adapter re-checks the stored flags).
+    """
+
+    name: str | None = None
+    adapter: str | None = None
+    binary: str | None = None
+    model: str | None = None
+    permission_mode: str | None = None
+    additive_flags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Capabilities(_Model):
+    """Seed 003's "Permissions and limits" row for one model row (its adapter and transport).
+
+    Attributes:
+        adapter: The table's adapter label, e.g. ``"Claude Code / GLM / Kimi"``.
+        octipus_tools: How the vendor reaches Octipus's tools (``Scoped MCP``, ``Terminal bridge``).
+        vendor_planning_mode: What plan mode maps to (``plan``, ``read-only sandbox``...).
+        activity: How progress arrives (``Structured stream``, ``Buffered text``...).
+        vendor_approval_relay: Whether vendor approvals enter Octipus approvals.
+        transport: The row's ``metadata.cliAgent.transport`` taken into account (null: default).
+        source: ``adapter`` (from the adapter's ``describe``) or ``seed_table``.
+    """
+
+    adapter: str
+    octipus_tools: str
+    vendor_planning_mode: str
+    activity: str
+    vendor_approval_relay: str
+    transport: str | None
+    source: Literal["adapter", "seed_table"]
+
+
+class ModelRowOut(_Model):
+    """A model row with its capabilities."""
+
+    id: str
+    name: str
+    adapter: str
+    binary: str | None
+    model: str | None
+    permission_mode: str
+    additive_flags: list[str]
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    capabilities: Capabilities
 
 
 class TurnCreate(_Model):

@@ -1,6 +1,7 @@
 """octipusctl: the command-line client of octipusd (typer + rich).
 
-Exit codes: 0 success; 1 the run (or request) failed; 2 bad input; 3 octipusd is not running.
+Exit codes: 0 success; 1 the run (or request) failed; 2 bad input (or something named was not
+found); 3 octipusd is not running.
 """
 
 from __future__ import annotations
@@ -20,12 +21,19 @@ from octipusd.errors import OctipusError
 from octipusd.settings import default_socket_path
 
 app = typer.Typer(
-    help="Control octipusd: sessions, runs, approvals.", no_args_is_help=True, add_completion=False
+    help="Control octipusd: sessions, runs, approvals, model rows.",
+    no_args_is_help=True,
+    add_completion=False,
 )
 approvals_app = typer.Typer(help="List and answer approval requests.", invoke_without_command=True)
 runs_app = typer.Typer(help="List, show and stop runs.", invoke_without_command=True)
 sessions_app = typer.Typer(help="List and show sessions.", invoke_without_command=True)
+models_app = typer.Typer(
+    help="List, show, create, update and delete model rows (named adapter launch configurations).",
+    invoke_without_command=True,
+)
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(models_app, name="models")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 
@@ -67,6 +75,47 @@ def _full_ids(table: Table, *columns: int) -> None:
 
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, default=str) + "\n")
+
+
+def _on_command_line(ctx: typer.Context, param: str) -> bool:
+    """Whether the command's parameter ``param`` (Python name) was given on the command line."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _key_value(item: str, what: str) -> tuple[list[str], Any]:
+    """Parse ``KEY=JSON`` (KEY dotted, e.g. ``cliAgent.transport``); a value that is not JSON is a string."""
+    key, eq, raw = item.partition("=")
+    path = key.strip().split(".")
+    if not eq or not all(path):
+        err.print(
+            f"octipusctl: {what} {item!r} is not KEY=JSON (e.g. cliAgent.transport=exec, cliAgent.sharedUse=true)"
+        )
+        raise typer.Exit(2)
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return path, value
+
+
+def _set_path(target: dict[str, Any], path: list[str], value: Any) -> None:
+    node = target
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            err.print(f"octipusctl: cannot set {'.'.join(path)}: {part} is not an object")
+            raise typer.Exit(2)
+        node = child
+    node[path[-1]] = value
+
+
+def _unset_path(target: dict[str, Any], path: list[str]) -> None:
+    node: Any = target
+    for part in path[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(path[-1], None)
 
 
 # ----------------------------------------------------------------------------- health
@@ -174,6 +223,7 @@ def _answer_inline(client: Client, event: dict[str, Any], approve: str) -> None:
 
 @app.command()
 def run(
+    ctx: typer.Context,
     prompt: Annotated[str, typer.Argument(help="the text of the turn")],
     session: Annotated[str | None, typer.Option(help="continue this session (default: a new one)")] = None,
     workspace: Annotated[Path, typer.Option(help="workspace of a new session")] = Path("."),
@@ -181,6 +231,20 @@ def run(
     model: Annotated[str | None, typer.Option(help="vendor model of a new session")] = None,
     permission_mode: Annotated[str, typer.Option(help="workspace | full | plan | default")] = "workspace",
     unattended: Annotated[bool, typer.Option(help="a new session that may not ask for approvals")] = False,
+    model_row: Annotated[
+        str | None,
+        typer.Option(
+            help="create the new session from this model row (name or id): it takes the row's adapter, "
+            "model and permission mode"
+        ),
+    ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a per-session adapter option KEY=JSON for the new session (repeatable; e.g. transport=exec), "
+            "merged over the row's metadata.cliAgent"
+        ),
+    ] = None,
     approve: Annotated[
         str,
         typer.Option(
@@ -194,20 +258,29 @@ def run(
     if approve not in ("ask", "yes", "no", "wait"):
         err.print("octipusctl: --approve takes ask, yes, no or wait")
         raise typer.Exit(2)
+    if session is not None and (model_row is not None or option):
+        err.print("octipusctl: --model-row and --option apply to a new session; drop them or --session")
+        raise typer.Exit(2)
+    options: dict[str, Any] = {}
+    for item in option or []:
+        _set_path(options, *_key_value(item, "--option"))
     client = _client()
     try:
         if session is None:
-            created = client.request(
-                "POST",
-                "/sessions",
-                json={
-                    "workspace": str(workspace.resolve()),
-                    "adapter": adapter,
-                    "model": model,
-                    "permission_mode": permission_mode,
-                    "attended": not unattended,
-                },
-            )
+            body: dict[str, Any] = {
+                "workspace": str(workspace.resolve()),
+                "attended": not unattended,
+                "options": options,
+            }
+            if model_row is not None:
+                # the row decides adapter, model and mode; only explicit choices are sent (and
+                # rejected by the daemon when they differ from the row's)
+                explicit = {"adapter": adapter, "model": model, "permission_mode": permission_mode}
+                body.update({k: v for k, v in explicit.items() if _on_command_line(ctx, k)})
+                body["model_row"] = model_row
+            else:
+                body.update(adapter=adapter, model=model, permission_mode=permission_mode)
+            created = client.request("POST", "/sessions", json=body)
             session = str(created["id"])
         posted = client.request("POST", f"/sessions/{session}/turns", json={"prompt": prompt})
         run_id = posted["id"]
@@ -406,6 +479,209 @@ def sessions_show(session_id: str) -> None:
             )
     except OctipusError as exc:
         raise _fail(exc) from None
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def _row_table(row: dict[str, Any]) -> Table:
+    table = Table("field", "value", title=f"model row {row['name']}")
+    table.columns[1].overflow = "fold"
+    for key in ("id", "name", "adapter", "binary", "model", "permission_mode"):
+        value = row.get(key)
+        table.add_row(key, "" if value is None else str(value))
+    table.add_row("additive_flags", " ".join(row.get("additive_flags") or []))
+    table.add_row("metadata", json.dumps(row.get("metadata") or {}))
+    table.add_row("created_at", str(row.get("created_at")))
+    table.add_row("updated_at", str(row.get("updated_at")))
+    return table
+
+
+def _capabilities_table(row: dict[str, Any]) -> Table:
+    caps = row["capabilities"]
+    transport = f", transport {caps['transport']}" if caps.get("transport") else ""
+    table = Table(
+        "Adapter",
+        "Octipus tools",
+        "Vendor planning mode",
+        "Activity",
+        "Vendor approval relay",
+        title=f"capabilities ({caps['source'].replace('_', ' ')}{transport})",
+    )
+    table.add_row(
+        caps["adapter"],
+        caps["octipus_tools"],
+        caps["vendor_planning_mode"],
+        caps["activity"],
+        caps["vendor_approval_relay"],
+    )
+    return table
+
+
+@models_app.callback()
+def models_default(
+    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False
+) -> None:
+    """With no sub-command: list model rows."""
+    if ctx.invoked_subcommand is None:
+        models_list(as_json=as_json)
+
+
+@models_app.command("list")
+def models_list(as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False) -> None:
+    """List model rows, by name (``show NAME`` or ``--json`` for ids, metadata and capabilities)."""
+    try:
+        items = _client().request("GET", "/models")
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(items)
+        return
+    if not items:
+        console.print("no model rows (create one: octipusctl models create NAME --adapter claude-code)")
+        return
+    table = Table("name", "adapter", "model", "mode", "binary", "flags")
+    table.columns[0].no_wrap = True
+    for r in items:
+        table.add_row(
+            r["name"],
+            r["adapter"],
+            r.get("model") or "",
+            r["permission_mode"],
+            r.get("binary") or "",
+            " ".join(r.get("additive_flags") or []),
+        )
+    console.print(table)
+
+
+@models_app.command("show")
+def models_show(
+    name: Annotated[str, typer.Argument(help="the row's name or id")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False,
+) -> None:
+    """Show one model row and its adapter's capabilities (seed: permissions and limits)."""
+    try:
+        row = _client().request("GET", f"/models/{name}")
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(row)
+        return
+    console.print(_row_table(row))
+    console.print(_capabilities_table(row))
+
+
+FlagOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--flag",
+        help="an additive vendor flag (repeatable), e.g. --flag=--no-chrome --flag=--effort=high; "
+        "the adapter decides which are allowed",
+    ),
+]
+MetaOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--meta",
+        help="set metadata KEY=JSON (repeatable; KEY dotted, e.g. cliAgent.transport=exec, "
+        "cliAgent.inheritApiKeys=true; a value that is not JSON is a string)",
+    ),
+]
+
+
+@models_app.command("create")
+def models_create(
+    name: Annotated[str, typer.Argument(help="unique name: letters, digits, '.', '_', '-'")],
+    adapter: Annotated[
+        str, typer.Option(help="adapter: claude-code, claude-glm, claude-kimi, codex, vibe, ...")
+    ],
+    binary: Annotated[
+        str | None, typer.Option(help="command name or absolute path of the vendor CLI")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="vendor model name")] = None,
+    permission_mode: Annotated[str, typer.Option(help="workspace | full | plan | default")] = "workspace",
+    flag: FlagOption = None,
+    meta: MetaOption = None,
+) -> None:
+    """Create a model row."""
+    metadata: dict[str, Any] = {}
+    for item in meta or []:
+        _set_path(metadata, *_key_value(item, "--meta"))
+    body = {
+        "name": name,
+        "adapter": adapter,
+        "binary": binary,
+        "model": model,
+        "permission_mode": permission_mode,
+        "additive_flags": list(flag or []),
+        "metadata": metadata,
+    }
+    try:
+        row = _client().request("POST", "/models", json=body)
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    console.print(f"created model row {row['name']} ({row['id']})")
+
+
+@models_app.command("update")
+def models_update(
+    name: Annotated[str, typer.Argument(help="the row's name or id")],
+    new_name: Annotated[str | None, typer.Option("--name", help="rename the row")] = None,
+    adapter: Annotated[str | None, typer.Option(help="new adapter (the flags are re-checked)")] = None,
+    binary: Annotated[str | None, typer.Option(help="new binary: command name or absolute path")] = None,
+    clear_binary: Annotated[bool, typer.Option(help="use the adapter's configured binary again")] = False,
+    model: Annotated[str | None, typer.Option(help="new vendor model name")] = None,
+    clear_model: Annotated[bool, typer.Option(help="use the vendor's default model")] = False,
+    permission_mode: Annotated[str | None, typer.Option(help="workspace | full | plan | default")] = None,
+    flag: FlagOption = None,
+    clear_flags: Annotated[bool, typer.Option(help="remove every additive flag")] = False,
+    meta: MetaOption = None,
+    unset_meta: Annotated[
+        list[str] | None, typer.Option(help="remove a metadata KEY (repeatable, dotted)")
+    ] = None,
+) -> None:
+    """Change a model row: only the options given change (--flag replaces the whole flag list)."""
+    if (binary is not None and clear_binary) or (model is not None and clear_model) or (flag and clear_flags):
+        err.print("octipusctl: give a value or --clear-..., not both")
+        raise typer.Exit(2)
+    body: dict[str, Any] = {}
+    for key, value in (("name", new_name), ("adapter", adapter), ("permission_mode", permission_mode)):
+        if value is not None:
+            body[key] = value
+    if binary is not None or clear_binary:
+        body["binary"] = binary
+    if model is not None or clear_model:
+        body["model"] = model
+    if flag or clear_flags:
+        body["additive_flags"] = list(flag or [])
+    client = _client()
+    try:
+        if meta or unset_meta:
+            current = client.request("GET", f"/models/{name}")
+            metadata: dict[str, Any] = json.loads(json.dumps(current.get("metadata") or {}))
+            for item in unset_meta or []:
+                _unset_path(metadata, item.split("."))
+            for item in meta or []:
+                _set_path(metadata, *_key_value(item, "--meta"))
+            body["metadata"] = metadata
+            name = current["id"]
+        if not body:
+            err.print("octipusctl: nothing to change; see octipusctl models update --help")
+            raise typer.Exit(2)
+        row = client.request("PATCH", f"/models/{name}", json=body)
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    console.print(f"updated model row {row['name']} ({row['id']})")
+
+
+@models_app.command("delete")
+def models_delete(name: Annotated[str, typer.Argument(help="the row's name or id")]) -> None:
+    """Delete a model row; sessions created from it keep its adapter, model and permission mode."""
+    try:
+        _client().request("DELETE", f"/models/{name}")
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    console.print(f"deleted model row {name}")
 
 
 def main() -> None:

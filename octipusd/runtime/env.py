@@ -37,8 +37,10 @@ def vendor_env(base: Mapping[str, str], options: Mapping[str, Any]) -> dict[str,
         options: The row's ``metadata.cliAgent`` merged with the session's options.
 
     Returns:
-        ``base`` without :data:`API_KEY_VARIABLES`, unless ``options["inheritApiKeys"]`` is True.
+        ``base`` without :data:`API_KEY_VARIABLES`, unless ``options["inheritApiKeys"]`` is True;
+        the variable a GLM/Kimi row names in ``options["authTokenEnv"]`` is always kept.
     """
     if options.get("inheritApiKeys") is True:
         return dict(base)
-    return {k: v for k, v in base.items() if k not in API_KEY_VARIABLES}
+    keep = options.get("authTokenEnv")  # GLM/Kimi rows name the variable holding their key
+    return {k: v for k, v in base.items() if k not in API_KEY_VARIABLES or k == keep}

@@ -40,18 +40,18 @@ from octipusd.adapter import (
 from octipusd.bridge.host import AuthorizationResult
 from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import open_bridge
-from octipusd.errors import ConflictError, ExecutableNotFoundError, OctipusError
+from octipusd.errors import ConflictError, ExecutableNotFoundError, NotFoundError, OctipusError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy
 from octipusd.policy.rules import Level, subject_of
-from octipusd.runner.executables import Resolution
+from octipusd.runner.executables import Resolution, resolve_executable
 from octipusd.runner.process import VendorProcess
 from octipusd.runtime.env import vendor_env
 from octipusd.runtime.events import NOT_STORED, EventHub
 from octipusd.runtime.prompts import dump_prompt
-from octipusd.runtime.sessions import fingerprint, plan_resume
+from octipusd.runtime.sessions import fingerprint, plan_resume, provider_identity
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Run, RunStatus
+from octipusd.store.records import ModelRow, Run, RunStatus, Session
 from octipusd.store.repository import Store
 from octipusd.tools import DEFAULT_TOOLS
 
@@ -262,6 +262,14 @@ class RunManager:
             await self._run_turn(live)
         except OctipusError as exc:
             live.failure = live.failure or exc.message
+        except ExceptionGroup as group:  # raised through a task group: keep a clear message
+            matched, _rest = group.split(OctipusError)
+            first = _first_leaf(matched) if matched is not None else None
+            if first is None:
+                log.exception("run %s crashed", run_id)
+            live.failure = live.failure or (
+                first.message if isinstance(first, OctipusError) else f"internal error: {group!r}"
+            )
         except Exception as exc:  # a bug must still end the run cleanly
             log.exception("run %s crashed", run_id)
             live.failure = live.failure or f"internal error: {exc!r}"
@@ -281,16 +289,21 @@ class RunManager:
         if adapter is None:
             raise ConflictError(f"session uses adapter {session.adapter!r}, which is not installed")
         live.adapter = adapter
+        row = await self._model_row(session)
+        options: dict[str, Any] = {**(row.cli_agent if row else {}), **session.options}
+        flags: tuple[str, ...] = tuple(row.additive_flags) if row else ()
         resolution = self.resolutions.get(adapter.name)
         if resolution is None:
             raise ExecutableNotFoundError(f"no executable resolution for adapter {adapter.name}")
+        if row is not None and row.binary:  # the row's own binary overrides cliModels.<cli>.binaryPath
+            resolution = await anyio.to_thread.run_sync(
+                resolve_executable, adapter.name, row.binary, resolution.searched_path
+            )
         binary = resolution.require()
         workspace = Path(session.workspace)
         if not await anyio.Path(workspace).is_dir():
             raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
         mode = PermissionMode(session.permission_mode)
-        options: dict[str, Any] = dict(getattr(session, "options", None) or {})
-        flags: tuple[str, ...] = ()
         tool_names = [t.name for t in DEFAULT_TOOLS]
         fp = fingerprint(
             adapter=adapter.name,
@@ -299,6 +312,7 @@ class RunManager:
             workspace=workspace,
             instructions=None,
             tool_names=tool_names,
+            provider=provider_identity(options),
         )
         stored = await in_thread(self.store.get_vendor_session, session.id, adapter.name)
         if not adapter.supports_resume:
@@ -325,80 +339,80 @@ class RunManager:
             attended=session.attended,
         )
         live.identity = identity
-        async with open_bridge(identity, self) as bridge, anyio.create_task_group() as tg:
-            spec = adapter.build_launch(
-                LaunchRequest(
-                    binary=binary,
-                    cwd=workspace,
-                    run_dir=run_dir,
-                    prompt=run.prompt,
-                    vendor_session_id=plan.vendor_session_id,
-                    resume=plan.resume,
-                    model=session.model,
-                    permission_mode=mode,
-                    bridge=bridge.endpoint,
-                    env=vendor_env(self.base_env, options),
-                    additive_flags=adapter.check_additive_flags(flags),
-                    options=options,
-                )
+        async with open_bridge(identity, self) as bridge:
+            request = LaunchRequest(
+                binary=binary,
+                cwd=workspace,
+                run_dir=run_dir,
+                prompt=run.prompt,
+                vendor_session_id=plan.vendor_session_id,
+                resume=plan.resume,
+                model=session.model,
+                permission_mode=mode,
+                bridge=bridge.endpoint,
+                env=vendor_env(self.base_env, options),
+                additive_flags=adapter.check_additive_flags(flags),
+                options=options,
             )
+            spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
             if live.stop_status is not None:
                 return
-            try:
-                process = await VendorProcess.start(spec, run.id)
-            except OSError as exc:
-                raise ExecutableNotFoundError(f"could not start {binary}: {exc}") from exc
-            live.process = process
-            run = await in_thread(
-                self.store.update_run,
-                run.id,
-                status=RunStatus.RUNNING,
-                pid=process.pid,
-                vendor_session_id=plan.vendor_session_id,
-                resumed=plan.resume,
-                started_at=_now(),
-            )
-            live.run = run
-            await self.hub.emit(
-                run.id,
-                "run_status",
-                {
-                    "status": str(RunStatus.RUNNING),
-                    "pid": process.pid,
-                    "argv": [a for a in spec.argv if all(s not in a for s in spec.secrets)],
-                    "vendor_session_id": plan.vendor_session_id,
-                    "resumed": plan.resume,
-                },
-            )
-            if live.stop_status is not None:  # stopped while starting
-                await process.stop(live.stop_reason or "stopped")
-            tg.start_soon(process.pump_stderr)
-            tg.start_soon(self._watch_active_time, live)
-            parser = adapter.new_parser()
-            async for line in process.lines():
-                for event in parser.feed(line):
+            async with anyio.create_task_group() as tg:
+                try:
+                    process = await VendorProcess.start(spec, run.id)
+                except OSError as exc:
+                    raise ExecutableNotFoundError(f"could not start {binary}: {exc}") from exc
+                live.process = process
+                run = await in_thread(
+                    self.store.update_run,
+                    run.id,
+                    status=RunStatus.RUNNING,
+                    pid=process.pid,
+                    vendor_session_id=plan.vendor_session_id,
+                    resumed=plan.resume,
+                    started_at=_now(),
+                )
+                live.run = run
+                await self.hub.emit(
+                    run.id,
+                    "run_status",
+                    {
+                        "status": str(RunStatus.RUNNING),
+                        "pid": process.pid,
+                        "argv": [a for a in spec.argv if all(s not in a for s in spec.secrets)],
+                        "vendor_session_id": plan.vendor_session_id,
+                        "resumed": plan.resume,
+                    },
+                )
+                if live.stop_status is not None:  # stopped while starting
+                    await process.stop(live.stop_reason or "stopped")
+                tg.start_soon(process.pump_stderr)
+                tg.start_soon(self._watch_active_time, live)
+                parser = adapter.new_parser(request)
+                async for line in process.lines():
+                    for event in parser.feed(line):
+                        await self._handle(live, event, tg)
+                with anyio.move_on_after(EXIT_AFTER_RESULT):
+                    await process.wait()
+                if process.returncode is None:
+                    await process.stop("did not exit after its output ended")
+                await process.reap()
+                for event in parser.finish(process.returncode):
                     await self._handle(live, event, tg)
-            with anyio.move_on_after(EXIT_AFTER_RESULT):
-                await process.wait()
-            if process.returncode is None:
-                await process.stop("did not exit after its output ended")
-            await process.reap()
-            for event in parser.finish(process.returncode):
-                await self._handle(live, event, tg)
-            usage = parser.total_usage()
-            live.run = await in_thread(
-                self.store.update_run,
-                run.id,
-                exit_code=process.returncode,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_creation_input_tokens=usage.cache_creation_input_tokens,
-                cache_read_input_tokens=usage.cache_read_input_tokens,
-                usage_estimated=usage.estimated,
-                cost_usd=live.result.cost_usd if live.result else None,
-                result_text=live.result.text if live.result else None,
-            )
-            tg.cancel_scope.cancel()
+                usage = parser.total_usage()
+                live.run = await in_thread(
+                    self.store.update_run,
+                    run.id,
+                    exit_code=process.returncode,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                    cache_read_input_tokens=usage.cache_read_input_tokens,
+                    usage_estimated=usage.estimated,
+                    cost_usd=live.result.cost_usd if live.result else None,
+                    result_text=live.result.text if live.result else None,
+                )
+                tg.cancel_scope.cancel()
         if plan.resume and live.result is not None and adapter.session_missing(live.result):
             await in_thread(self.store.drop_vendor_session, session.id, adapter.name)
             live.failure = live.failure or (
@@ -527,29 +541,31 @@ class RunManager:
                 live.run.id, "review_required", {"tool_id": tool_id, "subject": subject, "reason": note}
             )
             return False, note
-        approval = await self.broker.create(
-            run_id=live.run.id,
-            session_id=live.session_id,
-            tool_id=tool_id,
-            subject=subject,
-            reason=f"CLI: {action}" if action else f"Octipus tool {tool_id}",
-            input=dict(arguments),
-            explanation=decision.explanation,
-            vendor_request_id=vendor_request_id,
-        )
-        await self.hub.emit(
-            live.run.id,
-            "approval_requested",
-            {
-                "approval_id": approval.id,
-                "tool_id": tool_id,
-                "subject": subject,
-                "explanation": decision.explanation,
-                "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
-            },
-        )
+        # the run shows awaiting_approval before the approval exists, so a client that sees the
+        # approval also sees the status
         await self._set_waiting(live, +1)
         try:
+            approval = await self.broker.create(
+                run_id=live.run.id,
+                session_id=live.session_id,
+                tool_id=tool_id,
+                subject=subject,
+                reason=f"CLI: {action}" if action else f"Octipus tool {tool_id}",
+                input=dict(arguments),
+                explanation=decision.explanation,
+                vendor_request_id=vendor_request_id,
+            )
+            await self.hub.emit(
+                live.run.id,
+                "approval_requested",
+                {
+                    "approval_id": approval.id,
+                    "tool_id": tool_id,
+                    "subject": subject,
+                    "explanation": decision.explanation,
+                    "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+                },
+            )
             result = await self.broker.wait(approval)
         finally:
             with anyio.CancelScope(shield=True):
@@ -585,6 +601,15 @@ class RunManager:
             return False, "the approval was cancelled because the run is ending"
         why = result.approval.decision_reason
         return False, f"denied by {result.approval.decided_by}" + (f": {why}" if why else "")
+
+    async def _model_row(self, session: Session) -> ModelRow | None:
+        """The session's model row, or None (no row, or deleted meanwhile: the session keeps a copy)."""
+        if session.model_row_id is None:
+            return None
+        try:
+            return await in_thread(self.store.get_model_row, session.model_row_id)
+        except NotFoundError:
+            return None
 
     async def _watch_active_time(self, live: LiveRun) -> None:
         """Fail the run once its active-work time exceeds the limit.
@@ -659,6 +684,18 @@ class RunManager:
         with contextlib.suppress(OSError):
             for leftover in (self.data_dir / "runs" / run_id).glob("*.json"):
                 leftover.unlink()
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    exc: BaseException
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            leaf = _first_leaf(exc)
+            if leaf is not None:
+                return leaf
+        else:
+            return exc
+    return None
 
 
 #: Reasons for the vendor result subtypes that end a turn early (sources.md §1.7).

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from octipusd.store.records import VendorSession
 
@@ -49,6 +50,20 @@ def fingerprint(
         "provider": provider,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+#: ``metadata.cliAgent`` keys that identify the provider or transport a conversation lives at.
+PROVIDER_KEYS = ("baseUrl", "transport", "authTokenEnv")
+
+
+def provider_identity(options: Mapping[str, Any]) -> str | None:
+    """The configured provider identity of a launch (endpoint, transport), for the fingerprint.
+
+    Returns:
+        A stable JSON text of the provider keys present in ``options``, or None when none is.
+    """
+    chosen = {k: options[k] for k in PROVIDER_KEYS if k in options}
+    return json.dumps(chosen, sort_keys=True) if chosen else None
 
 
 @dataclass(frozen=True)

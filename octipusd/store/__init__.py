@@ -3,7 +3,8 @@
 This package is the only place SQLModel appears. Everything outside it uses:
 
 * :class:`Store` (``repository.py``): synchronous, thread-safe methods returning the frozen
-  records of ``records.py``;
+  records of ``records.py`` (sessions, runs, events, approvals, work plans, model rows);
+* ``validation.py``: shape checks of model rows and session options (also used by the API);
 * :class:`DatabaseLock` (``lock.py``): one active octipusd per database;
 * :func:`make_engine` / :func:`default_sqlite_url` (``engine.py``) and :func:`upgrade`
   (``migrate.py``, Alembic, run by :meth:`Store.open`).
@@ -17,6 +18,7 @@ from octipusd.store.migrate import upgrade
 from octipusd.store.records import (
     Approval,
     ApprovalStatus,
+    ModelRow,
     Run,
     RunEvent,
     RunStatus,
@@ -30,6 +32,7 @@ __all__ = [
     "Approval",
     "ApprovalStatus",
     "DatabaseLock",
+    "ModelRow",
     "Run",
     "RunEvent",
     "RunStatus",

@@ -9,6 +9,12 @@ are stored as UTC (``timestamptz`` on PostgreSQL, naive UTC text on SQLite) and 
 come back timezone-aware. Free-form strings are ``TEXT`` (no length limit that PostgreSQL
 would enforce and SQLite would not); generated ids are ``VARCHAR(32)``.
 
+``models`` holds the model rows (named launch configurations: adapter, binary, vendor
+model, permission mode, additive flags, metadata). ``sessions.model_row_id`` refers to it;
+the foreign key has no ``ON DELETE`` action: :meth:`octipusd.store.Store.delete_model_row`
+detaches the sessions itself (``SET NULL`` semantics, after copying the row's values onto
+them) in the transaction that deletes the row.
+
 ``runs.session_id`` and ``run_events.run_id`` have no index of their own: the unique keys
 ``(session_id, turn_index)`` and ``(run_id, seq)`` lead with them and serve those lookups.
 """
@@ -24,6 +30,7 @@ from sqlmodel import Field, SQLModel
 __all__ = [
     "NAMING_CONVENTION",
     "ApprovalRow",
+    "ModelRowRow",
     "RunEventRow",
     "RunRow",
     "SessionRow",
@@ -77,8 +84,34 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class ModelRowRow(SQLModel, table=True):
+    """Table ``models``: one model row (a named launch configuration of an adapter).
+
+    ``additive_flags`` holds a JSON list of strings, ``metadata`` a JSON object (the Python
+    attribute is ``meta``: ``metadata`` is reserved by SQLAlchemy's declarative classes).
+    """
+
+    __tablename__ = "models"
+    __table_args__ = (sa.UniqueConstraint("name"),)
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    name: str = Field(sa_type=sa.Text)
+    adapter: str = Field(sa_type=sa.Text)
+    binary: str | None = Field(default=None, sa_type=sa.Text)
+    model: str | None = Field(default=None, sa_type=sa.Text)
+    permission_mode: str = Field(default="workspace", sa_type=sa.Text)
+    additive_flags: str = Field(default="[]", sa_type=sa.Text)
+    meta: str = Field(default="{}", sa_type=sa.Text, sa_column_kwargs={"name": "metadata"})
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
 class SessionRow(SQLModel, table=True):
-    """Table ``sessions``: one conversation in a workspace with one adapter."""
+    """Table ``sessions``: one conversation in a workspace with one adapter.
+
+    ``model_row_id`` is the model row the session was created from (None: none, or the row
+    was deleted); ``options`` a JSON object of per-session adapter options.
+    """
 
     __tablename__ = "sessions"
 
@@ -91,6 +124,8 @@ class SessionRow(SQLModel, table=True):
     attended: bool = Field(default=True)
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime, index=True)
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    model_row_id: str | None = Field(default=None, foreign_key="models.id", index=True, sa_type=_ID)
+    options: str = Field(default="{}", sa_type=sa.Text, sa_column_kwargs={"server_default": "{}"})
 
 
 class RunRow(SQLModel, table=True):

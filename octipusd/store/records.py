@@ -7,7 +7,7 @@ timezone-aware UTC. JSON columns come back as ``dict`` objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "Approval",
     "ApprovalStatus",
+    "ModelRow",
     "Run",
     "RunEvent",
     "RunStatus",
@@ -62,19 +63,69 @@ class ApprovalStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ModelRow:
+    """A model row: a named launch configuration of one adapter (seed 003's "model").
+
+    Attributes:
+        id: 32 hex characters (uuid4).
+        name: Unique name, 1-100 characters of ASCII letters, digits, ``.``, ``_`` and ``-``
+            (never 32 hex characters, which would read as an id).
+        adapter: Adapter registry name, e.g. ``"claude-code"``, ``"codex"``.
+        binary: A command name (looked up on PATH) or an absolute path overriding the
+            adapter's ``cliModels`` binary for this row; None to use that setting.
+        model: Vendor model name, or None for the vendor's default.
+        permission_mode: ``workspace`` (acceptEdits; the default), ``full``, ``plan`` or
+            ``default``.
+        additive_flags: Extra vendor flags, as normalized by the adapter when the row was
+            saved (e.g. ``("--no-chrome", "--effort=high")``).
+        metadata: JSON object. ``metadata["cliAgent"]`` (when present, an object) holds the
+            seed's ``metadata.cliAgent.*`` settings: ``transport`` (str),
+            ``inheritApiKeys`` (bool), ``sharedUse`` (bool), and adapter-specific keys.
+        created_at: UTC creation time.
+        updated_at: UTC time of the last change.
+    """
+
+    id: str
+    name: str
+    adapter: str
+    binary: str | None
+    model: str | None
+    permission_mode: str
+    additive_flags: tuple[str, ...]
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def cli_agent(self) -> dict[str, Any]:
+        """``metadata["cliAgent"]`` as a new dict (empty when absent)."""
+        value = self.metadata.get("cliAgent")
+        return dict(value) if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     """A conversation: a sequence of runs (turns) in one workspace with one adapter.
+
+    While ``model_row_id`` is set, ``adapter``, ``model`` and ``permission_mode`` equal the
+    model row's: the store copies them when the session is created and whenever the row
+    changes (:meth:`~octipusd.store.Store.update_model_row`), in the same transaction. The
+    row's ``binary``, ``additive_flags`` and ``metadata`` are read from the row itself.
 
     Attributes:
         id: 32 hex characters (uuid4).
         title: Optional human title.
         workspace: Absolute path of the working folder.
         adapter: Adapter name, e.g. ``"claude-code"``.
-        model: Model row name, or None for the adapter's default.
+        model: Vendor model name, or None for the adapter's default.
         permission_mode: Permission mode name, e.g. ``"workspace"``.
         attended: False when no person can answer approvals (unattended runs cannot ask).
         created_at: UTC creation time.
         updated_at: UTC time of the last change or :meth:`~octipusd.store.Store.touch_session`.
+        model_row_id: The :class:`ModelRow` the session was created from; None when it was
+            created without one or the row was deleted.
+        options: Per-session adapter options (JSON object, default ``{}``), merged over the
+            row's ``metadata["cliAgent"]`` by the runtime (session keys win).
     """
 
     id: str
@@ -86,6 +137,8 @@ class Session:
     attended: bool
     created_at: datetime
     updated_at: datetime
+    model_row_id: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

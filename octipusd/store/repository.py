@@ -14,6 +14,11 @@ conditional ``UPDATE`` statements.
 Errors: a missing record raises :class:`~octipusd.errors.NotFoundError` naming the id; a
 database failure raises :class:`~octipusd.errors.StoreError`; bad arguments raise
 ``ValueError`` (or ``TypeError`` for a JSON payload that is not a ``dict``).
+
+Model rows (``models``) are named launch configurations; a session created from one keeps
+``model_row_id`` and mirrors the row's adapter, model and permission mode (see
+:meth:`Store.update_model_row` and :meth:`Store.delete_model_row`). Lock order when both are
+locked: the model row first, then sessions.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from sqlalchemy import Engine, and_, delete, func, or_, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession
 from sqlmodel import col, select
@@ -38,6 +43,7 @@ from octipusd.store.engine import WRITE_OPTION, display_url, make_engine
 from octipusd.store.migrate import upgrade
 from octipusd.store.models import (
     ApprovalRow,
+    ModelRowRow,
     RunEventRow,
     RunRow,
     SessionRow,
@@ -47,6 +53,7 @@ from octipusd.store.models import (
 from octipusd.store.records import (
     Approval,
     ApprovalStatus,
+    ModelRow,
     Run,
     RunEvent,
     RunStatus,
@@ -54,8 +61,17 @@ from octipusd.store.records import (
     VendorSession,
     WorkPlan,
 )
+from octipusd.store.validation import (
+    check_additive_flags_shape,
+    check_binary,
+    check_cli_agent,
+    check_metadata,
+    check_model_name,
+    check_model_row_name,
+    check_permission_mode,
+)
 
-__all__ = ["RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
+__all__ = ["MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
 
 #: ``decided_by`` written when octipusd itself resolves an approval (expiry, cancel).
 SYSTEM_ACTOR = "octipusd"
@@ -81,6 +97,14 @@ RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
         "ended_at",
     }
 )
+
+#: Model row fields :meth:`Store.update_model_row` may change.
+MODEL_ROW_UPDATABLE_FIELDS: frozenset[str] = frozenset(
+    {"name", "adapter", "binary", "model", "permission_mode", "additive_flags", "metadata"}
+)
+
+#: Model row fields a linked session mirrors (copied by create, update and delete).
+_MIRRORED_FIELDS: tuple[str, ...] = ("adapter", "model", "permission_mode")
 
 _TERMINAL_RUN_VALUES = tuple(s.value for s in RunStatus if s.terminal)
 _LIVE_RUN_VALUES = tuple(s.value for s in RunStatus if not s.terminal)
@@ -112,6 +136,11 @@ def _load(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+def _load_strings(text: str) -> tuple[str, ...]:
+    value = json.loads(text)
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
 def _session(row: SessionRow) -> Session:
     return Session(
         id=row.id,
@@ -123,7 +152,50 @@ def _session(row: SessionRow) -> Session:
         attended=row.attended,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        model_row_id=row.model_row_id,
+        options=_load(row.options),
     )
+
+
+def _model_row(row: ModelRowRow) -> ModelRow:
+    return ModelRow(
+        id=row.id,
+        name=row.name,
+        adapter=row.adapter,
+        binary=row.binary,
+        model=row.model,
+        permission_mode=row.permission_mode,
+        additive_flags=_load_strings(row.additive_flags),
+        metadata=_load(row.meta),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _check_adapter_name(adapter: object) -> str:
+    if not isinstance(adapter, str) or not adapter.strip():
+        raise ValueError(f"adapter must be a non-empty adapter name, got {adapter!r}")
+    return adapter
+
+
+def _model_row_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """Check model row fields and return them as column values (JSON columns encoded)."""
+    checks: dict[str, Callable[[Any], Any]] = {
+        "name": check_model_row_name,
+        "adapter": _check_adapter_name,
+        "binary": check_binary,
+        "model": check_model_name,
+        "permission_mode": check_permission_mode,
+    }
+    values: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key == "additive_flags":
+            values[key] = json.dumps(list(check_additive_flags_shape(value)))
+        elif key == "metadata":
+            values["meta"] = _dump(check_metadata(value), "metadata")
+        else:
+            values[key] = checks[key](value)
+    return values
 
 
 def _run(row: RunRow) -> Run:
@@ -342,28 +414,45 @@ class Store:
         model: str | None = None,
         permission_mode: str = "workspace",
         attended: bool = True,
+        model_row_id: str | None = None,
+        options: dict[str, Any] | None = None,
     ) -> Session:
         """Create a session.
+
+        A session created from a model row (``model_row_id``) must carry that row's adapter,
+        model and permission mode (pass the row's values); the row is read under a share lock
+        in the same transaction, so a concurrent :meth:`update_model_row` or
+        :meth:`delete_model_row` either happens entirely before or entirely after.
 
         Args:
             workspace: Absolute path of the working folder (not checked for existence).
             adapter: Adapter name, e.g. ``"claude-code"``.
             title: Optional human title.
-            model: Model row name, or None for the adapter's default.
+            model: Vendor model name, or None for the adapter's default.
             permission_mode: Permission mode name.
             attended: False when no person can answer approvals.
+            model_row_id: Id of the model row the session is created from, or None.
+            options: Per-session adapter options (JSON object; the known ``cliAgent`` keys
+                ``transport`` str, ``inheritApiKeys`` bool, ``sharedUse`` bool are
+                type-checked); None for ``{}``.
 
         Returns:
             The new session (id: 32 hex characters).
 
         Raises:
             ValueError: ``workspace`` is not an absolute path, or ``adapter`` is empty.
+            TypeError: ``options`` is not a JSON-serialisable object, or a known key has the
+                wrong type.
+            NotFoundError: No model row ``model_row_id``.
+            ConflictError: ``adapter``, ``model`` or ``permission_mode`` differ from the row's
+                (the message lists the row's values).
             StoreError: The database failed.
         """
         if not workspace.startswith("/"):
             raise ValueError(f"workspace must be an absolute path, got {workspace!r}")
         if not adapter:
             raise ValueError("adapter must not be empty")
+        options_text = _dump(check_cli_agent({} if options is None else options, "options"), "options")
         now = self._clock()
         row = SessionRow(
             id=_new_id(),
@@ -375,8 +464,23 @@ class Store:
             attended=attended,
             created_at=now,
             updated_at=now,
+            model_row_id=model_row_id,
+            options=options_text,
         )
         with self._tx("creating a session", write=True) as db:
+            if model_row_id is not None:
+                source = db.exec(
+                    select(ModelRowRow).where(col(ModelRowRow.id) == model_row_id).with_for_update(read=True)
+                ).first()
+                if source is None:
+                    raise NotFoundError(f"model row {model_row_id} not found")
+                differing = [f for f in _MIRRORED_FIELDS if getattr(source, f) != getattr(row, f)]
+                if differing:
+                    wanted = ", ".join(f"{f}={getattr(source, f)!r}" for f in _MIRRORED_FIELDS)
+                    raise ConflictError(
+                        f"a session created from model row {source.name!r} takes the row's values ({wanted}); "
+                        f"the request differs in {', '.join(differing)}"
+                    )
             db.add(row)
         return _session(row)
 
@@ -421,6 +525,217 @@ class Store:
             row.updated_at = self._clock()
             db.add(row)
         return _session(row)
+
+    # Model rows --------------------------------------------------------------------------
+
+    @staticmethod
+    def _find_model_row(db: DbSession, id_or_name: str, lock: str | None = None) -> ModelRowRow:
+        """Return the row whose id (first) or name is ``id_or_name``.
+
+        ``lock``: None (no lock), ``"no_key_update"`` (FOR NO KEY UPDATE: an update) or
+        ``"update"`` (FOR UPDATE: a delete).
+        """
+        for column in (col(ModelRowRow.id), col(ModelRowRow.name)):
+            query = select(ModelRowRow).where(column == id_or_name)
+            if lock == "no_key_update":
+                query = query.with_for_update(key_share=True)
+            elif lock == "update":
+                query = query.with_for_update()
+            row = db.exec(query).first()
+            if row is not None:
+                return row
+        raise NotFoundError(f"model row {id_or_name!r} not found (no row has that id or name)")
+
+    @staticmethod
+    def _flush_unique_name(db: DbSession, name: str) -> None:
+        try:
+            db.flush()
+        except IntegrityError as exc:  # a concurrent writer took the name between check and insert
+            raise ConflictError(f"a model row named {name!r} already exists; choose another name") from exc
+
+    @staticmethod
+    def _check_name_free(db: DbSession, name: str, own_id: str | None = None) -> None:
+        taken = db.exec(select(ModelRowRow.id).where(col(ModelRowRow.name) == name)).first()
+        if taken is not None and taken != own_id:
+            raise ConflictError(f"a model row named {name!r} already exists; choose another name")
+
+    def create_model_row(
+        self,
+        *,
+        name: str,
+        adapter: str,
+        binary: str | None = None,
+        model: str | None = None,
+        permission_mode: str = "workspace",
+        additive_flags: Iterable[str] = (),
+        metadata: dict[str, Any] | None = None,
+    ) -> ModelRow:
+        """Create a model row.
+
+        The store checks the shape of every field (see :mod:`octipusd.store.validation`), not
+        whether the adapter is installed or accepts the flags: callers check those against
+        the adapter first and pass the adapter's normalized flags.
+
+        Args:
+            name: Unique name: 1-100 ASCII letters, digits, ``.``, ``_``, ``-``; not 32 hex
+                characters.
+            adapter: Adapter registry name, e.g. ``"claude-code"``.
+            binary: A command name or an absolute path overriding the adapter's ``cliModels``
+                binary, or None.
+            model: Vendor model name, or None for the vendor's default.
+            permission_mode: ``workspace`` (default), ``full``, ``plan`` or ``default``.
+            additive_flags: Extra vendor flags (strings), stored as given.
+            metadata: JSON object (``{"cliAgent": {...}}``); None for ``{}``.
+
+        Returns:
+            The new row (id: 32 hex characters).
+
+        Raises:
+            ValueError: A field has a bad value (the message names it and what is accepted).
+            TypeError: A field has the wrong type (e.g. ``metadata.cliAgent`` not an object,
+                ``metadata.cliAgent.sharedUse`` not a boolean, flags not a list of strings).
+            ConflictError: A row with that name exists (the message names it).
+            StoreError: The database failed.
+        """
+        values = _model_row_values(
+            {
+                "name": name,
+                "adapter": adapter,
+                "binary": binary,
+                "model": model,
+                "permission_mode": permission_mode,
+                "additive_flags": tuple(additive_flags)
+                if not isinstance(additive_flags, str)
+                else additive_flags,
+                "metadata": {} if metadata is None else metadata,
+            }
+        )
+        now = self._clock()
+        row = ModelRowRow(id=_new_id(), created_at=now, updated_at=now, **values)
+        with self._tx(f"creating model row {name!r}", write=True) as db:
+            self._check_name_free(db, name)
+            db.add(row)
+            self._flush_unique_name(db, name)
+        return _model_row(row)
+
+    def get_model_row(self, id_or_name: str) -> ModelRow:
+        """Return the model row with id ``id_or_name``, or else with that name.
+
+        Raises:
+            NotFoundError: No row has that id or name.
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading model row {id_or_name!r}") as db:
+            return _model_row(self._find_model_row(db, id_or_name))
+
+    def list_model_rows(self) -> list[ModelRow]:
+        """Return every model row, by name.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._tx("listing model rows") as db:
+            rows = db.exec(select(ModelRowRow).order_by(col(ModelRowRow.name))).all()
+            return [_model_row(r) for r in rows]
+
+    def update_model_row(self, id_or_name: str, **fields: Any) -> ModelRow:
+        """Change some fields of a model row; linked sessions follow.
+
+        Each given field replaces the stored value whole (``metadata`` is not merged; pass
+        ``binary=None`` / ``model=None`` to clear them). In the same transaction every session
+        whose ``model_row_id`` is this row gets the row's new ``adapter``, ``model`` and
+        ``permission_mode`` (and ``updated_at`` = now when one of them changed). With no fields,
+        nothing changes.
+
+        Args:
+            id_or_name: The row's id or name.
+            **fields: New values; names from :data:`MODEL_ROW_UPDATABLE_FIELDS` (``name``,
+                ``adapter``, ``binary``, ``model``, ``permission_mode``, ``additive_flags``,
+                ``metadata``), checked as in :meth:`create_model_row`.
+
+        Returns:
+            The row after the change.
+
+        Raises:
+            ValueError: An unknown field, or a bad value.
+            TypeError: A value of the wrong type.
+            NotFoundError: No row has that id or name.
+            ConflictError: ``name`` is taken by another row.
+            StoreError: The database failed.
+        """
+        unknown = sorted(set(fields) - MODEL_ROW_UPDATABLE_FIELDS)
+        if unknown:
+            raise ValueError(
+                f"update_model_row cannot set {', '.join(unknown)}; "
+                f"updatable fields: {', '.join(sorted(MODEL_ROW_UPDATABLE_FIELDS))}"
+            )
+        values = _model_row_values(fields)
+        with self._tx(f"updating model row {id_or_name!r}", write=True) as db:
+            row = self._find_model_row(db, id_or_name, lock="no_key_update")
+            if not values:
+                return _model_row(row)
+            if "name" in values:
+                self._check_name_free(db, values["name"], own_id=row.id)
+            before = {f: getattr(row, f) for f in _MIRRORED_FIELDS}
+            for key, value in values.items():
+                setattr(row, key, value)
+            now = self._clock()
+            row.updated_at = now
+            db.add(row)
+            self._flush_unique_name(db, row.name)
+            after = {f: getattr(row, f) for f in _MIRRORED_FIELDS}
+            if after != before:
+                db.exec(
+                    update(SessionRow)
+                    .where(col(SessionRow.model_row_id) == row.id)
+                    .values(**after, updated_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+            return _model_row(row)
+
+    def delete_model_row(self, id_or_name: str) -> None:
+        """Delete a model row; the sessions created from it keep working.
+
+        In one transaction (the row locked first): every session whose ``model_row_id`` is this
+        row gets the row's ``adapter``, ``model`` and ``permission_mode`` copied onto it (they
+        already mirror them), the row's ``metadata.cliAgent`` folded into its ``options``
+        (``{**row cliAgent, **session options}``: what the runtime's merge gave before), its
+        ``updated_at`` = now and ``model_row_id`` = NULL; then the row is deleted. The row's
+        ``binary`` and ``additive_flags`` are not kept: those sessions then run the adapter's
+        configured binary without additive flags.
+
+        Args:
+            id_or_name: The row's id or name.
+
+        Raises:
+            NotFoundError: No row has that id or name.
+            StoreError: The database failed.
+        """
+        with self._tx(f"deleting model row {id_or_name!r}", write=True) as db:
+            row = self._find_model_row(db, id_or_name, lock="update")
+            cli_agent = _model_row(row).cli_agent
+            sessions = db.exec(
+                select(SessionRow)
+                .where(col(SessionRow.model_row_id) == row.id)
+                .order_by(col(SessionRow.id))
+                .with_for_update(key_share=True)
+            ).all()
+            now = self._clock()
+            for session in sessions:
+                session.adapter = row.adapter
+                session.model = row.model
+                session.permission_mode = row.permission_mode
+                if cli_agent:
+                    session.options = _dump({**cli_agent, **_load(session.options)}, "options")
+                session.model_row_id = None
+                session.updated_at = now
+                db.add(session)
+            db.flush()
+            db.exec(
+                delete(ModelRowRow)
+                .where(col(ModelRowRow.id) == row.id)
+                .execution_options(synchronize_session=False)
+            )
 
     # Runs --------------------------------------------------------------------------------
 

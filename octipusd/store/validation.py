@@ -1,0 +1,219 @@
+"""Shape checks of model rows and session options, shared by the store and the API.
+
+These check what the store can know without the adapter registry: the name, the permission
+mode, the binary's form, that additive flags are a list of strings, and the types of the known
+``cliAgent`` keys. Whether an adapter is installed and whether it accepts a flag is checked by
+the API against the adapters themselves.
+
+Every function returns the checked (possibly normalised) value, or raises ``ValueError``
+(a bad value) / ``TypeError`` (a value of the wrong JSON type) whose message names the field,
+says what was wrong and what is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from octipusd.adapter import PermissionMode
+
+__all__ = [
+    "CLI_AGENT_KEY",
+    "CLI_AGENT_KEY_TYPES",
+    "MODEL_ROW_NAME_PATTERN",
+    "PERMISSION_MODES",
+    "check_additive_flags_shape",
+    "check_binary",
+    "check_cli_agent",
+    "check_metadata",
+    "check_model_name",
+    "check_model_row_name",
+    "check_permission_mode",
+    "looks_like_id",
+]
+
+#: Names of model rows: 1-100 ASCII letters, digits, ``.``, ``_`` and ``-``.
+MODEL_ROW_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+#: The Octipus permission modes a model row may set (``workspace`` = Claude's acceptEdits).
+PERMISSION_MODES: Final[tuple[str, ...]] = tuple(m.value for m in PermissionMode)
+
+#: Key of the seed's ``metadata.cliAgent`` object inside a row's metadata.
+CLI_AGENT_KEY: Final = "cliAgent"
+
+#: Known ``cliAgent`` keys and their JSON types; other keys pass unchecked (adapters ignore
+#: keys they do not know).
+CLI_AGENT_KEY_TYPES: Final[Mapping[str, type]] = {
+    "transport": str,
+    "inheritApiKeys": bool,
+    "sharedUse": bool,
+}
+
+_ID_PATTERN: Final = re.compile(r"[0-9a-f]{32}")
+_JSON_TYPE_NAMES: Final[Mapping[type, str]] = {str: "a string", bool: "a boolean (true or false)"}
+
+
+def looks_like_id(text: str) -> bool:
+    """True when ``text`` has the form of a generated id (32 lowercase hex characters)."""
+    return _ID_PATTERN.fullmatch(text) is not None
+
+
+def _has_control(text: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
+def check_model_row_name(name: object) -> str:
+    """Check a model row name.
+
+    Args:
+        name: The proposed name.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: It is empty, longer than 100 characters, has a character other than ASCII
+            letters, digits, ``.``, ``_`` and ``-``, or is 32 hex characters (an id's form).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"model row name must be a string, not {type(name).__name__}")
+    if MODEL_ROW_NAME_PATTERN.fullmatch(name) is None:
+        raise ValueError(
+            f"model row name {name!r} is invalid: use 1-100 characters of ASCII letters, digits, '.', '_' and '-'"
+        )
+    if looks_like_id(name):
+        raise ValueError(f"model row name {name!r} looks like an id (32 hex characters); choose another name")
+    return name
+
+
+def check_permission_mode(mode: object) -> str:
+    """Check a permission mode.
+
+    Returns:
+        The mode as a plain string.
+
+    Raises:
+        ValueError: Not one of ``workspace``, ``full``, ``plan``, ``default``.
+    """
+    if not isinstance(mode, str) or mode not in PERMISSION_MODES:
+        raise ValueError(
+            f"permission_mode {mode!r} is not one of {', '.join(PERMISSION_MODES)} "
+            "(workspace = acceptEdits, the default; full = the vendor's bypass)"
+        )
+    return str(mode)
+
+
+def check_binary(binary: object) -> str | None:
+    """Check a row's binary override: a command name looked up on PATH, or an absolute path.
+
+    Returns:
+        The binary, or None.
+
+    Raises:
+        TypeError: Not a string (or None).
+        ValueError: Empty, surrounded by spaces, with a control character, starting with
+            ``-``, or a relative path (it contains ``/`` but does not start with it).
+    """
+    if binary is None:
+        return None
+    if not isinstance(binary, str):
+        raise TypeError(f"binary must be a string or null, not {type(binary).__name__}")
+    if not binary or binary.strip() != binary or _has_control(binary) or binary.startswith("-"):
+        raise ValueError(
+            f"binary {binary!r} is invalid: give a command name (e.g. 'claude') or an absolute path "
+            "(e.g. '/opt/claude/bin/claude')"
+        )
+    if "/" in binary and not binary.startswith("/"):
+        raise ValueError(
+            f"binary {binary!r} is a relative path: give a command name looked up on PATH or an absolute path"
+        )
+    return binary
+
+
+def check_model_name(model: object) -> str | None:
+    """Check a vendor model name (free text, no control characters).
+
+    Returns:
+        The name, or None.
+
+    Raises:
+        TypeError: Not a string (or None).
+        ValueError: Empty, or with a control character.
+    """
+    if model is None:
+        return None
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a string or null, not {type(model).__name__}")
+    if not model.strip() or _has_control(model):
+        raise ValueError(f"model {model!r} must be a non-empty vendor model name without control characters")
+    return model
+
+
+def check_additive_flags_shape(flags: object) -> tuple[str, ...]:
+    """Check that additive flags are a list of non-empty strings (not whether they are allowed).
+
+    Returns:
+        The flags as a tuple.
+
+    Raises:
+        TypeError: Not a list/tuple (a bare string is refused), or an item is not a string.
+        ValueError: An item is empty or holds a NUL character.
+    """
+    if isinstance(flags, str | bytes) or not isinstance(flags, Sequence):
+        raise TypeError(f"additive_flags must be a list of strings, not {type(flags).__name__}")
+    out: list[str] = []
+    for item in flags:
+        if not isinstance(item, str):
+            raise TypeError(f"additive flag {item!r} is not a string")
+        if not item.strip() or "\x00" in item:
+            raise ValueError(f"additive flag {item!r} is empty or holds a NUL character")
+        out.append(item)
+    return tuple(out)
+
+
+def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str, Any]:
+    """Check a ``cliAgent`` object (a row's ``metadata.cliAgent`` or a session's ``options``).
+
+    Args:
+        value: The object.
+        what: How to name it in messages.
+
+    Returns:
+        A shallow copy as a dict.
+
+    Raises:
+        TypeError: Not a JSON object, or a known key has the wrong type
+            (see :data:`CLI_AGENT_KEY_TYPES`).
+    """
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object, not {type(value).__name__}")
+    for key, expected in CLI_AGENT_KEY_TYPES.items():
+        if key in value and type(value[key]) is not expected:
+            raise TypeError(
+                f"{what}.{key} must be {_JSON_TYPE_NAMES[expected]}, not {json.dumps(value[key], default=repr)}"
+            )
+    return dict(value)
+
+
+def check_metadata(metadata: object) -> dict[str, Any]:
+    """Check a model row's metadata: a JSON object whose ``cliAgent``, when present, is an object.
+
+    Returns:
+        A shallow copy as a dict.
+
+    Raises:
+        TypeError: Not an object, not JSON-serialisable, ``cliAgent`` not an object, or a known
+            ``cliAgent`` key of the wrong type.
+    """
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be an object, not {type(metadata).__name__}")
+    if CLI_AGENT_KEY in metadata:
+        check_cli_agent(metadata[CLI_AGENT_KEY], f"metadata.{CLI_AGENT_KEY}")
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"metadata is not JSON-serialisable: {exc}") from exc
+    return dict(metadata)
