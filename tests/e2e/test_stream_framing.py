@@ -90,3 +90,52 @@ def test_bridge_reported_failed_in_init_fails_the_run(octipus: Callable[..., Env
     assert "Octipus bridge as failed" in final["reason"]
     background = int(pid_file.read_text())
     assert not psutil.pid_exists(background) or psutil.Process(background).status() == psutil.STATUS_ZOMBIE
+
+
+def test_api_keys_reach_the_vendor_only_when_the_row_inherits_them(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
+    actions = [
+        {"read_line": True},
+        {
+            "emit": {
+                "type": "system",
+                "subtype": "init",
+                "session_id": "$SESSION_ID",
+                "mcp_servers": [{"name": "octipus", "status": "connected"}],
+            }
+        },
+        {
+            "emit": {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "result": "ok",
+                "session_id": "$SESSION_ID",
+            }
+        },
+        {"exit": 0},
+    ]
+    script = tmp_path / "stub.json"
+    script.write_text(json.dumps(actions))
+    record = tmp_path / "argv.json"
+    env = octipus(
+        {"steps": []},
+        extra_env={
+            "OCTIPUS_STUB_SCRIPT": str(script),
+            "OCTIPUS_STUB_ARGV_FILE": str(record),
+            "ANTHROPIC_API_KEY": "sk-ant-daemon-environment",
+            "OPENAI_API_KEY": "sk-openai-daemon-environment",
+            "CLAUDE_CODE_OAUTH_TOKEN": "oauth-token",
+        },
+        binary=stub_binary(tmp_path),
+    )
+    assert env.wait_final(env.post(env.new_session(), "go"))["status"] == "succeeded"
+    keys = set(json.loads(record.read_text())["env_keys"])
+    assert "ANTHROPIC_API_KEY" not in keys and "OPENAI_API_KEY" not in keys
+    assert "CLAUDE_CODE_OAUTH_TOKEN" in keys, "Claude's OAuth token variable stays supported"
+
+    inherit = env.new_session(options={"inheritApiKeys": True})
+    assert env.wait_final(env.post(inherit, "go"))["status"] == "succeeded"
+    keys = set(json.loads(record.read_text())["env_keys"])
+    assert {"ANTHROPIC_API_KEY", "OPENAI_API_KEY"} <= keys
