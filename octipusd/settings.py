@@ -105,6 +105,7 @@ class CliModels(_Section):
     claudeCode: BinarySetting = Field(default_factory=BinarySetting)
     codexCli: BinarySetting = Field(default_factory=BinarySetting)
     antigravityCli: BinarySetting = Field(default_factory=BinarySetting)
+    mistralVibe: BinarySetting = Field(default_factory=BinarySetting)
 
     @field_validator("path")
     @classmethod

@@ -353,6 +353,8 @@ class RunManager:
                 env=vendor_env(self.base_env, options),
                 additive_flags=adapter.check_additive_flags(flags),
                 options=options,
+                turn_limit=_positive_int(options.get("maxTurns")),
+                token_limit=_positive_int(options.get("maxTokens")),
             )
             spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
             if live.stop_status is not None:
@@ -441,6 +443,12 @@ class RunManager:
         if isinstance(event, SessionEvent):
             if event.session_id:
                 live.vendor_session_confirmed = event.session_id
+                if (
+                    live.run.vendor_session_id != event.session_id
+                ):  # vendor-assigned (Codex, Vibe) or replaced
+                    live.run = await in_thread(
+                        self.store.update_run, live.run.id, vendor_session_id=event.session_id
+                    )
             status = event.mcp_servers.get(BRIDGE_NAME, "missing")
             if status in FAILED_BRIDGE_STATUSES and live.failure is None:
                 live.failure = (
@@ -678,12 +686,18 @@ class RunManager:
             result_text=result.text if result else None,
         )
         live.run = final
+        self._live.pop(run_id, None)  # the session may take its next turn from here on
         await self.hub.emit(
             run_id, "run_status", {"status": str(final.status), "reason": final.reason, "final": True}
         )
         with contextlib.suppress(OSError):
             for leftover in (self.data_dir / "runs" / run_id).glob("*.json"):
                 leftover.unlink()
+
+
+def _positive_int(value: Any) -> int | None:
+    """``metadata.cliAgent.maxTurns`` / ``maxTokens`` as a positive int, else None (vendor default)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
