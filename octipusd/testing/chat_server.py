@@ -289,7 +289,9 @@ def chunks_for_step(step: Step, model: str) -> Iterator[dict[str, Any]]:
             yield chunk({"content": piece})
     for index, call in enumerate(_tool_calls(step)):
         head = {"index": index, "id": call["id"], "type": "function"}
-        yield chunk({"tool_calls": [{**head, "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        yield chunk(
+            {"tool_calls": [{**head, "function": {"name": call["function"]["name"], "arguments": ""}}]}
+        )
         for piece in _pieces(call["function"]["arguments"]):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, _finish_reason(step), usage=_usage(step))
