@@ -415,10 +415,11 @@ class RunManager:
                     result_text=live.result.text if live.result else None,
                 )
                 tg.cancel_scope.cancel()
-        if plan.resume and live.result is not None and adapter.session_missing(live.result):
+        if plan.resume and self._resumed_session_missing(adapter, live):
             await in_thread(self.store.drop_vendor_session, session.id, adapter.name)
+            signal = result_failure(live.result) if live.result else "the vendor reported it on stderr"
             live.failure = live.failure or (
-                f"the vendor no longer has session {plan.vendor_session_id} ({result_failure(live.result)}); "
+                f"the vendor no longer has session {plan.vendor_session_id} ({signal}); "
                 "the stored id was dropped, so the next turn starts a new vendor conversation"
             )
             await self.hub.emit(live.run.id, "notice", {"message": live.failure})
@@ -609,6 +610,17 @@ class RunManager:
             return False, "the approval was cancelled because the run is ending"
         why = result.approval.decision_reason
         return False, f"denied by {result.approval.decided_by}" + (f": {why}" if why else "")
+
+    @staticmethod
+    def _resumed_session_missing(adapter: Adapter, live: LiveRun) -> bool:
+        """Whether the vendor said the resumed session is gone: in its result, or (vendors that
+        print nothing on stdout then, like ``codex exec``, observed.md §2.6) on stderr."""
+        if live.result is not None:
+            return adapter.session_missing(live.result)
+        on_stderr = getattr(adapter, "stderr_session_missing", None)
+        if live.process is None or not callable(on_stderr):
+            return False
+        return bool(on_stderr(live.process.stderr_tail))
 
     async def _model_row(self, session: Session) -> ModelRow | None:
         """The session's model row, or None (no row, or deleted meanwhile: the session keeps a copy)."""

@@ -81,7 +81,9 @@ class DaemonHarness:
         # would: octipusd does not pass API-key variables to vendors (seed 003, inheritApiKeys).
         claude_dir = self.home / ".claude"
         claude_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        settings = {"env": {"ANTHROPIC_BASE_URL": model_base_url, "ANTHROPIC_API_KEY": "sk-ant-scripted-model"}}
+        settings = {
+            "env": {"ANTHROPIC_BASE_URL": model_base_url, "ANTHROPIC_API_KEY": "sk-ant-scripted-model"}
+        }
         (claude_dir / "settings.json").write_text(json.dumps(settings))
         self.socket = root / "run" / "octipus" / "octipusd.sock"
         self.bindir = Path(sys.executable).parent

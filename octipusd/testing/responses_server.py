@@ -816,7 +816,9 @@ class ScriptedResponsesServer:
         """
 
         def current() -> list[RecordedRequest]:
-            return [r for r in self._records if r.is_responses_call] if responses_only else list(self._records)
+            return (
+                [r for r in self._records if r.is_responses_call] if responses_only else list(self._records)
+            )
 
         deadline = time.monotonic() + timeout
         with self._cond:

@@ -1,0 +1,167 @@
+"""Total (never-raising) accessors for vendor JSON of unknown shape.
+
+The parser must never raise on vendor input (``octipusd.adapter`` module docstring), so every
+field read goes through these helpers, which return a neutral value when a field is missing or
+of an unexpected type instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from octipusd.adapter import JSON, Usage
+
+
+def as_dict(value: object) -> JSON:
+    """Return ``value`` if it is a JSON object, else an empty dict (the same object, not a copy)."""
+    if isinstance(value, dict):
+        return value
+    return {}
+
+
+def as_list(value: object) -> list[Any]:
+    """Return ``value`` if it is a JSON array, else an empty list."""
+    if isinstance(value, list):
+        return value
+    return []
+
+
+def as_str(value: object) -> str | None:
+    """Return ``value`` if it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
+def as_tokens(value: object) -> int:
+    """Read a token count: a non-negative int; anything else (bool, NaN, text, negative) counts as 0.
+
+    Args:
+        value: A decoded JSON value expected to be a token count.
+
+    Returns:
+        The count (tokens), clamped at 0; floats are truncated.
+    """
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and math.isfinite(value):
+        return max(int(value), 0)
+    return 0
+
+
+def codex_usage(
+    value: object,
+    *,
+    input_key: str,
+    cached_key: str,
+    cache_write_key: str,
+    output_key: str,
+) -> Usage | None:
+    """Convert a Codex usage object into Octipus :class:`Usage` (tokens).
+
+    Codex reports OpenAI semantics: the input count *includes* the cached (and cache-written)
+    input tokens, and the reasoning tokens are part of the output count. Octipus's
+    :class:`Usage` follows Anthropic's split, so the uncached input is
+    ``input - cached - cache_write`` (clamped at 0), ``cache_read_input_tokens`` is the cached
+    count and ``cache_creation_input_tokens`` the cache-write count.
+
+    Shapes: app-server ``TokenUsageBreakdown`` (``inputTokens``, ``cachedInputTokens``,
+    ``cacheWriteInputTokens``, ``outputTokens``; observed-2.md §1.6) and exec
+    ``turn.completed.usage`` (``input_tokens``, ``cached_input_tokens``,
+    ``cache_write_input_tokens``, ``output_tokens``; observed.md §2.3).
+
+    Args:
+        value: The decoded usage object.
+        input_key: Name of the total input count.
+        cached_key: Name of the cached input count.
+        cache_write_key: Name of the cache-write input count.
+        output_key: Name of the output count.
+
+    Returns:
+        The usage, or None when ``value`` is not an object.
+    """
+    if not isinstance(value, dict):
+        return None
+    total_input = as_tokens(value.get(input_key))
+    cached = as_tokens(value.get(cached_key))
+    written = as_tokens(value.get(cache_write_key))
+    return Usage(
+        input_tokens=max(total_input - cached - written, 0),
+        output_tokens=as_tokens(value.get(output_key)),
+        cache_creation_input_tokens=written,
+        cache_read_input_tokens=cached,
+    )
+
+
+def is_zero(usage: Usage) -> bool:
+    """Whether every token field of ``usage`` is 0."""
+    return not (
+        usage.input_tokens
+        or usage.output_tokens
+        or usage.cache_creation_input_tokens
+        or usage.cache_read_input_tokens
+    )
+
+
+def difference(a: Usage, b: Usage) -> Usage:
+    """Field-wise ``a - b`` clamped at 0 (tokens)."""
+    return Usage(
+        max(a.input_tokens - b.input_tokens, 0),
+        max(a.output_tokens - b.output_tokens, 0),
+        max(a.cache_creation_input_tokens - b.cache_creation_input_tokens, 0),
+        max(a.cache_read_input_tokens - b.cache_read_input_tokens, 0),
+        a.estimated,
+    )
+
+
+def to_text(value: object) -> str:
+    """Render any decoded JSON value as compact JSON text (strings stay as they are).
+
+    Never raises: values ``json`` cannot encode fall back to ``str``.
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (ValueError, TypeError, RecursionError):
+        pass
+    try:
+        return str(value)
+    except RecursionError:
+        return "<value nested too deeply to render>"
+
+
+def flatten_content(content: object) -> str:
+    """Flatten an MCP result ``content`` list to text.
+
+    Text blocks give their ``text``; image blocks ``[image]``; anything else compact JSON, one per
+    line. A string stays as is; None gives ``""``.
+
+    Args:
+        content: The ``result.content`` value of an MCP tool call item.
+
+    Returns:
+        The text.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for item in content:
+            if isinstance(item, str):
+                parts.append(item)
+                continue
+            block = as_dict(item)
+            text = as_str(block.get("text"))
+            if block.get("type") == "text" and text is not None:
+                parts.append(text)
+            elif block.get("type") == "image":
+                parts.append("[image]")
+            else:
+                parts.append(to_text(item))
+        return "\n".join(parts)
+    return to_text(content)

@@ -1,0 +1,867 @@
+"""Parsing Codex output into typed Octipus events, for both transports.
+
+One :class:`CodexStreamParser` reads one process's stdout, one complete line per
+:meth:`~CodexStreamParser.feed` call, and recognises the transport per line: a JSON object with a
+``method`` or an ``id`` is app-server JSON-RPC (observed-2.md §1), one with a ``type`` is a
+``codex exec --json`` event (observed.md §2.3). Every event keeps the line's decoded object as
+``raw``.
+
+Tool names (the ``<Tool>`` of ``cli-native:<Tool>`` rules) are the app-server item types, for
+both transports: ``commandExecution`` (input ``command`` = the model's command without Codex's
+``/bin/bash -lc`` wrapper, ``cwd``, and ``rawCommand`` when a wrapper was removed),
+``fileChange`` (``changes``, ``path`` = the first changed path), ``permissions``, and
+``mcp__<server>__<tool>`` for MCP tools (as Claude names them, so the runtime recognises its own
+bridge's tools). Other tool items (``webSearch``, ``dynamicToolCall``, ...) keep their item type.
+
+app-server (JSON-RPC) ->  events
+---------------------------------
+=============================================  ==============================================
+line                                           events
+=============================================  ==============================================
+response to ``initialize``                     :class:`StatusEvent` ``initialized``
+response to ``config/read``                    :class:`StdinWriteEvent`: ``thread/start`` or
+                                               ``thread/resume`` with the user's other MCP
+                                               servers switched off
+response to the thread request                 [:class:`StatusEvent` ``cold_start`` when a
+                                               resume answered another thread id],
+                                               [:class:`SessionEvent`], :class:`StdinWriteEvent`
+                                               ``turn/start``; an error gives
+                                               [:class:`SessionEvent` with the bridge
+                                               ``failed``] + :class:`ResultEvent` (error)
+response to ``turn/start``                     buffered usage of the turn, if any; an error
+                                               gives :class:`ResultEvent` (error)
+``mcpServer/startupStatus/updated``            [:class:`ErrorEvent`], then the
+                                               :class:`SessionEvent` once the thread id and the
+                                               bridge's final status are known
+``item/started`` / ``item/completed``          :class:`ToolUseEvent` / :class:`ToolResultEvent`
+                                               for tool items, :class:`TextEvent` for a
+                                               completed ``agentMessage``,
+                                               :class:`ThinkingEvent` for ``reasoning``
+``thread/tokenUsage/updated``                  :class:`UsageEvent` (see usage below)
+``turn/completed``                             [:class:`SessionEvent` if not yet sent],
+                                               :class:`ResultEvent` (``is_error`` unless
+                                               ``status == "completed"``; subtype = status)
+``error``                                      :class:`ErrorEvent` (``fatal`` = not
+                                               ``willRetry``); the failure itself is the
+                                               ``turn/completed`` that follows
+``warning`` / ``configWarning`` /              :class:`ErrorEvent` (``fatal=False``): warnings
+``deprecationNotice`` / ``guardianWarning``    are not failures
+``serverRequest/resolved``                     :class:`ControlCancelEvent` (Codex no longer
+                                               waits for that request)
+approval requests (server -> client)           :class:`PermissionRequestEvent`
+other server requests                          :class:`UnknownEvent` (type = method) +
+                                               :class:`StdinWriteEvent` answering a JSON-RPC
+                                               error, so Codex never waits on them
+deltas, rate limits, thread status changes     nothing (the completed item carries the text)
+other known notifications                      :class:`StatusEvent` (status = method)
+anything else                                  :class:`UnknownEvent`
+=============================================  ==============================================
+
+exec (``--json``) -> events
+---------------------------
+``thread.started`` -> [:class:`StatusEvent` ``cold_start`` when it is not the thread the launch
+resumed], :class:`SessionEvent` (``mcp_servers`` = ``{<bridge>: "connected"}`` when the launch has
+a bridge: exec prints no MCP status, and Octipus configures its bridge with ``required = true``, so a
+started thread means the bridge initialized; a failed bridge ends exec with rc 1 before
+``thread.started``, observed.md §2.5); ``turn.started`` -> :class:`StatusEvent`; items as above
+(``agent_message``, ``reasoning``, ``command_execution``, ``mcp_tool_call``, ``file_change``,
+``web_search``; ``todo_list`` -> :class:`StatusEvent`; an ``error`` item -> :class:`ErrorEvent`
+``fatal=False``: the "Model metadata ... not found" item is only a warning, observed.md §2.3);
+``turn.completed`` -> :class:`UsageEvent` + :class:`ResultEvent`; ``turn.failed`` ->
+:class:`ResultEvent` (error); a top-level ``error`` -> :class:`ErrorEvent` (``fatal=False``:
+"Reconnecting... n/5" lines precede a real failure, which ``turn.failed`` reports).
+
+Usage (tokens)
+--------------
+app-server sends ``thread/tokenUsage/updated`` after every model request with ``last`` (that
+request) and ``total`` (the thread, cumulative across resumes) (observed-2.md §1.6). The parser
+counts ``last`` of the notifications whose ``turnId`` is this run's turn, once per distinct
+``total``: a resumed thread first replays the previous turn's notification (its old ``turnId``,
+observed on 0.171.0), which is not counted. Notifications that arrive before the turn id is
+known are held until it is. So a turn's usage is exact whatever the thread's history, and
+:attr:`ResultEvent.usage` is the turn's sum.
+
+exec reports only ``turn.completed.usage``, cumulative for the whole thread across resumed runs
+(observed.md §2.3). The parser emits the increase since the previous ``turn.completed`` of the
+same process (exec runs one turn, so: the cumulative figure). That is the turn's usage on a new
+thread; on a resumed thread it also contains the earlier turns, and only the caller, who knows
+the previous run's figure, can subtract it (:meth:`octipus_codex.CodexAdapter.usage_is_cumulative`).
+
+Codex's input counts include cached input; :class:`~octipusd.adapter.Usage` gets the uncached part
+as ``input_tokens`` and the cached part as ``cache_read_input_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from typing import Any, Final
+
+from octipusd.adapter import (
+    JSON,
+    ControlCancelEvent,
+    ErrorEvent,
+    LaunchRequest,
+    PermissionRequestEvent,
+    ResultEvent,
+    SessionEvent,
+    StatusEvent,
+    StdinWriteEvent,
+    TextEvent,
+    ThinkingEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+    UnknownEvent,
+    UnparsedLine,
+    Usage,
+    UsageEvent,
+    VendorEvent,
+)
+from octipusd.errors import AdapterError
+
+from . import rpc
+from ._coerce import as_dict, as_list, as_str, codex_usage, difference, flatten_content, is_zero, to_text
+from .launch import TRANSPORT_APP_SERVER, app_server_plan, transport_of
+
+#: Name of the Octipus bridge as the exec parser reports it (``BridgeEndpoint.server_name``'s
+#: default; exec prints nothing that names it).
+DEFAULT_BRIDGE_NAME: Final = "octipus"
+
+#: ``mcpServer/startupStatus/updated`` status -> the status vocabulary of
+#: :attr:`SessionEvent.mcp_servers` (Claude's: ``connected``, ``failed``, ``needs-auth``,
+#: ``pending``), which the runtime checks.
+MCP_STATUSES: Final = {
+    "starting": "pending",
+    "ready": "connected",
+    "failed": "failed",
+    "cancelled": "failed",
+}
+
+#: Bridge statuses after which the session is announced.
+_FINAL_MCP_STATUSES: Final = frozenset({"connected", "failed", "needs-auth"})
+
+#: Text of the thread-start error when a ``required`` MCP server did not start (observed on
+#: 0.171.0 with a wrong token and with the token variable unset).
+REQUIRED_MCP_FAILED_TEXT: Final = "required MCP servers failed to initialize"
+
+#: Notifications that carry nothing the item/turn events do not (streaming deltas, rate limits,
+#: thread status flips); they produce no event.
+_QUIET_NOTIFICATIONS: Final = frozenset(
+    {
+        "item/agentMessage/delta",
+        "item/commandExecution/outputDelta",
+        "item/commandExecution/terminalInteraction",
+        "item/fileChange/outputDelta",
+        "item/fileChange/patchUpdated",
+        "item/reasoning/summaryTextDelta",
+        "item/reasoning/summaryPartAdded",
+        "item/reasoning/textDelta",
+        "item/plan/delta",
+        "item/mcpToolCall/progress",
+        "account/rateLimits/updated",
+        "thread/status/changed",
+        "remoteControl/status/changed",
+        "thread/readState/changed",
+    }
+)
+
+#: Notifications reported as :class:`ErrorEvent` with ``fatal=False``, and the field of their
+#: params holding the text.
+_WARNINGS: Final = {
+    "warning": "message",
+    "configWarning": "summary",
+    "deprecationNotice": "summary",
+    "guardianWarning": "message",
+}
+
+#: Thread items that are not tool calls and are reported as a :class:`StatusEvent` when completed.
+_STATUS_ITEMS: Final = frozenset(
+    {
+        "plan",
+        "contextCompaction",
+        "enteredReviewMode",
+        "exitedReviewMode",
+        "hookPrompt",
+        "subAgentActivity",
+        "functionCallOutput",
+        "todo_list",
+    }
+)
+
+#: exec item types (snake_case) -> the app-server item type used as the tool name.
+_EXEC_ITEM_TYPES: Final = {
+    "command_execution": "commandExecution",
+    "mcp_tool_call": "mcpToolCall",
+    "file_change": "fileChange",
+    "web_search": "webSearch",
+    "agent_message": "agentMessage",
+    "reasoning": "reasoning",
+    "collab_tool_call": "collabAgentToolCall",
+}
+
+
+def _decode(line: bytes | bytearray | memoryview | str) -> str:
+    if isinstance(line, str):
+        return line
+    try:
+        return bytes(line).decode("utf-8", errors="replace")
+    except Exception:  # an odd buffer object: keep something readable
+        return repr(line)
+
+
+def command_input(command: str, cwd: object) -> JSON:
+    """The :class:`ToolUseEvent` / :class:`PermissionRequestEvent` input of a command.
+
+    Args:
+        command: The command as Codex reports it (``/bin/bash -lc '<cmd>'``).
+        cwd: Its working directory, if known.
+
+    Returns:
+        ``{"command": <cmd without the shell wrapper>, ["cwd": <cwd>], ["rawCommand": <command>]}``;
+        ``rawCommand`` only when a wrapper was removed (:func:`octipus_codex.rpc.unwrap_shell`).
+    """
+    inner = rpc.unwrap_shell(command)
+    data: JSON = {"command": inner}
+    if isinstance(cwd, str) and cwd:
+        data["cwd"] = cwd
+    if inner != command:
+        data["rawCommand"] = command
+    return data
+
+
+def _changes_input(changes: object) -> JSON:
+    data: JSON = {"changes": changes}
+    for change in as_list(changes):
+        path = as_str(as_dict(change).get("path"))
+        if path:
+            data["path"] = path
+            break
+    return data
+
+
+def _mcp_name(server: object, tool: object) -> str:
+    return f"mcp__{as_str(server) or ''}__{as_str(tool) or ''}"
+
+
+def _arguments(value: object) -> JSON:
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        return {}
+    return {"arguments": value}
+
+
+class CodexStreamParser:
+    """Stateful parser of one Codex process's stdout (app-server JSON-RPC or exec JSONL).
+
+    Implements :class:`octipusd.adapter.StreamParser`. Not thread-safe; one per run. See the
+    module docstring for the line -> event tables and the usage rules.
+
+    Args:
+        request: The launch this output belongs to (``Adapter.new_parser(request)``). For an
+            app-server run it is what the parser's requests are built from (the thread request
+            after ``config/read``, ``turn/start`` after the thread); it also names the bridge and the
+            thread a resume asked for. None (tests of recorded streams) parses only: no requests
+            are sent, and an exec ``thread.started`` reports the default bridge name connected.
+    """
+
+    def __init__(self, request: LaunchRequest | None = None) -> None:
+        self._plan: rpc.Plan | None = None
+        self._exec_bridge: str | None = DEFAULT_BRIDGE_NAME
+        self._requested: str | None = None
+        if request is not None:
+            self._requested = request.vendor_session_id if request.resume else None
+            self._exec_bridge = request.bridge.server_name if request.bridge is not None else None
+            try:
+                if transport_of(request.options) == TRANSPORT_APP_SERVER:
+                    self._plan = app_server_plan(request)
+            except AdapterError:  # build_launch refused it already; parse what comes
+                self._plan = None
+        self._thread_id: str | None = None
+        self._model: str | None = None
+        self._bridge: str | None = None
+        self._plan_seen = False
+        self._mcp: dict[str, str] = {}
+        self._announced = False
+        self._turn_id: str | None = None
+        self._pending_usage: list[tuple[str | None, JSON]] = []
+        self._last_total: str | None = None
+        self._turn_usage = Usage()
+        self._total = Usage()
+        self._exec_cumulative = Usage()
+        self._started: set[str] = set()
+        self._file_changes: dict[str, JSON] = {}
+        self._last_text: str | None = None
+        self._rpc_notifications: dict[str, Callable[[JSON, JSON], list[VendorEvent]]] = {
+            "mcpServer/startupStatus/updated": self._mcp_status,
+            "thread/started": self._thread_started,
+            "turn/started": self._turn_started,
+            "item/started": self._item_started,
+            "item/completed": self._item_completed,
+            "thread/tokenUsage/updated": self._token_usage,
+            "turn/completed": self._turn_completed,
+            "error": self._error_notification,
+            "serverRequest/resolved": self._request_resolved,
+        }
+        self._exec_handlers: dict[str, Callable[[JSON], list[VendorEvent]]] = {
+            "thread.started": self._exec_thread_started,
+            "turn.started": self._exec_turn_started,
+            "item.started": self._exec_item,
+            "item.updated": self._exec_item,
+            "item.completed": self._exec_item,
+            "turn.completed": self._exec_turn_completed,
+            "turn.failed": self._exec_turn_failed,
+            "error": self._exec_error,
+        }
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def thread_id(self) -> str | None:
+        """The Codex thread id once known (the vendor session id), else None."""
+        return self._thread_id
+
+    def feed(self, line: bytes) -> list[VendorEvent]:
+        """Parse one complete stdout line (without its newline) into events.
+
+        Args:
+            line: The raw line, any length, any bytes.
+
+        Returns:
+            Zero or more events, in stream order (module docstring).
+
+        Never raises on vendor input: bytes that are not UTF-8 are decoded with replacement
+        characters, text that is not a JSON object becomes :class:`UnparsedLine`, and an object
+        of an unexpected shape becomes :class:`UnknownEvent`.
+        """
+        text = _decode(line)
+        try:
+            obj: Any = json.loads(text)
+        except (ValueError, RecursionError):
+            return [UnparsedLine(raw=None, text=text)]
+        if not isinstance(obj, dict):
+            return [UnparsedLine(raw=None, text=text)]
+        try:
+            if isinstance(obj.get("method"), str) or "id" in obj:
+                return self._rpc(obj)
+            kind = as_str(obj.get("type"))
+            handler = self._exec_handlers.get(kind) if kind is not None else None
+            if handler is None:
+                return [UnknownEvent(raw=obj, type=kind)]
+            return handler(obj)
+        except Exception:  # last resort: an unforeseen shape must not kill the run
+            return [UnknownEvent(raw=obj, type=as_str(obj.get("method")) or as_str(obj.get("type")))]
+
+    def total_usage(self) -> Usage:
+        """Usage of the run so far (tokens): the sum of every :class:`UsageEvent` emitted."""
+        return self._total
+
+    def finish(self, exit_code: int | None) -> list[VendorEvent]:
+        """Nothing is buffered; a run that ended without a result is reported by the runtime."""
+        return []
+
+    # ------------------------------------------------------------------ JSON-RPC
+
+    def _rpc(self, obj: JSON) -> list[VendorEvent]:
+        method = as_str(obj.get("method"))
+        if method is not None and "id" in obj:
+            return self._server_request(obj, method)
+        if method is not None:
+            handler = self._rpc_notifications.get(method)
+            params = as_dict(obj.get("params"))
+            if handler is not None:
+                return handler(obj, params)
+            if method in _QUIET_NOTIFICATIONS:
+                return []
+            field = _WARNINGS.get(method)
+            if field is not None:
+                message = as_str(params.get(field)) or to_text(params)
+                details = as_str(params.get("details"))
+                return [
+                    ErrorEvent(raw=obj, message=message + (f": {details}" if details else ""), fatal=False)
+                ]
+            return [StatusEvent(raw=obj, status=method)]
+        return self._response(obj)
+
+    def _response(self, obj: JSON) -> list[VendorEvent]:
+        request_id = obj.get("id")
+        error = obj.get("error")
+        failed = error is not None
+        message = as_str(as_dict(error).get("message")) or to_text(error)
+        result = as_dict(obj.get("result"))
+        if request_id == rpc.INITIALIZE_ID:
+            if failed:
+                return [self._failure(obj, "initialize_failed", message)]
+            return [StatusEvent(raw=obj, status="initialized")]
+        if request_id == rpc.TURN_START_ID:
+            if failed:
+                return [self._failure(obj, "turn_start_failed", message)]
+            turn_id = as_str(as_dict(result.get("turn")).get("id"))
+            return self._learn_turn(turn_id)
+        if request_id == rpc.CONFIG_READ_ID and self._plan is not None:
+            plan = self._plan
+            servers = as_dict(as_dict(result.get("config")).get("mcp_servers"))
+            others = tuple(name for name in servers if isinstance(name, str) and name != plan.bridge)
+            return [StdinWriteEvent(raw=None, lines=(rpc.thread_request(plan, others),))]
+        if request_id == rpc.THREAD_ID:
+            return self._thread_response(obj, result, message if failed else None)
+        return [UnknownEvent(raw=obj, type="response")]
+
+    def _failure(self, obj: JSON, subtype: str, message: str, session_id: str | None = None) -> ResultEvent:
+        return ResultEvent(
+            raw=obj,
+            is_error=True,
+            subtype=subtype,
+            session_id=session_id,
+            usage=self._turn_usage,
+            errors=(message,),
+        )
+
+    def _thread_response(self, obj: JSON, result: JSON, error: str | None) -> list[VendorEvent]:
+        plan = self._plan
+        bridge = plan.bridge if plan is not None else None
+        self._bridge = bridge
+        self._plan_seen = plan is not None
+        method = plan.thread_method if plan is not None else "the thread request"
+        subtype = "resume_failed" if method == "thread/resume" else "thread_start_failed"
+        if error is not None:
+            events: list[VendorEvent] = []
+            if bridge is not None and REQUIRED_MCP_FAILED_TEXT in error and bridge in error:
+                self._mcp[bridge] = "failed"
+                self._announced = True
+                events.append(SessionEvent(raw=obj, session_id=None, mcp_servers=dict(self._mcp)))
+            events.append(self._failure(obj, subtype, error, session_id=self._requested))
+            return events
+        thread_id = as_str(as_dict(result.get("thread")).get("id"))
+        if not thread_id:
+            return [self._failure(obj, subtype, f"Codex answered {method} without a thread id")]
+        self._thread_id = thread_id
+        self._model = as_str(result.get("model"))
+        events = self._cold_start(obj, thread_id)
+        events.extend(self._announce(obj))
+        if plan is not None:
+            events.append(StdinWriteEvent(raw=None, lines=(rpc.turn_request(plan, thread_id),)))
+        return events
+
+    def _cold_start(self, obj: JSON, thread_id: str | None) -> list[VendorEvent]:
+        """A :class:`StatusEvent` when a resume was answered with another thread (seed 003 "Cold
+        fallback"; the :class:`SessionEvent` that follows carries the new id, which the runtime saves)."""
+        if self._requested is None or thread_id is None or thread_id == self._requested:
+            return []
+        return [
+            StatusEvent(
+                raw=obj,
+                status=(
+                    f"cold_start: resuming Codex thread {self._requested} gave thread {thread_id}; this turn "
+                    "starts a new Codex conversation instead of continuing the stored one"
+                ),
+            )
+        ]
+
+    def _announce(self, obj: JSON, *, final: bool = False) -> list[VendorEvent]:
+        """The :class:`SessionEvent`, once: when the thread id and the bridge's final status are known
+        (``final``: at the end of the turn, with whatever is known)."""
+        if self._announced or self._thread_id is None:
+            return []
+        if not final:
+            if not self._plan_seen:
+                return []
+            if self._bridge is not None and self._mcp.get(self._bridge) not in _FINAL_MCP_STATUSES:
+                return []
+        self._announced = True
+        return [
+            SessionEvent(raw=obj, session_id=self._thread_id, model=self._model, mcp_servers=dict(self._mcp))
+        ]
+
+    def _mcp_status(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        name = as_str(params.get("name"))
+        status = as_str(params.get("status"))
+        if name is None or status is None:
+            return [UnknownEvent(raw=obj, type="mcpServer/startupStatus/updated")]
+        mapped = MCP_STATUSES.get(status, status)
+        if params.get("failureReason") == "reauthenticationRequired":
+            mapped = "needs-auth"
+        self._mcp[name] = mapped
+        events: list[VendorEvent] = []
+        error = as_str(params.get("error"))
+        if error:
+            events.append(ErrorEvent(raw=obj, message=f"MCP server {name!r} {status}: {error}", fatal=False))
+        if not self._announced:
+            events.extend(self._announce(obj))
+        if not events:
+            events.append(StatusEvent(raw=obj, status=f"mcp {name}: {status}"))
+        return events
+
+    def _thread_started(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        if self._thread_id is None:
+            self._thread_id = as_str(as_dict(params.get("thread")).get("id"))
+        return [StatusEvent(raw=obj, status="thread/started")]
+
+    def _turn_started(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        turn_id = as_str(as_dict(params.get("turn")).get("id"))
+        return [StatusEvent(raw=obj, status="turn/started"), *self._learn_turn(turn_id)]
+
+    def _learn_turn(self, turn_id: str | None) -> list[VendorEvent]:
+        """Record this run's turn id (first one wins) and count the usage held for it."""
+        if self._turn_id is not None or turn_id is None:
+            return []
+        self._turn_id = turn_id
+        pending, self._pending_usage = self._pending_usage, []
+        events: list[VendorEvent] = []
+        for held_turn, held in pending:
+            if held_turn in (None, turn_id):
+                events.extend(self._count_usage(held))
+        return events
+
+    def _token_usage(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        turn_id = as_str(params.get("turnId"))
+        if self._turn_id is None:
+            self._pending_usage.append((turn_id, obj))
+            return []
+        if turn_id is not None and turn_id != self._turn_id:
+            return []  # another turn's figures (the replay of a resumed thread's last turn)
+        return self._count_usage(obj)
+
+    def _count_usage(self, obj: JSON) -> list[VendorEvent]:
+        token_usage = as_dict(as_dict(obj.get("params")).get("tokenUsage"))
+        total = to_text(token_usage.get("total"))
+        if total == self._last_total:
+            return []  # the same request reported again
+        self._last_total = total
+        usage = codex_usage(
+            token_usage.get("last"),
+            input_key="inputTokens",
+            cached_key="cachedInputTokens",
+            cache_write_key="cacheWriteInputTokens",
+            output_key="outputTokens",
+        )
+        if usage is None or is_zero(usage):
+            return []
+        self._turn_usage = self._turn_usage + usage
+        self._total = self._total + usage
+        return [UsageEvent(raw=obj, usage=usage)]
+
+    def _turn_completed(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        turn = as_dict(params.get("turn"))
+        turn_id = as_str(turn.get("id"))
+        if self._turn_id is not None and turn_id is not None and turn_id != self._turn_id:
+            return [StatusEvent(raw=obj, status="turn/completed (another turn)")]
+        events = self._learn_turn(turn_id)
+        status = as_str(turn.get("status")) or "unknown"
+        error = turn.get("error")
+        errors: tuple[str, ...] = ()
+        if error is not None:
+            errors = (as_str(as_dict(error).get("message")) or to_text(error),)
+        elif status == "interrupted":
+            errors = ("the Codex turn was interrupted",)
+        text = self._last_text
+        for item in as_list(turn.get("items")):
+            entry = as_dict(item)
+            if entry.get("type") == "agentMessage" and as_str(entry.get("text")):
+                text = as_str(entry.get("text"))
+        events.extend(self._announce(obj, final=True))
+        events.append(
+            ResultEvent(
+                raw=obj,
+                is_error=status != "completed",
+                subtype=status,
+                text=text,
+                session_id=self._thread_id,
+                usage=self._turn_usage,
+                errors=errors,
+            )
+        )
+        return events
+
+    def _error_notification(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        error = params.get("error")
+        message = as_str(as_dict(error).get("message")) or to_text(error)
+        return [ErrorEvent(raw=obj, message=message, fatal=params.get("willRetry") is not True)]
+
+    def _request_resolved(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        if "requestId" not in params:
+            return [UnknownEvent(raw=obj, type="serverRequest/resolved")]
+        return [ControlCancelEvent(raw=obj, request_id=rpc.request_id_text(params.get("requestId")))]
+
+    # ------------------------------------------------------------------ items (both transports)
+
+    def _item_started(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        return self._item(obj, as_dict(params.get("item")), completed=False)
+
+    def _item_completed(self, obj: JSON, params: JSON) -> list[VendorEvent]:
+        return self._item(obj, as_dict(params.get("item")), completed=True)
+
+    def _tool(self, obj: JSON, item_id: str, name: str, data: JSON) -> list[VendorEvent]:
+        """The :class:`ToolUseEvent` of an item, once per item id (started, or completed alone)."""
+        if item_id and item_id in self._started:
+            return []
+        if item_id:
+            self._started.add(item_id)
+        return [ToolUseEvent(raw=obj, tool_use_id=item_id, name=name, input=data)]
+
+    def _item(self, obj: JSON, item: JSON, *, completed: bool) -> list[VendorEvent]:
+        kind = as_str(item.get("type"))
+        item_id = as_str(item.get("id")) or ""
+        status = as_str(item.get("status"))
+        if kind == "agentMessage":
+            text = as_str(item.get("text"))
+            if not completed or not text:
+                return []
+            self._last_text = text
+            return [TextEvent(raw=obj, text=text, message_id=item_id or None)]
+        if kind == "reasoning":
+            parts = [
+                p
+                for p in (*as_list(item.get("summary")), *as_list(item.get("content")))
+                if isinstance(p, str)
+            ]
+            text = as_str(item.get("text")) or "\n".join(parts)
+            return (
+                [ThinkingEvent(raw=obj, text=text, message_id=item_id or None)] if completed and text else []
+            )
+        if kind == "userMessage":
+            return []
+        if kind == "commandExecution":
+            command = as_str(item.get("command")) or ""
+            events = self._tool(obj, item_id, "commandExecution", command_input(command, item.get("cwd")))
+            if completed:
+                output = as_str(item.get("aggregatedOutput"))
+                if output is None:
+                    output = as_str(item.get("aggregated_output")) or ""
+                exit_code = item.get("exitCode", item.get("exit_code"))
+                failed = status not in (None, "completed") or (isinstance(exit_code, int) and exit_code != 0)
+                if not output and status == "declined":
+                    output = "declined"
+                events.append(ToolResultEvent(raw=obj, tool_use_id=item_id, content=output, is_error=failed))
+            return events
+        if kind == "mcpToolCall":
+            name = _mcp_name(item.get("server"), item.get("tool"))
+            events = self._tool(obj, item_id, name, _arguments(item.get("arguments")))
+            if completed:
+                error = item.get("error")
+                result = as_dict(item.get("result"))
+                if error is not None:
+                    content = as_str(as_dict(error).get("message")) or to_text(error)
+                else:
+                    content = flatten_content(result.get("content"))
+                failed = error is not None or status == "failed"
+                events.append(ToolResultEvent(raw=obj, tool_use_id=item_id, content=content, is_error=failed))
+            return events
+        if kind == "fileChange":
+            data = _changes_input(item.get("changes"))
+            self._file_changes[item_id] = data
+            events = self._tool(obj, item_id, "fileChange", data)
+            if completed:
+                failed = status in ("failed", "declined")
+                events.append(
+                    ToolResultEvent(raw=obj, tool_use_id=item_id, content=status or "", is_error=failed)
+                )
+            return events
+        if kind in _STATUS_ITEMS:
+            return [StatusEvent(raw=obj, status=f"item:{kind}")] if completed else []
+        if kind in (
+            "webSearch",
+            "dynamicToolCall",
+            "collabAgentToolCall",
+            "imageView",
+            "imageGeneration",
+            "sleep",
+        ):
+            data = {k: v for k, v in item.items() if k not in ("id", "type", "status")}
+            events = self._tool(obj, item_id, kind, data)
+            if completed:
+                detail = item.get("result", item.get("contentItems", item.get("action")))
+                failed = status in ("failed", "declined") or item.get("success") is False
+                events.append(
+                    ToolResultEvent(
+                        raw=obj,
+                        tool_use_id=item_id,
+                        content="" if detail is None else to_text(detail),
+                        is_error=failed,
+                    )
+                )
+            return events
+        return [UnknownEvent(raw=obj, type=f"item/{'completed' if completed else 'started'}")]
+
+    # ------------------------------------------------------------------ server requests
+
+    def _server_request(self, obj: JSON, method: str) -> list[VendorEvent]:
+        request_id = obj.get("id")
+        rid = rpc.request_id_text(request_id)
+        params = as_dict(obj.get("params"))
+        item_id = as_str(params.get("itemId"))
+        if method == "item/commandExecution/requestApproval":
+            data = command_input(as_str(params.get("command")) or "", params.get("cwd"))
+            if not params.get("command"):
+                data.pop("command", None)
+            for key in ("reason", "kind"):
+                value = as_str(params.get(key))
+                if value and not (key == "kind" and value == "command"):
+                    data[key] = value
+            return [
+                PermissionRequestEvent(
+                    raw=obj, request_id=rid, tool_name="commandExecution", input=data, tool_use_id=item_id
+                )
+            ]
+        if method == "item/fileChange/requestApproval":
+            data = dict(self._file_changes.get(item_id or "", {}))
+            for key in ("reason", "grantRoot"):
+                value = as_str(params.get(key))
+                if value:
+                    data[key] = value
+            return [
+                PermissionRequestEvent(
+                    raw=obj, request_id=rid, tool_name="fileChange", input=data, tool_use_id=item_id
+                )
+            ]
+        if method == "item/permissions/requestApproval":
+            data = {"permissions": params.get("permissions")}
+            for key in ("cwd", "reason"):
+                value = as_str(params.get(key))
+                if value:
+                    data[key] = value
+            return [
+                PermissionRequestEvent(
+                    raw=obj, request_id=rid, tool_name="permissions", input=data, tool_use_id=item_id
+                )
+            ]
+        if method == "mcpServer/elicitation/request":
+            meta = as_dict(params.get("_meta"))
+            tool = as_str(meta.get("tool_name"))
+            if meta.get("codex_approval_kind") == "mcp_tool_call" and tool:
+                name = _mcp_name(params.get("serverName"), tool)
+                return [
+                    PermissionRequestEvent(
+                        raw=obj, request_id=rid, tool_name=name, input=_arguments(meta.get("tool_params"))
+                    )
+                ]
+            # an MCP server's own question (a form or a URL): Octipus cannot fill it in
+            answer = rpc.response(request_id, {"action": "decline", "content": None, "_meta": None})
+            return [UnknownEvent(raw=obj, type=method), StdinWriteEvent(raw=None, lines=(answer,))]
+        if method == "execCommandApproval":
+            argv = [a for a in as_list(params.get("command")) if isinstance(a, str)]
+            data = command_input(shlex.join(argv), params.get("cwd"))
+            reason = as_str(params.get("reason"))
+            if reason:
+                data["reason"] = reason
+            return [
+                PermissionRequestEvent(
+                    raw=obj,
+                    request_id=rid,
+                    tool_name="commandExecution",
+                    input=data,
+                    tool_use_id=as_str(params.get("callId")),
+                )
+            ]
+        if method == "applyPatchApproval":
+            changes = as_dict(params.get("fileChanges"))
+            data = {"changes": changes}
+            first = next((k for k in changes if isinstance(k, str)), None)
+            if first:
+                data["path"] = first
+            reason = as_str(params.get("reason"))
+            if reason:
+                data["reason"] = reason
+            return [
+                PermissionRequestEvent(
+                    raw=obj,
+                    request_id=rid,
+                    tool_name="fileChange",
+                    input=data,
+                    tool_use_id=as_str(params.get("callId")),
+                )
+            ]
+        answer = rpc.error_response(request_id, f"Octipus does not handle the Codex request {method}")
+        return [UnknownEvent(raw=obj, type=method), StdinWriteEvent(raw=None, lines=(answer,))]
+
+    # ------------------------------------------------------------------ exec JSONL
+
+    def _exec_thread_started(self, obj: JSON) -> list[VendorEvent]:
+        thread_id = as_str(obj.get("thread_id"))
+        self._thread_id = thread_id
+        if self._announced:
+            return [StatusEvent(raw=obj, status="thread.started")]
+        self._announced = True
+        servers = {self._exec_bridge: "connected"} if self._exec_bridge is not None else {}
+        return [
+            *self._cold_start(obj, thread_id),
+            SessionEvent(raw=obj, session_id=thread_id, mcp_servers=servers),
+        ]
+
+    def _exec_turn_started(self, obj: JSON) -> list[VendorEvent]:
+        return [StatusEvent(raw=obj, status="turn.started")]
+
+    def _exec_item(self, obj: JSON, /) -> list[VendorEvent]:
+        phase = as_str(obj.get("type")) or "item.completed"
+        item = dict(as_dict(obj.get("item")))
+        kind = as_str(item.get("type"))
+        completed = phase == "item.completed"
+        if kind == "error":
+            message = as_str(item.get("message")) or to_text(item)
+            return [ErrorEvent(raw=obj, message=message, fatal=False)] if completed else []
+        if kind == "todo_list":
+            return [StatusEvent(raw=obj, status="item:todo_list")]
+        if phase == "item.updated":
+            return []
+        if kind is None or kind not in _EXEC_ITEM_TYPES:
+            return [UnknownEvent(raw=obj, type=phase)]
+        item["type"] = _EXEC_ITEM_TYPES[kind]
+        if kind == "mcp_tool_call":
+            result = as_dict(item.get("result"))
+            if result:
+                item["result"] = {
+                    "content": result.get("content"),
+                    "structuredContent": result.get("structured_content"),
+                }
+        if kind == "file_change":
+            completed = True  # exec emits file changes only once, completed (sources.md §2.3)
+        if kind == "reasoning" and not completed:
+            return []
+        return self._item(obj, item, completed=completed)
+
+    def _exec_turn_completed(self, obj: JSON) -> list[VendorEvent]:
+        cumulative = codex_usage(
+            obj.get("usage"),
+            input_key="input_tokens",
+            cached_key="cached_input_tokens",
+            cache_write_key="cache_write_input_tokens",
+            output_key="output_tokens",
+        )
+        events: list[VendorEvent] = []
+        turn = Usage()
+        if cumulative is not None:
+            turn = difference(cumulative, self._exec_cumulative)
+            self._exec_cumulative = cumulative
+            if not is_zero(turn):
+                self._total = self._total + turn
+                events.append(UsageEvent(raw=obj, usage=turn))
+        events.append(
+            ResultEvent(
+                raw=obj,
+                is_error=False,
+                subtype="completed",
+                text=self._last_text,
+                session_id=self._thread_id,
+                usage=turn,
+            )
+        )
+        self._last_text = None
+        return events
+
+    def _exec_turn_failed(self, obj: JSON) -> list[VendorEvent]:
+        error = obj.get("error")
+        message = as_str(as_dict(error).get("message")) or to_text(error)
+        return [
+            ResultEvent(
+                raw=obj,
+                is_error=True,
+                subtype="failed",
+                text=self._last_text,
+                session_id=self._thread_id,
+                errors=(message,),
+            )
+        ]
+
+    def _exec_error(self, obj: JSON) -> list[VendorEvent]:
+        return [ErrorEvent(raw=obj, message=as_str(obj.get("message")) or to_text(obj), fatal=False)]
