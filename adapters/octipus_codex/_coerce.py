@@ -7,48 +7,15 @@ of an unexpected type instead of failing.
 
 from __future__ import annotations
 
-import json
-import math
-from typing import Any
-
-from octipusd.adapter import JSON, Usage
-
-
-def as_dict(value: object) -> JSON:
-    """Return ``value`` if it is a JSON object, else an empty dict (the same object, not a copy)."""
-    if isinstance(value, dict):
-        return value
-    return {}
-
-
-def as_list(value: object) -> list[Any]:
-    """Return ``value`` if it is a JSON array, else an empty list."""
-    if isinstance(value, list):
-        return value
-    return []
-
-
-def as_str(value: object) -> str | None:
-    """Return ``value`` if it is a string, else None."""
-    return value if isinstance(value, str) else None
-
-
-def as_tokens(value: object) -> int:
-    """Read a token count: a non-negative int; anything else (bool, NaN, text, negative) counts as 0.
-
-    Args:
-        value: A decoded JSON value expected to be a token count.
-
-    Returns:
-        The count (tokens), clamped at 0; floats are truncated.
-    """
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float) and math.isfinite(value):
-        return max(int(value), 0)
-    return 0
+from octipusd.adapter import Usage
+from octipusd.adapterkit import (  # re-exported: this package's parsers import them from here
+    as_dict as as_dict,
+    as_list as as_list,
+    as_str as as_str,
+    as_tokens as as_tokens,
+    is_zero as is_zero,
+    to_text as to_text,
+)
 
 
 def codex_usage(
@@ -95,16 +62,6 @@ def codex_usage(
     )
 
 
-def is_zero(usage: Usage) -> bool:
-    """Whether every token field of ``usage`` is 0."""
-    return not (
-        usage.input_tokens
-        or usage.output_tokens
-        or usage.cache_creation_input_tokens
-        or usage.cache_read_input_tokens
-    )
-
-
 def difference(a: Usage, b: Usage) -> Usage:
     """Field-wise ``a - b`` clamped at 0 (tokens)."""
     return Usage(
@@ -114,23 +71,6 @@ def difference(a: Usage, b: Usage) -> Usage:
         max(a.cache_read_input_tokens - b.cache_read_input_tokens, 0),
         a.estimated,
     )
-
-
-def to_text(value: object) -> str:
-    """Render any decoded JSON value as compact JSON text (strings stay as they are).
-
-    Never raises: values ``json`` cannot encode fall back to ``str``.
-    """
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    except (ValueError, TypeError, RecursionError):
-        pass
-    try:
-        return str(value)
-    except RecursionError:
-        return "<value nested too deeply to render>"
 
 
 def flatten_content(content: object) -> str:

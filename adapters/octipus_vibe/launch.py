@@ -48,8 +48,8 @@ from .acp import (
     initialize_params,
     mcp_server_entry,
     prompt_blocks,
+    session_request as acp_session_request,
 )
-from .acp import session_request as acp_session_request
 from .headless import WRAPPER, WRAPPER_NAME, HeadlessHeader
 
 #: Transports (``LaunchRequest.options["transport"]``).

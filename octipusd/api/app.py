@@ -39,8 +39,10 @@ from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from octipus_claude_code.launch import ALLOWED_ADDITIVE_FLAGS as CLAUDE_ADDITIVE_FLAGS
-from octipus_claude_code.launch import normalize_additive_flags as claude_normalize_additive_flags
+from octipus_claude_code.launch import (
+    ALLOWED_ADDITIVE_FLAGS as CLAUDE_ADDITIVE_FLAGS,
+    normalize_additive_flags as claude_normalize_additive_flags,
+)
 from pydantic import BaseModel
 
 from octipusd import __version__

@@ -67,8 +67,7 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
-from mcp_types import Tool as MCPTool
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, Tool as MCPTool, ToolAnnotations
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send

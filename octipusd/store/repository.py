@@ -35,8 +35,7 @@ from typing import Any, Self
 from sqlalchemy import Engine, and_, delete, func, or_, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
-from sqlmodel import Session as DbSession
-from sqlmodel import col, select
+from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ApprovalError, ConflictError, NotFoundError, StoreError
 from octipusd.store.engine import WRITE_OPTION, display_url, make_engine

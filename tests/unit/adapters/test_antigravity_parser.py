@@ -6,8 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from octipus_antigravity import AntigravityAdapter, AntigravityTextParser, estimate_tokens
 from octipus_antigravity.parser import EMPTY_RESPONSE_ERROR, MAX_TEXT_CHARS, clean_line
 

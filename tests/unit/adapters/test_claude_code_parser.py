@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from octipus_claude_code import (
     ClaudeCodeAdapter,
     ClaudeStreamParser,

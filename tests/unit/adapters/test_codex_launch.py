@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from octipus_codex import (
     ALLOWED_ADDITIVE_FLAGS,
     BRIDGE_TOKEN_ENV,

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from octipus_codex import CodexAdapter, CodexStreamParser, rpc, session_missing
 
 from octipusd.adapter import (

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from octipusd.adapter import LaunchSpec, StdinMode
 from octipusd.runner.process import LineFramer, VendorProcess, run_processes
