@@ -35,6 +35,7 @@ from octipusd.adapter import (
     SessionEvent,
     StdinWriteEvent,
     UnknownEvent,
+    Usage,
     VendorEvent,
 )
 from octipusd.bridge.host import AuthorizationResult
@@ -401,7 +402,7 @@ class RunManager:
                 await process.reap()
                 for event in parser.finish(process.returncode):
                     await self._handle(live, event, tg)
-                usage = parser.total_usage()
+                usage = await self._turn_usage(adapter, request, parser.total_usage(), session.id, run.id)
                 live.run = await in_thread(
                     self.store.update_run,
                     run.id,
@@ -610,6 +611,37 @@ class RunManager:
             return False, "the approval was cancelled because the run is ending"
         why = result.approval.decision_reason
         return False, f"denied by {result.approval.decided_by}" + (f": {why}" if why else "")
+
+    async def _turn_usage(
+        self, adapter: Adapter, request: LaunchRequest, usage: Usage, session_id: str, run_id: str
+    ) -> Usage:
+        """This turn's usage (tokens), when the vendor reports a thread total instead.
+
+        ``codex exec`` reports usage cumulative per thread across resumes (observed.md §2.3); the
+        adapter says so (``usage_is_cumulative``). Every earlier run of the same vendor session
+        is stored with its own turn's usage, so the turn's figure is the reported total minus
+        their sum.
+        """
+        cumulative = getattr(adapter, "usage_is_cumulative", None)
+        if not (callable(cumulative) and cumulative(request) and request.vendor_session_id):
+            return usage
+        runs = await in_thread(self.store.list_runs, session_id=session_id, limit=10_000)
+        prior = Usage()
+        for earlier in runs:
+            if earlier.id != run_id and earlier.vendor_session_id == request.vendor_session_id:
+                prior = prior + Usage(
+                    earlier.input_tokens,
+                    earlier.output_tokens,
+                    earlier.cache_creation_input_tokens,
+                    earlier.cache_read_input_tokens,
+                )
+        return Usage(
+            max(0, usage.input_tokens - prior.input_tokens),
+            max(0, usage.output_tokens - prior.output_tokens),
+            max(0, usage.cache_creation_input_tokens - prior.cache_creation_input_tokens),
+            max(0, usage.cache_read_input_tokens - prior.cache_read_input_tokens),
+            usage.estimated,
+        )
 
     @staticmethod
     def _resumed_session_missing(adapter: Adapter, live: LiveRun) -> bool:

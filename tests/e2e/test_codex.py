@@ -152,13 +152,15 @@ def test_resume_sends_sandbox_and_bridge_again(tmp_path: Path) -> None:
         assert session_event["mcp_servers"] == {"octipus": "connected"}
 
 
-def test_usage_is_per_turn_on_a_resumed_thread(tmp_path: Path) -> None:
-    """app-server usage counts only the turn's own requests, although Codex's total is per thread."""
+@pytest.mark.parametrize("kit", [CodexKit(), CodexExecKit()], ids=["app-server", "exec"])
+def test_usage_is_per_turn_on_a_resumed_thread(kit: VendorKit, tmp_path: Path) -> None:
+    """Usage counts only the turn's own requests, although Codex's total is per thread (exec's
+    ``turn.completed.usage`` is cumulative across resumes: the runtime subtracts earlier runs)."""
     steps = [
         {"content": [{"type": "text", "text": "one"}], "usage": {"input_tokens": 300, "output_tokens": 30}},
         {"content": [{"type": "text", "text": "two"}], "usage": {"input_tokens": 500, "output_tokens": 50}},
     ]
-    with octipus(KIT, tmp_path, steps) as env:
+    with octipus(kit, tmp_path, steps) as env:
         session = env.new_session()
         first = env.wait_final(env.post(session, "one"))
         second = env.wait_final(env.post(session, "two"))
