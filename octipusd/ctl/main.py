@@ -37,7 +37,8 @@ app.add_typer(models_app, name="models")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 
-console = Console(highlight=False, soft_wrap=True)
+# not a terminal (pipes, logs): wide enough that whole ids and paths fit in tables
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 TERMINAL = {"succeeded", "failed", "interrupted", "cancelled"}
