@@ -407,6 +407,22 @@ class UnparsedLine(VendorEvent):
 
 
 @dataclass(frozen=True)
+class Steering:
+    """How a parser delivers user guidance into the running turn (seed 003 "Plans, feedback
+    and delegation": Claude-based adapters take guidance through their stream-json stdin).
+
+    Attributes:
+        lines: Lines to write to the vendor's stdin.
+        extra_results: Results the vendor will emit because of it before it is done (Claude
+            treats a queued user message as one more turn: 1; Codex ``turn/steer`` joins the
+            running turn: 0).
+    """
+
+    lines: tuple[str, ...]
+    extra_results: int = 0
+
+
+@dataclass(frozen=True)
 class PermissionDecision:
     """Octipus's answer to a :class:`PermissionRequestEvent`.
 
@@ -422,7 +438,12 @@ class PermissionDecision:
 
 
 class StreamParser(Protocol):
-    """Per-run, stateful parser of one vendor's output lines."""
+    """Per-run, stateful parser of one vendor's output lines.
+
+    A parser of a vendor that takes live guidance also has ``steer(text: str) -> Steering |
+    None`` (None when the turn cannot take it now); the runtime looks it up with ``getattr``,
+    and guidance for vendors without it is queued for the run context and the next turn.
+    """
 
     def feed(self, line: bytes) -> list[VendorEvent]:
         """Parse one complete line (without its newline) into zero or more events.

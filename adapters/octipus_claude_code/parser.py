@@ -64,6 +64,7 @@ from octipusd.adapter import (
     ResultEvent,
     SessionEvent,
     StatusEvent,
+    Steering,
     TextEvent,
     ThinkingEvent,
     ToolResultEvent,
@@ -86,6 +87,7 @@ from ._coerce import (
     parse_usage,
     to_text,
 )
+from .launch import encode_user_message
 
 
 def _decode(line: bytes | bytearray | memoryview | str) -> str:
@@ -201,6 +203,11 @@ class ClaudeStreamParser:
     def finish(self, exit_code: int | None) -> list[VendorEvent]:
         """Nothing is buffered: every event was emitted as its line arrived."""
         return []
+
+    def steer(self, text: str) -> Steering:
+        """Guidance while the CLI works: one more stream-json user message on stdin, which the
+        CLI takes as its next turn, so one more ``result`` follows (observed.md §1.4; seed 003)."""
+        return Steering(lines=(encode_user_message(text),), extra_results=1)
 
     # ---------------------------------------------------------------- handlers
 

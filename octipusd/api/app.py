@@ -5,6 +5,7 @@ Routes (all under ``/v1``)::
     GET  /health                     daemon, database, per-adapter executable resolution
     POST /sessions                   create a session          GET /sessions[/{id}]
     POST /sessions/{id}/turns        post a prompt (202: the run starts in the background)
+    POST /sessions/{id}/steer        guidance for the live run (into the running turn, or queued)
     GET  /runs[?session_id=&status=] GET /runs/{id}             POST /runs/{id}/stop
     GET  /runs/{id}/events?after=N   stored events as JSON
     GET  /runs/{id}/stream?after=N   server-sent events, live until the run ends
@@ -62,6 +63,8 @@ from octipusd.api.models import (
     RunStop,
     SessionCreate,
     SessionOut,
+    SteerCreate,
+    SteerOut,
     TurnCreate,
 )
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
@@ -474,6 +477,11 @@ def create_app(services: Services) -> FastAPI:
     @app.post(f"/{API_VERSION}/sessions/{{session_id}}/turns", status_code=202)
     async def post_turn(session_id: str, body: TurnCreate) -> RunOut:
         return _run_out(await runs.post_turn(session_id, body.prompt))
+
+    @app.post(f"/{API_VERSION}/sessions/{{session_id}}/steer", status_code=202)
+    async def steer(session_id: str, body: SteerCreate) -> SteerOut:
+        await in_thread(store.get_session, session_id)  # 404 for an unknown session
+        return SteerOut(**await runs.steer(session_id, body.text))
 
     @app.get(f"/{API_VERSION}/runs")
     async def list_runs(

@@ -159,6 +159,19 @@ class TurnCreate(_Model):
     prompt: str = Field(min_length=1)
 
 
+class SteerCreate(_Model):
+    """``POST /v1/sessions/{id}/steer``: guidance for the session's live run."""
+
+    text: str = Field(min_length=1)
+
+
+class SteerOut(_Model):
+    """Where the guidance went: ``stdin`` (into the running turn) or ``queued`` (run context)."""
+
+    run_id: str
+    delivery: Literal["stdin", "queued"]
+
+
 class RunOut(_Model):
     """A run (one turn's vendor invocation)."""
 

@@ -307,6 +307,20 @@ def run(
     raise typer.Exit(0 if final["status"] == "succeeded" else 1)
 
 
+@app.command()
+def steer(
+    session: Annotated[str, typer.Argument(help="the session whose live run gets the guidance")],
+    text: Annotated[str, typer.Argument(help="the guidance")],
+) -> None:
+    """Send guidance to a session's live run (into the running turn where the vendor allows)."""
+    try:
+        out = _client().request("POST", f"/sessions/{session}/steer", json={"text": text})
+    except OctipusError as exc:
+        raise _fail(exc) from None
+    how = "delivered into the running turn" if out["delivery"] == "stdin" else "queued for the run's context"
+    console.print(f"run {out['run_id']}: guidance {how}")
+
+
 # ----------------------------------------------------------------------------- approvals
 
 

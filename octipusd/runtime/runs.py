@@ -34,6 +34,8 @@ from octipusd.adapter import (
     ResultEvent,
     SessionEvent,
     StdinWriteEvent,
+    Steering,
+    StreamParser,
     UnknownEvent,
     Usage,
     VendorEvent,
@@ -41,7 +43,13 @@ from octipusd.adapter import (
 from octipusd.bridge.host import AuthorizationResult
 from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import open_bridge
-from octipusd.errors import ConflictError, ExecutableNotFoundError, NotFoundError, OctipusError
+from octipusd.errors import (
+    ConflictError,
+    ExecutableNotFoundError,
+    InvalidRequestError,
+    NotFoundError,
+    OctipusError,
+)
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy
 from octipusd.policy.rules import Level, subject_of
@@ -86,6 +94,10 @@ class LiveRun:
     stop_reason: str | None = None
     review_required: list[str] = field(default_factory=list)
     relays: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    parser: StreamParser | None = None
+    expected_results: int = 1
+    results_seen: int = 0
+    guidance: list[str] = field(default_factory=list)
     waiting_approvals: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
 
@@ -176,8 +188,6 @@ class RunManager:
             InvalidRequestError: the prompt is empty.
             ConflictError: the session already has a live run, or the daemon is stopping.
         """
-        from octipusd.errors import InvalidRequestError
-
         if not prompt.strip():
             raise InvalidRequestError("prompt is empty; give the text of the turn")
         if not self._accepting or self._tg is None:
@@ -200,6 +210,45 @@ class RunManager:
         )
         self._tg.start_soon(self._execute, live)
         return run
+
+    async def steer(self, session_id: str, text: str) -> dict[str, Any]:
+        """Deliver user guidance to the session's live run.
+
+        Vendors that take live guidance get it on stdin at once (Claude: a stream-json user
+        message; Codex app-server: ``turn/steer``): event ``steering_submitted``. Otherwise it is
+        queued: the run context of Octipus tool responses carries it, and event
+        ``guidance_pending`` says so (seed 003 "Plans, feedback and delegation").
+
+        Returns:
+            ``{"run_id": ..., "delivery": "stdin" | "queued"}``.
+
+        Raises:
+            InvalidRequestError: empty text.
+            ConflictError: the session has no live run (post a turn instead).
+        """
+        if not text.strip():
+            raise InvalidRequestError("guidance text is empty")
+        live = next((item for item in self._live.values() if item.session_id == session_id), None)
+        if live is None:
+            raise ConflictError(
+                f"session {session_id} has no live run to steer; send the guidance as the next turn "
+                f"(octipusctl run --session {session_id} ...)"
+            )
+        steer = getattr(live.parser, "steer", None)
+        steering = steer(text) if callable(steer) and live.process is not None else None
+        if isinstance(steering, Steering) and live.results_seen < live.expected_results:
+            live.expected_results += steering.extra_results
+            delivered = True
+            for line in steering.lines:
+                assert live.process is not None
+                delivered = delivered and await live.process.write_line(line)
+            if delivered:
+                await self.hub.emit(live.run.id, "steering_submitted", {"text": text, "delivery": "stdin"})
+                return {"run_id": live.run.id, "delivery": "stdin"}
+            live.expected_results -= steering.extra_results
+        live.guidance.append(text)
+        await self.hub.emit(live.run.id, "guidance_pending", {"text": text, "delivery": "queued"})
+        return {"run_id": live.run.id, "delivery": "queued"}
 
     async def stop(self, run_id: str, reason: str = "stopped by the user") -> Run:
         """Stop a live run (status ``cancelled``); a finished run is returned unchanged.
@@ -249,7 +298,9 @@ class RunManager:
     async def run_context(self, identity: RunIdentity) -> dict[str, Any]:
         """Plan, feedback history and queued guidance of the run (ToolHost protocol)."""
         plan = await self.get_work_plan(identity)
-        return {"plan": plan, "feedback": [], "guidance": [], "pendingChildren": []}
+        live = self._live.get(identity.run_id)
+        guidance = list(live.guidance) if live is not None else []
+        return {"plan": plan, "feedback": [], "guidance": guidance, "pendingChildren": []}
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Store a bridge event on the run (ToolHost protocol)."""
@@ -392,6 +443,7 @@ class RunManager:
                 tg.start_soon(process.pump_stderr)
                 tg.start_soon(self._watch_active_time, live)
                 parser = adapter.new_parser(request)
+                live.parser = parser
                 async for line in process.lines():
                     for event in parser.feed(line):
                         await self._handle(live, event, tg)
@@ -476,9 +528,11 @@ class RunManager:
                 await process.write_line(line)
         elif isinstance(event, ResultEvent):
             live.result = event
+            live.results_seen += 1
             if event.session_id and not event.is_error:
                 live.vendor_session_confirmed = event.session_id
-            await process.close_stdin()
+            if live.results_seen >= live.expected_results:  # guidance sent meanwhile adds results
+                await process.close_stdin()
 
     async def _relay_permission(self, live: LiveRun, event: PermissionRequestEvent) -> None:
         """Answer a vendor permission request through Octipus policy (``cli-native:<Tool>``).
