@@ -479,6 +479,8 @@ class Adapter(Protocol):
         setting_key: The ``cliModels.<key>`` of its binary setting (``claudeCode``).
         default_binary: Command name looked up on PATH when no binary is configured.
         supports_resume: Whether the vendor can continue its own conversation by id.
+        transports: The values ``metadata.cliAgent.transport`` may take, default first; empty
+            for a vendor with one way of running (a row naming a transport is then refused).
     """
 
     name: str
@@ -486,6 +488,7 @@ class Adapter(Protocol):
     setting_key: str
     default_binary: str
     supports_resume: bool
+    transports: tuple[str, ...]
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return the argv that prints the binary's version."""

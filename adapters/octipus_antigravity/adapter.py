@@ -44,6 +44,7 @@ class AntigravityAdapter:
     setting_key: str = "antigravityCli"
     default_binary: str = "agy"
     supports_resume: bool = False
+    transports: tuple[str, ...] = ()
 
     def __init__(self, *, bridge_helper: str | None = None) -> None:
         self.bridge_helper = bridge_helper or launch.default_helper()

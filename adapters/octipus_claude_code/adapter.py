@@ -50,6 +50,7 @@ class ClaudeCodeAdapter:
     setting_key: str = "claudeCode"
     default_binary: str = "claude"
     supports_resume: bool = True
+    transports: tuple[str, ...] = ()
 
     def __init__(self, *, running_as_root: bool | None = None) -> None:
         self.running_as_root = _effective_uid_is_root() if running_as_root is None else running_as_root

@@ -41,6 +41,7 @@ class CodexAdapter:
     setting_key: str = "codexCli"
     default_binary: str = "codex"
     supports_resume: bool = True
+    transports: tuple[str, ...] = launch.TRANSPORTS
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return ``(binary, "--version")``; it prints ``codex-cli 0.171.0`` in about 0.1 s."""

@@ -38,6 +38,7 @@ class VibeAdapter:
     setting_key: str = "mistralVibe"
     default_binary: str = launch.ACP_BINARY_NAME
     supports_resume: bool = True
+    transports: tuple[str, ...] = launch.TRANSPORTS
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return ``(binary, "--version")``: ``vibe-acp 3.0.2`` / ``vibe 3.0.2`` on the pinned install."""

@@ -349,6 +349,14 @@ def validate_model_row(fields: Mapping[str, Any], adapters: Mapping[str, Adapter
     except (TypeError, ValueError) as exc:
         raise InvalidRequestError(str(exc)) from None
     checked["additive_flags"] = check_additive_flags(adapter_name, adapter, flags)
+    transport = checked["metadata"].get("cliAgent", {}).get("transport")
+    if transport is not None and transport not in adapter.transports:
+        accepted = (
+            ", ".join(adapter.transports) if adapter.transports else "none: this vendor runs one way only"
+        )
+        raise InvalidRequestError(
+            f"metadata.cliAgent.transport {transport!r} is not a transport of {adapter_name}; accepted: {accepted}"
+        )
     return checked
 
 

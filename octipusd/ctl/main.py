@@ -182,9 +182,8 @@ def _render(event: dict[str, Any]) -> None:
         console.print(f"[blue]run {data.get('status')}{resumed}{extra}[/]")
     elif kind == "session":
         servers = ", ".join(f"{k}={v}" for k, v in (data.get("mcp_servers") or {}).items())
-        console.print(
-            f"[dim]vendor session {data.get('session_id')} model {data.get('model')} mcp: {servers}[/]"
-        )
+        model = f" model {data['model']}" if data.get("model") else ""
+        console.print(f"[dim]vendor session {data.get('session_id')}{model} mcp: {servers}[/]")
     elif kind == "result":
         usage = data.get("usage") or {}
         console.print(
@@ -194,8 +193,14 @@ def _render(event: dict[str, Any]) -> None:
     elif kind in ("notice", "bridge_call"):
         detail = " ".join(str(x) for x in (data.get("message") or data.get("event"), data.get("tool")) if x)
         console.print(f"[dim]{kind}: {detail}[/]")
-    elif kind in ("unparsed", "unknown", "error"):
-        console.print(f"[dim]{kind}: {str(data)[:200]}[/]")
+    elif kind == "error":
+        label = "[red]vendor error[/]" if data.get("fatal") else "[yellow]vendor warning[/]"
+        console.print(f"{label}: {data.get('message', '')}")
+    elif kind in ("steering_submitted", "guidance_pending"):
+        how = "into the running turn" if kind == "steering_submitted" else "queued for the run context"
+        console.print(f"[magenta]guidance {how}[/]: {data.get('text', '')}")
+    elif kind in ("unparsed", "unknown"):
+        console.print(f"[dim]{kind}: {json.dumps(data)[:200]}[/]")
 
 
 def _answer_inline(client: Client, event: dict[str, Any], approve: str) -> None:
@@ -459,10 +464,12 @@ def runs_stop(run_id: str) -> None:
 
 
 @sessions_app.callback()
-def sessions_default(ctx: typer.Context) -> None:
+def sessions_default(
+    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False
+) -> None:
     """With no sub-command: list sessions."""
     if ctx.invoked_subcommand is None:
-        sessions_list()
+        sessions_list(as_json=as_json)
 
 
 @sessions_app.command("list")

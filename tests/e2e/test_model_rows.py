@@ -184,7 +184,7 @@ def test_model_rows_through_octipusctl(octipus: Callable[..., Env], tmp_path: Pa
         "--meta",
         "cliAgent.inheritApiKeys=true",
         "--meta",
-        "cliAgent.transport=stream",
+        "cliAgent.maxTurns=7",
         "--meta",
         'owner={"team": "e2e"}',
     )
@@ -195,7 +195,7 @@ def test_model_rows_through_octipusctl(octipus: Callable[..., Env], tmp_path: Pa
     (row,) = json.loads(listed.stdout)
     assert row["name"] == "ctl-row" and row["additive_flags"] == ["--no-chrome", "--effort=low"]
     assert row["metadata"] == {
-        "cliAgent": {"inheritApiKeys": True, "transport": "stream"},
+        "cliAgent": {"inheritApiKeys": True, "maxTurns": 7},
         "owner": {"team": "e2e"},
     }
     table = _ctl(env, "models", "list")
@@ -215,7 +215,11 @@ def test_model_rows_through_octipusctl(octipus: Callable[..., Env], tmp_path: Pa
     ):
         assert text in shown.stdout, shown.stdout
     shown_json = json.loads(_ctl(env, "models", "show", row["id"], "--json").stdout)
-    assert shown_json == row and caps["transport"] == "stream"
+    assert shown_json == row
+    bogus = _ctl(
+        env, "models", "create", "bogus-row", "--adapter", "claude-code", "--meta", "cliAgent.transport=exec"
+    )
+    assert bogus.returncode == 2 and "not a transport of claude-code" in bogus.stderr, bogus.stderr
 
     changed = _ctl(
         env,
@@ -227,7 +231,7 @@ def test_model_rows_through_octipusctl(octipus: Callable[..., Env], tmp_path: Pa
         "--meta",
         "cliAgent.sharedUse=false",
         "--unset-meta",
-        "cliAgent.transport",
+        "cliAgent.maxTurns",
         "--clear-flags",
     )
     assert changed.returncode == 0, changed.stderr
