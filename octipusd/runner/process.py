@@ -173,18 +173,25 @@ class VendorProcess:
         env = dict(spec.env)
         env[RUN_MARKER] = run_id
         stdin = subprocess.PIPE if spec.stdin_mode is StdinMode.STREAM else subprocess.DEVNULL
-        process = await anyio.open_process(
-            list(spec.argv),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(spec.cwd),
-            env=env,
-            start_new_session=True,
-        )
+        # Shielded: a cancellation while asyncio connects the pipes would otherwise kill only the
+        # leader and leave whatever it already started running, with no handle to stop it.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                list(spec.argv),
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=str(spec.cwd),
+                env=env,
+                start_new_session=True,
+            )
         proc = cls(process, run_id, on_stderr)
-        for line in spec.initial_input:
-            await proc.write_line(line)
+        try:
+            for line in spec.initial_input:
+                await proc.write_line(line)
+        except BaseException:  # cancelled before the caller holds the process: stop it here
+            await proc.stop("cancelled while starting", eof_grace=0.0)
+            raise
         return proc
 
     @property

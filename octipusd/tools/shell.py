@@ -196,15 +196,19 @@ async def run_shell(
         OSError: the shell could not be started (e.g. ``cwd`` vanished).
     """
     started = time.monotonic()
-    process = await anyio.open_process(
-        ["/bin/sh", "-c", command],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=dict(env),
-        start_new_session=True,
-    )
+    # Shielded: cancelled while asyncio connects the pipes, asyncio would kill only the shell and
+    # leave its background jobs running; the cancellation lands at the next checkpoint instead,
+    # where the ``finally`` below stops the whole group.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+        )
     pgid = process.pid
     out = _Capture("stdout", output_limit)
     err = _Capture("stderr", output_limit)
