@@ -93,6 +93,9 @@ class LaunchRequest:
             ``inheritApiKeys``, vendor endpoint settings); adapters ignore keys they do not know.
         turn_limit: Maximum model turns for vendors that take a turn cap, or None.
         token_limit: Maximum tokens for vendors that take their own token cap, or None.
+        space: True when the run serves an agent in a shared space (seed 003 "In shared
+            spaces"): the adapter launches in its declared space mode, where native tools cannot
+            act outside Octipus's decision path, or raises :class:`AdapterError` if it has none.
     """
 
     binary: str
@@ -110,6 +113,7 @@ class LaunchRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     turn_limit: int | None = None
     token_limit: int | None = None
+    space: bool = False
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 This package is the only place SQLModel appears. Everything outside it uses:
 
 * :class:`Store` (``repository.py``): synchronous, thread-safe methods returning the frozen
-  records of ``records.py`` (sessions, runs, events, approvals, work plans, model rows);
+  records of ``records.py`` (sessions, runs, events, approvals, work plans, model rows), with the
+  policy and space methods of ``policy_store.py`` mixed in;
 * ``validation.py``: shape checks of model rows and session options (also used by the API);
 * :class:`DatabaseLock` (``lock.py``): one active octipusd per database;
 * :func:`make_engine` / :func:`default_sqlite_url` (``engine.py``) and :func:`upgrade`
@@ -19,10 +20,14 @@ from octipusd.store.records import (
     Approval,
     ApprovalStatus,
     ModelRow,
+    PermissionGrant,
+    PermissionRule,
     Run,
     RunEvent,
     RunStatus,
     Session,
+    Space,
+    SpaceRole,
     VendorSession,
     WorkPlan,
 )
@@ -33,10 +38,14 @@ __all__ = [
     "ApprovalStatus",
     "DatabaseLock",
     "ModelRow",
+    "PermissionGrant",
+    "PermissionRule",
     "Run",
     "RunEvent",
     "RunStatus",
     "Session",
+    "Space",
+    "SpaceRole",
     "Store",
     "VendorSession",
     "WorkPlan",

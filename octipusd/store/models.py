@@ -31,9 +31,13 @@ __all__ = [
     "NAMING_CONVENTION",
     "ApprovalRow",
     "ModelRowRow",
+    "PermissionGrantRow",
+    "PermissionRuleRow",
     "RunEventRow",
     "RunRow",
     "SessionRow",
+    "SpaceMemberRow",
+    "SpaceRow",
     "UTCDateTime",
     "VendorSessionRow",
     "WorkPlanRow",
@@ -126,6 +130,8 @@ class SessionRow(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     model_row_id: str | None = Field(default=None, foreign_key="models.id", index=True, sa_type=_ID)
     options: str = Field(default="{}", sa_type=sa.Text, sa_column_kwargs={"server_default": "{}"})
+    flow_label: str = Field(default="", sa_type=sa.Text, sa_column_kwargs={"server_default": ""})
+    space_id: str | None = Field(default=None, foreign_key="spaces.id", index=True, sa_type=_ID)
 
 
 class RunRow(SQLModel, table=True):
@@ -153,6 +159,8 @@ class RunRow(SQLModel, table=True):
     result_text: str | None = Field(default=None, sa_type=sa.Text)
     owner: str = Field(sa_type=sa.Text)
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime, index=True)
+    plan_mode: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    author: str | None = Field(default=None, sa_type=sa.Text)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
@@ -212,6 +220,10 @@ class ApprovalRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     decided_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    kind: str = Field(default="tool", sa_type=sa.String(16), sa_column_kwargs={"server_default": "tool"})
+    questions: str | None = Field(default=None, sa_type=sa.Text)
+    answers: str | None = Field(default=None, sa_type=sa.Text)
+    grant_id: str | None = Field(default=None, sa_type=_ID)
 
 
 class WorkPlanRow(SQLModel, table=True):
@@ -222,3 +234,72 @@ class WorkPlanRow(SQLModel, table=True):
     session_id: str = Field(primary_key=True, foreign_key="sessions.id", sa_type=_ID)
     plan: str = Field(sa_type=sa.Text)
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class PermissionRuleRow(SQLModel, table=True):
+    """Table ``permission_rules``: rules an operator added at runtime (``octipusctl rules add``).
+
+    ``rule`` is the rule's text (``toolId(matcher)`` or a bare tool id, FACTS.md §3 syntax);
+    ``level`` is ``allow``, ``ask`` or ``deny``. These are the "per-tool policies" of seed 003;
+    a rule on the bare id ``cli-native`` is a legacy policy covering every native tool.
+    """
+
+    __tablename__ = "permission_rules"
+    __table_args__ = (sa.UniqueConstraint("level", "rule"),)
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    level: str = Field(sa_type=sa.String(16))
+    rule: str = Field(sa_type=sa.Text)
+    created_by: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class PermissionGrantRow(SQLModel, table=True):
+    """Table ``permission_grants``: scoped grants with conditions, expiry and usage limits.
+
+    Conditions: ``session_id`` (only that session) and ``workspace`` (only calls in that folder
+    or below). ``uses`` counts the calls the grant allowed; it never exceeds ``max_uses``.
+    ``approval_id`` names the approval whose answer created it, if any.
+    """
+
+    __tablename__ = "permission_grants"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    tool_id: str = Field(sa_type=sa.Text)
+    matcher: str | None = Field(default=None, sa_type=sa.Text)
+    level: str = Field(sa_type=sa.String(16))
+    session_id: str | None = Field(default=None, foreign_key="sessions.id", index=True, sa_type=_ID)
+    workspace: str | None = Field(default=None, sa_type=sa.Text)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    max_uses: int | None = Field(default=None)
+    uses: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_by: str | None = Field(default=None, sa_type=sa.Text)
+    created_by: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    approval_id: str | None = Field(default=None, sa_type=_ID)
+    note: str | None = Field(default=None, sa_type=sa.Text)
+
+
+class SpaceRow(SQLModel, table=True):
+    """Table ``spaces``: shared spaces (FACTS.md §5); a space is archived, never deleted here."""
+
+    __tablename__ = "spaces"
+    __table_args__ = (sa.UniqueConstraint("name"),)
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    name: str = Field(sa_type=sa.Text)
+    created_by: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    archived_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class SpaceMemberRow(SQLModel, table=True):
+    """Table ``space_members``: one member's role in a space (read on every request)."""
+
+    __tablename__ = "space_members"
+
+    space_id: str = Field(primary_key=True, foreign_key="spaces.id", sa_type=_ID)
+    user: str = Field(primary_key=True, sa_type=sa.Text)
+    role: str = Field(sa_type=sa.String(16))
+    added_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)

@@ -16,10 +16,14 @@ __all__ = [
     "Approval",
     "ApprovalStatus",
     "ModelRow",
+    "PermissionGrant",
+    "PermissionRule",
     "Run",
     "RunEvent",
     "RunStatus",
     "Session",
+    "Space",
+    "SpaceRole",
     "VendorSession",
     "WorkPlan",
 ]
@@ -126,6 +130,9 @@ class Session:
             created without one or the row was deleted.
         options: Per-session adapter options (JSON object, default ``{}``), merged over the
             row's ``metadata["cliAgent"]`` by the runtime (session keys win).
+        flow_label: The flow guard's flags of this session, sorted and comma-separated
+            (``"private,secret"``; ``""`` = none); flags are only ever added (FACTS.md §9).
+        space_id: The shared space the session belongs to, or None for a personal session.
     """
 
     id: str
@@ -139,6 +146,8 @@ class Session:
     updated_at: datetime
     model_row_id: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    flow_label: str = ""
+    space_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +176,9 @@ class Run:
         created_at: UTC time the run was queued.
         started_at: UTC time the vendor process started.
         ended_at: UTC time the run reached a terminal status.
+        plan_mode: True when this turn ran in plan mode, overriding the row's permission mode
+            for this invocation only (seed 003 "Permissions and limits").
+        author: Who posted the turn (a space member's name; None = the daemon's user).
     """
 
     id: str
@@ -190,6 +202,8 @@ class Run:
     created_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
+    plan_mode: bool = False
+    author: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +274,11 @@ class Approval:
         created_at: UTC creation time.
         expires_at: UTC deadline after which it can no longer be approved (None: none).
         decided_at: UTC time it left ``pending``.
+        kind: ``tool`` (a yes/no tool approval) or ``questionnaire`` (Claude's AskUserQuestion:
+            it needs answers, seed 003).
+        questions: The questionnaire (every question, option label and description), or None.
+        answers: The answers given (question text -> answer), or None.
+        grant_id: The scoped grant the answer created ("remember"), or None.
     """
 
     id: str
@@ -277,6 +296,10 @@ class Approval:
     created_at: datetime
     expires_at: datetime | None
     decided_at: datetime | None
+    kind: str = "tool"
+    questions: dict[str, Any] | None = None
+    answers: dict[str, Any] | None = None
+    grant_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,3 +315,92 @@ class WorkPlan:
     session_id: str
     plan: dict[str, Any]
     updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRule:
+    """A rule an operator added at runtime (a per-tool policy, seed 003).
+
+    Attributes:
+        id: 32 hex characters.
+        level: ``allow``, ``ask`` or ``deny``.
+        rule: The rule text, ``toolId(matcher)`` or a bare tool id (FACTS.md §3 syntax).
+        created_by: Who added it.
+        created_at: UTC time it was added.
+    """
+
+    id: str
+    level: str
+    rule: str
+    created_by: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionGrant:
+    """A scoped grant: a level for one tool id under conditions, with expiry and a usage limit.
+
+    Attributes:
+        id: 32 hex characters.
+        tool_id: The tool id it covers (``cli-native:Bash``, the legacy ``cli-native``, ...).
+        matcher: Rule matcher syntax (FACTS.md §3) over the call's subject; None = anything.
+        level: ``allow``, ``ask`` or ``deny``.
+        session_id: Condition: only this session (None: any).
+        workspace: Condition: only calls in this folder or below (None: any).
+        expires_at: UTC time after which it no longer applies (None: never).
+        max_uses: How many calls it may allow (None: unlimited).
+        uses: How many calls it allowed so far.
+        revoked_at: UTC time it was revoked (None: active).
+        revoked_by: Who revoked it.
+        created_by: Who created it.
+        created_at: UTC creation time.
+        approval_id: The approval whose answer created it, if any.
+        note: Free text.
+    """
+
+    id: str
+    tool_id: str
+    matcher: str | None
+    level: str
+    session_id: str | None
+    workspace: str | None
+    expires_at: datetime | None
+    max_uses: int | None
+    uses: int
+    revoked_at: datetime | None
+    revoked_by: str | None
+    created_by: str
+    created_at: datetime
+    approval_id: str | None
+    note: str | None
+
+
+class SpaceRole(StrEnum):
+    """A member's role in a shared space (FACTS.md §5)."""
+
+    OWNER = "owner"
+    EDITOR = "editor"
+    COMMENTER = "commenter"
+    VIEWER = "viewer"
+    GUEST = "guest"
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """A shared space and its members.
+
+    Attributes:
+        id: 32 hex characters.
+        name: Unique name.
+        created_by: Who created it (its first owner).
+        created_at: UTC creation time.
+        archived_at: UTC time it was archived (None: active); an archived space refuses writes.
+        members: Member name -> role.
+    """
+
+    id: str
+    name: str
+    created_by: str
+    created_at: datetime
+    archived_at: datetime | None
+    members: dict[str, SpaceRole]

@@ -46,9 +46,11 @@ from octipusd.store.models import (
     RunEventRow,
     RunRow,
     SessionRow,
+    SpaceRow,
     VendorSessionRow,
     WorkPlanRow,
 )
+from octipusd.store.policy_store import PolicyStoreMixin
 from octipusd.store.records import (
     Approval,
     ApprovalStatus,
@@ -70,7 +72,10 @@ from octipusd.store.validation import (
     check_permission_mode,
 )
 
-__all__ = ["MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
+__all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
+
+#: Kinds of approval: a yes/no tool approval, or a questionnaire that needs answers (seed 003).
+APPROVAL_KINDS: tuple[str, ...] = ("tool", "questionnaire")
 
 #: ``decided_by`` written when octipusd itself resolves an approval (expiry, cancel).
 SYSTEM_ACTOR = "octipusd"
@@ -153,6 +158,8 @@ def _session(row: SessionRow) -> Session:
         updated_at=row.updated_at,
         model_row_id=row.model_row_id,
         options=_load(row.options),
+        flow_label=row.flow_label,
+        space_id=row.space_id,
     )
 
 
@@ -220,6 +227,8 @@ def _run(row: RunRow) -> Run:
         created_at=row.created_at,
         started_at=row.started_at,
         ended_at=row.ended_at,
+        plan_mode=row.plan_mode,
+        author=row.author,
     )
 
 
@@ -267,6 +276,10 @@ def _approval(row: ApprovalRow) -> Approval:
         created_at=row.created_at,
         expires_at=row.expires_at,
         decided_at=row.decided_at,
+        kind=row.kind,
+        questions=_load(row.questions) if row.questions else None,
+        answers=_load(row.answers) if row.answers else None,
+        grant_id=row.grant_id,
     )
 
 
@@ -279,7 +292,7 @@ def _check_limit(limit: int) -> None:
         raise ValueError(f"limit must be at least 1, got {limit}")
 
 
-class Store:
+class Store(PolicyStoreMixin):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 
     Build it with :meth:`open` (creates the engine and migrates), or from an engine whose
@@ -415,6 +428,7 @@ class Store:
         attended: bool = True,
         model_row_id: str | None = None,
         options: dict[str, Any] | None = None,
+        space_id: str | None = None,
     ) -> Session:
         """Create a session.
 
@@ -434,6 +448,8 @@ class Store:
             options: Per-session adapter options (JSON object; the known ``cliAgent`` keys
                 ``transport`` str, ``inheritApiKeys`` bool, ``sharedUse`` bool are
                 type-checked); None for ``{}``.
+            space_id: The shared space the session belongs to (must exist and not be
+                archived), or None for a personal session.
 
         Returns:
             The new session (id: 32 hex characters).
@@ -442,9 +458,9 @@ class Store:
             ValueError: ``workspace`` is not an absolute path, or ``adapter`` is empty.
             TypeError: ``options`` is not a JSON-serialisable object, or a known key has the
                 wrong type.
-            NotFoundError: No model row ``model_row_id``.
+            NotFoundError: No model row ``model_row_id``, or no space ``space_id``.
             ConflictError: ``adapter``, ``model`` or ``permission_mode`` differ from the row's
-                (the message lists the row's values).
+                (the message lists the row's values), or the space is archived.
             StoreError: The database failed.
         """
         if not workspace.startswith("/"):
@@ -465,8 +481,17 @@ class Store:
             updated_at=now,
             model_row_id=model_row_id,
             options=options_text,
+            space_id=space_id,
         )
         with self._tx("creating a session", write=True) as db:
+            if space_id is not None:
+                space = db.exec(
+                    select(SpaceRow).where(col(SpaceRow.id) == space_id).with_for_update(read=True)
+                ).first()
+                if space is None:
+                    raise NotFoundError(f"space {space_id} not found")
+                if space.archived_at is not None:
+                    raise ConflictError(f"space {space.name!r} is archived; it takes no new sessions")
             if model_row_id is not None:
                 source = db.exec(
                     select(ModelRowRow).where(col(ModelRowRow.id) == model_row_id).with_for_update(read=True)
@@ -738,7 +763,9 @@ class Store:
 
     # Runs --------------------------------------------------------------------------------
 
-    def create_run(self, *, session_id: str, prompt: str, owner: str) -> Run:
+    def create_run(
+        self, *, session_id: str, prompt: str, owner: str, plan_mode: bool = False, author: str | None = None
+    ) -> Run:
         """Queue a new run (turn) in a session.
 
         The turn index is the session's previous highest plus one (1 for the first run);
@@ -749,6 +776,8 @@ class Store:
             session_id: The session.
             prompt: The turn's prompt text.
             owner: Instance id of the daemon that will run it.
+            plan_mode: Run this turn in plan mode (overrides the row's permission mode).
+            author: Who posted the turn (None: the daemon's user).
 
         Returns:
             The new run, status ``queued``.
@@ -771,6 +800,8 @@ class Store:
                 prompt=prompt,
                 owner=owner,
                 created_at=now,
+                plan_mode=plan_mode,
+                author=author,
             )
             session_row.updated_at = now
             db.add(session_row)
@@ -1095,6 +1126,8 @@ class Store:
         explanation: str | None,
         vendor_request_id: str | None,
         expires_at: datetime | None,
+        kind: str = "tool",
+        questions: dict[str, Any] | None = None,
     ) -> Approval:
         """Record a pending approval request for a run.
 
@@ -1108,6 +1141,8 @@ class Store:
             explanation: Which permission rule matched.
             vendor_request_id: The vendor's id for the request.
             expires_at: Aware datetime after which it can no longer be approved, or None.
+            kind: ``tool`` or ``questionnaire``.
+            questions: The questionnaire shown to people (JSON object), for ``questionnaire``.
 
         Returns:
             The new approval, status ``pending`` (id: 32 hex characters).
@@ -1120,6 +1155,9 @@ class Store:
             StoreError: The database failed.
         """
         payload = _dump(input, "approval input")
+        if kind not in APPROVAL_KINDS:
+            raise ValueError(f"approval kind must be one of {', '.join(APPROVAL_KINDS)}, got {kind!r}")
+        questions_text = _dump(questions, "approval questions") if questions is not None else None
         with self._tx(f"creating an approval for run {run_id}", write=True) as db:
             run = self._lock_run(db, run_id)
             if run.session_id != session_id:
@@ -1139,6 +1177,8 @@ class Store:
                 status=ApprovalStatus.PENDING.value,
                 created_at=self._clock(),
                 expires_at=expires_at,
+                kind=kind,
+                questions=questions_text,
             )
             db.add(row)
         return _approval(row)
@@ -1177,7 +1217,14 @@ class Store:
             return [_approval(r) for r in db.exec(query).all()]
 
     def decide_approval(
-        self, approval_id: str, *, approve: bool, decided_by: str, reason: str | None = None
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        decided_by: str,
+        reason: str | None = None,
+        answers: dict[str, Any] | None = None,
+        grant: dict[str, Any] | None = None,
     ) -> Approval:
         """Approve or deny a pending approval, exactly once.
 
@@ -1190,6 +1237,10 @@ class Store:
             approve: True to approve, False to deny.
             decided_by: Who decides (user name).
             reason: Optional reason stored as ``decision_reason``.
+            answers: A questionnaire's answers (question text -> answer), stored with it.
+            grant: Keyword arguments of :meth:`create_grant` (without ``created_by`` and
+                ``approval_id``) for a scoped grant the answer creates ("remember"); written in
+                the same transaction, and only when this call wins.
 
         Returns:
             The decided approval.
@@ -1202,6 +1253,21 @@ class Store:
         """
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
         now = self._clock()
+        answers_text = _dump(answers, "approval answers") if answers is not None else None
+        grant_row = (
+            self._grant_row(**grant, created_by=decided_by, approval_id=approval_id)
+            if grant is not None
+            else None
+        )
+        values: dict[str, Any] = {
+            "status": status.value,
+            "decided_by": decided_by,
+            "decision_reason": reason,
+            "decided_at": now,
+            "answers": answers_text,
+        }
+        if grant_row is not None:
+            values["grant_id"] = grant_row.id
         with self._tx(f"deciding approval {approval_id}", write=True) as db:
             result = db.exec(
                 update(ApprovalRow)
@@ -1210,10 +1276,12 @@ class Store:
                     col(ApprovalRow.status) == ApprovalStatus.PENDING.value,
                     or_(col(ApprovalRow.expires_at).is_(None), col(ApprovalRow.expires_at) > now),
                 )
-                .values(status=status.value, decided_by=decided_by, decision_reason=reason, decided_at=now)
+                .values(**values)
                 .execution_options(synchronize_session=False)
             )
             won = bool(result.rowcount)
+            if won and grant_row is not None:
+                db.add(grant_row)
             if not won:
                 # Still pending means it is past its deadline: record that it expired.
                 db.exec(

@@ -16,7 +16,19 @@ from octipusd.errors import StoreError
 from octipusd.store import Store, make_engine, upgrade
 from octipusd.store.migrate import MIGRATIONS_DIR, current_revision, head_revision
 
-EXPECTED_TABLES = {"sessions", "runs", "run_events", "vendor_sessions", "approvals", "work_plans", "models"}
+EXPECTED_TABLES = {
+    "sessions",
+    "runs",
+    "run_events",
+    "vendor_sessions",
+    "approvals",
+    "work_plans",
+    "models",
+    "permission_rules",
+    "permission_grants",
+    "spaces",
+    "space_members",
+}
 
 
 def _diff(engine: sa.Engine, metadata: sa.MetaData) -> list[Any]:
