@@ -27,11 +27,13 @@ import anyio
 
 from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
-from octipusd.api.app import Services, create_app
+from octipusd.api.app import create_app
+from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
 from octipusd.errors import ConfigError, OctipusError
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
+from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
 from octipusd.runtime.events import EventHub
@@ -128,6 +130,7 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
         base_env=vendor_base_env(search),
         prompt_dumps=settings.agent.promptDumps,
         run_timeout=settings.daemon.runTimeoutSeconds,
+        flow_guard=FlowGuardMode(settings.agent.flowGuard),
     )
     app = create_app(Services(store=store, runs=runs, hub=hub, broker=broker, resolutions=resolutions))
     path = socket_path(settings)

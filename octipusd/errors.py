@@ -83,6 +83,13 @@ class ConflictError(OctipusError):
     http_status = 409
 
 
+class ForbiddenError(OctipusError):
+    """The caller's role does not allow this (e.g. a space viewer running the agent)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
 class InvalidRequestError(OctipusError):
     """A client sent something malformed; the message says which field and what is accepted."""
 

@@ -15,6 +15,7 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     binaryPath = "vibe-acp"
     [agent]
     promptDumps = true                          # write each CLI prompt to ~/.octipus/prompts (0600, 7 days)
+    flowGuard = "ask"                           # "ask" (default) or "off" (FACTS.md §9)
     [permissions]
     rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
     [database]
@@ -27,7 +28,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
 Sources, highest first: explicit arguments, the TOML file, ``OCTIPUS_<SECTION>__<KEY>``
 variables (e.g. ``OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS``), then the seed's first-boot
 variables ``OCTIPUS_CLI_PATH``, ``OCTIPUS_CLAUDE_BINARY``, ``OCTIPUS_CODEX_BINARY``,
-``OCTIPUS_ANTIGRAVITY_BINARY``, plus ``OCTIPUS_VIBE_BINARY`` and ``OCTIPUS_DATABASE_URL``. The first-boot names are
+``OCTIPUS_ANTIGRAVITY_BINARY``, plus ``OCTIPUS_VIBE_BINARY``, ``OCTIPUS_DATABASE_URL`` and the original's
+``AGENT_FLOW_GUARD``. The first-boot names are
 defaults: a value in the file wins over them, as a saved setting wins over its first-boot
 environment equivalent in the seed.
 
@@ -42,7 +44,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -58,6 +60,7 @@ FIRST_BOOT_ENV: dict[str, str] = {
     "OCTIPUS_ANTIGRAVITY_BINARY": "cliModels.antigravityCli.binaryPath",
     "OCTIPUS_VIBE_BINARY": "cliModels.mistralVibe.binaryPath",
     "OCTIPUS_DATABASE_URL": "database.url",
+    "AGENT_FLOW_GUARD": "agent.flowGuard",
 }
 
 #: What each key accepts, for error messages.
@@ -65,6 +68,7 @@ ACCEPTED: dict[str, str] = {
     "cliModels.path": "a ':'-separated list of absolute directories",
     "binaryPath": "a command name without '/' (looked up on the PATH) or an absolute path",
     "agent.promptDumps": "true or false",
+    "agent.flowGuard": "ask or off",
     "permissions.rules": "a table {allow = [...], ask = [...], deny = [...]} of rule strings such as "
     "'cli-native:Bash(git:*)'",
     "database.url": "sqlite:///ABSOLUTE/PATH or postgresql+psycopg://USER@HOST/DB",
@@ -122,9 +126,11 @@ class CliModels(_Section):
 
 
 class AgentSettings(_Section):
-    """``agent``: prompt dumps."""
+    """``agent``: prompt dumps and the flow guard (``flowGuard``: ``ask`` or ``off``; FACTS.md §9,
+    first-boot environment variable ``AGENT_FLOW_GUARD``)."""
 
     promptDumps: bool = True
+    flowGuard: Literal["ask", "off"] = "ask"
 
 
 class PermissionsSettings(_Section):

@@ -37,6 +37,8 @@ class AntigravityAdapter:
         supports_resume: False: print mode prints no conversation id and a stale id silently starts
             a new conversation, so Octipus never resumes agy (seed 003 "Session reuse").
         bridge_helper: The helper path used in the environment and the instructions.
+        space_mode: The declared space mode (seed 003 "In shared spaces"; read by
+            ``octipusd.policy.spaces.check_space_model``): ``--mode plan`` whatever the row says.
     """
 
     name: str = "antigravity"
@@ -45,6 +47,7 @@ class AntigravityAdapter:
     default_binary: str = "agy"
     supports_resume: bool = False
     transports: tuple[str, ...] = ()
+    space_mode: str | None = "--mode plan (read-only planning) whatever the row's permission mode"
 
     def __init__(self, *, bridge_helper: str | None = None) -> None:
         self.bridge_helper = bridge_helper or launch.default_helper()
@@ -72,7 +75,8 @@ class AntigravityAdapter:
         * The bridge capability is never on argv: the child's environment carries
           ``OCTIPUS_BRIDGE_URL`` and ``OCTIPUS_BRIDGE_TOKEN``, and the helper's folder is appended to
           ``PATH`` (:func:`octipus_antigravity.launch.child_env`); the token is in ``secrets``.
-        * Permission modes: see :data:`octipus_antigravity.launch.PERMISSION_ARGS`.
+        * Permission modes: see :data:`octipus_antigravity.launch.PERMISSION_ARGS`; in a shared
+          space (``request.space``) always ``--mode plan``.
         * No resume flag is ever passed; stdin is ``/dev/null``; nothing is written to stdin.
 
         Args:

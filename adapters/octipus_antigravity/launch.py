@@ -36,18 +36,22 @@ Octipus permission mode -> agy arguments:
                tools follow the configured ``toolPermission``
 ``full``       ``--mode accept-edits --add-dir=<cwd> --dangerously-skip-permissions``
 =============  =====================================================================
+
+In a shared space (``LaunchRequest.space``) the run uses ``--mode plan`` whatever the row's mode
+(seed 003 "In shared spaces": "Antigravity in --mode plan"; FACTS.md §5): no ``--add-dir=<cwd>``
+grant and no ``--dangerously-skip-permissions``.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapterkit import BRIDGE_HELPER_NAME, bridge_helper_path
 from octipusd.errors import AdapterError
 
 #: Environment variables the ``octipus-bridge`` helper reads (the same names as
@@ -57,7 +61,7 @@ ENV_BRIDGE_URL: Final = "OCTIPUS_BRIDGE_URL"
 ENV_BRIDGE_TOKEN: Final = "OCTIPUS_BRIDGE_TOKEN"
 
 #: Command name of the terminal helper (``[project.scripts]`` in pyproject.toml).
-HELPER_NAME: Final = "octipus-bridge"
+HELPER_NAME: Final = BRIDGE_HELPER_NAME
 
 #: The prompt flag, in ``--print=<text>`` form (sources.md §4: variadic, equals form).
 PRINT_FLAG: Final = "--print"
@@ -114,14 +118,13 @@ PROMPT_FILE_NAME: Final = "agy-prompt.md"
 def default_helper() -> str:
     """Return the ``octipus-bridge`` path next to the running interpreter.
 
-    ``octipus-bridge`` is a console script of the ``octipus`` distribution, installed in the same
-    ``bin`` folder as the interpreter running the daemon (``sys.executable`` is not resolved: in a
-    virtual environment it is the environment's ``bin/python``). No file-system access.
+    The shared :func:`octipusd.adapterkit.bridge_helper_path` (also used by the Claude adapters for
+    the space-mode shell guard hook). No file-system access.
 
     Returns:
         An absolute path string (``<dirname(sys.executable)>/octipus-bridge``).
     """
-    return str(Path(os.path.abspath(sys.executable)).parent / HELPER_NAME)
+    return bridge_helper_path()
 
 
 def normalize_additive_flags(flags: Sequence[str]) -> tuple[str, ...]:
@@ -341,6 +344,9 @@ def build_launch(request: LaunchRequest, *, helper: str) -> LaunchSpec:
     Returns:
         The launch spec.
 
+    In a shared space (``request.space``) the mode is ``plan`` whatever the row says (module
+    docstring).
+
     Raises:
         AdapterError: a resume was requested, an unknown permission mode, a disallowed additive flag,
             a bad ``printTimeoutSeconds``, an invalid bridge, or a NUL character in the model name.
@@ -357,6 +363,8 @@ def build_launch(request: LaunchRequest, *, helper: str) -> LaunchSpec:
             f"unknown permission mode {request.permission_mode!r}; expected one of "
             f"{', '.join(m.value for m in PermissionMode)}"
         ) from None
+    if request.space:
+        mode = PermissionMode.PLAN  # the declared space mode (seed 003 "In shared spaces")
     extra = normalize_additive_flags(request.additive_flags)
     timeout = print_timeout_seconds(request.options)
     if request.bridge is not None:

@@ -14,6 +14,7 @@ from octipusd.adapter import (
     ResultEvent,
     SessionEvent,
 )
+from octipusd.adapterkit import shell_guard_command
 
 from . import control, launch
 from .launch import normalize_additive_flags
@@ -36,6 +37,10 @@ class ClaudeCodeAdapter:
             whether ``full`` mode needs ``IS_SANDBOX=1`` (observed.md §1.9). None (the default, what
             the entry point uses) reads the daemon's own effective uid, since the runner spawns the
             vendor as the daemon's user.
+        shell_guard: The shell command of the space-mode guard hook. None (the default) runs
+            ``octipus-bridge shell-guard`` from the daemon's ``bin`` folder, by absolute path so it
+            works inside the vendor process whatever its ``PATH``
+            (:func:`octipusd.adapterkit.shell_guard_command`).
 
     Attributes:
         name: ``claude-code``.
@@ -43,6 +48,11 @@ class ClaudeCodeAdapter:
         setting_key: ``claudeCode`` (the ``cliModels.claudeCode`` binary setting).
         default_binary: ``claude``.
         supports_resume: True: Octipus mints the id (``--session-id``) and resumes it (``--resume``).
+        space_mode: The declared space mode (seed 003 "In shared spaces"; read by
+            ``octipusd.policy.spaces.check_space_model``): permission mode default (plan stays plan)
+            with the stdio relay, no settings files but a locked ``--settings`` file whose only hook
+            is the shell guard.
+        shell_guard_command: The guard hook command used in space mode.
     """
 
     name: str = "claude-code"
@@ -51,9 +61,15 @@ class ClaudeCodeAdapter:
     default_binary: str = "claude"
     supports_resume: bool = True
     transports: tuple[str, ...] = ()
+    space_mode: str | None = (
+        "--permission-mode default (plan stays plan) with the stdio permission relay; no user, project or "
+        "local settings (--setting-sources=) but a locked --settings file: no allow rules, bypass and auto "
+        "mode disabled, no project MCP servers, the shell guard as the only hook"
+    )
 
-    def __init__(self, *, running_as_root: bool | None = None) -> None:
+    def __init__(self, *, running_as_root: bool | None = None, shell_guard: str | None = None) -> None:
         self.running_as_root = _effective_uid_is_root() if running_as_root is None else running_as_root
+        self.shell_guard_command = shell_guard if shell_guard is not None else shell_guard_command()
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return ``(binary, "--version")``; it prints e.g. ``2.1.197 (Claude Code)`` in about 0.5 s."""
@@ -90,8 +106,17 @@ class ClaudeCodeAdapter:
         * Additive flags: only ``--no-session-persistence``, ``--no-chrome``,
           ``--disable-slash-commands``, ``--effort=<low|medium|high|xhigh|max>`` (seed 003).
 
+        Space mode (``request.space``, see :mod:`octipus_claude_code.launch`): the permission mode
+        becomes ``default`` (``plan`` stays ``plan``), and after ``--permission-mode`` come
+        ``--setting-sources=`` and ``--settings=<run_dir>/claude-space-settings.json`` (the locked
+        settings of :func:`octipus_claude_code.launch.space_settings`, in ``files``): no allow rules,
+        bypass and auto mode disabled, no project MCP servers, and :attr:`shell_guard_command` as the
+        only hook (``PreToolUse`` on ``Bash|Write|Edit|MultiEdit|NotebookEdit``). No tool is ever
+        pre-approved with ``--allowedTools``, in a space or not.
+
         env: ``request.env`` without ``CLAUDECODE``, plus the quiet variables of observed.md §1.1,
-        plus ``IS_SANDBOX=1`` for full mode as root (observed.md §1.9).
+        plus ``IS_SANDBOX=1`` for full mode as root (observed.md §1.9; never in a space, where full
+        becomes default).
 
         initial_input: one stream-json user line holding ``request.prompt`` (observed.md §1.4).
         stdin stays open (``StdinMode.STREAM``) for permission answers.
@@ -107,7 +132,9 @@ class ClaudeCodeAdapter:
                 names it and the allowed list); an invalid bridge endpoint; an unknown permission
                 mode; a NUL character in the model name.
         """
-        return launch.build_launch(request, running_as_root=self.running_as_root)
+        return launch.build_launch(
+            request, running_as_root=self.running_as_root, guard_command=self.shell_guard_command
+        )
 
     def new_parser(self, request: LaunchRequest | None = None) -> ClaudeStreamParser:
         """Return a fresh stream-json parser for one process's stdout."""

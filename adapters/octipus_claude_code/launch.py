@@ -5,6 +5,25 @@ parser binds the text after ``=`` to the flag whatever it looks like, so a value
 ``-`` can never be read as another flag (the reason the official SDK passes ``--resume=ID`` and
 ``--session-id=UUID`` this way, sources.md §1.1). Each ``=`` form used here was checked against
 the real 2.1.197 binary (see the package docstring).
+
+Space mode (``LaunchRequest.space``; seed 003 "In shared spaces", FACTS.md §5 "CLI models in a
+space"): native tools must not act outside Octipus's decision path, so a run in a shared space gets
+
+* ``--permission-mode=default`` whatever the row's mode, except that ``plan`` stays ``plan`` (it is
+  stricter: no edits or commands at all, and bypass cannot make it lax since bypass is disabled);
+* the stdio permission relay (``--permission-prompt-tool stdio``, in :data:`BASE_FLAGS` anyway);
+* no pre-approved tools: the adapter passes no ``--allowedTools`` in any mode (the bridge's MCP
+  tools too are decided by Octipus through the relay), and no settings file's allow rules load;
+* ``--setting-sources=`` (empty: no user, project or local settings file is read; the official SDK
+  passes ``setting_sources=[]`` this way, sources.md §1.1);
+* ``--settings=<run_dir>/claude-space-settings.json``: the locked flag-settings layer
+  (:func:`space_settings`), written 0600 through ``LaunchSpec.files``.
+
+Observed with claude 2.1.197 (tests/unit/adapters/test_claude_code_space_real_binary.py): with a
+workspace ``.claude/settings.json`` and a user ``settings.json`` both allowing ``Bash`` and ``Write``,
+setting ``defaultMode: bypassPermissions`` and adding a ``PreToolUse`` hook, a space run still sent
+a ``can_use_tool`` request for ``Bash``, never ran the planted hook, and ran only the shell guard.
+Without ``--setting-sources=`` the same user allow rule ran the command with no request at all.
 """
 
 from __future__ import annotations
@@ -13,7 +32,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
 from octipusd.errors import AdapterError
@@ -77,6 +96,19 @@ ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = (
 #: File names written into the run directory.
 MCP_CONFIG_NAME: Final = "claude-mcp-config.json"
 SYSTEM_PROMPT_NAME: Final = "claude-append-system-prompt.txt"
+SPACE_SETTINGS_NAME: Final = "claude-space-settings.json"
+
+#: Tools the space-mode shell guard judges, i.e. the native tools that write files (Claude Code tools
+#: reference). The same list as ``octipusd.policy.shellguard.GUARDED_TOOLS`` (a test keeps them equal;
+#: the adapter does not import the policy package).
+SHELL_GUARD_TOOLS: Final[tuple[str, ...]] = ("Bash", "Write", "Edit", "MultiEdit", "NotebookEdit")
+
+#: The hook matcher: Claude hook matchers take tool names separated by ``|`` (hooks reference; the
+#: guard ran for ``Bash`` and ``Write`` and not for ``Read`` with claude 2.1.197).
+SHELL_GUARD_MATCHER: Final = "|".join(SHELL_GUARD_TOOLS)
+
+#: Seconds Claude waits for the guard (hook ``timeout``, seconds; the guard answers in ~0.2 s).
+SHELL_GUARD_TIMEOUT_SECONDS: Final = 30
 
 #: Above this many UTF-8 bytes the appended system prompt goes through
 #: ``--append-system-prompt-file`` instead of argv: Linux refuses a single argument over
@@ -253,19 +285,114 @@ def child_env(base: Mapping[str, str], mode: PermissionMode, *, running_as_root:
     return env
 
 
-def build_launch(request: LaunchRequest, *, running_as_root: bool) -> LaunchSpec:
+def space_settings(guard_command: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Return the locked flag-settings object of a space run.
+
+    Key names: CCDOCS (the code.claude.com docs mirror of sources.md) ``settings.md`` "Permission
+    settings" (``allow``, ``defaultMode``, ``disableBypassPermissionsMode``: "Set to ``"disable"`` to
+    prevent ``bypassPermissions`` mode from being activated") and ``settings-reference.md``
+    (``enableAllProjectMcpServers``: "Approve every server in project ``.mcp.json`` files without a
+    prompt", ``enabledMcpjsonServers``, ``disableAllHooks``, ``disableAutoMode``); the settings schema
+    inside claude 2.1.197 lists ``allow``, ``deny``, ``ask``, ``defaultMode``,
+    ``disableBypassPermissionsMode``, ``disableAutoMode`` and ``additionalDirectories`` under
+    ``permissions``. Observed with 2.1.197: the file is accepted (no warning), its hook runs with
+    ``--setting-sources=`` (the flag layer is not one of the filesystem sources), and it turns a
+    ``--permission-mode=bypassPermissions`` flag into ``default``::
+
+        {"permissions": {"allow": [], "defaultMode": "default",
+                         "disableBypassPermissionsMode": "disable", "disableAutoMode": "disable"},
+         "enableAllProjectMcpServers": false, "enabledMcpjsonServers": [],
+         "hooks": {"PreToolUse": [{"matcher": "Bash|Write|Edit|MultiEdit|NotebookEdit",
+                                   "hooks": [{"type": "command", "command": <guard_command>,
+                                              "timeout": 30}]}]}}
+
+    * no allow rules; ``disableBypassPermissionsMode: "disable"`` ("prevent bypassPermissions mode
+      from being activated") and ``disableAutoMode: "disable"`` (auto mode lets a classifier approve
+      calls without asking; plan mode uses it too "when auto mode is available", CCDOCS
+      ``permission-modes``);
+    * no project MCP servers: ``enableAllProjectMcpServers: false`` and an empty
+      ``enabledMcpjsonServers`` (``--strict-mcp-config`` already ignores ``.mcp.json``);
+    * ``disableAllHooks`` is not set: the shell guard (``octipusd.policy.shellguard``) must run, and
+      it is the only hook, since no other settings file is read.
+
+    Args:
+        guard_command: The shell command of the guard hook
+            (:func:`octipusd.adapterkit.shell_guard_command`).
+        extra: More top-level keys for the same layer (the GLM/Kimi endpoint ``env`` and
+            ``apiKeyHelper``); the keys above win over them.
+
+    Returns:
+        A new JSON-ready dict.
+    """
+    settings: dict[str, Any] = dict(extra or {})
+    settings.update(
+        {
+            "permissions": {
+                "allow": [],
+                "defaultMode": "default",
+                "disableBypassPermissionsMode": "disable",
+                "disableAutoMode": "disable",
+            },
+            "enableAllProjectMcpServers": False,
+            "enabledMcpjsonServers": [],
+            "hooks": {
+                "PreToolUse": [
+                    {
+                        "matcher": SHELL_GUARD_MATCHER,
+                        "hooks": [
+                            {
+                                "type": "command",
+                                "command": guard_command,
+                                "timeout": SHELL_GUARD_TIMEOUT_SECONDS,
+                            }
+                        ],
+                    }
+                ]
+            },
+        }
+    )
+    return settings
+
+
+def space_settings_json(guard_command: str, extra: Mapping[str, Any] | None = None) -> str:
+    """Return :func:`space_settings` as the text of the ``--settings`` file (JSON, newline-terminated)."""
+    return json.dumps(space_settings(guard_command, extra), indent=2) + "\n"
+
+
+def space_permission_mode(mode: PermissionMode) -> PermissionMode:
+    """Return the permission mode a space run uses for the row's ``mode``.
+
+    ``plan`` stays ``plan`` (stricter than ``default``: no edits, no commands); every other mode,
+    including ``full`` (bypass) and ``workspace`` (acceptEdits, which would run edits without asking),
+    becomes ``default``, where every tool but reads goes through the stdio relay (seed 003 "In shared
+    spaces": "--permission-mode default with the stdio permission tool").
+    """
+    return PermissionMode.PLAN if mode is PermissionMode.PLAN else PermissionMode.DEFAULT
+
+
+def build_launch(
+    request: LaunchRequest,
+    *,
+    running_as_root: bool,
+    guard_command: str | None = None,
+    space_extra_settings: Mapping[str, Any] | None = None,
+) -> LaunchSpec:
     """Build one Claude Code invocation (see :meth:`ClaudeCodeAdapter.build_launch`).
 
     Args:
         request: The launch request.
         running_as_root: Whether the child runs with effective uid 0 (decides ``IS_SANDBOX``).
+        guard_command: The shell guard hook command; required when ``request.space``.
+        space_extra_settings: Keys merged into the locked settings file of a space run (see
+            :func:`space_settings`); ignored outside a space.
 
     Returns:
         The launch spec.
 
     Raises:
-        AdapterError: missing or non-UUID session id, disallowed additive flag, invalid bridge, or a
-            NUL character in a value that must go on the command line.
+        AdapterError: missing or non-UUID session id, disallowed additive flag, invalid bridge, a
+            NUL character in a value that must go on the command line, or a space run without a
+            guard command.
     """
     session_id = _check_session_id(request.vendor_session_id, resume=request.resume)
     try:
@@ -275,6 +402,15 @@ def build_launch(request: LaunchRequest, *, running_as_root: bool) -> LaunchSpec
             f"unknown permission mode {request.permission_mode!r}; expected one of "
             f"{', '.join(m.value for m in PermissionMode)}"
         ) from None
+    locked_settings: str | None = None
+    if request.space:
+        if not guard_command:
+            raise AdapterError(
+                "claude-code cannot run in a shared space without the shell guard hook command "
+                "(octipusd.adapterkit.shell_guard_command)"
+            )
+        mode = space_permission_mode(mode)
+        locked_settings = space_settings_json(guard_command, space_extra_settings)
     extra = normalize_additive_flags(request.additive_flags)
     argv: list[str] = [request.binary, *BASE_FLAGS]
     argv.append(_flag("--resume", session_id) if request.resume else _flag("--session-id", session_id))
@@ -288,6 +424,11 @@ def build_launch(request: LaunchRequest, *, running_as_root: bool) -> LaunchSpec
     # Always strict: only Octipus's bridge, never a project's .mcp.json or the user's servers.
     argv.append("--strict-mcp-config")
     argv.append(_flag("--permission-mode", PERMISSION_MODES[mode]))
+    if locked_settings is not None:
+        settings_path = request.run_dir / SPACE_SETTINGS_NAME
+        files[settings_path] = locked_settings
+        argv.append("--setting-sources=")  # empty: no user, project or local settings file
+        argv.append(_flag("--settings", str(settings_path)))
     if request.model:
         argv.append(_flag("--model", request.model))
     if request.system_prompt:

@@ -39,6 +39,12 @@ With it the same run sent only ``Authorization`` to ``baseUrl`` and never starte
 file holds the key: the runner writes it 0600 in the private run folder (like the MCP config
 holding the bridge capability), and the runtime removes the run folder's ``*.json`` at the end.
 
+In a shared space (``LaunchRequest.space``) the variants run in Claude Code's space mode
+(:mod:`octipus_claude_code.launch`): ``--setting-sources=`` reads no settings file at all, and the
+same ``env`` and ``apiKeyHelper`` keys go into the one locked flag-settings file
+(``claude-space-settings.json``) instead of a second ``--settings`` flag, next to the space keys,
+which win. The process environment carries the endpoint as outside a space.
+
 Default endpoints (documented by the vendors; read through third-party copies in the search
 corpus, e.g. the Z.ai Claude Code guide ``docs.z.ai/devpack/tool/claude`` quoted as
 "ANTHROPIC_BASE_URL = https://api.z.ai/api/anthropic", and Moonshot's Claude Code setup using
@@ -62,6 +68,7 @@ from typing import Any, ClassVar, Final
 from octipusd.adapter import LaunchRequest, LaunchSpec
 from octipusd.errors import AdapterError
 
+from . import launch
 from .adapter import ClaudeCodeAdapter
 
 #: Z.ai's Anthropic-compatible endpoint (international).
@@ -95,6 +102,27 @@ def _option_str(options: Mapping[str, Any], key: str, adapter: str) -> str | Non
     return value.strip()
 
 
+def vendor_settings(base_url: str, key: str) -> dict[str, Any]:
+    """Return the flag-settings keys that pin the endpoint and the key (see the module docstring).
+
+    Args:
+        base_url: The vendor's Anthropic-compatible base URL.
+        key: The vendor API key (a file holding it must be written 0600 and never logged).
+
+    Returns:
+        ``{"env": {...}, "apiKeyHelper": ""}``: ``env`` with the base URL and bearer token and with
+        ``ANTHROPIC_API_KEY`` and ``CLAUDE_CODE_OAUTH_TOKEN`` blanked.
+    """
+    return {
+        "env": {
+            BASE_URL_ENV: base_url,
+            AUTH_TOKEN_ENV: key,
+            **dict.fromkeys(sorted(STRIPPED_CREDENTIALS), ""),
+        },
+        "apiKeyHelper": "",
+    }
+
+
 def settings_json(base_url: str, key: str) -> str:
     """Return the flag-settings file that pins the endpoint and the key (see the module docstring).
 
@@ -103,18 +131,9 @@ def settings_json(base_url: str, key: str) -> str:
         key: The vendor API key (the file must be written 0600 and never logged).
 
     Returns:
-        JSON text: ``env`` with the base URL and bearer token and with ``ANTHROPIC_API_KEY`` and
-        ``CLAUDE_CODE_OAUTH_TOKEN`` blanked, and an empty ``apiKeyHelper``.
+        JSON text of :func:`vendor_settings`.
     """
-    settings = {
-        "env": {
-            BASE_URL_ENV: base_url,
-            AUTH_TOKEN_ENV: key,
-            **dict.fromkeys(sorted(STRIPPED_CREDENTIALS), ""),
-        },
-        "apiKeyHelper": "",
-    }
-    return json.dumps(settings, indent=2) + "\n"
+    return json.dumps(vendor_settings(base_url, key), indent=2) + "\n"
 
 
 class VendorEndpointAdapter(ClaudeCodeAdapter):
@@ -203,6 +222,10 @@ class VendorEndpointAdapter(ClaudeCodeAdapter):
         ends with ``--settings=<run_dir>/claude-vendor-settings.json`` (:func:`settings_json`, in
         ``files``); the key joins ``secrets`` and is never on argv.
 
+        In a shared space the argv is Claude's space-mode argv (``--setting-sources=`` and the
+        locked ``--settings=<run_dir>/claude-space-settings.json``), and the :func:`vendor_settings`
+        keys go into that locked file: there is no second ``--settings`` flag.
+
         Args:
             request: The launch request.
 
@@ -214,10 +237,20 @@ class VendorEndpointAdapter(ClaudeCodeAdapter):
         """
         base_url, _variable, key = self.endpoint(request)
         model = request.model or _option_str(request.options, "model", self.name)
-        spec = super().build_launch(replace(request, model=model))
+        if request.space:
+            spec = launch.build_launch(
+                replace(request, model=model),
+                running_as_root=self.running_as_root,
+                guard_command=self.shell_guard_command,
+                space_extra_settings=vendor_settings(base_url, key),
+            )
+        else:
+            spec = super().build_launch(replace(request, model=model))
         env = {k: v for k, v in spec.env.items() if k not in STRIPPED_CREDENTIALS}
         env[BASE_URL_ENV] = base_url
         env[AUTH_TOKEN_ENV] = key
+        if request.space:
+            return replace(spec, env=env, secrets=(*spec.secrets, key))
         settings_path = request.run_dir / SETTINGS_FILE_NAME
         argv = (*spec.argv, f"--settings={settings_path}")
         files = {**spec.files, settings_path: settings_json(base_url, key)}

@@ -34,6 +34,9 @@ class CodexAdapter:
         default_binary: ``codex``.
         supports_resume: True: Codex assigns the thread id (captured from the
             :class:`~octipusd.adapter.SessionEvent`), Octipus resumes it.
+        space_mode: The declared space mode (seed 003 "In shared spaces"; read by
+            ``octipusd.policy.spaces.check_space_model``): the read-only sandbox with approval
+            policy ``never``, on both transports, whatever the row's permission mode.
     """
 
     name: str = "codex"
@@ -42,6 +45,10 @@ class CodexAdapter:
     default_binary: str = "codex"
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
+    space_mode: str | None = (
+        "read-only sandbox with approval policy never (nothing escalates out of it), whatever the row's "
+        "permission mode"
+    )
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return ``(binary, "--version")``; it prints ``codex-cli 0.171.0`` in about 0.1 s."""
@@ -75,6 +82,10 @@ class CodexAdapter:
         the token only in the child's environment and in ``LaunchSpec.secrets``;
         ``request.model`` as ``--model`` / ``model``; the system prompt as developer
         instructions; additive flags ``--strict-config`` and ``--color`` only.
+
+        In a shared space (``request.space``) both transports use the ``plan`` mapping whatever the
+        row says: sandbox ``read-only``, approval policy ``never``
+        (:func:`octipus_codex.launch.effective_mode`).
 
         Args:
             request: The launch request.

@@ -5,6 +5,14 @@ Both transports get the same quieting flags (observed.md §0 and §2.1: with ``-
 the same sandbox per Octipus permission mode, and the run's MCP bridge with its bearer token only
 in the child's environment (``bearer_token_env_var``; Codex refuses a literal ``bearer_token``,
 observed.md §2.5).
+
+In a shared space (``LaunchRequest.space``) both transports run as ``plan`` does, whatever the row's
+mode (seed 003 "In shared spaces": "Codex runs in the read-only sandbox"; FACTS.md §5): sandbox
+``read-only`` and, on app-server, approval policy ``never``. ``never`` matters: under ``untrusted`` an
+approved command runs outside the sandbox (checked on 0.171.0: ``echo x > out.txt`` approved under
+read-only + untrusted wrote the file), so a relayed approval would be a way out of read-only. With
+``never`` nothing escalates: a write fails in the sandbox and the model is told. Bridge tools are
+still decided by Octipus on the bridge (``default_tools_approval_mode = "approve"``).
 """
 
 from __future__ import annotations
@@ -177,6 +185,19 @@ def _check_mode(value: str) -> PermissionMode:
         ) from None
 
 
+def effective_mode(request: LaunchRequest) -> PermissionMode:
+    """Return the permission mode the launch uses: the row's, or ``plan`` in a shared space.
+
+    ``plan`` maps to the ``read-only`` sandbox with approval policy ``never`` (module docstring):
+    Codex's declared space mode.
+
+    Raises:
+        AdapterError: the row's mode is unknown (checked in a space too).
+    """
+    mode = _check_mode(request.permission_mode)
+    return PermissionMode.PLAN if request.space else mode
+
+
 def transport_of(options: Mapping[str, Any]) -> str:
     """Return the transport chosen by ``options["transport"]`` (default ``app-server``).
 
@@ -282,7 +303,7 @@ def exec_argv(request: LaunchRequest, extra: Sequence[str]) -> list[str]:
         AdapterError: a non-UUID resume id, or a prompt/system prompt too long for argv (use the
             app-server transport) or containing NUL.
     """
-    mode = _check_mode(request.permission_mode)
+    mode = effective_mode(request)
     argv = [request.binary, "exec", "--json", "--skip-git-repo-check", *QUIET_FLAGS]
     argv.append(f"--sandbox={SANDBOX_MODES[mode]}")
     if request.model:
@@ -336,8 +357,10 @@ def app_server_plan(request: LaunchRequest) -> rpc.Plan:
     per-thread MCP configuration (observed-2.md §1.5). ``approvalsReviewer: "user"`` keeps a
     user-level ``approvals_reviewer`` setting from routing approvals away from Octipus.
     ``turn/start`` params: ``{"input": [{"type": "text", "text": <prompt>, "text_elements": []}]}``.
+    In a shared space the sandbox is ``read-only`` and the approval policy ``never``
+    (:func:`effective_mode`).
     """
-    mode = _check_mode(request.permission_mode)
+    mode = effective_mode(request)
     params: JSON = {
         "cwd": str(request.cwd),
         "approvalPolicy": APPROVAL_POLICIES[mode],

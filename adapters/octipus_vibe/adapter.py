@@ -31,6 +31,9 @@ class VibeAdapter:
         supports_resume: True: Vibe assigns the session id (ACP ``session/new`` result, headless
             ``sessionId``) and continues it (ACP ``session/load``, headless ``--resume``); an unknown
             id gives ``Session not found: <id>`` (:meth:`session_missing`).
+        space_mode: None: Vibe declares no space mode, so it is refused in shared spaces (seed 003
+            "In shared spaces"; ``octipusd.policy.spaces.check_space_model`` reads this, and
+            :meth:`build_launch` refuses a space request too).
     """
 
     name: str = "vibe"
@@ -39,6 +42,7 @@ class VibeAdapter:
     default_binary: str = launch.ACP_BINARY_NAME
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
+    space_mode: str | None = None
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return ``(binary, "--version")``: ``vibe-acp 3.0.2`` / ``vibe 3.0.2`` on the pinned install."""
@@ -92,7 +96,9 @@ class VibeAdapter:
             The launch spec.
 
         Raises:
-            AdapterError: any additive flag (Vibe has none); an unknown transport or permission mode;
+            AdapterError: a run in a shared space (``request.space``): Vibe declares no space mode
+                (:data:`octipus_vibe.launch.SPACE_REFUSAL`); any additive flag (Vibe has none); an
+                unknown transport or permission mode;
                 a resume without a session id; an invalid bridge endpoint; a non-positive limit; a
                 NUL character in a value that goes on the command line or in the environment.
         """

@@ -432,12 +432,23 @@ def build_headless_launch(request: LaunchRequest) -> LaunchSpec:
     )
 
 
+#: Why a Vibe run in a shared space is refused (seed 003 "In shared spaces": "Mistral Vibe declares
+#: no such mode and is refused in spaces"; FACTS.md §5 "Vibe is refused").
+SPACE_REFUSAL: Final = (
+    "Mistral Vibe declares no space mode and is refused in shared spaces; use a Claude Code or Codex "
+    "model row with metadata.cliAgent.sharedUse: true"
+)
+
+
 def build_launch(request: LaunchRequest, *, client_version: str) -> LaunchSpec:
     """Build one Vibe invocation for the request's transport.
 
     Raises:
-        AdapterError: see :meth:`octipus_vibe.VibeAdapter.build_launch`.
+        AdapterError: :data:`SPACE_REFUSAL` when ``request.space`` (on either transport, before any
+            other check); otherwise see :meth:`octipus_vibe.VibeAdapter.build_launch`.
     """
+    if request.space:
+        raise AdapterError(SPACE_REFUSAL)
     check_additive_flags(request.additive_flags)
     if transport_of(request.options) == TRANSPORT_HEADLESS:
         return build_headless_launch(request)

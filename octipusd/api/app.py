@@ -10,6 +10,10 @@ Routes (all under ``/v1``)::
     GET  /runs/{id}/events?after=N   stored events as JSON
     GET  /runs/{id}/stream?after=N   server-sent events, live until the run ends
     GET  /approvals[?status=&run_id=]  GET /approvals/{id}       POST /approvals/{id}
+    GET  /rules                      configured, stored rules and active grants
+    POST /rules  DELETE /rules/{id}  POST /rules/explain    POST /grants  DELETE /grants/{id}
+    POST /spaces  GET /spaces[/{id}]  PUT|DELETE /spaces/{id}/members/{user}
+    POST /spaces/{id}/archive
     POST /models                     create a model row        GET /models
     GET|PATCH|DELETE /models/{id_or_name}
 
@@ -30,8 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, ParamSpec, TypeVar
 
 import anyio
@@ -48,11 +51,10 @@ from pydantic import BaseModel
 
 from octipusd import __version__
 from octipusd.adapter import Adapter
+from octipusd.api.common import Services, checked_call, dump, out
 from octipusd.api.models import (
     API_VERSION,
     AdapterHealth,
-    ApprovalAnswer,
-    ApprovalOut,
     Capabilities,
     EventOut,
     Health,
@@ -67,14 +69,12 @@ from octipusd.api.models import (
     SteerOut,
     TurnCreate,
 )
+from octipusd.api.policy_routes import policy_router
+from octipusd.api.space_routes import space_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
-from octipusd.policy.approvals import ApprovalBroker
-from octipusd.runner.executables import Resolution
-from octipusd.runtime.events import EventHub
-from octipusd.runtime.runs import RunManager
+from octipusd.policy.spaces import check_space_model
 from octipusd.store.aio import in_thread
-from octipusd.store.records import ApprovalStatus, ModelRow, RunStatus
-from octipusd.store.repository import Store
+from octipusd.store.records import ModelRow, RunStatus
 from octipusd.store.validation import (
     check_additive_flags_shape,
     check_binary,
@@ -89,25 +89,6 @@ log = logging.getLogger("octipusd.api")
 M = TypeVar("M", bound=BaseModel)
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Services:
-    """What the API calls; built by the composition root (``octipusd.app``)."""
-
-    store: Store
-    runs: RunManager
-    hub: EventHub
-    broker: ApprovalBroker
-    resolutions: dict[str, Resolution]
-
-
-def _dump(record: Any) -> dict[str, Any]:
-    data = asdict(record)
-    for key, value in data.items():
-        if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):
-            data[key] = value.value
-    return data
 
 
 # ----------------------------------------------------------------------------- model rows
@@ -360,14 +341,6 @@ def validate_model_row(fields: Mapping[str, Any], adapters: Mapping[str, Adapter
     return checked
 
 
-async def _checked_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Call a store method in a thread; its ``ValueError``/``TypeError`` become 400s."""
-    try:
-        return await in_thread(fn, *args, **kwargs)
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequestError(str(exc)) from None
-
-
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for error in exc.errors():
@@ -379,7 +352,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 def create_app(services: Services) -> FastAPI:
     """Build the FastAPI application over ``services``."""
     app = FastAPI(title="octipusd", version=__version__, docs_url=None, redoc_url=None)
-    store, runs, hub, broker = services.store, services.runs, services.hub, services.broker
+    store, runs, hub = services.store, services.runs, services.hub
 
     @app.exception_handler(OctipusError)
     async def _octipus_error(request: Request, exc: OctipusError) -> JSONResponse:
@@ -399,6 +372,9 @@ def create_app(services: Services) -> FastAPI:
             status_code=500,
             content={"code": "internal_error", "message": f"internal error: {exc!r}; see the octipusd log"},
         )
+
+    app.include_router(policy_router(services))
+    app.include_router(space_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -461,7 +437,12 @@ def create_app(services: Services) -> FastAPI:
             raise InvalidRequestError(
                 f"{source} {adapter!r}, which is not installed; installed adapters: {', '.join(sorted(runs.adapters))}"
             )
-        session = await _checked_call(
+        space_id: str | None = None
+        if body.space is not None:
+            space = await in_thread(store.get_space, body.space)
+            check_space_model(space, row, runs.adapters.get(adapter))
+            space_id = space.id
+        session = await checked_call(
             store.create_session,
             workspace=str(await workspace.resolve()),
             adapter=adapter,
@@ -471,20 +452,21 @@ def create_app(services: Services) -> FastAPI:
             attended=body.attended,
             model_row_id=row.id if row is not None else None,
             options=options,
+            space_id=space_id,
         )
-        return _out(SessionOut, session)
+        return out(SessionOut, session)
 
     @app.get(f"/{API_VERSION}/sessions")
     async def list_sessions(limit: int = 100) -> list[SessionOut]:
-        return [_out(SessionOut, s) for s in await in_thread(store.list_sessions, limit=limit)]
+        return [out(SessionOut, s) for s in await in_thread(store.list_sessions, limit=limit)]
 
     @app.get(f"/{API_VERSION}/sessions/{{session_id}}")
     async def get_session(session_id: str) -> SessionOut:
-        return _out(SessionOut, await in_thread(store.get_session, session_id))
+        return out(SessionOut, await in_thread(store.get_session, session_id))
 
     @app.post(f"/{API_VERSION}/sessions/{{session_id}}/turns", status_code=202)
     async def post_turn(session_id: str, body: TurnCreate) -> RunOut:
-        return _run_out(await runs.post_turn(session_id, body.prompt))
+        return _run_out(await runs.post_turn(session_id, body.prompt, plan=body.plan, author=body.author))
 
     @app.post(f"/{API_VERSION}/sessions/{{session_id}}/steer", status_code=202)
     async def steer(session_id: str, body: SteerCreate) -> SteerOut:
@@ -518,7 +500,7 @@ def create_app(services: Services) -> FastAPI:
     async def list_events(run_id: str, after: int = 0, limit: int = 1000) -> list[EventOut]:
         await in_thread(store.get_run, run_id)
         events = await in_thread(store.list_events, run_id, after_seq=after, limit=limit)
-        return [_out(EventOut, e) for e in events]
+        return [out(EventOut, e) for e in events]
 
     @app.get(f"/{API_VERSION}/runs/{{run_id}}/stream", response_class=EventSourceResponse)
     async def stream_run(run_id: str, request: Request, after: int = 0) -> AsyncIterator[ServerSentEvent]:
@@ -529,39 +511,11 @@ def create_app(services: Services) -> FastAPI:
             yield ServerSentEvent(
                 id=str(event.seq),
                 event=event.kind,
-                data=_out(EventOut, event).model_dump(mode="json"),
+                data=out(EventOut, event).model_dump(mode="json"),
             )
 
-    @app.get(f"/{API_VERSION}/approvals")
-    async def list_approvals(status: str | None = "pending", run_id: str | None = None) -> list[ApprovalOut]:
-        wanted = None
-        if status and status != "all":
-            try:
-                wanted = ApprovalStatus(status)
-            except ValueError:
-                raise InvalidRequestError(
-                    f"unknown status {status!r}; accepted: all, {', '.join(s.value for s in ApprovalStatus)}"
-                ) from None
-        found = await in_thread(store.list_approvals, status=wanted, run_id=run_id)
-        return [_out(ApprovalOut, a) for a in found]
-
-    @app.get(f"/{API_VERSION}/approvals/{{approval_id}}")
-    async def get_approval(approval_id: str) -> ApprovalOut:
-        return _out(ApprovalOut, await in_thread(store.get_approval, approval_id))
-
-    @app.post(f"/{API_VERSION}/approvals/{{approval_id}}")
-    async def answer_approval(approval_id: str, body: ApprovalAnswer, request: Request) -> ApprovalOut:
-        client = request.headers.get("x-octipus-client", "api")
-        approval = await broker.answer(
-            approval_id,
-            approve=body.decision == "approve",
-            decided_by=f"{runs.user} via {client}",
-            reason=body.reason,
-        )
-        return _out(ApprovalOut, approval)
-
     def _row_out(row: ModelRow) -> ModelRowOut:
-        data = _dump(row)
+        data = dump(row)
         data["additive_flags"] = list(row.additive_flags)
         data["capabilities"] = capabilities_for(row.adapter, runs.adapters.get(row.adapter), row.cli_agent)
         return ModelRowOut(**{k: v for k, v in data.items() if k in ModelRowOut.model_fields})
@@ -569,7 +523,7 @@ def create_app(services: Services) -> FastAPI:
     @app.post(f"/{API_VERSION}/models", status_code=201)
     async def create_model_row(body: ModelRowCreate) -> ModelRowOut:
         checked = validate_model_row(body.model_dump(), runs.adapters)
-        return _row_out(await _checked_call(store.create_model_row, **checked))
+        return _row_out(await checked_call(store.create_model_row, **checked))
 
     @app.get(f"/{API_VERSION}/models")
     async def list_model_rows() -> list[ModelRowOut]:
@@ -602,7 +556,7 @@ def create_app(services: Services) -> FastAPI:
         changes = {k: checked[k] for k in given}
         if "adapter" in given:  # the stored flags must suit the new adapter, normalized by it
             changes["additive_flags"] = checked["additive_flags"]
-        return _row_out(await _checked_call(store.update_model_row, current.id, **changes))
+        return _row_out(await checked_call(store.update_model_row, current.id, **changes))
 
     @app.delete(f"/{API_VERSION}/models/{{id_or_name}}", status_code=204)
     async def delete_model_row(id_or_name: str) -> Response:
@@ -612,11 +566,5 @@ def create_app(services: Services) -> FastAPI:
     return app
 
 
-def _out(model: type[M], record: Any) -> M:
-    """Build an API model from a store record, taking the fields the model declares."""
-    data = _dump(record)
-    return model(**{k: v for k, v in data.items() if k in model.model_fields})
-
-
 def _run_out(run: Any) -> RunOut:
-    return _out(RunOut, run)
+    return out(RunOut, run)

@@ -49,6 +49,9 @@ class SessionCreate(_Model):
     value is a 400 (``model: null`` counts as not given). ``options`` (an object: the
     ``cliAgent`` keys, e.g. ``{"transport": "exec"}``) are per-session adapter options the
     runtime merges over the row's ``metadata.cliAgent``.
+
+    ``space`` (a space's id or name) puts the session in a shared space: it needs a model row
+    with ``metadata.cliAgent.sharedUse: true`` and an adapter with a space mode.
     """
 
     workspace: str
@@ -59,6 +62,7 @@ class SessionCreate(_Model):
     attended: bool = True
     model_row: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    space: str | None = None
 
 
 class SessionOut(_Model):
@@ -75,6 +79,8 @@ class SessionOut(_Model):
     updated_at: datetime
     model_row_id: str | None
     options: dict[str, Any]
+    flow_label: str = ""
+    space_id: str | None = None
 
 
 class ModelRowCreate(_Model):
@@ -154,9 +160,15 @@ class ModelRowOut(_Model):
 
 
 class TurnCreate(_Model):
-    """``POST /v1/sessions/{id}/turns``: the user text of the next turn."""
+    """``POST /v1/sessions/{id}/turns``: the user text of the next turn.
+
+    ``plan`` runs this turn in plan mode (overriding the row's permission mode for this
+    invocation only). ``author`` names the space member posting it (default: the daemon's user).
+    """
 
     prompt: str = Field(min_length=1)
+    plan: bool = False
+    author: str | None = None
 
 
 class SteerCreate(_Model):
@@ -195,6 +207,8 @@ class RunOut(_Model):
     created_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
+    plan_mode: bool = False
+    author: str | None = None
 
 
 class RunStop(_Model):
@@ -230,13 +244,136 @@ class ApprovalOut(_Model):
     created_at: datetime
     expires_at: datetime | None
     decided_at: datetime | None
+    kind: str = "tool"
+    questions: dict[str, Any] | None = None
+    answers: dict[str, Any] | None = None
+    grant_id: str | None = None
+    vendor_request_id: str | None = None
+
+
+class Remember(_Model):
+    """With an approval: also create a scoped grant for similar calls ("remember").
+
+    ``scope``: ``session`` (this session only), ``workspace`` (calls in this session's folder
+    or below, any session) or ``everywhere``. ``match``: ``subject`` (default: only calls with
+    this exact command or path) or ``tool`` (any call of the tool). ``ttl_seconds`` and
+    ``max_uses`` bound the grant (None: no limit).
+    """
+
+    scope: Literal["session", "workspace", "everywhere"] = "session"
+    match: Literal["subject", "tool"] = "subject"
+    ttl_seconds: float | None = Field(default=None, gt=0)
+    max_uses: int | None = Field(default=None, ge=1)
 
 
 class ApprovalAnswer(_Model):
-    """``POST /v1/approvals/{id}``: approve or deny."""
+    """``POST /v1/approvals/{id}``: approve or deny; a questionnaire needs ``answers``.
+
+    ``answers`` maps each question's exact text to the answer: one string (an option label or
+    free text) or, for a multiple-selection question, a list of strings.
+    """
 
     decision: Literal["approve", "deny"]
     reason: str | None = None
+    answers: dict[str, str | list[str]] | None = None
+    remember: Remember | None = None
+
+
+class RuleCreate(_Model):
+    """``POST /v1/rules``: store a rule (``toolId(matcher)`` or a bare tool id, FACTS.md §3)."""
+
+    level: Literal["allow", "ask", "deny"]
+    rule: str = Field(min_length=1)
+
+
+class RuleOut(_Model):
+    """A stored rule."""
+
+    id: str
+    level: str
+    rule: str
+    created_by: str
+    created_at: datetime
+
+
+class GrantCreate(_Model):
+    """``POST /v1/grants``: a scoped grant with conditions, expiry and a usage limit."""
+
+    tool_id: str = Field(min_length=1)
+    level: Literal["allow", "ask", "deny"] = "allow"
+    matcher: str | None = None
+    session_id: str | None = None
+    workspace: str | None = None
+    ttl_seconds: float | None = Field(default=None, gt=0)
+    max_uses: int | None = Field(default=None, ge=1)
+    note: str | None = None
+
+
+class GrantOut(_Model):
+    """A scoped grant."""
+
+    id: str
+    tool_id: str
+    matcher: str | None
+    level: str
+    session_id: str | None
+    workspace: str | None
+    expires_at: datetime | None
+    max_uses: int | None
+    uses: int
+    revoked_at: datetime | None
+    revoked_by: str | None
+    created_by: str
+    created_at: datetime
+    approval_id: str | None
+    note: str | None
+
+
+class RulesOut(_Model):
+    """``GET /v1/rules``: every source of the policy.
+
+    ``configured`` is ``permissions.rules`` (or the built-in defaults when ``defaults`` is
+    true); ``stored`` the rules added at runtime; ``grants`` the active scoped grants.
+    """
+
+    defaults: bool
+    configured: dict[str, list[str]]
+    stored: list[RuleOut]
+    grants: list[GrantOut]
+    flow_guard: str
+
+
+class ExplainRequest(_Model):
+    """``POST /v1/rules/explain``: which rule decides a given call, and why."""
+
+    tool_id: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    action: str | None = None
+    session_id: str | None = None
+    workspace: str | None = None
+
+
+class SpaceCreate(_Model):
+    """``POST /v1/spaces``."""
+
+    name: str = Field(min_length=1)
+
+
+class MemberSet(_Model):
+    """``PUT /v1/spaces/{id}/members/{user}``."""
+
+    role: Literal["owner", "editor", "commenter", "viewer", "guest"]
+
+
+class SpaceOut(_Model):
+    """A shared space and its members (name -> role)."""
+
+    id: str
+    name: str
+    created_by: str
+    created_at: datetime
+    archived_at: datetime | None
+    members: dict[str, str]
 
 
 class ErrorOut(_Model):

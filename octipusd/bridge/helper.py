@@ -9,6 +9,11 @@ Usage::
     octipus-bridge list [--json]
     octipus-bridge call TOOL '{"json": "arguments"}'
     echo '{"command": "ls"}' | octipus-bridge call shell__run -
+    octipus-bridge shell-guard < hook-input.json
+
+``shell-guard`` is the Claude Code PreToolUse hook of space mode (:mod:`octipusd.policy.shellguard`):
+it reads the hook input on stdin, prints a deny decision or nothing, and needs no bridge; it exits 0,
+or 2 (blocking) on an input it cannot read.
 
 The bridge URL and capability come only from the environment (:data:`ENV_URL`,
 :data:`ENV_TOKEN`), never from the command line, where other local users could read them.
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 
 from octipusd.adapter import BridgeEndpoint
+from octipusd.policy import shellguard
 
 if TYPE_CHECKING:
     import httpx2
@@ -194,7 +200,7 @@ def _build_parser() -> argparse.ArgumentParser:
         ),
         epilog="Exit codes: 0 ok, 1 tool error, 2 usage/JSON/environment error, 3 bridge unreachable.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,call}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,call,shell-guard}")
     list_parser = commands.add_parser("list", help="list the tools with their descriptions")
     list_parser.add_argument(
         "--json", action="store_true", help="print names, descriptions and input schemas as JSON"
@@ -206,6 +212,10 @@ def _build_parser() -> argparse.ArgumentParser:
         nargs="?",
         default="{}",
         help="JSON object of arguments, or - to read it from stdin (default {})",
+    )
+    commands.add_parser(
+        "shell-guard",
+        help="run the space-mode shell guard as a Claude Code PreToolUse hook (hook JSON on stdin)",
     )
     return parser
 
@@ -224,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage message
         return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
+    if options.command == "shell-guard":
+        return shellguard.main()
     try:
         url, token = _config_from_env(dict(os.environ))
         if options.command == "list":

@@ -76,8 +76,13 @@ class ApprovalBroker:
         input: dict[str, Any],
         explanation: str | None,
         vendor_request_id: str | None,
+        kind: str = "tool",
+        questions: dict[str, Any] | None = None,
     ) -> Approval:
         """Store a pending approval (committed before return) and register its waiter.
+
+        ``kind`` is ``tool`` or ``questionnaire`` (then ``questions`` holds what people are
+        shown: every question, option label and description).
 
         Returns:
             The pending approval, whose ``expires_at`` is now + ``timeout_seconds``.
@@ -94,6 +99,8 @@ class ApprovalBroker:
             explanation=explanation,
             vendor_request_id=vendor_request_id,
             expires_at=expires,
+            kind=kind,
+            questions=questions,
         )
         self._waiters[approval.id] = anyio.Event()
         return approval
@@ -134,16 +141,38 @@ class ApprovalBroker:
         return self._result(final)
 
     async def answer(
-        self, approval_id: str, *, approve: bool, decided_by: str, reason: str | None = None
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        decided_by: str,
+        reason: str | None = None,
+        answers: dict[str, Any] | None = None,
+        grant: dict[str, Any] | None = None,
     ) -> Approval:
         """Apply a person's answer exactly once and wake the waiting run.
+
+        Args:
+            approval_id: The approval.
+            approve: Allow (or submit a questionnaire) vs deny (or cancel it).
+            decided_by: Who answers.
+            reason: Optional reason shown to the model with a denial.
+            answers: A questionnaire's validated answers (question text -> answer).
+            grant: A scoped grant to create with the answer ("remember"), as keyword
+                arguments of :meth:`~octipusd.store.Store.create_grant`.
 
         Raises:
             NotFoundError: no such approval.
             ApprovalError: it was already answered, expired or cancelled.
         """
         approval = await in_thread(
-            self._store.decide_approval, approval_id, approve=approve, decided_by=decided_by, reason=reason
+            self._store.decide_approval,
+            approval_id,
+            approve=approve,
+            decided_by=decided_by,
+            reason=reason,
+            answers=answers,
+            grant=grant,
         )
         waiter = self._waiters.get(approval_id)
         if waiter is not None:

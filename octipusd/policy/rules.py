@@ -48,6 +48,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 CLI_NATIVE_PREFIX: Final = "cli-native:"
+#: The legacy aggregate tool id of vendor-native calls: a rule or grant for exactly ``cli-native``
+#: covers every ``cli-native:<Tool>`` call (seed 003 "Permissions and limits": existing
+#: cli-native policies remain effective). See :mod:`octipusd.policy.engine` for its precedence.
+LEGACY_CLI_NATIVE_ID: Final = "cli-native"
 FAMILY_SEPARATOR: Final = "__"
 
 #: Argument names whose value is the subject of a matcher, in priority order (FACTS.md §3).
@@ -136,6 +140,20 @@ def default_level(tool_id: str) -> Level:
     if tool_id.startswith(CLI_NATIVE_PREFIX):
         return Level.ASK
     return DEFAULT_TOOL_LEVELS.get(tool_id, Level.ASK)
+
+
+def legacy_identity(tool_id: str) -> str | None:
+    """Return the legacy aggregate identity of a call, if it has one.
+
+    Args:
+        tool_id: The call's tool id.
+
+    Returns:
+        :data:`LEGACY_CLI_NATIVE_ID` for ``cli-native:<Tool>`` calls (seed 003: a vendor-native call
+        is checked under its per-tool id and under the legacy ``cli-native`` id); None for every
+        other tool id, including the bare ``cli-native`` itself.
+    """
+    return LEGACY_CLI_NATIVE_ID if tool_id.startswith(CLI_NATIVE_PREFIX) else None
 
 
 def family_of(tool_id: str) -> str | None:

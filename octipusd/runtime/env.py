@@ -38,9 +38,14 @@ def vendor_env(base: Mapping[str, str], options: Mapping[str, Any]) -> dict[str,
 
     Returns:
         ``base`` without :data:`API_KEY_VARIABLES`, unless ``options["inheritApiKeys"]`` is True;
-        the variable a GLM/Kimi row names in ``options["authTokenEnv"]`` is always kept.
+        the variable a GLM/Kimi row names in ``options["authTokenEnv"]`` is always kept. The
+        row's own ``options["env"]`` (name -> value, checked when the row was saved) is set last:
+        the operator put it on the model on purpose (seed 003 "In shared spaces": a user-level
+        ``env`` does not apply in a space; "set its environment on the model").
     """
+    extra = options.get("env")
+    own = {str(k): str(v) for k, v in extra.items()} if isinstance(extra, dict) else {}
     if options.get("inheritApiKeys") is True:
-        return dict(base)
+        return {**base, **own}
     keep = options.get("authTokenEnv")  # GLM/Kimi rows name the variable holding their key
-    return {k: v for k, v in base.items() if k not in API_KEY_VARIABLES or k == keep}
+    return {**{k: v for k, v in base.items() if k not in API_KEY_VARIABLES or k == keep}, **own}

@@ -36,6 +36,7 @@ from octipusd.adapter import (
     StdinWriteEvent,
     Steering,
     StreamParser,
+    ToolUseEvent,
     UnknownEvent,
     Usage,
     VendorEvent,
@@ -50,9 +51,11 @@ from octipusd.errors import (
     NotFoundError,
     OctipusError,
 )
-from octipusd.policy.approvals import ApprovalBroker, Outcome
+from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
-from octipusd.policy.rules import Level, subject_of
+from octipusd.policy.flowguard import FlowGuardMode
+from octipusd.policy.gate import CallContext, GateResult, PermissionGate
+from octipusd.policy.spaces import check_space_model, check_space_turn
 from octipusd.runner.executables import Resolution, resolve_executable
 from octipusd.runner.process import VendorProcess
 from octipusd.runtime.env import vendor_env
@@ -99,6 +102,7 @@ class LiveRun:
     results_seen: int = 0
     guidance: list[str] = field(default_factory=list)
     waiting_approvals: int = 0
+    context: CallContext | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
@@ -117,6 +121,7 @@ class RunManager:
         base_env: Environment passed to vendor processes.
         prompt_dumps: ``agent.promptDumps``.
         run_timeout: Active-work limit of one run (seconds; approval waits excluded).
+        flow_guard: ``agent.flowGuard`` (``ask`` or ``off``).
     """
 
     def __init__(
@@ -133,11 +138,13 @@ class RunManager:
         base_env: Mapping[str, str],
         prompt_dumps: bool = True,
         run_timeout: float = 3600.0,
+        flow_guard: FlowGuardMode = FlowGuardMode.ASK,
     ) -> None:
         self.store = store
         self.hub = hub
         self.broker = broker
         self.policy = policy
+        self.gate = PermissionGate(store, broker, hub.emit, policy, flow_guard=flow_guard)
         self.adapters = adapters
         self.resolutions = resolutions
         self.data_dir = data_dir
@@ -180,13 +187,24 @@ class RunManager:
 
     # ------------------------------------------------------------------ API entry points
 
-    async def post_turn(self, session_id: str, prompt: str) -> Run:
+    async def post_turn(
+        self, session_id: str, prompt: str, *, plan: bool = False, author: str | None = None
+    ) -> Run:
         """Create a run for a new turn of a session and start it in the background.
 
+        Args:
+            session_id: The session.
+            prompt: The turn's text.
+            plan: Run this turn in plan mode: it overrides the row's permission mode for this
+                invocation only (seed 003 "Permissions and limits").
+            author: Who posts it (a space member's name); None means the daemon's user.
+
         Raises:
-            NotFoundError: no such session.
+            NotFoundError: no such session, or (in a space) the author is not a member.
             InvalidRequestError: the prompt is empty.
-            ConflictError: the session already has a live run, or the daemon is stopping.
+            ForbiddenError: in a space, the author's role may not run the CLI agent.
+            ConflictError: the session already has a live run, the daemon is stopping, the
+                space is archived, or the session's model may not serve the space.
         """
         if not prompt.strip():
             raise InvalidRequestError("prompt is empty; give the text of the turn")
@@ -194,6 +212,8 @@ class RunManager:
             raise ConflictError("octipusd is shutting down; start it again and repeat the turn")
         async with self._post_lock:
             session = await in_thread(self.store.get_session, session_id)
+            if session.space_id is not None:
+                await self._check_space(session, author or self.user)
             for item in self._live.values():
                 if item.session_id == session_id:
                     raise ConflictError(
@@ -201,7 +221,12 @@ class RunManager:
                         f"or stop it (octipusctl runs stop {item.run.id}) before the next turn"
                     )
             run = await in_thread(
-                self.store.create_run, session_id=session_id, prompt=prompt, owner=self.owner
+                self.store.create_run,
+                session_id=session_id,
+                prompt=prompt,
+                owner=self.owner,
+                plan_mode=plan,
+                author=author,
             )
             live = LiveRun(run=run, session_id=session_id, attended=session.attended)
             self._live[run.id] = live
@@ -281,8 +306,8 @@ class RunManager:
         live = self._live.get(identity.run_id)
         if live is None:
             return AuthorizationResult(False, "the run is no longer live")
-        allowed, reason = await self._authorize(live, tool_id, arguments, action=None, vendor_request_id=None)
-        return AuthorizationResult(allowed, reason)
+        result = await self._gate(live, tool_id, arguments, action=None, vendor_request_id=None)
+        return AuthorizationResult(result.allowed, result.reason)
 
     async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
         """The session's durable work plan, or None (ToolHost protocol)."""
@@ -305,6 +330,13 @@ class RunManager:
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Store a bridge event on the run (ToolHost protocol)."""
         await self.hub.emit(identity.run_id, "bridge_call", {"event": kind, **data})
+
+    async def _check_space(self, session: Session, author: str) -> None:
+        """Refuse a turn the space's roles or its model row do not allow (read fresh each time)."""
+        assert session.space_id is not None
+        space = await in_thread(self.store.get_space, session.space_id)
+        check_space_turn(space, author)
+        check_space_model(space, await self._model_row(session), self.adapters.get(session.adapter))
 
     # ------------------------------------------------------------------ execution
 
@@ -355,12 +387,19 @@ class RunManager:
         workspace = Path(session.workspace)
         if not await anyio.Path(workspace).is_dir():
             raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
-        mode = PermissionMode(session.permission_mode)
+        # plan mode overrides the row's vendor permission mode for this invocation (seed 003)
+        mode = PermissionMode.PLAN if run.plan_mode else PermissionMode(session.permission_mode)
+        in_space = session.space_id is not None
+        if session.space_id is not None:  # the row may have lost sharedUse, the adapter its space mode
+            space = await in_thread(self.store.get_space, session.space_id)
+            check_space_model(space, row, adapter)
         tool_names = [t.name for t in DEFAULT_TOOLS]
         fp = fingerprint(
             adapter=adapter.name,
             model=session.model,
-            permission_mode=mode,
+            # a space changes what the vendor may do natively: a conversation made outside one
+            # is never resumed inside it, nor the reverse
+            permission_mode=f"{mode}:space" if in_space else str(mode),
             workspace=workspace,
             instructions=None,
             tool_names=tool_names,
@@ -407,6 +446,7 @@ class RunManager:
                 options=options,
                 turn_limit=_positive_int(options.get("maxTurns")),
                 token_limit=_positive_int(options.get("maxTokens")),
+                space=in_space,
             )
             spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
             if live.stop_status is not None:
@@ -512,6 +552,9 @@ class RunManager:
                 tg.start_soon(process.stop, live.failure)
         elif isinstance(event, PermissionRequestEvent):
             tg.start_soon(self._relay_permission, live, event)
+        elif isinstance(event, ToolUseEvent) and not event.name.startswith(BRIDGE_PREFIX):
+            # the flow guard watches the tool-use stream, so auto-allowed reads count too (seed 003)
+            await self.gate.observe(self._call_context(live), f"cli-native:{event.name}", event.input)
         elif isinstance(event, ControlCancelEvent):
             # the vendor abandoned the request: stop waiting, answer nothing (sources.md §1.6)
             scope = live.relays.pop(event.request_id, None)
@@ -551,6 +594,7 @@ class RunManager:
         process, adapter = live.process, live.adapter
         assert process is not None and adapter is not None
         tool_id = f"cli-native:{event.tool_name}"
+        updated_input: dict[str, Any] | None = None
         if event.tool_name.startswith(BRIDGE_PREFIX):
             name = event.tool_name.removeprefix(BRIDGE_PREFIX)
             registered = any(t.name == name for t in DEFAULT_TOOLS)
@@ -561,20 +605,21 @@ class RunManager:
                 else f"deny: {event.tool_name} is not registered for this run"
             )
         else:
-            allowed, reason = await self._authorize(
+            result = await self._gate(
                 live, tool_id, event.input, action=event.tool_name, vendor_request_id=event.request_id
             )
+            allowed, reason, updated_input = result.allowed, result.reason, result.updated_input
         await self.hub.emit(
             live.run.id,
             "permission_decision",
             {"tool_id": tool_id, "request_id": event.request_id, "allowed": allowed, "reason": reason},
         )
         decision = PermissionDecision(
-            allow=allowed, message=reason, updated_input=event.input if allowed else None
+            allow=allowed, message=reason, updated_input=(updated_input or event.input) if allowed else None
         )
         await process.write_line(adapter.encode_permission_response(event, decision))
 
-    async def _authorize(
+    async def _gate(
         self,
         live: LiveRun,
         tool_id: str,
@@ -582,89 +627,37 @@ class RunManager:
         *,
         action: str | None,
         vendor_request_id: str | None,
-    ) -> tuple[bool, str]:
-        """Decide one tool call: rules, then (for ASK) a person, within the run's limits.
-
-        Returns:
-            (allowed, reason) where reason explains the decision for the model and the events.
-        """
-        decision = self.policy.decide(tool_id, dict(arguments), action=action)
-        if decision.level is Level.DENY:
-            return False, f"denied by Octipus policy: {decision.explanation}"
-        if decision.level is Level.ALLOW:
-            return True, decision.explanation
-        subject = subject_of(arguments, "") or None
-        if not live.attended:
-            note = (
-                f"review required: {tool_id}"
-                + (f" ({subject})" if subject else "")
-                + " needs a person's approval, and this session is unattended"
-            )
-            live.review_required.append(note)
-            await self.hub.emit(
-                live.run.id, "review_required", {"tool_id": tool_id, "subject": subject, "reason": note}
-            )
-            return False, note
-        # the run shows awaiting_approval before the approval exists, so a client that sees the
-        # approval also sees the status
-        await self._set_waiting(live, +1)
-        try:
-            approval = await self.broker.create(
-                run_id=live.run.id,
-                session_id=live.session_id,
-                tool_id=tool_id,
-                subject=subject,
-                reason=f"CLI: {action}" if action else f"Octipus tool {tool_id}",
-                input=dict(arguments),
-                explanation=decision.explanation,
-                vendor_request_id=vendor_request_id,
-            )
-            await self.hub.emit(
-                live.run.id,
-                "approval_requested",
-                {
-                    "approval_id": approval.id,
-                    "tool_id": tool_id,
-                    "subject": subject,
-                    "explanation": decision.explanation,
-                    "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
-                },
-            )
-            result = await self.broker.wait(approval)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._set_waiting(live, -1)
-        await self.hub.emit(
-            live.run.id,
-            "approval_decided",
-            {
-                "approval_id": approval.id,
-                "tool_id": tool_id,
-                "outcome": str(result.outcome),
-                "decided_by": result.approval.decided_by,
-            },
+    ) -> GateResult:
+        """Decide one call through the permission gate; an expired approval fails the run."""
+        result = await self.gate.decide(
+            self._call_context(live), tool_id, arguments, action=action, vendor_request_id=vendor_request_id
         )
-        if result.approved:
-            again = self.policy.decide(tool_id, dict(arguments), action=action)
-            if again.level is Level.DENY:  # a DENY added meanwhile wins (FACTS.md §3)
-                return False, f"denied by Octipus policy: {again.explanation}"
-            return True, f"approved by {result.approval.decided_by}"
-        if result.outcome is Outcome.EXPIRED:
-            message = (
-                f"approval {approval.id} for {tool_id} was not answered within "
-                f"{self.broker.timeout_seconds:g} s; the call was denied and the run failed"
-            )
+        if result.expired:
             if live.failure is None:
-                live.failure = message
+                live.failure = result.reason
             await self.broker.cancel_run(live.run.id, "the run failed: an approval expired")
             if live.process is not None:
                 assert self._tg is not None
-                self._tg.start_soon(live.process.stop, message)
-            return False, message
-        if result.outcome is Outcome.CANCELLED:
-            return False, "the approval was cancelled because the run is ending"
-        why = result.approval.decision_reason
-        return False, f"denied by {result.approval.decided_by}" + (f": {why}" if why else "")
+                self._tg.start_soon(live.process.stop, result.reason)
+        return result
+
+    def _call_context(self, live: LiveRun) -> CallContext:
+        """The gate's view of a live run (created once per run)."""
+        if live.context is None:
+            workspace = str(live.identity.workspace) if live.identity is not None else ""
+
+            async def on_waiting(delta: int) -> None:
+                await self._set_waiting(live, delta)
+
+            live.context = CallContext(
+                run_id=live.run.id,
+                session_id=live.session_id,
+                workspace=workspace,
+                attended=live.attended,
+                on_waiting=on_waiting,
+                review_required=live.review_required,
+            )
+        return live.context
 
     async def _turn_usage(
         self, adapter: Adapter, request: LaunchRequest, usage: Usage, session_id: str, run_id: str

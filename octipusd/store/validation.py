@@ -52,6 +52,8 @@ CLI_AGENT_KEY_TYPES: Final[Mapping[str, type]] = {
 }
 
 _ID_PATTERN: Final = re.compile(r"[0-9a-f]{32}")
+#: An environment variable name accepted in ``cliAgent.env``.
+ENV_NAME_PATTERN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JSON_TYPE_NAMES: Final[Mapping[type, str]] = {str: "a string", bool: "a boolean (true or false)"}
 
 
@@ -184,12 +186,28 @@ def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str,
     Returns:
         A shallow copy as a dict.
 
+    ``env`` (an object of environment variable name -> string) is the vendor's environment set
+    on the model (seed 003: in a space the user's settings files are not read, so "set its
+    environment on the model").
+
     Raises:
         TypeError: Not a JSON object, or a known key has the wrong type
-            (see :data:`CLI_AGENT_KEY_TYPES`).
+            (see :data:`CLI_AGENT_KEY_TYPES`; ``env`` must map names to strings).
     """
     if not isinstance(value, dict):
         raise TypeError(f"{what} must be an object, not {type(value).__name__}")
+    env = value.get("env")
+    if "env" in value and (
+        not isinstance(env, dict)
+        or not all(
+            isinstance(k, str) and ENV_NAME_PATTERN.fullmatch(k) and isinstance(v, str)
+            for k, v in env.items()
+        )
+    ):
+        raise TypeError(
+            f'{what}.env must be an object of environment variables NAME: "value" (names of letters, digits '
+            f"and '_', values strings), not {json.dumps(env, default=repr)}"
+        )
     for key, expected in CLI_AGENT_KEY_TYPES.items():
         if key in value and type(value[key]) is not expected:
             raise TypeError(

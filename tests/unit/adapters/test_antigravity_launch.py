@@ -342,3 +342,38 @@ def test_input_text_matches_the_prompt_handed_to_agy(request_: LaunchRequest) ->
     a = adapter()
     req = replace(request_, system_prompt="Rules.")
     assert prompt_of(a.build_launch(req).argv) == a.input_text(req)
+
+
+# ------------------------------------------------------------------ space mode
+
+
+@pytest.mark.parametrize("mode", list(PermissionMode))
+def test_space_runs_in_plan_mode(request_: LaunchRequest, mode: PermissionMode) -> None:
+    """Seed 003 "In shared spaces": Antigravity runs with --mode plan whatever the row says."""
+    spec = adapter().build_launch(replace(request_, permission_mode=mode, space=True))
+    assert spec.argv[1:3] == ("--mode", "plan")
+    assert spec.argv[3].startswith("--print-timeout=")
+    assert not any(a.startswith("--add-dir") for a in spec.argv)
+    assert "--dangerously-skip-permissions" not in spec.argv
+    assert "accept-edits" not in spec.argv
+    assert spec.env[ENV_BRIDGE_TOKEN] == TOKEN  # the bridge is still reachable through the helper
+
+
+def test_space_long_prompt_still_grants_the_run_folder(request_: LaunchRequest) -> None:
+    spec = adapter().build_launch(
+        replace(
+            request_,
+            permission_mode=PermissionMode.FULL,
+            space=True,
+            prompt="x" * (INLINE_PROMPT_MAX_BYTES + 1),
+        )
+    )
+    assert spec.argv[1:3] == ("--mode", "plan")
+    assert [a for a in spec.argv if a.startswith("--add-dir")] == [f"--add-dir={request_.run_dir}"]
+
+
+def test_space_mode_is_declared_and_helper_shared() -> None:
+    from octipusd.adapterkit import bridge_helper_path
+
+    assert AntigravityAdapter.space_mode and "--mode plan" in AntigravityAdapter.space_mode
+    assert default_helper() == bridge_helper_path()

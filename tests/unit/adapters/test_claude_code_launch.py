@@ -14,13 +14,23 @@ from octipus_claude_code import (
     BASE_FLAGS,
     QUIET_ENV,
     ClaudeCodeAdapter,
+    launch as claude_launch,
     normalize_additive_flags,
     parse_version,
 )
-from octipus_claude_code.launch import INLINE_SYSTEM_PROMPT_MAX_BYTES, MCP_CONFIG_NAME, SYSTEM_PROMPT_NAME
+from octipus_claude_code.launch import (
+    INLINE_SYSTEM_PROMPT_MAX_BYTES,
+    MCP_CONFIG_NAME,
+    SHELL_GUARD_MATCHER,
+    SHELL_GUARD_TOOLS,
+    SPACE_SETTINGS_NAME,
+    SYSTEM_PROMPT_NAME,
+)
 
 from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, PermissionMode, StdinMode
+from octipusd.adapterkit import shell_guard_command
 from octipusd.errors import AdapterError
+from octipusd.policy.shellguard import GUARDED_TOOLS
 
 SID = "3b5f4cdb-880d-44ed-a598-e5896220e408"
 TOKEN = "cap-Zm9vYmFyYmF6cXV4LXNlY3JldC10b2tlbi12YWx1ZQ"
@@ -353,3 +363,117 @@ def test_disallowed_flag_message_names_flag_and_allowed_list() -> None:
     assert "--dangerously-skip-permissions" in message
     for allowed in ALLOWED_ADDITIVE_FLAGS:
         assert allowed in message
+
+
+# ------------------------------------------------------------------ space mode (seed 003 "In shared spaces")
+
+
+GUARD = "'/opt/octipus/bin/octipus-bridge' shell-guard || exit 2"
+
+
+def space_adapter(root: bool = False) -> ClaudeCodeAdapter:
+    return ClaudeCodeAdapter(running_as_root=root, shell_guard=GUARD)
+
+
+def test_space_argv_exact(request_: LaunchRequest) -> None:
+    spec = space_adapter().build_launch(replace(request_, space=True))
+    config = request_.run_dir / MCP_CONFIG_NAME
+    settings_path = request_.run_dir / SPACE_SETTINGS_NAME
+    assert spec.argv == (
+        BINARY,
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-prompt-tool",
+        "stdio",
+        f"--session-id={SID}",
+        f"--mcp-config={config}",
+        "--strict-mcp-config",
+        "--permission-mode=default",
+        "--setting-sources=",
+        f"--settings={settings_path}",
+    )
+    assert not any(a.startswith(("--allowedTools", "--allowed-tools")) for a in spec.argv)
+    assert set(spec.files) == {config, settings_path}
+
+
+@pytest.mark.parametrize(
+    ("mode", "flag"),
+    [
+        (PermissionMode.WORKSPACE, "--permission-mode=default"),
+        (PermissionMode.FULL, "--permission-mode=default"),
+        (PermissionMode.DEFAULT, "--permission-mode=default"),
+        (PermissionMode.PLAN, "--permission-mode=plan"),  # stricter than default: kept
+    ],
+)
+def test_space_permission_mode(request_: LaunchRequest, mode: PermissionMode, flag: str) -> None:
+    spec = space_adapter(root=True).build_launch(replace(request_, permission_mode=mode, space=True))
+    assert [a for a in spec.argv if a.startswith("--permission-mode")] == [flag]
+    assert "IS_SANDBOX" not in spec.env  # full becomes default: no bypass, so no sandbox flag as root
+
+
+def test_space_settings_file_is_locked(request_: LaunchRequest) -> None:
+    spec = space_adapter().build_launch(replace(request_, permission_mode=PermissionMode.FULL, space=True))
+    settings = json.loads(spec.files[request_.run_dir / SPACE_SETTINGS_NAME])
+    assert settings == {
+        "permissions": {
+            "allow": [],
+            "defaultMode": "default",
+            "disableBypassPermissionsMode": "disable",
+            "disableAutoMode": "disable",
+        },
+        "enableAllProjectMcpServers": False,
+        "enabledMcpjsonServers": [],
+        "hooks": {
+            "PreToolUse": [
+                {
+                    "matcher": "Bash|Write|Edit|MultiEdit|NotebookEdit",
+                    "hooks": [{"type": "command", "command": GUARD, "timeout": 30}],
+                }
+            ]
+        },
+    }
+    assert "disableAllHooks" not in settings  # the guard must run
+    assert TOKEN not in spec.files[request_.run_dir / SPACE_SETTINGS_NAME]
+
+
+def test_space_resume_keeps_the_space_flags(request_: LaunchRequest) -> None:
+    spec = space_adapter().build_launch(replace(request_, space=True, resume=True))
+    assert f"--resume={SID}" in spec.argv
+    assert "--setting-sources=" in spec.argv
+    assert f"--settings={request_.run_dir / SPACE_SETTINGS_NAME}" in spec.argv
+
+
+def test_space_keeps_additive_flags_and_system_prompt(request_: LaunchRequest) -> None:
+    spec = space_adapter().build_launch(
+        replace(request_, space=True, model="m", system_prompt="be brief", additive_flags=["--no-chrome"])
+    )
+    assert spec.argv[-3:] == ("--model=m", "--append-system-prompt=be brief", "--no-chrome")
+
+
+def test_outside_a_space_no_settings_flags(request_: LaunchRequest) -> None:
+    spec = space_adapter().build_launch(request_)
+    assert not any(a.startswith(("--setting-sources", "--settings")) for a in spec.argv)
+    assert request_.run_dir / SPACE_SETTINGS_NAME not in spec.files
+
+
+def test_default_guard_is_the_helper_next_to_the_interpreter() -> None:
+    assert ClaudeCodeAdapter().shell_guard_command == shell_guard_command()
+    assert shell_guard_command().endswith(" shell-guard || exit 2")
+
+
+def test_space_without_a_guard_command_is_refused(request_: LaunchRequest) -> None:
+    with pytest.raises(AdapterError, match="shell guard"):
+        claude_launch.build_launch(replace(request_, space=True), running_as_root=False)
+
+
+def test_guard_matcher_covers_the_guards_tools() -> None:
+    assert SHELL_GUARD_TOOLS == GUARDED_TOOLS
+    assert tuple(SHELL_GUARD_MATCHER.split("|")) == GUARDED_TOOLS
+
+
+def test_space_mode_is_declared() -> None:
+    assert ClaudeCodeAdapter.space_mode and "--setting-sources=" in ClaudeCodeAdapter.space_mode

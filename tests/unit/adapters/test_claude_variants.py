@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from octipus_claude_code import ClaudeCodeAdapter
+from octipus_claude_code.launch import SPACE_SETTINGS_NAME
 from octipus_claude_code.variants import (
     GLM_BASE_URL,
     KIMI_BASE_URL,
@@ -18,7 +19,7 @@ from octipus_claude_code.variants import (
     VendorEndpointAdapter,
 )
 
-from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest
+from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, PermissionMode
 from octipusd.errors import AdapterError
 
 SID = "3b5f4cdb-880d-44ed-a598-e5896220e408"
@@ -158,3 +159,56 @@ def test_claude_errors_still_apply(request_: LaunchRequest) -> None:
         GlmAdapter().build_launch(replace(request_, additive_flags=("--dangerously-skip-permissions",)))
     with pytest.raises(AdapterError, match="session id"):
         KimiAdapter().build_launch(replace(request_, vendor_session_id=None))
+
+
+# ------------------------------------------------------------------ space mode (seed 003 "In shared spaces")
+
+
+def test_space_mode_merges_the_endpoint_into_the_locked_settings(request_: LaunchRequest) -> None:
+    for adapter in adapters():
+        spec = adapter.build_launch(replace(request_, space=True))
+        space_file = request_.run_dir / SPACE_SETTINGS_NAME
+        settings_flags = [a for a in spec.argv if a.startswith("--settings")]
+        assert settings_flags == [f"--settings={space_file}"]  # one layer, no second --settings
+        assert "--setting-sources=" in spec.argv
+        assert "--permission-mode=default" in spec.argv
+        assert request_.run_dir / SETTINGS_FILE_NAME not in spec.files
+        settings = json.loads(spec.files[space_file])
+        assert settings["env"] == {
+            "ANTHROPIC_BASE_URL": adapter.default_base_url,
+            "ANTHROPIC_AUTH_TOKEN": KEY,
+            "ANTHROPIC_API_KEY": "",
+            "CLAUDE_CODE_OAUTH_TOKEN": "",
+        }
+        assert settings["apiKeyHelper"] == ""
+        assert settings["permissions"]["allow"] == []
+        assert settings["permissions"]["disableBypassPermissionsMode"] == "disable"
+        assert settings["enableAllProjectMcpServers"] is False
+        (entry,) = settings["hooks"]["PreToolUse"]
+        assert entry["hooks"][0]["command"] == adapter.shell_guard_command
+        # the endpoint stays in the process environment too, and the key is a secret
+        assert spec.env["ANTHROPIC_BASE_URL"] == adapter.default_base_url
+        assert spec.env["ANTHROPIC_AUTH_TOKEN"] == KEY
+        assert "ANTHROPIC_API_KEY" not in spec.env and "CLAUDE_CODE_OAUTH_TOKEN" not in spec.env
+        assert KEY in spec.secrets and BRIDGE_TOKEN in spec.secrets
+        assert all(KEY not in a for a in spec.argv)
+
+
+def test_space_mode_keeps_plan_and_the_row_model(request_: LaunchRequest) -> None:
+    spec = GlmAdapter(running_as_root=False).build_launch(
+        replace(
+            request_,
+            space=True,
+            permission_mode=PermissionMode.PLAN,
+            options={**request_.options, "model": "glm-4.7"},
+        )
+    )
+    assert "--permission-mode=plan" in spec.argv
+    assert "--model=glm-4.7" in spec.argv
+
+
+def test_outside_a_space_the_vendor_settings_file_is_unchanged(request_: LaunchRequest) -> None:
+    spec = KimiAdapter(running_as_root=False).build_launch(request_)
+    assert spec.argv[-1] == f"--settings={request_.run_dir / SETTINGS_FILE_NAME}"
+    assert "--setting-sources=" not in spec.argv
+    assert request_.run_dir / SPACE_SETTINGS_NAME not in spec.files

@@ -350,3 +350,39 @@ def test_uuid_thread_ids_are_accepted_as_is(request_: LaunchRequest) -> None:
     thread = str(uuid.uuid4())
     spec = CodexAdapter().build_launch(exec_request(request_, resume=True, vendor_session_id=thread))
     assert thread in spec.argv
+
+
+# ------------------------------------------------------------------------------ space mode
+
+
+@pytest.mark.parametrize("mode", list(PermissionMode))
+def test_space_is_read_only_with_no_escalation(request_: LaunchRequest, mode: PermissionMode) -> None:
+    """Seed 003 "In shared spaces": Codex runs in the read-only sandbox whatever the row says."""
+    space = replace(request_, permission_mode=mode, space=True)
+    plan = plan_for(space)
+    assert (plan.thread_params["sandbox"], plan.thread_params["approvalPolicy"]) == ("read-only", "never")
+    assert plan.thread_params["approvalsReviewer"] == "user"
+    argv = CodexAdapter().build_launch(exec_request(space)).argv
+    assert [a for a in argv if a.startswith("--sandbox")] == ["--sandbox=read-only"]
+
+
+def test_space_resume_sends_read_only_again(request_: LaunchRequest) -> None:
+    space = replace(
+        request_, permission_mode=PermissionMode.FULL, space=True, resume=True, vendor_session_id=THREAD
+    )
+    plan = plan_for(space)
+    assert plan.thread_method == "thread/resume"
+    assert (plan.thread_params["sandbox"], plan.thread_params["approvalPolicy"]) == ("read-only", "never")
+    argv = CodexAdapter().build_launch(exec_request(space)).argv
+    assert "--sandbox=read-only" in argv and argv[-4:-2] == ("resume", THREAD)
+
+
+def test_space_keeps_the_bridge_and_checks_the_mode(request_: LaunchRequest) -> None:
+    plan = plan_for(replace(request_, space=True))
+    assert plan.thread_params["config"]["mcp_servers"]["octipus"]["default_tools_approval_mode"] == "approve"
+    with pytest.raises(AdapterError, match="unknown permission mode"):
+        CodexAdapter().build_launch(replace(request_, space=True, permission_mode="yolo"))  # type: ignore[arg-type]
+
+
+def test_space_mode_is_declared() -> None:
+    assert CodexAdapter.space_mode and "read-only" in CodexAdapter.space_mode

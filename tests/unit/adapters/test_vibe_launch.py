@@ -23,6 +23,7 @@ from octipus_vibe import (
     check_additive_flags,
     compose_prompt,
 )
+from octipus_vibe.launch import SPACE_REFUSAL
 
 from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, PermissionMode, StdinMode
 from octipusd.errors import AdapterError
@@ -385,3 +386,31 @@ def test_headless_wrapper_without_export(tmp_path: Path) -> None:
     args = (bindir / "args").read_text().splitlines()
     assert args == list(spec.argv[7:])  # every value passed through untouched
     assert (tmp_path / "run" / "vibe-prompt.txt").read_text() == 'it\'s $HOME `id` "quoted"'
+
+
+# ------------------------------------------------------------------------- space mode
+
+
+@pytest.mark.parametrize("transport", [None, "acp", "headless"])
+@pytest.mark.parametrize("mode", list(PermissionMode))
+def test_space_is_refused(tmp_path: Path, transport: str | None, mode: PermissionMode) -> None:
+    """Seed 003 "In shared spaces": Mistral Vibe declares no space mode and is refused in spaces."""
+    options = {} if transport is None else {"transport": transport}
+    with pytest.raises(AdapterError) as info:
+        VibeAdapter().build_launch(request(tmp_path, space=True, permission_mode=mode, options=options))
+    message = str(info.value)
+    assert message == SPACE_REFUSAL
+    assert "Mistral Vibe declares no space mode and is refused in shared spaces" in message
+    assert "Claude Code or Codex model row with metadata.cliAgent.sharedUse: true" in message
+
+
+def test_space_refusal_comes_before_other_checks(tmp_path: Path) -> None:
+    with pytest.raises(AdapterError, match="no space mode"):
+        VibeAdapter().build_launch(
+            request(tmp_path, space=True, additive_flags=["--bogus"], options={"transport": "x"})
+        )
+
+
+def test_no_space_mode_declared() -> None:
+    assert VibeAdapter.space_mode is None
+    assert VibeAdapter().space_mode is None

@@ -1,0 +1,56 @@
+"""What every API route module shares: the services, record-to-model conversion, store calls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from pydantic import BaseModel
+
+from octipusd.errors import InvalidRequestError
+from octipusd.policy.approvals import ApprovalBroker
+from octipusd.runner.executables import Resolution
+from octipusd.runtime.events import EventHub
+from octipusd.runtime.runs import RunManager
+from octipusd.store.aio import in_thread
+from octipusd.store.repository import Store
+
+__all__ = ["Services", "checked_call", "dump", "out"]
+
+M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the API calls; built by the composition root (``octipusd.app``)."""
+
+    store: Store
+    runs: RunManager
+    hub: EventHub
+    broker: ApprovalBroker
+    resolutions: dict[str, Resolution]
+
+
+def dump(record: Any) -> dict[str, Any]:
+    data = asdict(record)
+    for key, value in data.items():
+        if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):
+            data[key] = value.value
+    return data
+
+
+async def checked_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Call a store method in a thread; its ``ValueError``/``TypeError`` become 400s."""
+    try:
+        return await in_thread(fn, *args, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequestError(str(exc)) from None
+
+
+def out(model: type[M], record: Any) -> M:
+    """Build an API model from a store record, taking the fields the model declares."""
+    data = dump(record)
+    return model(**{k: v for k, v in data.items() if k in model.model_fields})

@@ -1,0 +1,216 @@
+"""API routes of the permission policy: approvals (questionnaires included), rules, grants.
+
+Routes (under ``/v1``)::
+
+    GET  /approvals[?status=&run_id=]  GET /approvals/{id}   POST /approvals/{id}
+    GET  /rules                        POST /rules            DELETE /rules/{id}
+    POST /rules/explain                POST /grants           DELETE /grants/{id}
+
+An approval of kind ``questionnaire`` (Claude's AskUserQuestion, seed 003) is answered with
+``answers`` for every question; a bare approve is refused with a message saying so, and a deny
+cancels it. ``remember`` with an answer creates a scoped grant in the same transaction as the
+decision, so a second answer racing the first can create neither a decision nor a grant.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from octipusd.api.common import Services, checked_call, out
+from octipusd.api.models import (
+    API_VERSION,
+    ApprovalAnswer,
+    ApprovalOut,
+    ExplainRequest,
+    GrantCreate,
+    GrantOut,
+    RuleCreate,
+    RuleOut,
+    RulesOut,
+)
+from octipusd.errors import ApprovalError, InvalidRequestError
+from octipusd.policy.flowguard import FlowState, classify, from_label
+from octipusd.policy.gate import native_flow_id
+from octipusd.policy.questionnaire import (
+    BARE_ALLOW_ERROR,
+    QuestionnaireError,
+    parse_questionnaire,
+    validate_answers,
+)
+from octipusd.policy.rules import parse_rule
+from octipusd.store.aio import in_thread
+from octipusd.store.records import Approval, ApprovalStatus
+
+__all__ = ["policy_router"]
+
+
+def _grant_for(approval: Approval, body: ApprovalAnswer, workspace: str) -> dict[str, Any] | None:
+    """The scoped grant a ``remember`` answer creates (allow on approve, deny on deny)."""
+    remember = body.remember
+    if remember is None:
+        return None
+    if approval.kind == "questionnaire":
+        raise InvalidRequestError(
+            "a questionnaire cannot be remembered: every AskUserQuestion needs fresh answers"
+        )
+    if remember.match == "subject" and not approval.subject:
+        raise InvalidRequestError(
+            f"approval {approval.id} has no subject (command or path) to remember; use remember.match = 'tool'"
+        )
+    return {
+        "tool_id": approval.tool_id,
+        "level": "allow" if body.decision == "approve" else "deny",
+        "matcher": approval.subject if remember.match == "subject" else None,
+        "session_id": approval.session_id if remember.scope == "session" else None,
+        "workspace": workspace if remember.scope == "workspace" else None,
+        "expires_at": datetime.now(UTC) + timedelta(seconds=remember.ttl_seconds)
+        if remember.ttl_seconds
+        else None,
+        "max_uses": remember.max_uses,
+        "note": f"remembered from approval {approval.id}",
+    }
+
+
+def _answers_for(approval: Approval, body: ApprovalAnswer) -> dict[str, Any] | None:
+    """Validated questionnaire answers, or None; refuses a bare approve of a questionnaire."""
+    if approval.kind != "questionnaire":
+        if body.answers is not None:
+            raise InvalidRequestError(
+                f"approval {approval.id} is a yes/no tool approval; answers are only for questionnaires"
+            )
+        return None
+    if body.decision == "deny":
+        return None
+    if not body.answers:
+        raise ApprovalError(BARE_ALLOW_ERROR)
+    try:
+        return dict(validate_answers(parse_questionnaire(approval.input), body.answers))
+    except QuestionnaireError as exc:
+        raise InvalidRequestError(f"approval {approval.id}: {exc}") from None
+
+
+def policy_router(services: Services) -> APIRouter:
+    """Routes for approvals, rules and grants over ``services``."""
+    router = APIRouter(prefix=f"/{API_VERSION}")
+    store, runs, broker = services.store, services.runs, services.broker
+
+    @router.get("/approvals")
+    async def list_approvals(status: str | None = "pending", run_id: str | None = None) -> list[ApprovalOut]:
+        wanted = None
+        if status and status != "all":
+            try:
+                wanted = ApprovalStatus(status)
+            except ValueError:
+                raise InvalidRequestError(
+                    f"unknown status {status!r}; accepted: all, {', '.join(s.value for s in ApprovalStatus)}"
+                ) from None
+        found = await in_thread(store.list_approvals, status=wanted, run_id=run_id)
+        return [out(ApprovalOut, a) for a in found]
+
+    @router.get("/approvals/{approval_id}")
+    async def get_approval(approval_id: str) -> ApprovalOut:
+        return out(ApprovalOut, await in_thread(store.get_approval, approval_id))
+
+    @router.post("/approvals/{approval_id}")
+    async def answer_approval(approval_id: str, body: ApprovalAnswer, request: Request) -> ApprovalOut:
+        client = request.headers.get("x-octipus-client", "api")
+        approval = await in_thread(store.get_approval, approval_id)
+        answers = _answers_for(approval, body)
+        session = await in_thread(store.get_session, approval.session_id)
+        grant = _grant_for(approval, body, session.workspace)
+        decided = await broker.answer(
+            approval_id,
+            approve=body.decision == "approve",
+            decided_by=f"{runs.user} via {client}",
+            reason=body.reason,
+            answers=answers,
+            grant=grant,
+        )
+        return out(ApprovalOut, decided)
+
+    @router.get("/rules")
+    async def list_rules() -> RulesOut:
+        policy = runs.gate.base
+        configured: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
+        for rule in policy.rules.rules:
+            configured[str(rule.level)].append(rule.text)
+        stored = await in_thread(store.list_rules)
+        grants = await in_thread(store.list_grants)
+        return RulesOut(
+            defaults=policy.rules.builtin,
+            configured=configured,
+            stored=[out(RuleOut, r) for r in stored],
+            grants=[out(GrantOut, g) for g in grants],
+            flow_guard=str(runs.gate.flow_guard),
+        )
+
+    @router.post("/rules", status_code=201)
+    async def add_rule(body: RuleCreate) -> RuleOut:
+        try:
+            rule = parse_rule(body.rule, body.level)
+        except ValueError as exc:
+            raise InvalidRequestError(f"rule {body.rule!r} does not parse: {exc}") from None
+        stored = await checked_call(
+            store.add_rule, level=body.level, rule=rule.text.strip(), created_by=runs.user
+        )
+        return out(RuleOut, stored)
+
+    @router.delete("/rules/{rule_id}", status_code=204)
+    async def remove_rule(rule_id: str) -> Response:
+        await in_thread(store.remove_rule, rule_id)
+        return Response(status_code=204)
+
+    @router.post("/rules/explain")
+    async def explain(body: ExplainRequest) -> dict[str, Any]:
+        workspace = body.workspace
+        label = ""
+        if body.session_id is not None:
+            session = await in_thread(store.get_session, body.session_id)
+            workspace = workspace or session.workspace
+            label = session.flow_label
+        policy = await runs.gate.current_policy()
+        result = policy.explain(
+            body.tool_id, body.arguments, body.action, session_id=body.session_id, workspace=workspace
+        )
+        classification = classify(native_flow_id(body.tool_id), body.arguments)
+        escalation = FlowState(flags=from_label(label)).check(classification)
+        result["flow_guard"] = {
+            "mode": str(runs.gate.flow_guard),
+            "session_flags": sorted(from_label(label)),
+            "call_sets": sorted(str(f) for f in classification.flags),
+            "egress": str(classification.egress),
+            "escalates": escalation if result["decision"]["level"] == "allow" else None,
+        }
+        return result
+
+    @router.post("/grants", status_code=201)
+    async def create_grant(body: GrantCreate) -> GrantOut:
+        if body.matcher is not None:
+            try:
+                parse_rule(f"{body.tool_id}({body.matcher})", body.level)
+            except ValueError as exc:
+                raise InvalidRequestError(f"matcher {body.matcher!r} does not parse: {exc}") from None
+        if body.session_id is not None:
+            await in_thread(store.get_session, body.session_id)  # 404 for an unknown session
+        grant = await checked_call(
+            store.create_grant,
+            tool_id=body.tool_id,
+            level=body.level,
+            matcher=body.matcher,
+            session_id=body.session_id,
+            workspace=body.workspace,
+            expires_at=datetime.now(UTC) + timedelta(seconds=body.ttl_seconds) if body.ttl_seconds else None,
+            max_uses=body.max_uses,
+            created_by=runs.user,
+            note=body.note,
+        )
+        return out(GrantOut, grant)
+
+    @router.delete("/grants/{grant_id}")
+    async def revoke_grant(grant_id: str) -> GrantOut:
+        return out(GrantOut, await in_thread(store.revoke_grant, grant_id, revoked_by=runs.user))
+
+    return router

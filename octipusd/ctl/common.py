@@ -1,0 +1,182 @@
+"""What every octipusctl command module shares: consoles, the API client, errors, parsing helpers.
+
+Exit codes (every command): 0 success; 1 the run (or request) failed; 2 bad input (or something
+named was not found); 3 octipusd is not running.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from octipusd.ctl.client import Client
+from octipusd.errors import OctipusError
+from octipusd.settings import default_socket_path
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "State",
+    "bad_input",
+    "console",
+    "err",
+    "fail",
+    "full_ids",
+    "key_value",
+    "new_client",
+    "on_command_line",
+    "parse_duration",
+    "part",
+    "print_json",
+    "request",
+    "safe",
+    "set_path",
+    "unset_path",
+]
+
+#: Exit code of a failed run or request.
+EXIT_FAILED = 1
+#: Exit code of bad input (an option out of range, something named that does not exist).
+EXIT_BAD_INPUT = 2
+
+# not a terminal (pipes, logs): wide enough that whole ids and paths fit in tables
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class State:
+    """Options of the top-level callback that every command reads (the daemon's socket)."""
+
+    socket: Path = default_socket_path()
+
+
+def new_client() -> Client:
+    """A new API client on the socket chosen by ``--socket`` / ``OCTIPUS_DAEMON__SOCKET``."""
+    return Client(State.socket)
+
+
+def fail(exc: OctipusError) -> typer.Exit:
+    """Print ``exc``'s message on stderr and return the ``typer.Exit`` carrying its exit code."""
+    err.print(f"octipusctl: {escape(exc.message)}")
+    return typer.Exit(exc.exit_code)
+
+
+def bad_input(message: str) -> NoReturn:
+    """Print ``octipusctl: message`` on stderr and exit 2 (bad input)."""
+    err.print(f"octipusctl: {escape(message)}")
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def request(method: str, path: str, **kwargs: Any) -> Any:
+    """Send one API request; a failure ends the command with the error's message and exit code."""
+    try:
+        return new_client().request(method, path, **kwargs)
+    except OctipusError as exc:
+        raise fail(exc) from None
+
+
+def part(value: str) -> str:
+    """``value`` quoted as one URL path segment (a name may hold ``/``, spaces, ``?``...)."""
+    return quote(value, safe="")
+
+
+def safe(value: object) -> str:
+    """``value`` as text with rich markup escaped (daemon data may hold ``[...]``)."""
+    return escape("" if value is None else str(value))
+
+
+def full_ids(table: Table, *columns: int) -> None:
+    """Never shorten id columns: every command takes the whole id."""
+    for index in columns:
+        table.columns[index].no_wrap = True
+        table.columns[index].min_width = 32
+
+
+def print_json(value: Any) -> None:
+    """Write ``value`` as one line of JSON on stdout (dates and other objects as strings)."""
+    sys.stdout.write(json.dumps(value, default=str) + "\n")
+
+
+def on_command_line(ctx: typer.Context, param: str) -> bool:
+    """Whether the command's parameter ``param`` (Python name) was given on the command line."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def key_value(item: str, what: str) -> tuple[list[str], Any]:
+    """Parse ``KEY=JSON`` (KEY dotted, e.g. ``cliAgent.transport``); a value that is not JSON is a string.
+
+    Args:
+        item: The option's value.
+        what: The option's name, for the error message (``--meta``).
+
+    Returns:
+        The key's path (split at dots) and the decoded value.
+    """
+    key, eq, raw = item.partition("=")
+    path = key.strip().split(".")
+    if not eq or not all(path):
+        bad_input(f"{what} {item!r} is not KEY=JSON (e.g. cliAgent.transport=exec, cliAgent.sharedUse=true)")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return path, value
+
+
+def set_path(target: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set ``target[path[0]][path[1]]... = value``, creating objects on the way (exit 2 on a clash)."""
+    node = target
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            bad_input(f"cannot set {'.'.join(path)}: {part} is not an object")
+        node = child
+    node[path[-1]] = value
+
+
+def unset_path(target: dict[str, Any], path: list[str]) -> None:
+    """Remove ``target[path[0]][path[1]]...`` if it exists."""
+    node: Any = target
+    for part in path[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(path[-1], None)
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str, what: str = "--ttl") -> float:
+    """Parse a duration: ``90s``, ``30m``, ``1h``, ``2d``, ``1h30m`` or a number of seconds.
+
+    Args:
+        text: The option's value.
+        what: The option's name, for the error message.
+
+    Returns:
+        The duration in seconds (> 0). Bad input ends the command with exit code 2.
+    """
+    raw = text.strip().lower()
+    seconds: float | None = None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        if raw and _DURATION_PART.sub("", raw) == "":
+            seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(raw))
+    if seconds is None or not math.isfinite(seconds):
+        bad_input(f"{what} {text!r} is not a duration; use e.g. 90s, 30m, 1h, 2d or 1h30m")
+    if not seconds > 0:
+        bad_input(f"{what} {text!r} must be longer than zero")
+    return seconds

@@ -1,0 +1,464 @@
+"""The permission gate: one decision path for every tool call of every adapter.
+
+Every call Octipus is asked about goes through :meth:`PermissionGate.decide`: Octipus tools on
+the bridge (``shell__run``), MCP connector tools (``server.tool``) and vendor-native tools
+relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
+
+1. the rules (:class:`~octipusd.policy.engine.Policy`: the configured ``permissions.rules`` or
+   the built-in defaults, the operator's stored rules and the active scoped grants, read
+   fresh from the store for every decision, so a rule added or a grant revoked applies to the
+   next call); a DENY is final;
+2. the flow guard (FACTS.md §9): a session that has read credentials, or mixed private data
+   with untrusted content, turns an ALLOW of an egress call into an ASK; it never relaxes a
+   decision;
+3. ``AskUserQuestion`` is a questionnaire: it always needs a person's answers, even under a
+   stored ALLOW (seed 003);
+4. ASK: an unattended session is refused ("review required"); an attended one gets a durable
+   approval and waits for the answer (bounded by the broker's timeout). After an approval the
+   rules are checked again, so a permission revoked while the prompt was open (a DENY added,
+   the grant the answer relied on revoked) cannot be granted by that prompt;
+5. an ALLOW that rests on a scoped grant counts one use of it, exactly once
+   (:meth:`~octipusd.store.Store.use_grant`); a grant used up meanwhile no longer allows.
+
+Every decision is explained (which rule, grant or default matched) in the run's events
+(``policy_decision``) and, for an ASK, in the approval itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from octipusd.policy.approvals import ApprovalBroker, Outcome
+from octipusd.policy.engine import Policy, PolicyDecision
+from octipusd.policy.flowguard import FlowGuardMode, FlowState, classify, from_label, unattended_refusal
+from octipusd.policy.grants import Grant
+from octipusd.policy.questionnaire import (
+    CANCEL_MESSAGE,
+    QuestionnaireError,
+    answered_input,
+    is_questionnaire,
+    parse_questionnaire,
+)
+from octipusd.policy.rules import CLI_NATIVE_PREFIX, Level, parse_rule, subject_of
+from octipusd.store.aio import in_thread
+from octipusd.store.records import PermissionGrant
+from octipusd.store.repository import Store
+
+__all__ = ["CallContext", "Emit", "GateResult", "PermissionGate", "native_flow_id"]
+
+#: ``emit(run_id, kind, data)``: store and publish one run event.
+Emit = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
+
+#: Codex names its native items differently from Claude; the flow guard classifies them under
+#: the Claude tool they behave like (observed-2.md: ``commandExecution`` carries ``command``).
+_FLOW_ALIASES: dict[str, str] = {
+    "commandExecution": "Bash",
+    "fileChange": "Write",
+    "webSearch": "WebSearch",
+    "web_search": "WebSearch",
+}
+
+#: How many times a decision is re-taken when the grant it rested on was used up meanwhile.
+_GRANT_RETRIES = 3
+
+
+def native_flow_id(tool_id: str) -> str:
+    """The tool id the flow guard classifies: Codex's native item names mapped to Claude's.
+
+    Args:
+        tool_id: ``cli-native:<Tool>`` or any other tool id (returned unchanged).
+
+    Returns:
+        E.g. ``cli-native:commandExecution`` -> ``cli-native:Bash``.
+    """
+    if tool_id.startswith(CLI_NATIVE_PREFIX):
+        name = tool_id.removeprefix(CLI_NATIVE_PREFIX)
+        return CLI_NATIVE_PREFIX + _FLOW_ALIASES.get(name, name)
+    return tool_id
+
+
+@dataclass
+class CallContext:
+    """Who is asking: the run and session of a call.
+
+    Attributes:
+        run_id: The run.
+        session_id: Its session (flow labels and session-scoped grants live there).
+        workspace: The run's working folder (absolute path; workspace-scoped grants).
+        attended: False when no person can answer (an ASK is then refused).
+        on_waiting: Called with +1 before an approval is created and -1 after its wait ends
+            (the runtime shows ``awaiting_approval`` and pauses the active-work clock).
+        review_required: Notes of refused ASKs of an unattended run, appended here.
+    """
+
+    run_id: str
+    session_id: str
+    workspace: str
+    attended: bool
+    on_waiting: Callable[[int], Awaitable[None]] | None = None
+    review_required: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The gate's answer for one call.
+
+    Attributes:
+        allowed: Whether the call may run.
+        reason: One line for the model and the events (which rule, who approved, why denied).
+        updated_input: For a questionnaire, the input carrying the answers (Claude's
+            ``updatedInput``); None otherwise (the caller echoes the original input).
+        expired: True when the approval was not answered in time (the run must fail).
+        approval_id: The approval that was asked, if any.
+    """
+
+    allowed: bool
+    reason: str
+    updated_input: dict[str, Any] | None = None
+    expired: bool = False
+    approval_id: str | None = None
+
+
+def _grant(record: PermissionGrant) -> Grant:
+    return Grant(
+        id=record.id,
+        tool_id=record.tool_id,
+        matcher=record.matcher,
+        level=Level(record.level),
+        session_id=record.session_id,
+        workspace=record.workspace,
+        expires_at=record.expires_at,
+        max_uses=record.max_uses,
+        uses=record.uses,
+        revoked_at=record.revoked_at,
+        created_by=record.created_by,
+        note=record.note,
+    )
+
+
+class PermissionGate:
+    """Decides tool calls: rules, flow guard, questionnaires, approvals, grant usage.
+
+    Args:
+        store: The store (stored rules, grants, flow labels, approvals).
+        broker: Creates approvals and waits for answers.
+        emit: Stores and publishes run events.
+        base: The configured policy (``permissions.rules`` or the built-in defaults).
+        flow_guard: ``agent.flowGuard``: ``ask`` (default) or ``off``.
+        clock: Current time (aware UTC); tests pass a fake one.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        broker: ApprovalBroker,
+        emit: Emit,
+        base: Policy,
+        *,
+        flow_guard: FlowGuardMode = FlowGuardMode.ASK,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.emit = emit
+        self.base = base
+        self.flow_guard = flow_guard
+        self._clock = clock
+
+    # ------------------------------------------------------------------ policy
+
+    async def current_policy(self) -> Policy:
+        """The policy with the stored rules and active grants as of now (read from the store)."""
+        rules, grants = await in_thread(self._load_entries)
+        return self.base.with_entries(stored=rules, grants=grants)
+
+    def _load_entries(self) -> tuple[list[Any], list[Grant]]:
+        rules = [parse_rule(r.rule, r.level) for r in self.store.list_rules()]
+        grants = [_grant(g) for g in self.store.list_grants()]
+        return rules, grants
+
+    async def evaluate(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        action: str | None,
+        session_id: str,
+        workspace: str,
+    ) -> PolicyDecision:
+        """The rules' decision for one call, without the flow guard or any side effect."""
+        policy = await self.current_policy()
+        return policy.decide(
+            tool_id, dict(arguments), action, session_id=session_id, workspace=workspace, now=self._now()
+        )
+
+    def _now(self) -> datetime | None:
+        return self._clock() if self._clock is not None else None
+
+    # ------------------------------------------------------------------ flow guard
+
+    async def observe(self, ctx: CallContext, tool_id: str, arguments: Mapping[str, Any]) -> None:
+        """Record the flow flags a call sets on its session (tool-use streams and allowed calls).
+
+        Called for every tool use seen in Claude's and Codex's streams, so reads that were
+        auto-allowed (never relayed) still count (seed 003, the flow guard paragraph). Flags
+        are only ever added.
+        """
+        if self.flow_guard is FlowGuardMode.OFF:
+            return
+        classification = classify(native_flow_id(tool_id), arguments)
+        if not classification.flags:
+            return
+        session = await in_thread(self.store.get_session, ctx.session_id)
+        state = FlowState(flags=from_label(session.flow_label))
+        added = state.observe(classification)
+        if added:
+            label = await in_thread(self.store.add_flow_flags, ctx.session_id, sorted(str(f) for f in added))
+            await self.emit(
+                ctx.run_id,
+                "flow_label",
+                {
+                    "tool_id": tool_id,
+                    "added": sorted(str(f) for f in added),
+                    "label": label,
+                    "reasons": list(classification.reasons),
+                },
+            )
+
+    async def _flow_escalation(
+        self, ctx: CallContext, tool_id: str, arguments: Mapping[str, Any]
+    ) -> str | None:
+        if self.flow_guard is FlowGuardMode.OFF:
+            return None
+        session = await in_thread(self.store.get_session, ctx.session_id)
+        state = FlowState(flags=from_label(session.flow_label))
+        return state.check(classify(native_flow_id(tool_id), arguments))
+
+    # ------------------------------------------------------------------ decisions
+
+    async def decide(
+        self,
+        ctx: CallContext,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        action: str | None = None,
+        vendor_request_id: str | None = None,
+        depth: int = 0,
+    ) -> GateResult:
+        """Decide one call; for an ASK, ask a person and wait (see the module docstring).
+
+        Args:
+            ctx: The run and session asking.
+            tool_id: ``cli-native:<Tool>``, ``shell__run``, ``server.tool``...
+            arguments: The call's input (the subject is taken from it, FACTS.md §3).
+            action: The action name (for ``cli-native:<Tool>``, the tool name).
+            vendor_request_id: The vendor's id of the permission request, stored on the approval.
+            depth: Internal: how many times the decision was re-taken after a grant ran out.
+
+        Returns:
+            The :class:`GateResult`. Never raises for a denial; store errors propagate.
+        """
+        args = dict(arguments)
+        questionnaire = is_questionnaire(tool_id)
+        decision = await self._decide_rules(ctx, tool_id, args, action)
+        subject = subject_of(args, "") or None
+        await self.emit(
+            ctx.run_id,
+            "policy_decision",
+            {
+                "tool_id": tool_id,
+                "subject": subject,
+                "level": str(decision.level),
+                "explanation": decision.explanation,
+                "rule": decision.rule,
+                "tier": decision.tier,
+                "grant_id": decision.grant_id,
+            },
+        )
+        if decision.level is Level.DENY:
+            return GateResult(False, f"denied by Octipus policy: {decision.explanation}")
+        flow_reason: str | None = None
+        level = decision.level
+        explanation = decision.explanation
+        if level is Level.ALLOW:
+            flow_reason = await self._flow_escalation(ctx, tool_id, args)
+            if flow_reason is not None:
+                level = Level.ASK
+                explanation = f"{flow_reason} (the rules allow it: {decision.explanation})"
+                await self.emit(
+                    ctx.run_id, "flow_guard", {"tool_id": tool_id, "subject": subject, "reason": flow_reason}
+                )
+        if questionnaire:
+            return await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
+        if level is Level.ALLOW:
+            if decision.grant_id is not None and not await in_thread(self.store.use_grant, decision.grant_id):
+                # used up, expired or revoked since it was read: decide again without it
+                if depth >= _GRANT_RETRIES:
+                    return GateResult(
+                        False, f"grant {decision.grant_id} was used up by concurrent calls; try again"
+                    )
+                return await self.decide(
+                    ctx, tool_id, args, action=action, vendor_request_id=vendor_request_id, depth=depth + 1
+                )
+            await self.observe(ctx, tool_id, args)
+            return GateResult(True, decision.explanation)
+        if not ctx.attended:
+            note = (
+                unattended_refusal(flow_reason)
+                if flow_reason is not None
+                else f"review required: {tool_id}"
+                + (f" ({subject})" if subject else "")
+                + " needs a person's approval, and this session is unattended"
+            )
+            ctx.review_required.append(note)
+            await self.emit(
+                ctx.run_id, "review_required", {"tool_id": tool_id, "subject": subject, "reason": note}
+            )
+            return GateResult(False, note)
+        result = await self._ask(
+            ctx,
+            tool_id,
+            args,
+            subject=subject,
+            reason=flow_reason or (f"CLI: {action}" if action else f"Octipus tool {tool_id}"),
+            explanation=explanation,
+            vendor_request_id=vendor_request_id,
+        )
+        if not result.allowed:
+            return result
+        again = await self.evaluate(
+            tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
+        )
+        if again.level is Level.DENY:  # revoked while the prompt was open: the prompt cannot grant it
+            return GateResult(
+                False, f"denied by Octipus policy: {again.explanation} (changed while the approval was open)"
+            )
+        await self.observe(ctx, tool_id, args)
+        return result
+
+    async def _decide_rules(
+        self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None
+    ) -> PolicyDecision:
+        return await self.evaluate(
+            tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
+        )
+
+    async def _ask(
+        self,
+        ctx: CallContext,
+        tool_id: str,
+        args: dict[str, Any],
+        *,
+        subject: str | None,
+        reason: str,
+        explanation: str,
+        vendor_request_id: str | None,
+        kind: str = "tool",
+        questions: dict[str, Any] | None = None,
+    ) -> GateResult:
+        # the run shows awaiting_approval before the approval exists, so a client that sees the
+        # approval also sees the status
+        if ctx.on_waiting is not None:
+            await ctx.on_waiting(+1)
+        try:
+            approval = await self.broker.create(
+                run_id=ctx.run_id,
+                session_id=ctx.session_id,
+                tool_id=tool_id,
+                subject=subject,
+                reason=reason,
+                input=args,
+                explanation=explanation,
+                vendor_request_id=vendor_request_id,
+                kind=kind,
+                questions=questions,
+            )
+            await self.emit(
+                ctx.run_id,
+                "approval_requested",
+                {
+                    "approval_id": approval.id,
+                    "tool_id": tool_id,
+                    "kind": kind,
+                    "subject": subject,
+                    "reason": reason,
+                    "explanation": explanation,
+                    "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+                },
+            )
+            result = await self.broker.wait(approval)
+        finally:
+            if ctx.on_waiting is not None:
+                with anyio.CancelScope(shield=True):
+                    await ctx.on_waiting(-1)
+        final = result.approval
+        await self.emit(
+            ctx.run_id,
+            "approval_decided",
+            {
+                "approval_id": approval.id,
+                "tool_id": tool_id,
+                "outcome": str(result.outcome),
+                "decided_by": final.decided_by,
+                "grant_id": final.grant_id,
+            },
+        )
+        if result.approved:
+            updated = answered_input(args, final.answers or {}) if kind == "questionnaire" else None
+            return GateResult(True, f"approved by {final.decided_by}", updated, approval_id=approval.id)
+        if result.outcome is Outcome.EXPIRED:
+            return GateResult(
+                False,
+                f"approval {approval.id} for {tool_id} was not answered within "
+                f"{self.broker.timeout_seconds:g} s; the call was denied and the run failed",
+                expired=True,
+                approval_id=approval.id,
+            )
+        if result.outcome is Outcome.CANCELLED:
+            return GateResult(
+                False, "the approval was cancelled because the run is ending", approval_id=approval.id
+            )
+        if kind == "questionnaire":
+            return GateResult(False, CANCEL_MESSAGE, approval_id=approval.id)
+        why = final.decision_reason
+        return GateResult(
+            False, f"denied by {final.decided_by}" + (f": {why}" if why else ""), approval_id=approval.id
+        )
+
+    async def _questionnaire(
+        self,
+        ctx: CallContext,
+        tool_id: str,
+        args: dict[str, Any],
+        explanation: str,
+        vendor_request_id: str | None,
+    ) -> GateResult:
+        """AskUserQuestion: a person must answer, whatever the rules allow (seed 003)."""
+        try:
+            questionnaire = parse_questionnaire(args)
+        except QuestionnaireError as exc:
+            return GateResult(False, f"the questionnaire cannot be shown: {exc}")
+        if not ctx.attended:
+            note = "review required: AskUserQuestion needs a person's answers, and this session is unattended"
+            ctx.review_required.append(note)
+            await self.emit(
+                ctx.run_id, "review_required", {"tool_id": tool_id, "subject": None, "reason": note}
+            )
+            return GateResult(False, note)
+        return await self._ask(
+            ctx,
+            tool_id,
+            args,
+            subject=None,
+            reason="CLI: AskUserQuestion (questionnaire)",
+            explanation=explanation,
+            vendor_request_id=vendor_request_id,
+            kind="questionnaire",
+            questions=questionnaire.to_dict(),
+        )

@@ -1,0 +1,83 @@
+"""Who may run which agent in a shared space (seed 003 "In shared spaces", FACTS.md §5).
+
+Pure checks over a :class:`~octipusd.store.records.Space` read fresh from the store on every
+request (roles are never cached):
+
+* a session in an archived space takes no turns (409);
+* someone who is not a member gets 404 (the space's existence is not revealed); a member
+  whose role lacks the right gets 403: viewers cannot run the agent; a commenter's or a
+  guest's turn uses API models only, so it never reaches a CLI;
+* an install CLI model is the operator's personal subscription: it serves a space only when
+  its model row sets ``metadata.cliAgent.sharedUse: true``;
+* an adapter without a declared space mode (Mistral Vibe) is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from octipusd.errors import ConflictError, ForbiddenError, NotFoundError
+from octipusd.store.records import ModelRow, Space, SpaceRole
+
+__all__ = ["RUN_ROLES", "check_space_model", "check_space_turn"]
+
+#: Roles that may run a CLI agent (with write tools) in a space (FACTS.md §5 roles table).
+RUN_ROLES: frozenset[SpaceRole] = frozenset({SpaceRole.OWNER, SpaceRole.EDITOR})
+
+
+def check_space_model(space: Space, row: ModelRow | None, adapter: Any) -> None:
+    """Refuse a CLI model that may not serve ``space``.
+
+    Args:
+        space: The space.
+        row: The session's model row (None: the session was made without one).
+        adapter: The session's adapter; its optional ``space_mode`` attribute (None: it has
+            none) says whether it can run in a space.
+
+    Raises:
+        ConflictError: no model row, the row does not set ``sharedUse: true``, or the adapter
+            declares no space mode.
+    """
+    if row is None:
+        raise ConflictError(
+            f"a session in space {space.name!r} needs a model row with metadata.cliAgent.sharedUse: true "
+            "(an install CLI model is the operator's personal subscription); create one with "
+            "octipusctl models create NAME --adapter claude-code --meta cliAgent.sharedUse=true"
+        )
+    if row.cli_agent.get("sharedUse") is not True:
+        raise ConflictError(
+            f"model row {row.name!r} does not set metadata.cliAgent.sharedUse: true, so it does not serve "
+            f"shared spaces (it is the operator's personal subscription); set it on the row (octipusctl models update "
+            f"{row.name} --meta cliAgent.sharedUse=true) to let it serve "
+            f"space {space.name!r}"
+        )
+    if getattr(adapter, "space_mode", None) is None:
+        name = getattr(adapter, "name", row.adapter)
+        raise ConflictError(
+            f"adapter {name} declares no space mode and is refused in shared spaces; use a Claude Code, "
+            "GLM, Kimi, Codex or Antigravity model row with metadata.cliAgent.sharedUse: true"
+        )
+
+
+def check_space_turn(space: Space, author: str) -> SpaceRole:
+    """Check that ``author`` may run the space's CLI agent now; return their role.
+
+    Raises:
+        NotFoundError: ``author`` is not a member (404: the space is not revealed).
+        ConflictError: the space is archived.
+        ForbiddenError: a viewer (cannot run the agent), or a commenter or guest (their turns use
+            API models only and never reach a CLI).
+    """
+    role = space.members.get(author)
+    if role is None:
+        raise NotFoundError(f"space {space.id} not found for {author}")
+    if space.archived_at is not None:
+        raise ConflictError(f"space {space.name!r} is archived; it takes no turns")
+    if role is SpaceRole.VIEWER:
+        raise ForbiddenError(f"{author} is a viewer of space {space.name!r}; viewers cannot run the agent")
+    if role not in RUN_ROLES:
+        raise ForbiddenError(
+            f"{author} is a {role.value} of space {space.name!r}: a {role.value}'s turn uses API models only "
+            "and never reaches a CLI model; ask an editor or owner to run it"
+        )
+    return role
