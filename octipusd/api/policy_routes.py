@@ -188,11 +188,7 @@ def policy_router(services: Services) -> APIRouter:
 
     @router.post("/grants", status_code=201)
     async def create_grant(body: GrantCreate) -> GrantOut:
-        if body.matcher is not None:
-            try:
-                parse_rule(f"{body.tool_id}({body.matcher})", body.level)
-            except ValueError as exc:
-                raise InvalidRequestError(f"matcher {body.matcher!r} does not parse: {exc}") from None
+        # any text is a valid matcher (FACTS.md §3: empty or ``*`` any, ``x:*`` a prefix, else exact)
         if body.session_id is not None:
             await in_thread(store.get_session, body.session_id)  # 404 for an unknown session
         grant = await checked_call(

@@ -26,6 +26,7 @@ Every decision is explained (which rule, grant or default matched) in the run's 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,6 +46,7 @@ from octipusd.policy.questionnaire import (
     parse_questionnaire,
 )
 from octipusd.policy.rules import CLI_NATIVE_PREFIX, Level, parse_rule, subject_of
+from octipusd.policy.shellguard import command_decision
 from octipusd.store.aio import in_thread
 from octipusd.store.records import PermissionGrant
 from octipusd.store.repository import Store
@@ -63,8 +65,29 @@ _FLOW_ALIASES: dict[str, str] = {
     "web_search": "WebSearch",
 }
 
+#: Octipus tools that run shell commands: in a space the shell guard judges them before the rules.
+SPACE_GUARDED_TOOLS: frozenset[str] = frozenset({"shell__run"})
+
 #: How many times a decision is re-taken when the grant it rested on was used up meanwhile.
 _GRANT_RETRIES = 3
+
+
+def _space_guard(args: Mapping[str, Any], workspace: str) -> str | None:
+    """The shell guard's refusal of an Octipus shell call in a space, or None.
+
+    The same judgement as the Claude space hook (:mod:`octipusd.policy.shellguard`): Octipus's
+    own tools never write ``.claude/``, ``.codex/``, ``.gemini/``, ``.agents/``, ``.vibe/`` or
+    ``.mcp.json`` in a space (seed 003 "In shared spaces").
+    """
+    command = args.get("command")
+    if not isinstance(command, str):
+        return None
+    cwd = args.get("cwd")
+    base = workspace if not isinstance(cwd, str) or not cwd else os.path.join(workspace, cwd)
+    decision = command_decision(command, base)
+    if decision is None:
+        return None
+    return str(decision["hookSpecificOutput"]["permissionDecisionReason"])
 
 
 def native_flow_id(tool_id: str) -> str:
@@ -94,6 +117,8 @@ class CallContext:
         on_waiting: Called with +1 before an approval is created and -1 after its wait ends
             (the runtime shows ``awaiting_approval`` and pauses the active-work clock).
         review_required: Notes of refused ASKs of an unattended run, appended here.
+        space: True when the session belongs to a shared space: Octipus's own shell tool then
+            never writes a coding agent's configuration (the shell guard, seed 003).
     """
 
     run_id: str
@@ -102,6 +127,7 @@ class CallContext:
     attended: bool
     on_waiting: Callable[[int], Awaitable[None]] | None = None
     review_required: list[str] = field(default_factory=list)
+    space: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,6 +291,15 @@ class PermissionGate:
             The :class:`GateResult`. Never raises for a denial; store errors propagate.
         """
         args = dict(arguments)
+        if ctx.space and tool_id in SPACE_GUARDED_TOOLS:
+            refusal = _space_guard(args, ctx.workspace)
+            if refusal is not None:
+                await self.emit(
+                    ctx.run_id,
+                    "policy_decision",
+                    {"tool_id": tool_id, "level": "deny", "explanation": refusal},
+                )
+                return GateResult(False, refusal)
         questionnaire = is_questionnaire(tool_id)
         decision = await self._decide_rules(ctx, tool_id, args, action)
         subject = subject_of(args, "") or None
@@ -295,7 +330,8 @@ class PermissionGate:
                     ctx.run_id, "flow_guard", {"tool_id": tool_id, "subject": subject, "reason": flow_reason}
                 )
         if questionnaire:
-            return await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
+            answered = await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
+            return await self._recheck(ctx, tool_id, args, action, answered)
         if level is Level.ALLOW:
             if decision.grant_id is not None and not await in_thread(self.store.use_grant, decision.grant_id):
                 # used up, expired or revoked since it was read: decide again without it
@@ -330,6 +366,12 @@ class PermissionGate:
             explanation=explanation,
             vendor_request_id=vendor_request_id,
         )
+        return await self._recheck(ctx, tool_id, args, action, result)
+
+    async def _recheck(
+        self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None, result: GateResult
+    ) -> GateResult:
+        """After an approval (or a questionnaire's answers), check the rules again: a DENY wins."""
         if not result.allowed:
             return result
         again = await self.evaluate(
@@ -337,7 +379,9 @@ class PermissionGate:
         )
         if again.level is Level.DENY:  # revoked while the prompt was open: the prompt cannot grant it
             return GateResult(
-                False, f"denied by Octipus policy: {again.explanation} (changed while the approval was open)"
+                False,
+                f"denied by Octipus policy: {again.explanation} (changed while the approval was open)",
+                approval_id=result.approval_id,
             )
         await self.observe(ctx, tool_id, args)
         return result

@@ -102,6 +102,7 @@ class LiveRun:
     results_seen: int = 0
     guidance: list[str] = field(default_factory=list)
     waiting_approvals: int = 0
+    space: bool = False
     context: CallContext | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
 
@@ -390,6 +391,7 @@ class RunManager:
         # plan mode overrides the row's vendor permission mode for this invocation (seed 003)
         mode = PermissionMode.PLAN if run.plan_mode else PermissionMode(session.permission_mode)
         in_space = session.space_id is not None
+        live.space = in_space
         if session.space_id is not None:  # the row may have lost sharedUse, the adapter its space mode
             space = await in_thread(self.store.get_space, session.space_id)
             check_space_model(space, row, adapter)
@@ -656,6 +658,7 @@ class RunManager:
                 attended=live.attended,
                 on_waiting=on_waiting,
                 review_required=live.review_required,
+                space=live.space,
             )
         return live.context
 
