@@ -46,7 +46,7 @@ def workspace_contains(root: str, path: str) -> bool:
     """
     base = PurePosixPath(posixpath.normpath(root))
     target = PurePosixPath(posixpath.normpath(path))
-    return str(target).startswith(str(base))
+    return target == base or target.is_relative_to(base)
 
 
 @dataclass(frozen=True, kw_only=True)
