@@ -5,7 +5,9 @@ so field reads go through these helpers, which return a neutral value when a fie
 or of an unexpected type instead of failing. Adapter packages import them from here rather
 than keeping copies.
 
-Also the location of the ``octipus-bridge`` helper as a vendor process must call it
+Also the check of a model row's additive flags (:func:`normalize_additive_flags`: a few boolean
+switches and one flag with a closed set of values, per vendor), and the location of the
+``octipus-bridge`` helper as a vendor process must call it
 (:func:`bridge_helper_path`, :func:`shell_guard_command`), shared by the adapters that hand it to
 their vendor: Antigravity (the terminal bridge) and the Claude-binary adapters (the shell guard hook
 of space mode).
@@ -18,14 +20,19 @@ import math
 import os
 import shlex
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from octipusd.adapter import JSON, Usage
+from octipusd.errors import AdapterError
 
 __all__ = [
     "BRIDGE_HELPER_NAME",
     "SHELL_GUARD_SUBCOMMAND",
+    "ValuedFlag",
+    "allowed_additive_flags",
     "as_cost",
     "as_dict",
     "as_list",
@@ -34,6 +41,7 @@ __all__ = [
     "bridge_helper_path",
     "field_max",
     "is_zero",
+    "normalize_additive_flags",
     "shell_guard_command",
     "to_text",
 ]
@@ -173,3 +181,107 @@ def shell_guard_command(helper: str | None = None) -> str:
     """
     path = helper if helper is not None else bridge_helper_path()
     return f"{shlex.quote(path)} {SHELL_GUARD_SUBCOMMAND} || exit 2"
+
+
+@dataclass(frozen=True)
+class ValuedFlag:
+    """An additive flag that takes one value from a closed set, e.g. ``--effort=<level>``.
+
+    Attributes:
+        name: The flag, e.g. ``--effort``.
+        values: The accepted values, in the order error messages list them.
+        noun: What one value is called in messages (``level`` -> "needs a level", "allowed levels").
+        kind: What two conflicting values are called ("set two effort levels").
+    """
+
+    name: str
+    values: tuple[str, ...]
+    noun: str
+    kind: str
+
+    @property
+    def allowed(self) -> str:
+        """The flag as the allowed list shows it: ``--name=<a|b|c>``."""
+        return f"{self.name}=<{'|'.join(self.values)}>"
+
+
+def allowed_additive_flags(switches: Sequence[str], valued: ValuedFlag) -> tuple[str, ...]:
+    """The human-readable list of allowed additive flags: the switches, then ``--name=<a|b>``."""
+    return (*switches, valued.allowed)
+
+
+def normalize_additive_flags(
+    flags: Sequence[str],
+    *,
+    vendor: str,
+    switches: Sequence[str],
+    valued: ValuedFlag,
+    type_vendor: str | None = None,
+    values_vendor: str | None = None,
+) -> tuple[str, ...]:
+    """Validate a model row's additive flags and return them in ``--flag[=value]`` form.
+
+    Accepted: each of ``switches``, and ``valued`` as ``--name=<value>`` or as the two items
+    ``--name``, ``<value>``. Items are stripped of surrounding white space; duplicates are kept once
+    and a second, different value of ``valued`` is refused. Seed 003 ("Permissions and limits"):
+    managed runs reject any other extra argument, since it could override permission, MCP, input,
+    output, directory or budget settings.
+
+    Args:
+        flags: The row's additive flags, in order.
+        vendor: Names the vendor where a flag is not allowed ("is not allowed for Codex CLI").
+        switches: The boolean flags allowed.
+        valued: The one flag with a value.
+        type_vendor: Names the vendor where an item is not a string ("allowed for Codex: ...");
+            None names none.
+        values_vendor: Names the vendor where a value is unknown ("allowed levels for Antigravity:
+            ..."); None names none.
+
+    Returns:
+        The normalized flags, in first-seen order, without duplicates.
+
+    Raises:
+        AdapterError: a flag is not allowed, the valued flag has a missing or unknown value, or two
+            different values are given. The message names the flag and the allowed list.
+    """
+    allowed = ", ".join(allowed_additive_flags(switches, valued))
+    prefix = f"{valued.name}="
+    out: list[str] = []
+    chosen: str | None = None
+    items = list(flags)
+    i = 0
+    while i < len(items):
+        flag = items[i]
+        i += 1
+        if not isinstance(flag, str):
+            for_type = f" for {type_vendor}" if type_vendor else ""
+            raise AdapterError(f"additive flag {flag!r} is not a string; allowed{for_type}: {allowed}")
+        text = flag.strip()
+        if text in switches:
+            if text not in out:
+                out.append(text)
+            continue
+        if text == valued.name or text.startswith(prefix):
+            if text == valued.name:
+                if i >= len(items) or not isinstance(items[i], str):
+                    raise AdapterError(
+                        f"additive flag {valued.name} needs a {valued.noun}; allowed: {allowed}"
+                    )
+                value = items[i].strip()
+                i += 1
+            else:
+                value = text.removeprefix(prefix)
+            if value not in valued.values:
+                for_values = f" for {values_vendor}" if values_vendor else ""
+                raise AdapterError(
+                    f"additive flag {prefix}{value} has an unknown {valued.noun}; allowed {valued.noun}s"
+                    f"{for_values}: {', '.join(valued.values)}"
+                )
+            if chosen is not None and chosen != value:
+                raise AdapterError(f"additive flags set two {valued.kind} ({chosen} and {value}); keep one")
+            if chosen is None:
+                chosen = value
+                out.append(f"{prefix}{value}")
+            continue
+        raise AdapterError(f"additive flag {flag!r} is not allowed for {vendor}; allowed: {allowed}")
+    return tuple(out)

@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from octipusd import adapterkit
 from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
 from octipusd.adapterkit import BRIDGE_HELPER_NAME, bridge_helper_path
 from octipusd.errors import AdapterError
@@ -87,10 +88,11 @@ ADDITIVE_SWITCHES: Final[tuple[str, ...]] = ("--disable-slash-commands",)
 #: Values of ``--effort`` (sources.md §4: ``--effort low|medium|high``, third-party observed).
 EFFORT_LEVELS: Final[tuple[str, ...]] = ("low", "medium", "high")
 
+_EFFORT_FLAG: Final = adapterkit.ValuedFlag("--effort", EFFORT_LEVELS, noun="level", kind="effort levels")
+
 #: Human-readable list of the allowed additive flags, used in error messages.
-ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = (
-    *ADDITIVE_SWITCHES,
-    "--effort=<" + "|".join(EFFORT_LEVELS) + ">",
+ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = adapterkit.allowed_additive_flags(
+    ADDITIVE_SWITCHES, _EFFORT_FLAG
 )
 
 #: Variables set on top of the request's environment: no LaTeX rendering and no account header
@@ -144,42 +146,14 @@ def normalize_additive_flags(flags: Sequence[str]) -> tuple[str, ...]:
         AdapterError: a flag is not allowed (the message names it and the allowed list), ``--effort``
             has a missing or unknown level, or two different levels are given.
     """
-    allowed = ", ".join(ALLOWED_ADDITIVE_FLAGS)
-    out: list[str] = []
-    effort: str | None = None
-    items = list(flags)
-    i = 0
-    while i < len(items):
-        flag = items[i]
-        i += 1
-        if not isinstance(flag, str):
-            raise AdapterError(f"additive flag {flag!r} is not a string; allowed for Antigravity: {allowed}")
-        text = flag.strip()
-        if text in ADDITIVE_SWITCHES:
-            if text not in out:
-                out.append(text)
-            continue
-        if text == "--effort" or text.startswith("--effort="):
-            if text == "--effort":
-                if i >= len(items) or not isinstance(items[i], str):
-                    raise AdapterError(f"additive flag --effort needs a level; allowed: {allowed}")
-                level = items[i].strip()
-                i += 1
-            else:
-                level = text.removeprefix("--effort=")
-            if level not in EFFORT_LEVELS:
-                raise AdapterError(
-                    f"additive flag --effort={level} has an unknown level; allowed levels for Antigravity: "
-                    f"{', '.join(EFFORT_LEVELS)}"
-                )
-            if effort is not None and effort != level:
-                raise AdapterError(f"additive flags set two effort levels ({effort} and {level}); keep one")
-            if effort is None:
-                effort = level
-                out.append(f"--effort={level}")
-            continue
-        raise AdapterError(f"additive flag {flag!r} is not allowed for Antigravity; allowed: {allowed}")
-    return tuple(out)
+    return adapterkit.normalize_additive_flags(
+        flags,
+        vendor="Antigravity",
+        switches=ADDITIVE_SWITCHES,
+        valued=_EFFORT_FLAG,
+        type_vendor="Antigravity",
+        values_vendor="Antigravity",
+    )
 
 
 def print_timeout_seconds(options: Mapping[str, Any]) -> int:

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from octipusd import adapterkit
 from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
 from octipusd.errors import AdapterError
 
@@ -87,10 +88,11 @@ ADDITIVE_SWITCHES: Final[tuple[str, ...]] = (
 #: unknown value is only warned about and ignored by the binary, so Octipus rejects it instead).
 EFFORT_LEVELS: Final[tuple[str, ...]] = ("low", "medium", "high", "xhigh", "max")
 
+_EFFORT_FLAG: Final = adapterkit.ValuedFlag("--effort", EFFORT_LEVELS, noun="level", kind="effort levels")
+
 #: Human-readable list of the allowed additive flags, used in error messages.
-ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = (
-    *ADDITIVE_SWITCHES,
-    "--effort=<" + "|".join(EFFORT_LEVELS) + ">",
+ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = adapterkit.allowed_additive_flags(
+    ADDITIVE_SWITCHES, _EFFORT_FLAG
 )
 
 #: File names written into the run directory.
@@ -159,42 +161,9 @@ def normalize_additive_flags(flags: Sequence[str]) -> tuple[str, ...]:
         AdapterError: a flag is not allowed, ``--effort`` has a missing or unknown level, or two
             different effort levels are given. The message names the flag and the allowed list.
     """
-    allowed = ", ".join(ALLOWED_ADDITIVE_FLAGS)
-    out: list[str] = []
-    effort: str | None = None
-    items = list(flags)
-    i = 0
-    while i < len(items):
-        flag = items[i]
-        i += 1
-        if not isinstance(flag, str):
-            raise AdapterError(f"additive flag {flag!r} is not a string; allowed: {allowed}")
-        text = flag.strip()
-        if text in ADDITIVE_SWITCHES:
-            if text not in out:
-                out.append(text)
-            continue
-        if text == "--effort" or text.startswith("--effort="):
-            if text == "--effort":
-                if i >= len(items) or not isinstance(items[i], str):
-                    raise AdapterError(f"additive flag --effort needs a level; allowed: {allowed}")
-                level = items[i].strip()
-                i += 1
-            else:
-                level = text.removeprefix("--effort=")
-            if level not in EFFORT_LEVELS:
-                raise AdapterError(
-                    f"additive flag --effort={level} has an unknown level; allowed levels: "
-                    f"{', '.join(EFFORT_LEVELS)}"
-                )
-            if effort is not None and effort != level:
-                raise AdapterError(f"additive flags set two effort levels ({effort} and {level}); keep one")
-            if effort is None:
-                effort = level
-                out.append(f"--effort={level}")
-            continue
-        raise AdapterError(f"additive flag {flag!r} is not allowed for Claude Code; allowed: {allowed}")
-    return tuple(out)
+    return adapterkit.normalize_additive_flags(
+        flags, vendor="Claude Code", switches=ADDITIVE_SWITCHES, valued=_EFFORT_FLAG
+    )
 
 
 def mcp_config_json(bridge: BridgeEndpoint) -> str:

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from octipusd import adapterkit
 from octipusd.adapter import JSON, BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
 from octipusd.errors import AdapterError
 
@@ -72,10 +73,12 @@ APPROVAL_POLICIES: Final[Mapping[PermissionMode, str]] = {
 #: Values ``--color`` accepts (``codex exec --help``).
 COLOR_VALUES: Final[tuple[str, ...]] = ("always", "never", "auto")
 
+_ADDITIVE_SWITCHES: Final[tuple[str, ...]] = ("--strict-config",)
+_COLOR_FLAG: Final = adapterkit.ValuedFlag("--color", COLOR_VALUES, noun="value", kind="colour values")
+
 #: Human-readable list of the allowed additive flags (seed 003 "Permissions and limits").
-ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = (
-    "--strict-config",
-    "--color=<" + "|".join(COLOR_VALUES) + ">",
+ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = adapterkit.allowed_additive_flags(
+    _ADDITIVE_SWITCHES, _COLOR_FLAG
 )
 
 #: Above this many UTF-8 bytes a value cannot go on exec's command line (one argv entry is limited
@@ -101,42 +104,9 @@ def normalize_additive_flags(flags: Sequence[str]) -> tuple[str, ...]:
         AdapterError: a flag is not allowed, ``--color`` has a missing or unknown value, or two
             different colour values are given; the message names the flag and the allowed list.
     """
-    allowed = ", ".join(ALLOWED_ADDITIVE_FLAGS)
-    out: list[str] = []
-    color: str | None = None
-    items = list(flags)
-    i = 0
-    while i < len(items):
-        flag = items[i]
-        i += 1
-        if not isinstance(flag, str):
-            raise AdapterError(f"additive flag {flag!r} is not a string; allowed for Codex: {allowed}")
-        text = flag.strip()
-        if text == "--strict-config":
-            if text not in out:
-                out.append(text)
-            continue
-        if text == "--color" or text.startswith("--color="):
-            if text == "--color":
-                if i >= len(items) or not isinstance(items[i], str):
-                    raise AdapterError(f"additive flag --color needs a value; allowed: {allowed}")
-                value = items[i].strip()
-                i += 1
-            else:
-                value = text.removeprefix("--color=")
-            if value not in COLOR_VALUES:
-                raise AdapterError(
-                    f"additive flag --color={value} has an unknown value; allowed values: "
-                    f"{', '.join(COLOR_VALUES)}"
-                )
-            if color is not None and color != value:
-                raise AdapterError(f"additive flags set two colour values ({color} and {value}); keep one")
-            if color is None:
-                color = value
-                out.append(f"--color={value}")
-            continue
-        raise AdapterError(f"additive flag {flag!r} is not allowed for Codex CLI; allowed: {allowed}")
-    return tuple(out)
+    return adapterkit.normalize_additive_flags(
+        flags, vendor="Codex CLI", switches=_ADDITIVE_SWITCHES, valued=_COLOR_FLAG, type_vendor="Codex"
+    )
 
 
 def toml_string(value: str) -> str:
