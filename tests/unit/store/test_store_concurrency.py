@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
-
 import pytest
+from racing import race
 
 from octipusd.errors import ApprovalError
 from octipusd.store import ApprovalStatus, RunStatus, Store
 
-T = TypeVar("T")
 THREADS = 8
-
-
-def _race(count: int, work: Callable[[int], T]) -> list[T | BaseException]:
-    """Run ``work(i)`` for i in range(count) in threads released together by a barrier."""
-    barrier = threading.Barrier(count)
-
-    def start(i: int) -> T | BaseException:
-        barrier.wait(timeout=10)
-        try:
-            return work(i)
-        except BaseException as exc:  # collected and checked by the caller
-            return exc
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(start, range(count)))
 
 
 def test_concurrent_create_run_gets_distinct_turn_indexes(store: Store) -> None:
@@ -41,7 +21,7 @@ def test_concurrent_create_run_gets_distinct_turn_indexes(store: Store) -> None:
             for n in range(per_thread)
         ]
 
-    results = _race(THREADS, work)
+    results = race(THREADS, work)
     indexes = [index for result in results for index in result]  # type: ignore[union-attr]
     assert sorted(indexes) == list(range(1, THREADS * per_thread + 1))
     stored = store.list_runs(session_id=session.id, limit=1000)
@@ -56,7 +36,7 @@ def test_concurrent_append_event_gets_gap_free_seqs(store: Store) -> None:
     def work(i: int) -> list[int]:
         return [store.append_event(run.id, "text", {"thread": i, "n": n}).seq for n in range(per_thread)]
 
-    results = _race(THREADS, work)
+    results = race(THREADS, work)
     for result in results:
         assert isinstance(result, list), result
         assert result == sorted(result)  # each thread sees its own events in order
@@ -86,7 +66,7 @@ def test_decide_approval_race_has_exactly_one_winner(store: Store, attempt: int)
     def work(i: int) -> ApprovalStatus:
         return store.decide_approval(approval.id, approve=(i == 0), decided_by=people[i]).status
 
-    results = _race(2, work)
+    results = race(2, work)
     winners = [r for r in results if isinstance(r, ApprovalStatus)]
     losers = [r for r in results if isinstance(r, ApprovalError)]
     assert len(winners) == 1 and len(losers) == 1, results
@@ -100,7 +80,7 @@ def test_finish_run_race_first_terminal_status_wins(store: Store) -> None:
     run = store.create_run(session_id=session.id, prompt="p", owner="me")
     statuses = [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED]
 
-    results = _race(len(statuses), lambda i: store.finish_run(run.id, status=statuses[i], reason=str(i)))
+    results = race(len(statuses), lambda i: store.finish_run(run.id, status=statuses[i], reason=str(i)))
     finals = {r.status for r in results if not isinstance(r, BaseException)}
     assert len(finals) == 1, results  # every caller sees the one winning status
     final = store.get_run(run.id)
@@ -116,7 +96,7 @@ def test_concurrent_vendor_session_saves_keep_one_row(store: Store) -> None:
             session_id=session.id, key="claude-code", vendor_session_id=f"v{i}", fingerprint="f", cwd="/w"
         ).id
 
-    results = _race(THREADS, work)
+    results = race(THREADS, work)
     assert all(isinstance(r, int) for r in results), results
     assert len(set(results)) == 1
 
@@ -132,6 +112,6 @@ def test_in_memory_sqlite_store_is_thread_safe() -> None:
                 store.list_events(run.id, limit=5)
             return i
 
-        results = _race(THREADS, work)
+        results = race(THREADS, work)
         assert results == list(range(THREADS))
         assert len(store.list_events(run.id, limit=10_000)) == THREADS * 20

@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from racing import race
 
 from octipusd.errors import ApprovalError, ConflictError, NotFoundError
 from octipusd.store import ApprovalStatus, SpaceRole, Store, make_engine, upgrade
 from octipusd.store.engine import WRITE_OPTION
 from octipusd.store.migrate import alembic_config, current_revision
-
-T = TypeVar("T")
-
-
-def _race(count: int, work: Callable[[int], T]) -> list[T | BaseException]:
-    barrier = threading.Barrier(count)
-
-    def start(i: int) -> T | BaseException:
-        barrier.wait(timeout=10)
-        try:
-            return work(i)
-        except BaseException as exc:  # collected and checked by the caller
-            return exc
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(start, range(count)))
-
 
 # Stored rules ------------------------------------------------------------------------------
 
@@ -66,7 +46,7 @@ def test_duplicate_rule_and_bad_level_are_refused(store: Store) -> None:
 
 def test_grant_uses_are_counted_exactly_once_under_concurrency(store: Store) -> None:
     grant = store.create_grant(tool_id="cli-native:Bash", level="allow", created_by="alice", max_uses=3)
-    results = _race(8, lambda _i: store.use_grant(grant.id))
+    results = race(8, lambda _i: store.use_grant(grant.id))
     assert sorted(r for r in results if isinstance(r, bool)) == [False] * 5 + [True] * 3
     assert store.get_grant(grant.id).uses == 3
     assert store.list_grants() == []  # used up: no longer active
@@ -103,7 +83,7 @@ def test_grant_arguments_are_checked(store: Store) -> None:
 def test_flow_flags_only_accumulate_even_concurrently(store: Store) -> None:
     session = store.create_session(workspace="/w", adapter="claude-code")
     flags = ["secret", "private", "suspicious", "secret"]
-    _race(4, lambda i: store.add_flow_flags(session.id, [flags[i]]))
+    race(4, lambda i: store.add_flow_flags(session.id, [flags[i]]))
     assert store.get_session(session.id).flow_label == "private,secret,suspicious"
     assert store.add_flow_flags(session.id, []) == "private,secret,suspicious"
     with pytest.raises(ValueError, match="non-empty word"):
@@ -206,7 +186,7 @@ def test_a_remembered_answer_creates_its_grant_only_when_it_wins(store: Store) -
             grant={"tool_id": "cli-native:Bash", "level": "allow", "session_id": session_id, "max_uses": 2},
         )
 
-    results = _race(6, answer)
+    results = race(6, answer)
     winners = [r for r in results if not isinstance(r, BaseException)]
     assert len(winners) == 1
     assert all(isinstance(r, ApprovalError) for r in results if isinstance(r, BaseException))
@@ -221,7 +201,7 @@ def test_concurrent_answers_to_two_requests_each_apply_once(store: Store) -> Non
     first, _ = _pending(store)
     second, _ = _pending(store)
     ids = [first, second, first, second, second, first]
-    results = _race(6, lambda i: store.decide_approval(ids[i], approve=i % 2 == 0, decided_by=f"u{i}"))
+    results = race(6, lambda i: store.decide_approval(ids[i], approve=i % 2 == 0, decided_by=f"u{i}"))
     won = [r for r in results if not isinstance(r, BaseException)]
     assert sorted(a.id for a in won) == sorted([first, second])
     for approval_id in (first, second):
