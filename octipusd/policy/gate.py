@@ -45,7 +45,7 @@ from octipusd.policy.questionnaire import (
     is_questionnaire,
     parse_questionnaire,
 )
-from octipusd.policy.rules import CLI_NATIVE_PREFIX, Level, parse_rule, subject_of
+from octipusd.policy.rules import CLI_NATIVE_PREFIX, READ_ONLY_CLI_TOOLS, Level, parse_rule, subject_of
 from octipusd.policy.shellguard import command_decision
 from octipusd.store.aio import in_thread
 from octipusd.store.records import PermissionGrant
@@ -64,6 +64,9 @@ _FLOW_ALIASES: dict[str, str] = {
     "webSearch": "WebSearch",
     "web_search": "WebSearch",
 }
+
+#: How Claude names the bridge's tools (MCP server ``octipus``): ``mcp__octipus__<tool>``.
+BRIDGE_TOOL_PREFIX = "mcp__octipus__"
 
 #: Octipus tools that run shell commands: in a space the shell guard judges them before the rules.
 SPACE_GUARDED_TOOLS: frozenset[str] = frozenset({"shell__run"})
@@ -119,6 +122,8 @@ class CallContext:
         review_required: Notes of refused ASKs of an unattended run, appended here.
         space: True when the session belongs to a shared space: Octipus's own shell tool then
             never writes a coding agent's configuration (the shell guard, seed 003).
+        plan: True for a plan-mode turn: only reading and planning tools may run (see
+            :meth:`PermissionGate.plan_refusal`).
     """
 
     run_id: str
@@ -128,6 +133,7 @@ class CallContext:
     on_waiting: Callable[[int], Awaitable[None]] | None = None
     review_required: list[str] = field(default_factory=list)
     space: bool = False
+    plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,7 @@ class PermissionGate:
         emit: Stores and publishes run events.
         base: The configured policy (``permissions.rules`` or the built-in defaults).
         flow_guard: ``agent.flowGuard``: ``ask`` (default) or ``off``.
+        plan_tools: Octipus tools a plan-mode turn may use (the read-only ones and the work plan).
         clock: Current time (aware UTC); tests pass a fake one.
     """
 
@@ -187,6 +194,7 @@ class PermissionGate:
         base: Policy,
         *,
         flow_guard: FlowGuardMode = FlowGuardMode.ASK,
+        plan_tools: frozenset[str] = frozenset(),
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.store = store
@@ -194,9 +202,36 @@ class PermissionGate:
         self.emit = emit
         self.base = base
         self.flow_guard = flow_guard
+        self.plan_tools = plan_tools
         self._clock = clock
 
     # ------------------------------------------------------------------ policy
+
+    def plan_refusal(self, tool_id: str) -> str | None:
+        """Why a plan-mode turn may not use ``tool_id``, or None when it may.
+
+        Plan mode overrides the row's permission mode for one turn (seed 003); Claude's own plan
+        mode still relays other tools and runs them once allowed (observed with claude 2.1.197),
+        so Octipus itself keeps a plan turn to reading and planning: the read-only native tools
+        (:data:`~octipusd.policy.rules.READ_ONLY_CLI_TOOLS`), AskUserQuestion, and the Octipus tools
+        in ``plan_tools``. ``ExitPlanMode`` is refused too: the plan is the turn's answer, and a
+        person carries it out with another turn.
+        """
+        if tool_id.startswith(CLI_NATIVE_PREFIX):
+            name = tool_id.removeprefix(CLI_NATIVE_PREFIX)
+            if name in READ_ONLY_CLI_TOOLS or is_questionnaire(tool_id):
+                return None
+            if (
+                name.startswith(BRIDGE_TOOL_PREFIX)
+                and name.removeprefix(BRIDGE_TOOL_PREFIX) in self.plan_tools
+            ):
+                return None
+        elif tool_id in self.plan_tools:
+            return None
+        return (
+            f"plan mode: this turn plans and changes nothing, so {tool_id} is refused; give the plan as "
+            "your answer (the person runs it with a turn without --plan)"
+        )
 
     async def current_policy(self) -> Policy:
         """The policy with the stored rules and active grants as of now (read from the store)."""
@@ -291,6 +326,15 @@ class PermissionGate:
             The :class:`GateResult`. Never raises for a denial; store errors propagate.
         """
         args = dict(arguments)
+        if ctx.plan:
+            refusal = self.plan_refusal(tool_id)
+            if refusal is not None:
+                await self.emit(
+                    ctx.run_id,
+                    "policy_decision",
+                    {"tool_id": tool_id, "level": "deny", "explanation": refusal},
+                )
+                return GateResult(False, refusal)
         if ctx.space and tool_id in SPACE_GUARDED_TOOLS:
             refusal = _space_guard(args, ctx.workspace)
             if refusal is not None:

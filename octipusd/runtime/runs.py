@@ -145,7 +145,16 @@ class RunManager:
         self.hub = hub
         self.broker = broker
         self.policy = policy
-        self.gate = PermissionGate(store, broker, hub.emit, policy, flow_guard=flow_guard)
+        self.gate = PermissionGate(
+            store,
+            broker,
+            hub.emit,
+            policy,
+            flow_guard=flow_guard,
+            plan_tools=frozenset(
+                t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"
+            ),
+        )
         self.adapters = adapters
         self.resolutions = resolutions
         self.data_dir = data_dir
@@ -659,6 +668,7 @@ class RunManager:
                 on_waiting=on_waiting,
                 review_required=live.review_required,
                 space=live.space,
+                plan=live.run.plan_mode,
             )
         return live.context
 

@@ -181,16 +181,32 @@ def test_full_mode_bypass_does_not_authorize_a_denied_octipus_tool(octipus: Call
 
 
 def test_plan_mode_overrides_the_row_for_one_turn(octipus: Callable[..., Env]) -> None:
-    env = octipus({"steps": [{"content": [{"type": "text", "text": "a plan"}]}] * 2})
+    write = {"command": 'bash -c "echo x > planned.txt"', "description": "write"}
+    plan = {"plan": {"title": "the plan", "steps": [{"id": "s1", "title": "write", "status": "pending"}]}}
+    env = octipus(
+        {
+            "steps": [
+                {"content": [{"type": "tool_use", "name": "mcp__octipus__update_work_plan", "input": plan}]},
+                {"content": [{"type": "tool_use", "name": "Bash", "input": write}]},
+                {"content": [{"type": "text", "text": "a plan"}]},
+                {"content": [{"type": "text", "text": "done"}]},
+            ]
+        }
+    )
     session = env.new_session(permission_mode="full")
     planned = str(
-        env.client.request("POST", f"/sessions/{session}/turns", json={"prompt": "plan it", "plan": True})[
-            "id"
-        ]
+        env.client.request("POST", f"/sessions/{session}/turns", json={"prompt": "plan it", "plan": True})["id"]
     )
-    assert env.wait_final(planned)["plan_mode"] is True
+    final = env.wait_final(planned)
+    assert final["plan_mode"] is True and final["status"] == "succeeded", final
     argv = " ".join(next(d for d in _kinds(env, planned, "run_status") if d["status"] == "running")["argv"])
     assert "--permission-mode plan" in argv or "--permission-mode=plan" in argv, argv
+    # planning tools run; anything that changes the workspace is refused without asking anyone
+    results = _kinds(env, planned, "tool_result")
+    assert any(r["is_error"] and "plan mode" in r["content"] for r in results), results
+    assert not (env.daemon.workspace / "planned.txt").exists()
+    assert env.client.request("GET", "/approvals", params={"status": "all", "run_id": planned}) == []
+    assert not any(r["is_error"] and "update_work_plan" in r["content"] for r in results)
     normal = env.post(session, "now do it")
     env.wait_final(normal)
     argv = " ".join(next(d for d in _kinds(env, normal, "run_status") if d["status"] == "running")["argv"])
