@@ -40,7 +40,7 @@ from octipusd.policy.questionnaire import (
     parse_questionnaire,
     validate_answers,
 )
-from octipusd.policy.rules import parse_rule
+from octipusd.policy.rules import parse_rule, unmatchable_reason
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Approval, ApprovalStatus
 
@@ -85,7 +85,7 @@ def _answers_for(approval: Approval, body: ApprovalAnswer) -> dict[str, Any] | N
     if body.decision == "deny":
         return None
     if not body.answers:
-        raise ApprovalError(BARE_ALLOW_ERROR)
+        raise ApprovalError(BARE_ALLOW_ERROR.replace(" ID ", f" {approval.id} "))
     try:
         return dict(validate_answers(parse_questionnaire(approval.input), body.answers))
     except QuestionnaireError as exc:
@@ -118,7 +118,8 @@ def policy_router(services: Services) -> APIRouter:
     async def answer_approval(approval_id: str, body: ApprovalAnswer, request: Request) -> ApprovalOut:
         client = request.headers.get("x-octipus-client", "api")
         approval = await in_thread(store.get_approval, approval_id)
-        answers = _answers_for(approval, body)
+        # an answered approval says so first (the store's exactly-once check), whatever its kind
+        answers = _answers_for(approval, body) if approval.status is ApprovalStatus.PENDING else None
         session = await in_thread(store.get_session, approval.session_id)
         grant = _grant_for(approval, body, session.workspace)
         decided = await broker.answer(
@@ -153,6 +154,9 @@ def policy_router(services: Services) -> APIRouter:
             rule = parse_rule(body.rule, body.level)
         except ValueError as exc:
             raise InvalidRequestError(f"rule {body.rule!r} does not parse: {exc}") from None
+        unmatchable = unmatchable_reason(rule.tool_id)
+        if unmatchable is not None:
+            raise InvalidRequestError(f"rule {body.rule!r} {unmatchable}")
         stored = await checked_call(
             store.add_rule, level=body.level, rule=rule.text.strip(), created_by=runs.user
         )

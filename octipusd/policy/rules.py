@@ -142,6 +142,54 @@ def default_level(tool_id: str) -> Level:
     return DEFAULT_TOOL_LEVELS.get(tool_id, Level.ASK)
 
 
+#: Vendor-native tool names people write in rules (Claude Code's tools, Codex's item kinds): used
+#: only to catch a rule that forgot ``cli-native:`` or mistyped a name's case.
+KNOWN_NATIVE_TOOLS: Final = (
+    *READ_ONLY_CLI_TOOLS,
+    "Bash",
+    "BashOutput",
+    "KillShell",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "NotebookEdit",
+    "Task",
+    "AskUserQuestion",
+    "ExitPlanMode",
+    "commandExecution",
+    "fileChange",
+)
+
+
+def unmatchable_reason(tool_id: str) -> str | None:
+    """Why a rule's tool id can never match a call, or None when it can.
+
+    Catches the two slips a Claude Code user makes: a native tool without the ``cli-native:``
+    prefix (``Bash(rm:*)``: calls are checked as ``cli-native:Bash``), and a native tool name in
+    the wrong case (``cli-native:bash``: names are case-sensitive).
+
+    Args:
+        tool_id: The rule's tool id (before the matcher).
+
+    Returns:
+        A sentence to append to "rule X ..." in an error, or None.
+    """
+    by_lower = {name.lower(): name for name in KNOWN_NATIVE_TOOLS}
+    if tool_id.startswith(CLI_NATIVE_PREFIX):
+        name = tool_id.removeprefix(CLI_NATIVE_PREFIX)
+        known = by_lower.get(name.lower())
+        if known is not None and known != name:
+            return f"never matches: native tool names are case-sensitive; write {CLI_NATIVE_PREFIX}{known}"
+        return None
+    known = by_lower.get(tool_id.lower())
+    if known is not None:
+        return (
+            f"never matches: vendor-native calls are checked as {CLI_NATIVE_PREFIX}<Tool>; "
+            f"write {CLI_NATIVE_PREFIX}{known}(...)"
+        )
+    return None
+
+
 def legacy_identity(tool_id: str) -> str | None:
     """Return the legacy aggregate identity of a call, if it has one.
 

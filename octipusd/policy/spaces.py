@@ -63,14 +63,16 @@ def check_space_turn(space: Space, author: str) -> SpaceRole:
     """Check that ``author`` may run the space's CLI agent now; return their role.
 
     Raises:
-        NotFoundError: ``author`` is not a member (404: the space is not revealed).
+        NotFoundError: ``author`` is not a member (404, FACTS.md §5; the message names no space).
         ConflictError: the space is archived.
         ForbiddenError: a viewer (cannot run the agent), or a commenter or guest (their turns use
             API models only and never reach a CLI).
     """
     role = space.members.get(author)
     if role is None:
-        raise NotFoundError(f"space {space.id} not found for {author}")
+        raise NotFoundError(
+            f"{author} is not a member of this space; an owner can add them (octipusctl spaces member)"
+        )
     if space.archived_at is not None:
         raise ConflictError(f"space {space.name!r} is archived; it takes no turns")
     if role is SpaceRole.VIEWER:

@@ -195,7 +195,9 @@ def test_plan_mode_overrides_the_row_for_one_turn(octipus: Callable[..., Env]) -
     )
     session = env.new_session(permission_mode="full")
     planned = str(
-        env.client.request("POST", f"/sessions/{session}/turns", json={"prompt": "plan it", "plan": True})["id"]
+        env.client.request("POST", f"/sessions/{session}/turns", json={"prompt": "plan it", "plan": True})[
+            "id"
+        ]
     )
     final = env.wait_final(planned)
     assert final["plan_mode"] is True and final["status"] == "succeeded", final
@@ -261,3 +263,8 @@ def test_questionnaire_needs_answers_and_a_bare_approve_is_refused(octipus: Call
     ), results
     stored = env.client.request("GET", f"/approvals/{approval['id']}")
     assert stored["answers"] == {"Which database should we use?": "PostgreSQL"}
+    with pytest.raises(OctipusError, match="already approved"):
+        env.answer(approval["id"], "approve")
+    # a rule that forgot the cli-native: prefix would never match: refused with the fix
+    with pytest.raises(OctipusError, match=r"cli-native:Bash\(\.\.\.\)"):
+        env.client.request("POST", "/rules", json={"level": "deny", "rule": "Bash(rm:*)"})

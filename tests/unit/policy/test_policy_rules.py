@@ -446,3 +446,28 @@ def test_read_only_tool_list() -> None:
         "WebSearch",
         "TodoWrite",
     )
+
+
+@pytest.mark.parametrize(
+    ("tool_id", "hint"),
+    [
+        ("Bash", "cli-native:Bash(...)"),
+        ("read", "cli-native:Read(...)"),
+        ("cli-native:bash", "cli-native:Bash"),
+        ("cli-native:webfetch", "cli-native:WebFetch"),
+    ],
+)
+def test_rules_that_can_never_match_are_named(tool_id: str, hint: str) -> None:
+    from octipusd.policy.rules import unmatchable_reason
+
+    reason = unmatchable_reason(tool_id)
+    assert reason is not None and reason.startswith("never matches") and hint in reason
+
+
+@pytest.mark.parametrize(
+    "tool_id", ["cli-native:Bash", "cli-native", "*", "shell", "shell__run", "slack.post_message"]
+)
+def test_rules_that_can_match_pass(tool_id: str) -> None:
+    from octipusd.policy.rules import unmatchable_reason
+
+    assert unmatchable_reason(tool_id) is None
