@@ -52,6 +52,11 @@ are opaque; variable expansion (``echo $TOKEN``) is not tracked; ``bash -c``/``s
 ``$(...)``/backticks and a heredoc fed to a shell are parsed recursively up to
 :data:`MAX_SHELL_NESTING` levels; ``$(...)`` inside double quotes counts, inside single
 quotes it does not.
+
+**Modules.** The shell parsing (splitting, wrappers, nesting) is :mod:`octipusd.policy.shellwords`,
+shared with the shell guard; the tables (credential paths, tool and connector names, command
+options and subcommands) are :mod:`octipusd.policy.flowguard_tables`. This module holds the
+logic and the session state, and re-exports :class:`FlowFlag` and :class:`Egress`.
 """
 
 from __future__ import annotations
@@ -62,9 +67,12 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 
+from octipusd.policy import flowguard_tables as tables, shellwords
+from octipusd.policy.flowguard_tables import Egress, FlowFlag
 from octipusd.policy.rules import CLI_NATIVE_PREFIX
+from octipusd.policy.shellwords import wordset
 
 __all__ = [
     "MAX_SHELL_NESTING",
@@ -88,30 +96,6 @@ REASON_PREFIX: Final = "flow guard: "
 UNATTENDED_PREFIX: Final = "Approval required: "
 #: How deep ``bash -c``, ``eval``, ``$(...)`` and shell heredocs are parsed into (levels).
 MAX_SHELL_NESTING: Final = 3
-
-
-def _wordset(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-class FlowFlag(enum.StrEnum):
-    """A session flag (FACTS.md §9 "Session flags"); once set, it stays set."""
-
-    SUSPICIOUS = "suspicious"
-    PRIVATE = "private"
-    SECRET = "secret"
-
-
-class Egress(enum.StrEnum):
-    """Whether a call can carry session data out.
-
-    ``READ``: only a URL or query leaves (fetch, search, download). ``WRITE``: the call sends
-    data (mail, messages, ``git push``, uploads, remote shells). Ordered NONE < READ < WRITE.
-    """
-
-    NONE = "none"
-    READ = "read"
-    WRITE = "write"
 
 
 class FlowGuardMode(enum.StrEnum):
@@ -315,43 +299,6 @@ def unattended_refusal(reason: str) -> str:
 
 # ------------------------------------------------------------------------ credential paths
 
-#: ``.env.<suffix>`` files that are templates, not secrets (FACTS.md §9: ``.env.example``).
-_ENV_TEMPLATE_SUFFIXES: Final = _wordset("example sample template dist")
-#: Files under ``.ssh/`` that hold no secret (any other file there is treated as a key).
-_SSH_PUBLIC_FILES: Final = _wordset("known_hosts known_hosts.old authorized_keys authorized_keys2 config")
-_SSH_KEY_NAME: Final = re.compile(r"^id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?$")
-#: Credential files by name, anywhere (``.credentials.json``: ``~/.claude/.credentials.json``).
-_CREDENTIAL_FILES: Final = _wordset(
-    ".netrc _netrc .npmrc .pypirc .git-credentials .pgpass .vault-token credentials.json"
-    " .credentials.json .claude.json kubeconfig"
-)
-_CREDENTIAL_EXTENSIONS: Final = (".pem", ".key", ".p12", ".pfx")
-#: Directories whose every file is credential material (consecutive path segments).
-_CREDENTIAL_DIRS: Final[tuple[tuple[str, ...], ...]] = (
-    (".aws",),
-    (".azure",),
-    (".config", "gcloud"),
-    (".config", "gh"),
-    (".kube",),
-    (".gnupg",),
-    (".password-store",),
-    ("library", "keychains"),
-)
-#: Credential files named by their last path segments.
-_CREDENTIAL_TAILS: Final[tuple[tuple[str, ...], ...]] = ((".docker", "config.json"), (".codex", "auth.json"))
-#: Names a wildcard pattern is tried against (``*.pem``, ``.env*``, ``id_*``).
-_CREDENTIAL_SAMPLES: Final = (
-    ".env",
-    ".env.local",
-    ".env.production",
-    "id_rsa",
-    "id_ed25519",
-    "server.pem",
-    "server.key",
-    "client.p12",
-    "client.pfx",
-    *sorted(_CREDENTIAL_FILES),
-)
 _GLOB_CHARS: Final = re.compile(r"[*?\[\]]")
 
 
@@ -385,7 +332,7 @@ def is_credential_path(path: str) -> bool:
     base = parts[-1]
     if not _GLOB_CHARS.search(base) or len(_GLOB_CHARS.sub("", base)) < 2:
         return False
-    return any(fnmatch.fnmatchcase(sample, base) for sample in _CREDENTIAL_SAMPLES)
+    return any(fnmatch.fnmatchcase(sample, base) for sample in tables.CREDENTIAL_SAMPLES)
 
 
 def _credential_parts(parts: Sequence[str]) -> bool:
@@ -394,43 +341,28 @@ def _credential_parts(parts: Sequence[str]) -> bool:
         return True
     if base.startswith(".env."):
         suffixes = (_GLOB_CHARS.sub("", suffix) for suffix in base.split(".")[2:])
-        return not any(suffix in _ENV_TEMPLATE_SUFFIXES for suffix in suffixes)
-    if _SSH_KEY_NAME.match(base) or base in _CREDENTIAL_FILES or base.endswith(_CREDENTIAL_EXTENSIONS):
+        return not any(suffix in tables.ENV_TEMPLATE_SUFFIXES for suffix in suffixes)
+    if (
+        tables.SSH_KEY_NAME.match(base)
+        or base in tables.CREDENTIAL_FILES
+        or base.endswith(tables.CREDENTIAL_EXTENSIONS)
+    ):
         return True
     if ".ssh" in parts:
         inside = parts[len(parts) - parts[::-1].index(".ssh") :]
         if not inside:
             return True  # the directory itself (grep -r ~/.ssh)
-        return not (inside[-1].endswith(".pub") or inside[-1] in _SSH_PUBLIC_FILES)
+        return not (inside[-1].endswith(".pub") or inside[-1] in tables.SSH_PUBLIC_FILES)
     if len(parts) >= 3 and base == "environ" and parts[-3] == "proc":
         return True
-    for sequence in _CREDENTIAL_DIRS:
+    for sequence in tables.CREDENTIAL_DIRS:
         width = len(sequence)
         if any(tuple(parts[i : i + width]) == sequence for i in range(len(parts) - width + 1)):
             return True
-    return any(tuple(parts[-len(tail) :]) == tail for tail in _CREDENTIAL_TAILS)
+    return any(tuple(parts[-len(tail) :]) == tail for tail in tables.CREDENTIAL_TAILS)
 
 
 # ------------------------------------------------------------------------ classify
-
-#: Vendor-native web tools: untrusted content, and the URL or query leaves (FACTS.md §9).
-_NATIVE_WEB: Final = _wordset("WebFetch WebSearch web_search web_fetch")
-#: Vendor-native readers and the arguments that name what they read.
-_NATIVE_PATH_ARGS: Final[Mapping[str, tuple[str, ...]]] = {
-    "Read": ("file_path", "path"),
-    "NotebookRead": ("notebook_path", "file_path", "path"),
-    "Grep": ("path", "glob"),
-    "Glob": ("pattern", "path"),
-}
-#: Vendor-native tools whose ``command`` argument is not a shell command.
-_NATIVE_NOT_SHELL: Final = _wordset("SlashCommand Skill Task Agent")
-#: The MCP server name of Octipus's own bridge (``mcp__octipus__<tool>``).
-_OCTIPUS_SERVER: Final = "octipus"
-#: Octipus tool families whose ``command`` argument is a shell command.
-_SHELL_FAMILIES: Final = _wordset("shell docker")
-#: Argument names that hold a path a reading connector tool reads.
-_PATH_ARGS: Final = ("path", "file_path", "filePath", "paths", "file", "filename")
-_URL_ARGS: Final = ("url", "uri", "href")
 
 
 def classify(tool_id: str, arguments: Mapping[str, Any] | None) -> Classification:
@@ -460,23 +392,23 @@ def classify(tool_id: str, arguments: Mapping[str, Any] | None) -> Classificatio
 def _classify_native(tool_id: str, name: str, args: Mapping[str, Any], found: _Findings) -> None:
     if name.startswith("mcp__"):
         _classify_named(tool_id, name, args, found)
-    elif name in _NATIVE_WEB:
+    elif name in tables.NATIVE_WEB:
         found.taint(FlowFlag.SUSPICIOUS, tool_id, f"{tool_id} reads web content (untrusted)")
         found.send(Egress.READ, f"{tool_id} sends a URL or query out")
-    elif name in _NATIVE_PATH_ARGS:
-        for key in _NATIVE_PATH_ARGS[name]:
+    elif name in tables.NATIVE_PATH_ARGS:
+        for key in tables.NATIVE_PATH_ARGS[name]:
             _check_path(tool_id, args.get(key), found)
-    elif name not in _NATIVE_NOT_SHELL:
+    elif name not in tables.NATIVE_NOT_SHELL:
         command = _command_text(args)
         if command is not None:
-            _analyze_shell(command, found, 0)
+            _analyze_shell(command, found)
 
 
 def _classify_named(tool_id: str, name: str, args: Mapping[str, Any], found: _Findings) -> None:
     """Classify an Octipus tool (``family__action``) or an MCP tool (``server.tool``, ``mcp__s__t``)."""
     if name.startswith("mcp__"):
         server, _, tool = name.removeprefix("mcp__").partition("__")
-        if server == _OCTIPUS_SERVER:
+        if server == tables.OCTIPUS_SERVER:
             _classify_named(tool_id, tool, args, found)
         else:
             _classify_connector(tool_id, server, tool, args, found, external=True)
@@ -486,8 +418,8 @@ def _classify_named(tool_id: str, name: str, args: Mapping[str, Any], found: _Fi
     else:
         family, _, action = name.partition("__")
         command = _command_text(args)
-        if family in _SHELL_FAMILIES and command is not None:
-            _analyze_shell(command, found, 0)
+        if family in tables.SHELL_FAMILIES and command is not None:
+            _analyze_shell(command, found)
         else:
             _classify_connector(tool_id, family, action, args, found, external=False)
 
@@ -512,97 +444,22 @@ def _command_text(args: Mapping[str, Any]) -> str | None:
 # -------------------------------------------------------------- connectors (by name)
 
 
-@dataclass(frozen=True)
-class _Category:
-    """What reading from, and acting on, one kind of connector means.
-
-    ``words`` name the kind in a server/family or tool/action name; ``namespace_words`` only
-    in a server/family name (``docs.search``, but not ``context7.get_library_docs``).
-    """
-
-    words: frozenset[str]
-    what: str
-    read_flags: frozenset[FlowFlag]
-    read_egress: Egress
-    write_flags: frozenset[FlowFlag] = frozenset()
-    private_store: bool = False
-    namespace_words: frozenset[str] = frozenset()
-
-
-#: Connector kinds, in priority order, recognised from the server/family name first and then
-#: from the tool/action name. FACTS.md §9: email_read -> private + suspicious; drive_read ->
-#: private; mail/message send -> write; web fetch -> suspicious + read egress. Heuristics (the
-#: original's docs/FLOW-GUARD.md lists these sources): chat reads like mail; issue and review
-#: text is untrusted; a browser action that is not a read may submit a form (write).
-_CATEGORIES: Final[tuple[_Category, ...]] = (
-    _Category(
-        _wordset("mail email emails gmail outlook inbox imap smtp mailbox"),
-        "mail",
-        frozenset({FlowFlag.PRIVATE, FlowFlag.SUSPICIOUS}),
-        Egress.NONE,
-    ),
-    _Category(
-        _wordset("slack discord telegram whatsapp mattermost messaging chat sms message messages"),
-        "chat messages",
-        frozenset({FlowFlag.PRIVATE, FlowFlag.SUSPICIOUS}),
-        Egress.NONE,
-    ),
-    _Category(
-        _wordset(
-            "drive gdrive googledrive onedrive dropbox sharepoint gdocs sheets calendar gcal contacts notion"
-        ),
-        "the user's documents",
-        frozenset({FlowFlag.PRIVATE}),
-        Egress.NONE,
-        private_store=True,
-        namespace_words=_wordset("docs data"),
-    ),
-    _Category(
-        _wordset("github gitlab bitbucket atlassian jira confluence linear"),
-        "issue and review text",
-        frozenset({FlowFlag.SUSPICIOUS}),
-        Egress.NONE,
-    ),
-    _Category(
-        _wordset("web websearch webfetch browser browse navigate scrape crawl http url"),
-        "web content",
-        frozenset({FlowFlag.SUSPICIOUS}),
-        Egress.READ,
-        write_flags=frozenset({FlowFlag.SUSPICIOUS}),
-    ),
-)
-_WEB: Final = _CATEGORIES[-1]
-
-#: Name words that make a tool a read (FACTS.md §9 names ``email_read`` and ``drive_read``).
-_READ_VERBS: Final = _wordset(
-    "get list search read fetch query find describe lookup view show count retrieve history"
-    " browse navigate extract scrape crawl"
-)
-#: Name words that make a tool act; they win over read verbs (``fetch_and_send``).
-_WRITE_VERBS: Final = _wordset(
-    "send post reply forward create update delete remove upload share publish push write edit"
-    " modify add set put patch comment invite move merge close archive label react schedule"
-    " submit execute run call trigger click type fill press evaluate insert append draft approve"
-    " assign transfer"
-)
-
-
 def _words(name: str) -> tuple[str, ...]:
     """Split ``getEmails``, ``email_read``, ``google-workspace`` into lower-case words."""
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
     return tuple(word for word in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if word)
 
 
-def _category(words: Iterable[str], *, namespace: bool) -> _Category | None:
+def _category(words: Iterable[str], *, namespace: bool) -> tables.Category | None:
     present = set(words)
-    for category in _CATEGORIES:
+    for category in tables.CATEGORIES:
         if category.words & present or (namespace and category.namespace_words & present):
             return category
     return None
 
 
 def _has_web_url(args: Mapping[str, Any]) -> bool:
-    for key in _URL_ARGS:
+    for key in tables.URL_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value.lower().startswith(("http://", "https://")):
             return True
@@ -615,11 +472,11 @@ def _classify_connector(
     """Classify a non-shell tool by the words of its name (and a URL argument)."""
     namespace_words, action_words = _words(namespace), _words(action)
     verbs = set(action_words or namespace_words)
-    reading = bool(verbs & _READ_VERBS) and not verbs & _WRITE_VERBS
+    reading = bool(verbs & tables.READ_VERBS) and not verbs & tables.WRITE_VERBS
     category = (
         _category(namespace_words, namespace=True)
         or _category(action_words, namespace=False)
-        or (_WEB if _has_web_url(args) else None)
+        or (tables.WEB if _has_web_url(args) else None)
     )
     if category is not None:
         flags = category.read_flags if reading else category.write_flags
@@ -632,7 +489,7 @@ def _classify_connector(
         elif egress is Egress.WRITE:
             found.send(egress, f"{tool_id} sends data out")
     if reading:
-        for key in _PATH_ARGS:
+        for key in tables.PATH_ARGS:
             _check_path(tool_id, args.get(key), found)
     if external and not (category is not None and category.private_store):
         # FLOW-GUARD.md: external MCP results are untrusted; non-read MCP tools are write egress.
@@ -644,270 +501,18 @@ def _classify_connector(
             found.send(Egress.WRITE, f"{tool_id} may change or send data (not a read)")
 
 
-# ------------------------------------------------------------------------ shell: parsing
+# ------------------------------------------------------------------------ shell
 
-_OPERATOR_CHARS: Final = ";&|()<>\n"
-#: Operator characters inside quotes (or escaped) are swapped for private-use characters
-#: before shlex runs, so that a token made of operator characters is always an operator.
-_PROTECT: Final = {ord(char): chr(0xE000 + i) for i, char in enumerate(_OPERATOR_CHARS)}
-_UNPROTECT: Final = {ord(chr(0xE000 + i)): char for i, char in enumerate(_OPERATOR_CHARS)}
-#: Stands for a ``$(...)`` or backtick substitution in the text handed to shlex.
-_SUBSTITUTION_WORD: Final = "\ue0f0subst"
-#: ``<< <this><n>`` stands for the n-th heredoc body.
-_HEREDOC_WORD: Final = "\ue0f1heredoc"
-_OPERATOR: Final = re.compile(r"&>>|&>|<<<|<<|>>|<>|>&|<&|>\||&&|\|\||\|&|;;|[;&|()<>\n]")
-_FALLBACK_TOKEN: Final = re.compile(r"&&|\|\||[;&|()\n]|[<>]+|[^\s;&|()<>]+")
-_REDIRECTS: Final = frozenset({"<", ">", ">>", "<<", "<<<", "<>", ">&", "<&", ">|", "&>", "&>>"})
-_INPUT_REDIRECTS: Final = frozenset({"<", "<>", "<&"})
-_OUTPUT_REDIRECTS: Final = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _NETWORK_DEVICES: Final = ("/dev/tcp/", "/dev/udp/")
-
-
-@dataclass
-class _Prepared:
-    """A command with comments removed and substitutions and heredoc bodies taken out."""
-
-    text: str
-    substitutions: list[str]
-    heredocs: list[str]
-
-
-@dataclass
-class _Simple:
-    """One simple command: its words and redirections."""
-
-    words: list[str] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    stdin_scripts: list[str] = field(default_factory=list)
-
-    def empty(self) -> bool:
-        return not (self.words or self.inputs or self.outputs or self.stdin_scripts)
-
-
-def _prepare(command: str) -> _Prepared:
-    """Scan ``command`` once, quoting as a POSIX shell does.
-
-    Removes comments and line continuations, takes out ``$(...)``/backtick bodies (not inside
-    single quotes) and heredoc bodies, and protects quoted or escaped operator characters.
-    """
-    out: list[str] = []
-    substitutions: list[str] = []
-    heredocs: list[str] = []
-    pending: list[tuple[str, bool]] = []
-    quote = ""
-    word_start = True
-    i, n = 0, len(command)
-    while i < n:
-        char = command[i]
-        if quote == "'":
-            quote = "" if char == "'" else quote
-            out.append(char.translate(_PROTECT))
-            i += 1
-            continue
-        if char == "\\":
-            following = command[i + 1 : i + 2]
-            if following != "\n":  # a backslash-newline is a line continuation
-                out.append(char + following.translate(_PROTECT))
-                word_start = False
-            i += 2
-            continue
-        if command.startswith("$(", i) and not command.startswith("$((", i):
-            end = _closing_paren(command, i + 2)
-            substitutions.append(command[i + 2 : end])
-            out.append(_SUBSTITUTION_WORD)
-            i, word_start = end + 1, False
-            continue
-        if char == "`":
-            end = _closing_backtick(command, i + 1)
-            substitutions.append(command[i + 1 : end])
-            out.append(_SUBSTITUTION_WORD)
-            i, word_start = end + 1, False
-            continue
-        if quote == '"':
-            quote = "" if char == '"' else quote
-            out.append(char.translate(_PROTECT))
-            i += 1
-            continue
-        if char == "#" and word_start:
-            newline = command.find("\n", i)
-            i = n if newline < 0 else newline
-            continue
-        if command.startswith("<<<", i):
-            out.append("<<<")
-            i += 3
-            continue
-        if command.startswith("<<", i):
-            delimiter, strip_tabs, after = _heredoc_delimiter(command, i + 2)
-            if delimiter:
-                out.append(f"<< {_HEREDOC_WORD}{len(heredocs) + len(pending)} ")
-                pending.append((delimiter, strip_tabs))
-                i, word_start = after, False
-                continue
-        if char == "\n" and pending:
-            out.append("\n")
-            i += 1
-            for delimiter, strip_tabs in pending:
-                body, i = _heredoc_body(command, i, delimiter, strip_tabs)
-                heredocs.append(body)
-            pending.clear()
-            word_start = True
-            continue
-        if char in "'\"":
-            quote = char
-        out.append(char)
-        word_start = char in " \t\r" or char in _OPERATOR_CHARS
-        i += 1
-    heredocs.extend("" for _ in pending)
-    return _Prepared("".join(out), substitutions, heredocs)
-
-
-def _closing_paren(text: str, start: int) -> int:
-    """Index of the ``)`` closing a ``$(`` whose body starts at ``start`` (``len(text)`` if none)."""
-    depth, quote, i = 1, "", start
-    while i < len(text):
-        char = text[i]
-        if quote:
-            if char == "\\" and quote == '"':
-                i += 1
-            elif char == quote:
-                quote = ""
-        elif char == "\\":
-            i += 1
-        elif char in "'\"":
-            quote = char
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return len(text)
-
-
-def _closing_backtick(text: str, start: int) -> int:
-    i = start
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text[i] == "`":
-            return i
-        else:
-            i += 1
-    return len(text)
-
-
-def _heredoc_delimiter(text: str, start: int) -> tuple[str, bool, int]:
-    """Read the delimiter after ``<<``: ``(delimiter, strip leading tabs, index after it)``."""
-    i, strip_tabs = start, False
-    if text.startswith("-", i):
-        strip_tabs, i = True, i + 1
-    while i < len(text) and text[i] in " \t":
-        i += 1
-    parts: list[str] = []
-    while i < len(text) and text[i] not in " \t\r" and text[i] not in _OPERATOR_CHARS:
-        char = text[i]
-        if char in "'\"":
-            close = text.find(char, i + 1)
-            close = len(text) if close < 0 else close
-            parts.append(text[i + 1 : close])
-            i = close + 1
-        elif char == "\\":
-            parts.append(text[i + 1 : i + 2])
-            i += 2
-        else:
-            parts.append(char)
-            i += 1
-    return "".join(parts), strip_tabs, i
-
-
-def _heredoc_body(text: str, start: int, delimiter: str, strip_tabs: bool) -> tuple[str, int]:
-    """Read heredoc lines from ``start`` up to the delimiter line: ``(body, index after it)``."""
-    lines: list[str] = []
-    i = start
-    while i < len(text):
-        newline = text.find("\n", i)
-        end = len(text) if newline < 0 else newline
-        line = text[i:end]
-        i = end + 1
-        if (line.lstrip("\t") if strip_tabs else line) == delimiter:
-            return "\n".join(lines), i
-        lines.append(line)
-    return "\n".join(lines), len(text)
-
-
-def _is_operator(token: str) -> bool:
-    return bool(token) and all(char in _OPERATOR_CHARS for char in token)
-
-
-def _tokens(text: str) -> list[str]:
-    """Split with shlex (POSIX rules, operators as tokens); on a parse error, split on blanks."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=_OPERATOR_CHARS)
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        return list(lexer)
-    except ValueError:  # an unclosed quote: the shell would refuse it, but judge the words anyway
-        plain = text.translate(_UNPROTECT)
-        return [
-            token if _is_operator(token) else token.replace("'", "").replace('"', "")
-            for token in _FALLBACK_TOKEN.findall(plain)
-        ]
-
-
-def _simple_commands(prepared: _Prepared) -> list[_Simple]:
-    """Split the prepared text into simple commands (at ``;``, ``&``, ``|``, ``&&``, ``||``,
-    newlines and parentheses) and attach each redirection to its command."""
-    commands: list[_Simple] = []
-    current = _Simple()
-    redirect: str | None = None
-    for token in _tokens(prepared.text):
-        if _is_operator(token):
-            for operator in _OPERATOR.findall(token):
-                if operator in _REDIRECTS:
-                    if current.words and current.words[-1].isdigit():
-                        current.words.pop()  # the fd of `2>file`
-                    redirect = operator
-                else:
-                    if not current.empty():
-                        commands.append(current)
-                    current, redirect = _Simple(), None
-            continue
-        word = token.translate(_UNPROTECT)
-        if redirect is None:
-            current.words.append(word)
-            continue
-        if redirect == "<<":
-            index = word.removeprefix(_HEREDOC_WORD)
-            if word.startswith(_HEREDOC_WORD) and index.isdigit() and int(index) < len(prepared.heredocs):
-                current.stdin_scripts.append(prepared.heredocs[int(index)])
-        elif redirect == "<<<":
-            current.stdin_scripts.append(word)
-        else:
-            if redirect in _INPUT_REDIRECTS:
-                current.inputs.append(word)
-            if redirect in _OUTPUT_REDIRECTS:
-                current.outputs.append(word)
-        redirect = None
-    if not current.empty():
-        commands.append(current)
-    return commands
-
-
-# ------------------------------------------------------------------------ shell: analysis
 
 
 @dataclass(frozen=True)
 class _Invocation:
-    """One command to judge: its name (basename, lower case), arguments and context."""
+    """One command to judge: its name (:func:`shellwords.command_name`), arguments and findings."""
 
     name: str
     args: tuple[str, ...]
-    stdin_scripts: tuple[str, ...]
     found: _Findings
-    depth: int
 
     def write(self, what: str) -> None:
         self.found.send(Egress.WRITE, f"{what} sends data out")
@@ -925,112 +530,24 @@ class _Invocation:
             self.secret(path, f"{self.name} reads {path} (credentials)")
 
 
-def _analyze_shell(command: str, found: _Findings, depth: int) -> None:
-    """Judge every simple command of ``command`` (pipelines, lists, subshells, substitutions)."""
-    prepared = _prepare(command)
-    if depth < MAX_SHELL_NESTING:
-        for substitution in prepared.substitutions:
-            _analyze_shell(substitution, found, depth + 1)
-    for simple in _simple_commands(prepared):
-        for path in simple.inputs:
+def _analyze_shell(command: str, found: _Findings) -> None:
+    """Judge every command ``command`` runs (:func:`shellwords.walk`: pipelines, lists, subshells,
+    substitutions, wrappers, ``bash -c``, ``eval``, shell heredocs) by its redirections and name."""
+    for ran in shellwords.walk(command, max_depth=MAX_SHELL_NESTING):
+        for path in ran.inputs:
             if path.startswith(_NETWORK_DEVICES):
                 found.send(Egress.READ, f"reading {path} fetches from the network")
             elif is_credential_path(path):
                 found.taint(FlowFlag.SECRET, path, f"< {path} reads credentials")
-        for path in simple.outputs:
+        for path in ran.outputs:
             if path.startswith(_NETWORK_DEVICES):
                 found.send(Egress.WRITE, f"redirecting to {path} sends data out")
-        _analyze_words(simple.words, tuple(simple.stdin_scripts), found, depth)
-
-
-_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
-_RESERVED_WORDS: Final = _wordset("! { } if then else elif fi do done while until coproc")
-#: Commands that run the command after them: their options that take a value, and how many
-#: positional words (``timeout 10``) come before the command.
-_WRAPPERS: Final[Mapping[str, tuple[frozenset[str], int]]] = {
-    "sudo": (_wordset("-u -g -h -p -C -D -r -t -U -T --user --group"), 0),
-    "doas": (_wordset("-u -C"), 0),
-    "env": (_wordset("-u -C --unset --chdir"), 0),
-    "nohup": (frozenset(), 0),
-    "time": (_wordset("-f -o"), 0),
-    "command": (frozenset(), 0),
-    "exec": (_wordset("-a"), 0),
-    "builtin": (frozenset(), 0),
-    "nice": (_wordset("-n --adjustment"), 0),
-    "ionice": (_wordset("-c -n -p"), 0),
-    "stdbuf": (_wordset("-i -o -e"), 0),
-    "timeout": (_wordset("-s -k --signal --kill-after"), 1),
-    "xargs": (_wordset("-I -d -n -P -L -s -E -a --delimiter --max-args"), 0),
-    "watch": (_wordset("-n --interval"), 0),
-    "setsid": (frozenset(), 0),
-    "unbuffer": (frozenset(), 0),
-    "busybox": (frozenset(), 0),
-    "strace": (_wordset("-o -e -p -s"), 0),
-}
-
-
-def _command_name(word: str) -> str:
-    return word.rsplit("/", 1)[-1].lower().removesuffix(".exe")
-
-
-def _analyze_words(
-    words: Sequence[str], stdin_scripts: tuple[str, ...], found: _Findings, depth: int
-) -> None:
-    index = 0
-    while index < len(words) and (_ASSIGNMENT.match(words[index]) or words[index] in _RESERVED_WORDS):
-        index += 1
-    if index >= len(words):
-        return
-    name, args = _command_name(words[index]), tuple(words[index + 1 :])
-    if name in _WRAPPERS:
-        if name == "command" and {"-v", "-V"} & set(args):
-            return  # `command -v curl` only looks curl up
-        rest = _unwrap(name, args)
-        if rest:
-            _analyze_words(rest, stdin_scripts, found, depth)
-        elif name == "env":
-            found.taint(FlowFlag.SECRET, "env", "env dumps the environment (credentials)")
-        return
-    invocation = _Invocation(name, args, stdin_scripts, found, depth)
-    if _credential_command(invocation):
-        return
-    handler = _HANDLERS.get(name)
-    if handler is None and re.fullmatch(r"(?:python|pypy)[0-9.]*", name):
-        handler = _python
-    if handler is not None:
-        handler(invocation)
-
-
-def _unwrap(name: str, args: Sequence[str]) -> list[str]:
-    """Return the command a wrapper runs (empty if none)."""
-    with_value, positional = _WRAPPERS[name]
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            i += 1
-            break
-        if name == "env" and arg in ("-S", "--split-string") and i + 1 < len(args):
-            return [*_split(args[i + 1]), *args[i + 2 :]]
-        if arg.startswith("-") and len(arg) > 1:
-            i += 2 if arg in with_value else 1
+        invocation = _Invocation(ran.name, ran.args, found)
+        if _credential_command(invocation):
             continue
-        if name == "env" and _ASSIGNMENT.match(arg):
-            i += 1
-            continue
-        if positional:
-            positional -= 1
-            i += 1
-            continue
-        break
-    return list(args[i:])
-
-
-def _split(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
+        handler = _HANDLERS.get(ran.name)
+        if handler is not None:
+            handler(invocation)
 
 
 def _positionals(args: Sequence[str], with_value: Iterable[str] = ()) -> list[str]:
@@ -1061,29 +578,11 @@ def _option_value(args: Sequence[str], i: int, inline: str, has_inline: bool) ->
 # --- commands that print credentials (heuristic: FLOW-GUARD.md lists credential files; these
 # commands print the same material). Judged on that alone: printing a token is not an egress.
 
-_CREDENTIAL_COMMANDS: Final[Mapping[str, tuple[tuple[str, ...], ...]]] = {
-    "gh": (("auth", "token"),),
-    "git": (("credential", "fill"),),
-    "gcloud": (
-        ("auth", "print-access-token"),
-        ("auth", "print-identity-token"),
-        ("auth", "application-default", "print-access-token"),
-    ),
-    "az": (("account", "get-access-token"),),
-    "aws": (("configure", "get"), ("configure", "export-credentials"), ("sts", "get-session-token")),
-    "kubectl": (("get", "secret"), ("get", "secrets")),
-    "security": (("find-generic-password",), ("find-internet-password",)),
-    "op": (("read",), ("item", "get")),
-    "pass": (("show",),),
-    "vault": (("read",), ("kv", "get")),
-}
-_CREDENTIAL_COMMAND_OPTIONS: Final = _wordset("-C -c --git-dir -n --namespace -R --repo")
-
 
 def _credential_command(inv: _Invocation) -> bool:
     """Flag a command that prints credentials; return whether it was one."""
-    words = _positionals(inv.args, _CREDENTIAL_COMMAND_OPTIONS)
-    for pattern in _CREDENTIAL_COMMANDS.get(inv.name, ()):
+    words = _positionals(inv.args, tables.CREDENTIAL_COMMAND_OPTIONS)
+    for pattern in tables.CREDENTIAL_COMMANDS.get(inv.name, ()):
         if len(words) >= len(pattern) and all(
             word == part or word.startswith(part + "/") for word, part in zip(words, pattern, strict=False)
         ):
@@ -1096,63 +595,8 @@ def _credential_command(inv: _Invocation) -> bool:
 # --- readers
 
 
-@dataclass(frozen=True)
-class _Reader:
-    """A command that prints the files it is given.
-
-    ``pattern_first``: its first positional is a pattern or script, unless one of
-    ``script_options`` supplies it; ``with_value``/``two_values``: options followed by one
-    or two values.
-    """
-
-    pattern_first: bool = False
-    script_options: frozenset[str] = frozenset()
-    with_value: frozenset[str] = frozenset()
-    two_values: frozenset[str] = frozenset()
-
-
-#: Reader options whose value is a pattern or script text, not a file.
-_PATTERN_OPTIONS: Final = _wordset("-e --regexp --expression")
-_PLAIN_READERS: Final = _wordset(
-    "cat tac head tail less more bat batcat nl od xxd hexdump hd strings base64 base32 basenc"
-    " cut sort uniq paste column fold fmt pr diff sdiff comm view openssl iconv rev expand"
-    " unexpand source ."
-)
-_GREP: Final = _Reader(
-    True,
-    _wordset("-e -f --regexp --file"),
-    _wordset("-e -f -m -A -B -C -d -D --regexp --file --max-count --context"),
-)
-_READERS: Final[Mapping[str, _Reader]] = {
-    **dict.fromkeys(_PLAIN_READERS, _Reader()),
-    **dict.fromkeys(_wordset("grep egrep fgrep zgrep ag ack"), _GREP),
-    "rg": _Reader(
-        True,
-        _wordset("-e -f --regexp --file"),
-        _wordset(
-            "-e -f -g -m -A -B -C -t -T -M -j -r -E --glob --iglob --type --type-not --replace"
-            " --regexp --file --max-count"
-        ),
-    ),
-    "sed": _Reader(True, _wordset("-e -f --expression --file"), _wordset("-e -f -l --expression --file")),
-    **dict.fromkeys(
-        _wordset("awk gawk mawk nawk"),
-        _Reader(True, _wordset("-f --file"), _wordset("-F -v -f --field-separator --assign")),
-    ),
-    **dict.fromkeys(
-        _wordset("jq yq"),
-        _Reader(
-            True,
-            _wordset("-f --from-file"),
-            _wordset("-f --from-file --indent -L"),
-            _wordset("--arg --argjson --slurpfile --rawfile"),
-        ),
-    ),
-}
-
-
 def _reader(inv: _Invocation) -> None:
-    spec = _READERS[inv.name]
+    spec = tables.READERS[inv.name]
     args = inv.args
     if inv.name == "sed" and any(arg.startswith(("-i", "--in-place")) for arg in args):
         return  # edits in place; prints nothing
@@ -1170,7 +614,7 @@ def _reader(inv: _Invocation) -> None:
         if arg.startswith("-") and len(arg) > 1:
             option, has_inline, inline = arg.partition("=")
             count = 2 if option in spec.two_values else int(option in spec.with_value and not has_inline)
-            if option not in _PATTERN_OPTIONS:  # `-e PATTERN` names no file; `-f FILE` does
+            if option not in tables.PATTERN_OPTIONS:  # `-e PATTERN` names no file; `-f FILE` does
                 checked.extend([inline] if has_inline else args[i + 1 : i + 1 + count])
             i += 1 + count
             continue
@@ -1191,16 +635,12 @@ def _dd(inv: _Invocation) -> None:
 
 # --- environment dumps (brief: printenv/env dumping the environment counts as secret)
 
-_SECRET_NAME: Final = re.compile(
-    r"SECRET|TOKEN|PASSW(?:OR)?D|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH", re.IGNORECASE
-)
-
 
 def _printenv(inv: _Invocation) -> None:
     names = _positionals(inv.args)
     if not names:
         inv.secret("printenv", "printenv dumps the environment (credentials)")
-    elif any(_SECRET_NAME.search(name) for name in names):
+    elif any(tables.SECRET_NAME.search(name) for name in names):
         inv.secret("printenv", f"printenv prints {' '.join(names)} (credentials)")
 
 
@@ -1216,20 +656,16 @@ def _env_listing(inv: _Invocation) -> None:
     inv.secret(inv.name, f"{inv.name} lists the environment (credentials)")
 
 
-# --- HTTP clients
+def _env_dump(inv: _Invocation) -> None:
+    """``env`` running no command (:func:`shellwords.walk` names it ``env`` then) prints the environment."""
+    inv.secret("env", "env dumps the environment (credentials)")
 
-_WRITE_METHODS: Final = _wordset("POST PUT PATCH DELETE")
-_INFO_ONLY: Final = _wordset("--version -V --help -h --manual -M")
-#: curl's short options that take a value (the rest of the cluster or the next word).
-_CURL_SHORT_WITH_VALUE: Final = frozenset("AbcCdDeEFHKmoPQrtTuUwxXyYz")
-_CURL_LONG_DATA: Final = _wordset(
-    "--data --data-ascii --data-binary --data-raw --data-urlencode --json --form --form-string"
-    " --upload-file --mail-rcpt --mail-from"
-)
+
+# --- HTTP clients
 
 
 def _info_only(inv: _Invocation) -> bool:
-    return bool(inv.args) and set(inv.args) <= _INFO_ONLY
+    return bool(inv.args) and set(inv.args) <= tables.INFO_ONLY
 
 
 def _curl(inv: _Invocation) -> None:
@@ -1244,12 +680,14 @@ def _curl(inv: _Invocation) -> None:
         arg = args[i]
         if arg.startswith("--"):
             option, has_inline, inline = arg.partition("=")
-            if option not in _CURL_LONG_DATA and option != "--request":
+            if option not in tables.CURL_LONG_DATA and option != "--request":
                 i += 1
                 continue
             value, i = _option_value(args, i, inline, bool(has_inline))
             if option == "--request":
-                sends = sends or (f"curl -X {value.upper()}" if value.upper() in _WRITE_METHODS else None)
+                sends = sends or (
+                    f"curl -X {value.upper()}" if value.upper() in tables.WRITE_METHODS else None
+                )
             else:
                 sends = sends or f"curl {option}"
                 _curl_data_file(inv, "F" if option.startswith("--form") else option, value)
@@ -1258,7 +696,7 @@ def _curl(inv: _Invocation) -> None:
         if not arg.startswith("-") or len(arg) < 2:
             continue
         for position, letter in enumerate(arg[1:], start=1):
-            if letter not in _CURL_SHORT_WITH_VALUE:
+            if letter not in tables.CURL_SHORT_WITH_VALUE:
                 continue
             value = arg[position + 1 :]
             if not value:
@@ -1267,7 +705,7 @@ def _curl(inv: _Invocation) -> None:
             if letter in "dFT":
                 sends = sends or f"curl -{letter}"
                 _curl_data_file(inv, letter, value)
-            elif letter == "X" and value.upper() in _WRITE_METHODS:
+            elif letter == "X" and value.upper() in tables.WRITE_METHODS:
                 sends = sends or f"curl -X {value.upper()}"
             break
     if sends:
@@ -1302,7 +740,9 @@ def _wget(inv: _Invocation) -> None:
             continue
         value, i = _option_value(args, i, inline, bool(has_inline))
         if option == "--method":
-            sends = sends or (f"wget --method={value.upper()}" if value.upper() in _WRITE_METHODS else None)
+            sends = sends or (
+                f"wget --method={value.upper()}" if value.upper() in tables.WRITE_METHODS else None
+            )
         else:
             sends = sends or f"wget {option}"
             if option.endswith("-file"):
@@ -1315,11 +755,11 @@ def _wget(inv: _Invocation) -> None:
 
 def _httpie(inv: _Invocation) -> None:
     """HTTPie/xh: ``http [METHOD] URL [items]``; data items (``a=b``, ``a:=1``, ``f@file``) send."""
-    words = _positionals(inv.args, _wordset("-a --auth -o --output --session -A --auth-type"))
+    words = _positionals(inv.args, wordset("-a --auth -o --output --session -A --auth-type"))
     if not words:
         return
     method = words[0] if words[0].isalpha() and words[0].isupper() else None
-    sends = method in _WRITE_METHODS
+    sends = method in tables.WRITE_METHODS
     for item in words[2:] if method else words[1:]:
         if "==" in item:
             continue  # a query parameter
@@ -1339,7 +779,7 @@ def _powershell_web(inv: _Invocation) -> None:
     lowered = [arg.lower() for arg in inv.args]
     sends = bool({"-body", "-infile", "-form"} & set(lowered))
     for i, arg in enumerate(lowered[:-1]):
-        if arg == "-method" and lowered[i + 1].upper() in _WRITE_METHODS:
+        if arg == "-method" and lowered[i + 1].upper() in tables.WRITE_METHODS:
             sends = True
         elif arg == "-infile":
             inv.secret_path(inv.args[i + 1])
@@ -1351,29 +791,18 @@ def _powershell_web(inv: _Invocation) -> None:
 
 # --- remote shells and copies
 
-_REMOTE: Final = re.compile(
-    r"^(?:[a-z][a-z0-9+.-]*://|(?:[^\s/@:]+@)?(?:\[[^\]]*\]|[^\s/:]+):)", re.IGNORECASE
-)
-_COPY_OPTIONS: Final[Mapping[str, frozenset[str]]] = {
-    "scp": _wordset("-c -D -F -i -J -l -o -P -S -X"),
-    "rsync": _wordset(
-        "-e -f -T -M --rsh --filter --exclude --include --exclude-from --include-from --files-from"
-        " --temp-dir --port --password-file --log-file"
-    ),
-}
-
 
 def _remote_copy(inv: _Invocation) -> None:
     """``scp``/``rsync``: to a remote host is a write egress, from one a read egress."""
-    words = _positionals(inv.args, _COPY_OPTIONS[inv.name])
+    words = _positionals(inv.args, tables.COPY_OPTIONS[inv.name])
     if not words:
         return
     *sources, destination = words
-    if _REMOTE.match(destination):
+    if tables.REMOTE.match(destination):
         for source in sources:
             inv.secret_path(source)
         inv.write(f"{inv.name} to a remote host")
-    elif any(_REMOTE.match(source) for source in sources):
+    elif any(tables.REMOTE.match(source) for source in sources):
         inv.read(f"{inv.name} from a remote host")
 
 
@@ -1395,60 +824,10 @@ def _always_read(inv: _Invocation) -> None:
 
 # --- git, gh, package managers, cloud CLIs
 
-#: subcommand -> egress, or -> {sub-subcommand -> egress} (``git lfs push``, ``uv pip install``).
-_EgressTable: TypeAlias = Mapping[str, Egress | Mapping[str, Egress]]
-
-_GIT_GLOBAL_WITH_VALUE: Final = _wordset("-C -c --git-dir --work-tree --namespace --config-env")
-_GIT: Final[_EgressTable] = {
-    "push": Egress.WRITE,
-    "send-email": Egress.WRITE,
-    "fetch": Egress.READ,
-    "pull": Egress.READ,
-    "clone": Egress.READ,
-    "ls-remote": Egress.READ,
-    "submodule": {"update": Egress.READ, "add": Egress.READ},
-    "remote": {"update": Egress.READ},
-    "lfs": {"push": Egress.WRITE, "fetch": Egress.READ, "pull": Egress.READ, "clone": Egress.READ},
-}
-_INSTALL: Final[Mapping[str, Egress]] = dict.fromkeys(
-    _wordset("install download add update upgrade"), Egress.READ
-)
-_NODE: Final[_EgressTable] = {
-    **dict.fromkeys(_wordset("install i ci add update upgrade up exec dlx create x"), Egress.READ),
-    **dict.fromkeys(_wordset("publish unpublish"), Egress.WRITE),
-}
-_PIP: Final[_EgressTable] = dict.fromkeys(_wordset("install download wheel"), Egress.READ)
-_CONTAINERS: Final[_EgressTable] = {"pull": Egress.READ, "push": Egress.WRITE}
-#: Package managers and registries (heuristic): installs fetch (read), publishes send (write).
-_SUBCOMMANDS: Final[Mapping[str, _EgressTable]] = {
-    "git": _GIT,
-    "pip": _PIP,
-    "pip3": _PIP,
-    "pipx": dict.fromkeys(_wordset("install run upgrade"), Egress.READ),
-    "uv": {
-        **dict.fromkeys(_wordset("add sync lock"), Egress.READ),
-        "pip": {"install": Egress.READ, "download": Egress.READ},
-        "tool": {"install": Egress.READ, "run": Egress.READ},
-        "publish": Egress.WRITE,
-    },
-    "poetry": {**_INSTALL, "lock": Egress.READ, "publish": Egress.WRITE},
-    **dict.fromkeys(_wordset("npm pnpm yarn bun"), _NODE),
-    "cargo": {**_INSTALL, "fetch": Egress.READ, "publish": Egress.WRITE},
-    "go": dict.fromkeys(_wordset("get install mod"), Egress.READ),
-    "gem": {**_INSTALL, "fetch": Egress.READ, "push": Egress.WRITE},
-    "bundle": _INSTALL,
-    "composer": {**_INSTALL, "require": Egress.READ},
-    **dict.fromkeys(_wordset("apt apt-get dnf yum apk brew conda mamba micromamba"), _INSTALL),
-    "docker": _CONTAINERS,
-    "podman": _CONTAINERS,
-    "twine": {"upload": Egress.WRITE},
-    "huggingface-cli": {"download": Egress.READ, "upload": Egress.WRITE},
-}
-
 
 def _subcommand(inv: _Invocation) -> None:
-    table = _SUBCOMMANDS[inv.name]
-    words = _positionals(inv.args, _GIT_GLOBAL_WITH_VALUE if inv.name == "git" else ())
+    table = tables.SUBCOMMANDS[inv.name]
+    words = _positionals(inv.args, tables.GIT_GLOBAL_WITH_VALUE if inv.name == "git" else ())
     if not words:
         return
     # The subcommand is the first positional; the second is tried only when the first directly
@@ -1471,17 +850,10 @@ def _subcommand(inv: _Invocation) -> None:
         return
 
 
-_GH_WRITE_ACTIONS: Final = _wordset(
-    "create comment edit merge close reopen review upload delete fork rename set ready lock"
-    " unlock transfer pin unpin develop archive sync rerun"
-)
-_GH_FIELDS: Final = _wordset("-f -F --field --raw-field --input")
-
-
 def _gh(inv: _Invocation) -> None:
     """GitHub CLI: everything talks to GitHub (read egress); creating, commenting, editing,
     ``gh api`` with fields or a non-GET method send (write egress)."""
-    words = _positionals(inv.args, _wordset("-R --repo -X --method -H --header") | _GH_FIELDS)
+    words = _positionals(inv.args, wordset("-R --repo -X --method -H --header") | tables.GH_FIELDS)
     if not words or words[0] == "auth":
         return
     if words[0] == "api":
@@ -1490,18 +862,14 @@ def _gh(inv: _Invocation) -> None:
         for i, arg in enumerate(inv.args[:-1]):
             if arg in ("-X", "--method"):
                 method = inv.args[i + 1].upper()
-        if options & _GH_FIELDS or method != "GET":
+        if options & tables.GH_FIELDS or method != "GET":
             inv.write("gh api")
         else:
             inv.read("gh api")
-    elif len(words) > 1 and words[1] in _GH_WRITE_ACTIONS:
+    elif len(words) > 1 and words[1] in tables.GH_WRITE_ACTIONS:
         inv.write(f"gh {words[0]} {words[1]}")
     else:
         inv.read(f"gh {words[0]}")
-
-
-_CLOUD_COPY: Final = _wordset("cp sync mv copy move copyto moveto rsync")
-_CLOUD_SEND: Final = _wordset("upload upload-batch put-object publish send-message send-email invoke")
 
 
 def _cloud(inv: _Invocation) -> None:
@@ -1511,7 +879,7 @@ def _cloud(inv: _Invocation) -> None:
     if not words:
         return
     spelled = " ".join((inv.name, *words[:2]))
-    if set(words) & _CLOUD_SEND or (set(words) & _CLOUD_COPY and _REMOTE.match(words[-1])):
+    if set(words) & tables.CLOUD_SEND or (set(words) & tables.CLOUD_COPY and tables.REMOTE.match(words[-1])):
         for word in words[:-1]:
             inv.secret_path(word)
         inv.write(spelled)
@@ -1519,87 +887,32 @@ def _cloud(inv: _Invocation) -> None:
         inv.read(spelled)
 
 
-_KUBECTL_WRITE: Final = _wordset("apply create cp exec replace patch edit run")
-
-
 def _kubectl(inv: _Invocation) -> None:
-    words = _positionals(inv.args, _wordset("-n --namespace -o --output --context -f -c"))
+    words = _positionals(inv.args, wordset("-n --namespace -o --output --context -f -c"))
     if words:
-        if words[0] in _KUBECTL_WRITE:
+        if words[0] in tables.KUBECTL_WRITE:
             inv.write(f"kubectl {words[0]}")
         else:
             inv.read(f"kubectl {words[0]}")
 
 
-# --- interpreters and shells
-
-_SHELLS: Final = _wordset("sh bash zsh dash ksh mksh ash fish")
-
-
-def _shell_script(args: Sequence[str]) -> tuple[str | None, bool]:
-    """``(the script of -c, whether a script file is named)`` for a shell's arguments."""
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in ("-o", "+o", "-O", "+O"):
-            i += 2
-        elif arg.startswith("--"):
-            i += 1
-        elif arg.startswith("-") and "c" in arg[1:]:
-            j = i + 1
-            while j < len(args) and args[j].startswith(("-", "+")) and args[j] != "-":
-                j += 2 if args[j] in ("-o", "+o") else 1
-            return (args[j] if j < len(args) else None), False
-        elif arg.startswith(("-", "+")) and arg != "-":
-            i += 1
-        else:
-            return None, arg != "-"
-    return None, False
-
-
-def _shell(inv: _Invocation) -> None:
-    """``bash -c SCRIPT``, and a heredoc or here-string fed to a shell, are parsed recursively."""
-    if inv.depth >= MAX_SHELL_NESTING:
-        return
-    script, names_file = _shell_script(inv.args)
-    scripts = [script] if script is not None else ([] if names_file else list(inv.stdin_scripts))
-    for text in scripts:
-        _analyze_shell(text, inv.found, inv.depth + 1)
-
-
-def _eval(inv: _Invocation) -> None:
-    if inv.depth < MAX_SHELL_NESTING and inv.args:
-        _analyze_shell(" ".join(inv.args), inv.found, inv.depth + 1)
-
-
-def _python(inv: _Invocation) -> None:
-    """``python -m pip install ...`` is judged as ``pip install ...``; other code is opaque."""
-    args = list(inv.args)
-    if "-m" in args[:-1]:
-        _analyze_words(args[args.index("-m") + 1 :], inv.stdin_scripts, inv.found, inv.depth)
-
-
 _HANDLERS: Final[Mapping[str, Callable[[_Invocation], None]]] = {
-    **dict.fromkeys(_READERS, _reader),
+    **dict.fromkeys(tables.READERS, _reader),
     "dd": _dd,
     "printenv": _printenv,
-    **dict.fromkeys(_wordset("export set declare typeset"), _env_listing),
+    **dict.fromkeys(tables.ENV_LISTERS, _env_listing),
     "curl": _curl,
     "wget": _wget,
-    **dict.fromkeys(_wordset("http https xh xhs"), _httpie),
-    **dict.fromkeys(_wordset("iwr irm invoke-webrequest invoke-restmethod"), _powershell_web),
+    **dict.fromkeys(tables.HTTPIE, _httpie),
+    **dict.fromkeys(tables.POWERSHELL_WEB, _powershell_web),
     "scp": _remote_copy,
     "rsync": _remote_copy,
     "ssh": _ssh,
-    **dict.fromkeys(
-        _wordset("sftp nc ncat netcat socat telnet ftp lftp tftp mail mailx s-nail sendmail mutt msmtp"),
-        _always_write,
-    ),
-    **dict.fromkeys(_wordset("npx pnpx bunx uvx ping dig nslookup host traceroute whois"), _always_read),
-    **dict.fromkeys(_SUBCOMMANDS, _subcommand),
+    **dict.fromkeys(tables.NETWORK_SENDERS, _always_write),
+    **dict.fromkeys(tables.NETWORK_FETCHERS, _always_read),
+    **dict.fromkeys(tables.SUBCOMMANDS, _subcommand),
     "gh": _gh,
-    **dict.fromkeys(_wordset("aws gsutil gcloud az rclone"), _cloud),
+    **dict.fromkeys(tables.CLOUD_CLIS, _cloud),
     "kubectl": _kubectl,
-    **dict.fromkeys(_SHELLS, _shell),
-    "eval": _eval,
+    "env": _env_dump,
 }

@@ -40,9 +40,12 @@ resolved against the call's ``cwd`` with symlinks resolved where they exist, so 
 File tools (``Write``, ``Edit``, ``MultiEdit`` use ``tool_input.file_path``; ``NotebookEdit`` uses
 ``tool_input.notebook_path``): denied when the path is guarded, or missing.
 
-``Bash``: the command is split with :mod:`shlex` (POSIX rules, shell operators and newlines as
-separate tokens, no comment stripping), and the guard is deliberately conservative. It denies a
-command line that both
+``Bash``: the command is split into simple commands by :func:`octipusd.policy.shellwords.parse`
+(shlex with POSIX rules; shell operators and newlines separate commands, quoted or escaped operator
+characters do not; line continuations are joined; the body of every ``$(...)`` and backtick
+substitution, at any depth, is split as commands of its own), read conservatively: comments and
+heredoc body lines are not skipped but split as commands like any other text. The guard is
+deliberately conservative. It denies a command line that both
 
 1. mentions a guarded path: a word containing a guarded name (also inside ``$(...)``, ``-c`` code or
    ``of=`` operands), a word that names one through a symlink or from a guarded current directory, a
@@ -57,7 +60,8 @@ command line that both
 
 So ``cat .claude/settings.json`` passes, ``echo x > .claude/settings.json`` and ``cat .claude/x; npm
 test`` do not (split such a line into separate calls). A command that cannot be split (unbalanced
-quotes) is denied when its text mentions a guarded name.
+quotes, also inside a substitution) is denied when its text mentions a guarded name, and so is one
+with more substitutions than are parsed (:data:`_MAX_PARSED_TEXTS`) when it mentions one.
 
 Limits: this is a lexical check, not a sandbox. A program that writes configuration without naming it
 on the command line (a script file, a value computed at run time, a variable set by an earlier call,
@@ -72,10 +76,11 @@ import fnmatch
 import json
 import os
 import re
-import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TextIO
+
+from octipusd.policy import shellwords
 
 __all__ = [
     "FILE_TOOLS",
@@ -126,18 +131,17 @@ READ_ONLY_COMMANDS: Final[frozenset[str]] = frozenset(
 FIND_ACTIONS: Final[frozenset[str]] = frozenset(
     {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
 )
-#: Shell words skipped before the command word of a simple command.
-SKIPPED_KEYWORDS: Final[frozenset[str]] = frozenset(
-    {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}", "fi", "done", "esac", "time"}
-)
+#: Shell words skipped before the command word of a simple command (``time`` runs the next word).
+SKIPPED_KEYWORDS: Final[frozenset[str]] = shellwords.RESERVED_WORDS | {"time"}
 #: Words that start a loop or case header: the header itself runs nothing.
 HEADER_KEYWORDS: Final[frozenset[str]] = frozenset({"for", "select", "case", "function"})
 #: Redirection targets that are not files.
 SAFE_TARGETS: Final[frozenset[str]] = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
-_OPERATOR_CHARS: Final = "();<>|&\n"
 _GLOB_CHARS: Final = frozenset("*?[")
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+#: How many command lines (the line itself, then ``$(...)``/backtick bodies at any depth) are
+#: parsed; a line holding more counts as able to write.
+_MAX_PARSED_TEXTS: Final = 64
 _NAMES_PATTERN: Final = "|".join(re.escape(name) for name in sorted(GUARDED_NAMES, key=len, reverse=True))
 _MENTION = re.compile(r"(?<![\w.-])(" + _NAMES_PATTERN + r")(?![\w.-])", re.IGNORECASE)
 _BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
@@ -217,18 +221,6 @@ def _file_decision(tool: str, tool_input: Mapping[str, Any], cwd: str) -> dict[s
 
 
 # ---------------------------------------------------------------------------------- Bash
-
-
-def _tokens(command: str) -> list[str]:
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=_OPERATOR_CHARS)
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    return list(lexer)
-
-
-def _is_operator(token: str) -> bool:
-    return bool(token) and all(c in _OPERATOR_CHARS for c in token)
 
 
 def _brace_expand(word: str) -> list[str]:
@@ -332,43 +324,46 @@ def _sweep_targets(name: str, args: list[str]) -> list[str]:
     return []
 
 
-def _simple_commands(tokens: list[str]) -> tuple[list[list[str]], bool]:
-    """Split tokens into simple commands' words (redirections removed).
+def _simple_commands(command: str) -> tuple[list[shellwords.SimpleCommand], bool]:
+    """Split a Bash command line into its simple commands, those of its substitutions included.
+
+    Conservative reading (:func:`shellwords.parse` with ``comments=False, heredocs=False``):
+    comment text and heredoc body lines stay in the line and are split as commands; the body of
+    every ``$(...)``/backtick substitution, at any depth, is split too (up to
+    :data:`_MAX_PARSED_TEXTS` texts).
+
+    Args:
+        command: The ``tool_input.command`` text.
 
     Returns:
-        ``(commands, redirects)``: the words of each simple command, and whether any output
-        redirection targets a file.
+        ``(commands, complete)``: the simple commands (the line's, then each substitution's, in
+        the order found), and False when some substitution bodies were left unparsed.
+
+    Raises:
+        ValueError: When a text cannot be split (an unclosed quote).
     """
-    commands: list[list[str]] = [[]]
-    redirects = False
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
-        if not _is_operator(token):
-            commands[-1].append(token)
-            continue
-        # shlex groups adjacent operator characters (";>", ")>", "<("): split the command whenever
-        # the group holds a separator, then treat a ">" in it as an output redirection.
-        if any(c in ";()|\n" for c in token) or "&&" in token or token == "&":
-            commands.append([])
-        target = tokens[i] if i < len(tokens) and not _is_operator(tokens[i]) else None
-        if target is None or "(" in token:  # no word follows, or a process substitution
-            continue
-        if ">" in token:
-            fd_dup = token.endswith("&") and (target.isdigit() or target == "-")
-            if not fd_dup and target not in SAFE_TARGETS and not target.startswith("/dev/fd/"):
-                redirects = True
-            i += 1
-        elif "<" in token:  # input redirection, here-document or here-string: its word is data
-            i += 1
-    return [c for c in commands if c], redirects
+    texts, commands = [command], []
+    for _ in range(_MAX_PARSED_TEXTS):
+        if not texts:
+            break
+        parsed = shellwords.parse(texts.pop(0), comments=False, heredocs=False, strict=True)
+        commands.extend(parsed.commands)
+        texts.extend(parsed.substitutions)
+    return commands, not texts
+
+
+def _writes_file(redirect: shellwords.Redirect) -> bool:
+    """Whether an output redirection writes a file (not ``/dev/null``, a ``/dev/fd/N`` or an fd copy)."""
+    if ">" not in redirect.operator:
+        return False
+    target = redirect.target
+    fd_dup = redirect.operator.endswith("&") and (target.isdigit() or target == "-")
+    return not fd_dup and target not in SAFE_TARGETS and not target.startswith("/dev/fd/")
 
 
 def _command_writes(words: list[str]) -> bool:
-    index = 0
-    while index < len(words) and (_ASSIGNMENT.match(words[index]) or words[index] in SKIPPED_KEYWORDS):
-        index += 1
+    """Whether a simple command (its words) can write files: anything but a read-only command."""
+    index = shellwords.command_index(words, SKIPPED_KEYWORDS)
     if index >= len(words):
         return False
     word = words[index]
@@ -392,7 +387,7 @@ def command_decision(command: str, cwd: str) -> dict[str, Any] | None:
     """
     raw_mention = _MENTION.search(command)
     try:
-        tokens = _tokens(command)
+        commands, complete = _simple_commands(command)
     except ValueError:
         if raw_mention is None:
             return None
@@ -401,27 +396,25 @@ def command_decision(command: str, cwd: str) -> dict[str, Any] | None:
             "configuration) and cannot be parsed safely, so it is refused. Agents in a shared space never "
             "write .claude/, .codex/, .gemini/, .agents/, .vibe/, .mcp.json or .claude.json."
         )
-    commands, redirects = _simple_commands(tokens)
+    writes_file = not complete or any(_writes_file(r) for simple in commands for r in simple.redirects)
     dotglob = "dotglob" in command or "GLOBIGNORE" in command
     mention: str | None = raw_mention.group(1) if raw_mention is not None else None
-    words = [t for t in tokens if not _is_operator(t)]
+    words = [word for simple in commands for word in (*simple.words, *(r.target for r in simple.redirects))]
     for word in words:
         if mention is not None:
             break
         mention = _word_mention(word, cwd, dotglob)
     if mention is None:
         for simple in commands:
-            index = 0
-            while index < len(simple) and _ASSIGNMENT.match(simple[index]):
-                index += 1
-            if index < len(simple):
-                name = os.path.basename(simple[index])
-                if any(_sweeps_guarded(t, cwd) for t in _sweep_targets(name, simple[index + 1 :])):
+            index = shellwords.command_index(simple.words, frozenset())
+            if index < len(simple.words):
+                name = os.path.basename(simple.words[index])
+                if any(_sweeps_guarded(t, cwd) for t in _sweep_targets(name, simple.words[index + 1 :])):
                     mention = f"a folder holding {', '.join(sorted(GUARDED_NAMES))}"
                     break
     if mention is None:
         return None
-    if not (redirects or any(_command_writes(simple) for simple in commands)):
+    if not (writes_file or any(_command_writes(simple.words) for simple in commands)):
         return None
     return deny(
         f"Octipus shell guard: this command mentions {mention} (a coding agent's configuration) and can "
