@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -261,14 +261,84 @@ def subject_of(arguments: Mapping[str, Any], action: str) -> str:
 
     Returns:
         The first present value among :data:`SUBJECT_FIELDS` (see the module docstring for
-        "present"), as text; else ``action``.
+        "present"), as text (a ``command`` string as a :class:`CommandSubject`, matched per
+        simple command); else ``action``.
     """
     for name in SUBJECT_FIELDS:
         value = arguments.get(name)
         if _falsy(value):
             continue
-        return _render(value)
+        return CommandSubject(value) if name == "command" and isinstance(value, str) else _render(value)
     return action
+
+
+#: How deeply ``$(...)``, ``bash -c`` and ``eval`` are looked into for a DENY or ASK rule.
+COMMAND_DEPTH: Final = 3
+
+
+class CommandSubject(str):
+    """A subject taken from a ``command`` argument: a shell command line, matched per command.
+
+    FACTS.md §3 makes ``x:*`` a plain string prefix. Over a whole command line that would let
+    ``git:*`` allow ``git status; rm -rf ~`` and keep ``rm:*`` from denying ``ls; rm x`` (found
+    by a user trial), so a command line is split into its simple commands
+    (:mod:`octipusd.policy.shellwords`) and:
+
+    * a DENY or ASK rule matches when it accepts the whole line, any of its top-level simple
+      commands, or any command it runs (wrappers such as ``sudo`` unwrapped; ``$(...)``,
+      ``bash -c`` and ``eval`` looked into, :data:`COMMAND_DEPTH` levels);
+    * an ALLOW rule matches a line that is one simple command without command substitution
+      when it accepts the line as written (``git:*`` still matches ``gitk``, as FACTS.md says),
+      and a line of several simple commands only when it accepts every one of them; a line with
+      a command substitution, or one that cannot be split, is never allowed by a matcher (only
+      by a rule that accepts anything).
+    """
+
+    _split: tuple[tuple[str, ...] | None, tuple[str, ...]] | None
+
+    def __new__(cls, value: str) -> CommandSubject:
+        """Wrap ``value`` (the command line); it is split on first use."""
+        made = super().__new__(cls, value)
+        made._split = None
+        return made
+
+    def _parts(self) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+        if self._split is None:
+            from octipusd.policy import shellwords  # local: shellwords is only needed for commands
+
+            top: tuple[str, ...] | None
+            try:
+                parsed = shellwords.parse(str(self), strict=True)
+                top = None if parsed.substitutions else tuple(" ".join(c.words) for c in parsed.commands)
+                direct = tuple(" ".join(c.words) for c in parsed.commands)
+            except ValueError:
+                top, direct = None, ()
+            walked = tuple(
+                " ".join((c.name, *c.args))
+                for c in shellwords.walk(str(self), max_depth=COMMAND_DEPTH)
+                if c.name
+            )
+            self._split = (top, direct + walked)
+        return self._split
+
+    def accepted_by(self, matches: Callable[[str], bool], level: Level) -> bool:
+        """Whether a matcher (``matches(text)``) accepts this line for a rule of ``level``.
+
+        Args:
+            matches: The matcher's test on one text.
+            level: The rule's level (DENY/ASK: any part; ALLOW: the rules in the class docstring).
+
+        Returns:
+            True when the rule applies to this command line.
+        """
+        top, parts = self._parts()
+        if level is not Level.ALLOW:
+            return matches(str(self)) or any(matches(part) for part in parts)
+        if top is None or not top:
+            return False
+        if len(top) == 1:
+            return matches(str(self))
+        return all(matches(part) for part in top)
 
 
 @dataclass(frozen=True)
@@ -297,13 +367,23 @@ class Rule:
         return self.tool_id in ("*", tool_id) or self.tool_id == family_of(tool_id)
 
     def matches_subject(self, subject: str) -> bool:
-        """Whether the matcher accepts ``subject`` (any / ``prefix:*`` / exact)."""
+        """Whether the matcher accepts ``subject`` (any / ``prefix:*`` / exact).
+
+        A shell command line (a :class:`CommandSubject`) is matched per simple command, so a
+        prefix rule cannot be stretched past ``;``, ``&&``, ``|`` or ``$(...)``
+        (:meth:`CommandSubject.accepted_by`).
+        """
         if self.matches_anything:
             return True
+        if isinstance(subject, CommandSubject):
+            return subject.accepted_by(self._matches_text, self.level)
+        return self._matches_text(subject)
+
+    def _matches_text(self, text: str) -> bool:
         assert self.matcher is not None
         if self.matcher.endswith(":*"):
-            return subject.startswith(self.matcher[:-2])
-        return subject == self.matcher
+            return text.startswith(self.matcher[:-2])
+        return text == self.matcher
 
     def matches(self, tool_id: str, subject: str) -> bool:
         """Whether the rule matches a call of ``tool_id`` whose subject is ``subject``."""

@@ -471,3 +471,50 @@ def test_rules_that_can_match_pass(tool_id: str) -> None:
     from octipusd.policy.rules import unmatchable_reason
 
     assert unmatchable_reason(tool_id) is None
+
+
+# Command lines are matched per simple command (a user trial found prefix rules stretched past `;`).
+
+
+@pytest.mark.parametrize(
+    ("command", "level"),
+    [
+        ("git status", "allow"),
+        ("gitk", "allow"),  # FACTS.md §3: a plain string prefix within one command
+        ("git status; rm -rf ~", "ask"),
+        ("git status && git log", "allow"),  # every command is allowed by the rule
+        ("cat /dev/null; touch shellpwned.txt", "ask"),
+        ("ls $(rm x)", "ask"),
+        ("echo `touch x`", "ask"),
+        ("git status 'unclosed", "ask"),
+        ("git log | head", "ask"),
+    ],
+)
+def test_allow_prefix_rules_cover_every_command_of_a_line(command: str, level: str) -> None:
+    from octipusd.policy.engine import Policy
+
+    policy = Policy.from_setting(None)
+    assert str(policy.decide("shell__run", {"command": command}).level) == level
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["rm -rf build", "ls; rm x", "echo hi && rm x", 'bash -c "rm -rf build"', "sudo rm x", "echo $(rm x)"],
+)
+def test_deny_prefix_rules_catch_a_command_anywhere_in_a_line(command: str) -> None:
+    from octipusd.policy.engine import Policy
+
+    policy = Policy.from_setting(
+        {"allow": ["cli-native:Bash(echo:*)", "cli-native:Bash(ls:*)"], "deny": ["cli-native:Bash(rm:*)"]}
+    )
+    decision = policy.decide("cli-native:Bash", {"command": command}, "Bash")
+    assert str(decision.level) == "deny", (command, decision.explanation)
+
+
+def test_exact_and_fork_bomb_rules_still_match_the_line_as_written() -> None:
+    from octipusd.policy.engine import Policy
+
+    policy = Policy.from_setting({"allow": ['cli-native:Bash(bash -c "echo probe")'], "deny": []})
+    assert str(policy.decide("cli-native:Bash", {"command": 'bash -c "echo probe"'}, "Bash").level) == "allow"
+    defaults = Policy.from_setting(None)
+    assert str(defaults.decide("shell__run", {"command": ":(){ :|:& };:"}).level) == "deny"
