@@ -85,7 +85,7 @@ def _answers_for(approval: Approval, body: ApprovalAnswer) -> dict[str, Any] | N
     if body.decision == "deny":
         return None
     if not body.answers:
-        raise ApprovalError(BARE_ALLOW_ERROR.replace(" ID ", f" {approval.id} "))
+        raise ApprovalError(BARE_ALLOW_ERROR.replace("ID", approval.id))
     try:
         return dict(validate_answers(parse_questionnaire(approval.input), body.answers))
     except QuestionnaireError as exc:

@@ -55,7 +55,7 @@ QUESTIONNAIRE_TOOL: Final = "AskUserQuestion"
 BARE_ALLOW_ERROR: Final = (
     "this approval is a questionnaire (AskUserQuestion), not a yes/no tool approval: a bare allow "
     "cannot answer it. Send an answer for every question (octipusctl approvals answer ID --answer "
-    "'QUESTION=ANSWER', one --answer per question, or the web form), or deny to cancel it"
+    "'QUESTION=ANSWER', one --answer per question, or POST answers to /v1/approvals/ID), or deny to cancel it"
 )
 
 #: Denial message when a person cancels a questionnaire without giving a reason of their own.
