@@ -96,6 +96,16 @@ class LaunchRequest:
         space: True when the run serves an agent in a shared space (seed 003 "In shared
             spaces"): the adapter launches in its declared space mode, where native tools cannot
             act outside Octipus's decision path, or raises :class:`AdapterError` if it has none.
+        denied_native: Octipus's DENY entries for vendor-native tools in force for this session
+            (``octipusd.policy.engine.Policy.native_denials``), as Octipus rule texts without the
+            ``cli-native:`` prefix: ``Bash(rm:*)``, ``Write``, ``Read(/abs/path/.env)``, and ``*``
+            or ``*(<matcher>)`` for a legacy ``cli-native`` (or ``*``) deny covering every native
+            tool. The vendor may approve some native calls itself without relaying them (edits in
+            Claude's ``acceptEdits``, reads in every mode), so an adapter whose CLI takes a deny
+            list passes these to it, where they hold before any of the CLI's own approvals (seed
+            003: "a denial under either identity wins"); the relay still applies them to every
+            relayed call. An adapter that cannot pass one faithfully says so in
+            :attr:`LaunchSpec.notices` instead of widening or dropping it silently.
     """
 
     binary: str
@@ -114,6 +124,7 @@ class LaunchRequest:
     turn_limit: int | None = None
     token_limit: int | None = None
     space: bool = False
+    denied_native: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,9 @@ class LaunchSpec:
         stdin_mode: How stdin is connected.
         initial_input: Lines (without trailing newline) written to stdin right after spawn.
         secrets: Values that must never appear in logs or events (the capability).
+        notices: Sentences for the run's people about how the launch honours the request, which
+            the runtime emits as ``notice`` events before the run starts (e.g. which of
+            ``LaunchRequest.denied_native`` apply only to calls the vendor relays to Octipus).
     """
 
     argv: tuple[str, ...]
@@ -137,6 +151,7 @@ class LaunchSpec:
     stdin_mode: StdinMode = StdinMode.STREAM
     initial_input: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------- events

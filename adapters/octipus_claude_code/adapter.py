@@ -89,6 +89,7 @@ class ClaudeCodeAdapter:
                 (--session-id=<id> | --resume=<id>)
                 [--mcp-config=<run_dir>/claude-mcp-config.json] --strict-mcp-config
                 --permission-mode=<acceptEdits|bypassPermissions|plan|default>
+                [--disallowedTools=<Claude rule>]...
                 [--model=<model>]
                 [--append-system-prompt=<text>
                  | --append-system-prompt-file=<run_dir>/claude-append-system-prompt.txt]
@@ -101,6 +102,10 @@ class ClaudeCodeAdapter:
           always passed so no other MCP server (user, project ``.mcp.json``, plugins) is loaded.
         * Permission modes: workspace -> acceptEdits (the default), full -> bypassPermissions,
           plan -> plan, default -> default (seed 003 "Permissions and limits").
+        * ``request.denied_native`` (Octipus's native-tool DENY rules) become Claude's own deny list,
+          one ``--disallowedTools=<rule>`` each (:mod:`octipus_claude_code.denials`), so they hold
+          for the calls Claude approves itself; those that cannot be translated exactly stay
+          relay-only and are named in ``LaunchSpec.notices``.
         * The system prompt goes to a file instead of argv above 64 KiB (a single argv entry is
           limited to 128 KiB on Linux).
         * Additive flags: only ``--no-session-persistence``, ``--no-chrome``,

@@ -19,6 +19,13 @@ space"): native tools must not act outside Octipus's decision path, so a run in 
 * ``--settings=<run_dir>/claude-space-settings.json``: the locked flag-settings layer
   (:func:`space_settings`), written 0600 through ``LaunchSpec.files``.
 
+Native denials (``LaunchRequest.denied_native``, in a space or not): Octipus's DENY rules for
+native tools go to Claude's own deny list as ``--disallowedTools=<rule>`` tokens (one per rule,
+after ``--permission-mode`` and the settings flags), since Claude approves reads, and in
+``acceptEdits`` edits and common filesystem commands, without relaying them; its deny rules hold
+before any of its approvals. :mod:`.denials` translates them and names the ones that cannot be
+passed exactly; those are reported in ``LaunchSpec.notices`` (the relay still applies them).
+
 Observed with claude 2.1.197 (tests/unit/adapters/test_claude_code_space_real_binary.py): with a
 workspace ``.claude/settings.json`` and a user ``settings.json`` both allowing ``Bash`` and ``Write``,
 setting ``defaultMode: bypassPermissions`` and adding a ``PreToolUse`` hook, a space run still sent
@@ -37,6 +44,8 @@ from typing import Any, Final
 from octipusd import adapterkit
 from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
 from octipusd.errors import AdapterError
+
+from .denials import translate_denials
 
 #: The fixed head of every invocation (observed.md §1.1, §1.4, §1.6(b)): print mode, stream-json
 #: in and out (``--verbose`` is mandatory with stream-json output), and the stdio permission relay
@@ -356,7 +365,8 @@ def build_launch(
             :func:`space_settings`); ignored outside a space.
 
     Returns:
-        The launch spec.
+        The launch spec; ``notices`` holds one sentence when some of ``request.denied_native``
+        cannot be passed to Claude exactly (:meth:`.denials.DenialTranslation.notice`).
 
     Raises:
         AdapterError: missing or non-UUID session id, disallowed additive flag, invalid bridge, a
@@ -398,6 +408,11 @@ def build_launch(
         files[settings_path] = locked_settings
         argv.append("--setting-sources=")  # empty: no user, project or local settings file
         argv.append(_flag("--settings", str(settings_path)))
+    denials = translate_denials(
+        request.denied_native,
+        bridge_server=request.bridge.server_name if request.bridge is not None else "octipus",
+    )
+    argv.extend(denials.argv())
     if request.model:
         argv.append(_flag("--model", request.model))
     if request.system_prompt:
@@ -418,4 +433,5 @@ def build_launch(
         stdin_mode=StdinMode.STREAM,
         initial_input=(encode_user_message(request.prompt),),
         secrets=secrets,
+        notices=tuple(n for n in (denials.notice(),) if n is not None),
     )

@@ -46,8 +46,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from octipusd.policy.grants import Grant, grant_order_key
+from octipusd.policy.grants import Grant, grant_order_key, workspace_contains
 from octipusd.policy.rules import (
+    CLI_NATIVE_PREFIX,
     EVALUATION_ORDER,
     LEGACY_CLI_NATIVE_ID,
     Level,
@@ -339,6 +340,95 @@ class Policy:
                 "explanation": d.explanation,
             },
         }
+
+    def native_denials(
+        self,
+        *,
+        session_id: str | None = None,
+        workspace: str | None = None,
+        now: datetime | None = None,
+    ) -> list[str]:
+        """The vendor-native tool denials in force for one session, for the vendor CLI's own deny list.
+
+        A vendor CLI approves some native calls itself (Claude's ``acceptEdits`` mode runs edits and
+        common filesystem commands, every mode runs reads) and never relays them, so a DENY that only
+        the relay applies would not be enforced for them (seed 003 "Permissions and limits": "a
+        denial under either identity wins"). The runtime hands these texts to the adapter
+        (``LaunchRequest.denied_native``), which passes them to the CLI as its own deny rules.
+
+        Collected, in this order: stored rules, the configured rules (``permissions.rules`` or the
+        built-in defaults), then the grants (in :func:`~octipusd.policy.grants.grant_order_key`
+        order); only DENY entries, and of grants only those applicable here: not revoked, not
+        expired at ``now`` (``now < expires_at``), not used up (``uses < max_uses``), and whose
+        ``session_id`` / ``workspace`` conditions hold for ``session_id`` / ``workspace`` (the
+        workspace as :func:`~octipusd.policy.grants.workspace_contains`), the same liveness and
+        condition checks as :meth:`Grant.inapplicable_reason`. Entries by tool id:
+
+        * ``cli-native:<Tool>``: ``<Tool>``, or ``<Tool>(<matcher>)`` (e.g. ``Bash(rm:*)``,
+          ``Read(/abs/.env)``); a matcher that accepts anything (``*`` or empty) gives the bare
+          ``<Tool>``;
+        * the legacy ``cli-native`` and the every-tool ``*`` (both cover every ``cli-native:<Tool>``
+          call, see the module docstring): ``*``, or ``*(<matcher>)``, meaning that matcher on
+          every native tool;
+        * any other tool id (Octipus tools, families, MCP connector tools) covers no native call
+          and is left out.
+
+        Duplicates are kept once, at their first place. Pure: nothing is read but this policy.
+
+        Args:
+            session_id: The session the CLI runs for (session-scoped grants); None applies no
+                session-scoped grant.
+            workspace: The session's workspace path (workspace-scoped grants); None applies no
+                workspace-scoped grant.
+            now: The instant of the launch, aware; None means the current UTC time.
+
+        Returns:
+            Octipus rule texts without the ``cli-native:`` prefix, e.g.
+            ``["Bash(rm:*)", "Write", "*"]``.
+
+        Raises:
+            ValueError: ``now`` is naive.
+        """
+        at = now if now is not None else datetime.now(UTC)
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise ValueError(f"now must be a timezone-aware datetime (UTC), got naive {at.isoformat()}")
+        denials: list[str] = []
+
+        def add(tool_id: str, matcher: str | None) -> None:
+            if tool_id in (LEGACY_CLI_NATIVE_ID, "*"):
+                name = "*"
+            elif tool_id.startswith(CLI_NATIVE_PREFIX) and tool_id != CLI_NATIVE_PREFIX:
+                name = tool_id.removeprefix(CLI_NATIVE_PREFIX)
+            else:
+                return
+            text = name if matcher is None or matcher in ("", "*") else f"{name}({matcher})"
+            if text not in denials:
+                denials.append(text)
+
+        for rule in (*self.stored, *self.rules.rules):
+            if rule.level is Level.DENY:
+                add(rule.tool_id, rule.matcher)
+        for grant in self.grants:
+            if grant.level is Level.DENY and self._grant_in_force(grant, session_id, workspace, at):
+                add(grant.tool_id, grant.matcher)
+        return denials
+
+    @staticmethod
+    def _grant_in_force(grant: Grant, session_id: str | None, workspace: str | None, now: datetime) -> bool:
+        """Whether a grant is live and its conditions hold: the checks of
+        :meth:`Grant.inapplicable_reason` that do not depend on the call (revocation, expiry, usage
+        limit, session, workspace)."""
+        if grant.revoked_at is not None:
+            return False
+        if grant.expires_at is not None and now >= grant.expires_at:
+            return False
+        if grant.max_uses is not None and grant.uses >= grant.max_uses:
+            return False
+        if grant.session_id is not None and session_id != grant.session_id:
+            return False
+        return grant.workspace is None or (
+            workspace is not None and workspace_contains(grant.workspace, workspace)
+        )
 
     # ------------------------------------------------------------------ evaluation
 

@@ -441,6 +441,12 @@ class RunManager:
             attended=session.attended,
         )
         live.identity = identity
+        # Octipus's native denials go to the vendor's own deny list too: the vendor approves some
+        # calls itself and never relays them (seed 003: "a denial under either identity wins").
+        # Read at launch: a DENY added during the run holds at once for relayed calls, and for the
+        # calls the vendor approves itself from the next turn on.
+        policy = await self.gate.current_policy()
+        denied_native = policy.native_denials(session_id=session.id, workspace=str(workspace))
         async with open_bridge(identity, self) as bridge:
             request = LaunchRequest(
                 binary=binary,
@@ -458,8 +464,11 @@ class RunManager:
                 turn_limit=_positive_int(options.get("maxTurns")),
                 token_limit=_positive_int(options.get("maxTokens")),
                 space=in_space,
+                denied_native=tuple(denied_native),
             )
             spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
+            for message in spec.notices:
+                await self.hub.emit(run.id, "notice", {"message": message})
             if live.stop_status is not None:
                 return
             async with anyio.create_task_group() as tg:

@@ -44,19 +44,21 @@ def test_configured_allow_then_a_stored_legacy_deny_wins(octipus: Callable[..., 
     )
     assert env.client.request("GET", "/approvals", params={"status": "all", "run_id": first}) == []
 
-    # an operator's deny on the legacy identity (every native tool) beats the per-tool allow
+    # an operator's deny on the legacy identity (every native tool) beats the per-tool allow; it
+    # reaches Claude's own deny list, so Claude no longer offers the tool at all
     env.client.request("POST", "/rules", json={"level": "deny", "rule": "cli-native"})
     second = env.post(session, "probe again")
     assert env.wait_final(second)["status"] == "succeeded"
-    denied = _kinds(env, second, "policy_decision")[0]
-    assert denied["level"] == "deny" and denied["rule"] == "cli-native", denied
-    assert "either identity" in denied["explanation"]
+    argv = next(d for d in _kinds(env, second, "run_status") if d["status"] == "running")["argv"]
+    assert "--disallowedTools=Bash" in argv, argv
     results = _kinds(env, second, "tool_result")
-    assert any(r["is_error"] and "denied by Octipus policy" in r["content"] for r in results), results
+    assert any(r["is_error"] and "Bash exists but is not enabled" in r["content"] for r in results), results
+    assert not any("policy-probe" in r["content"] and not r["is_error"] for r in results)
     explained = env.client.request(
         "POST", "/rules/explain", json={"tool_id": "cli-native:Bash", "arguments": NESTED, "action": "Bash"}
     )
     assert explained["decision"]["level"] == "deny"
+    assert "either identity" in explained["decision"]["explanation"]
 
 
 def test_a_deny_added_while_the_prompt_is_open_cannot_be_approved(octipus: Callable[..., Env]) -> None:

@@ -18,6 +18,7 @@ from octipus_claude_code import (
     normalize_additive_flags,
     parse_version,
 )
+from octipus_claude_code.denials import CLAUDE_NATIVE_TOOLS, translate_denials
 from octipus_claude_code.launch import (
     INLINE_SYSTEM_PROMPT_MAX_BYTES,
     MCP_CONFIG_NAME,
@@ -26,6 +27,7 @@ from octipus_claude_code.launch import (
     SPACE_SETTINGS_NAME,
     SYSTEM_PROMPT_NAME,
 )
+from octipus_claude_code.variants import GlmAdapter
 
 from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, PermissionMode, StdinMode
 from octipusd.adapterkit import shell_guard_command
@@ -477,3 +479,171 @@ def test_guard_matcher_covers_the_guards_tools() -> None:
 
 def test_space_mode_is_declared() -> None:
     assert ClaudeCodeAdapter.space_mode and "--setting-sources=" in ClaudeCodeAdapter.space_mode
+
+
+# ------------------------------------------------------------------ native denials (--disallowedTools)
+
+
+def test_native_denials_become_disallowed_tools_after_the_permission_mode(request_: LaunchRequest) -> None:
+    spec = adapter().build_launch(replace(request_, denied_native=("Bash(rm:*)", "Write", "Read(/w/.env)")))
+    mode_at = spec.argv.index("--permission-mode=acceptEdits")
+    assert spec.argv[mode_at + 1 :] == (
+        "--disallowedTools=Bash(rm*)",
+        "--disallowedTools=Write",
+        "--disallowedTools=Read(//w/.env)",
+    )
+    assert spec.notices == ()
+
+
+def test_no_native_denials_no_flag_and_no_notice(request_: LaunchRequest) -> None:
+    spec = adapter().build_launch(request_)
+    assert not any(a.startswith("--disallowedTools") for a in spec.argv)
+    assert spec.notices == ()
+
+
+@pytest.mark.parametrize(
+    ("octipus", "claude"),
+    [
+        ("Bash", "Bash"),
+        ("Bash(*)", "Bash"),
+        ("Bash()", "Bash"),
+        ("Bash(:*)", "Bash"),  # the empty prefix accepts every command
+        # Octipus's x:* is a plain text prefix (rm:* also covers rmdir): Claude's x* says the same,
+        # its own x:* would be a word-boundary prefix (observed with 2.1.197)
+        ("Bash(rm:*)", "Bash(rm*)"),
+        ("Bash(git push:*)", "Bash(git push*)"),
+        ("Bash(rm -rf /tmp/x)", "Bash(rm -rf /tmp/x)"),
+        ('Bash(rm "v1")', 'Bash(rm "v1")'),
+        ("Bash(echo a, b)", "Bash(echo a, b)"),
+        ("Bash(FOO=1 rm:*)", "Bash(FOO=1 rm*)"),
+        ("Bash(echo (hi))", "Bash(echo \\(hi\\))"),  # \( \) \\ are literal in Claude's rule text
+        ("Bash(echo a\\b:*)", "Bash(echo a\\\\b*)"),
+        ("Read", "Read"),
+        ("Read(/w/.env)", "Read(//w/.env)"),  # //path: absolute from the filesystem root
+        ("Read(/w/sec:*)", "Read(//w/sec*)"),
+        ("Read(/w/secrets/:*)", "Read(//w/secrets/*)"),
+        ("Read(/:*)", "Read(//*)"),
+        ("Read(/w/my file.txt)", "Read(//w/my file.txt)"),
+        # Claude applies path rules to writes only as Edit(...) (Write(//p) refused nothing)
+        ("Write(/w/out.txt)", "Edit(//w/out.txt)"),
+        ("Edit(/w/src/:*)", "Edit(//w/src/*)"),
+        ("MultiEdit(/w/a.py)", "Edit(//w/a.py)"),
+        ("Write", "Write"),
+        ("Edit(*)", "Edit"),
+        ("WebFetch", "WebFetch"),
+        ("NotebookEdit", "NotebookEdit"),
+        ("mcp__github__create_issue", "mcp__github__create_issue"),
+    ],
+)
+def test_native_denial_translation(octipus: str, claude: str) -> None:
+    result = translate_denials([octipus])
+    assert result.rules == (claude,), result
+    assert result.relay_only == ()
+    assert result.argv() == (f"--disallowedTools={claude}",)
+
+
+@pytest.mark.parametrize(
+    ("octipus", "reason"),
+    [
+        ("Bash(ls *.py:*)", "wildcard"),
+        ("Bash(cat a | rm:*)", "compound command"),
+        ("Bash(echo hi > out.txt)", "redirections"),
+        ("Bash(echo $HOME)", "expansions"),
+        ("Bash(a; b)", "shell operators"),
+        ("Bash(echo `id`)", "expansions"),
+        ("Bash(echo a # b)", "comments"),
+        ("Bash(git::*)", "word-boundary"),
+        ("Bash(echo a\x00b)", "control characters"),
+        ("Bash(echo a\nrm x)", "control characters"),
+        ("Read(.env)", "not an absolute path"),
+        ("Read(~/.ssh/id_rsa)", "not an absolute path"),
+        ("Read(//w/x)", "not an absolute path"),
+        ("Read(/w/*.env)", "pattern syntax"),
+        ("Read(/w/[ab])", "pattern syntax"),
+        ("Read(/w/a(1).txt)", "pattern syntax"),
+        ("Edit(/w/../etc/passwd)", "normalised"),
+        ("Edit(/w/./x)", "normalised"),
+        ("Edit(/w//x)", "normalised"),
+        ("Edit(/w/dir/)", "normalised"),
+        ("Read(/w/..:*)", "normalised"),
+        ("WebFetch(https://example.com/:*)", "domain:host"),
+        ("Glob(/w)", "no path rule for Glob"),
+        ("Grep(/w/:*)", "no path rule for Grep"),
+        ("NotebookEdit(/w/a.ipynb)", "Claude has no rule for NotebookEdit"),
+        ("Task(review)", "Claude has no rule for Task"),
+        ("Foo bar", "not a plain tool name"),
+        ("mcp__octipus__shell__run", "deny shell__run, not cli-native:mcp__octipus__shell__run"),
+        ("mcp__octipus__shell__run(ls:*)", "decided on the bridge"),
+        ("Bash(x", "does not parse"),
+    ],
+)
+def test_untranslatable_native_denials_stay_relay_only(octipus: str, reason: str) -> None:
+    # never widened to the whole tool, never dropped in silence
+    result = translate_denials([octipus, "Write"])
+    assert result.rules == ("Write",), result
+    ((text, why),) = result.relay_only
+    assert text == f"cli-native:{octipus.strip()}"
+    assert reason in why
+    notice = result.notice()
+    assert notice is not None and text in notice and "relays to Octipus" in notice
+
+
+def test_all_native_denial_denies_every_claude_tool_but_never_the_bridge() -> None:
+    result = translate_denials(["*", "Bash(rm:*)", "Write"])
+    assert result.rules[: len(CLAUDE_NATIVE_TOOLS)] == CLAUDE_NATIVE_TOOLS
+    assert result.rules[len(CLAUDE_NATIVE_TOOLS) :] == ("Bash(rm*)",)  # Write was already there
+    # every tool 2.1.197 offers (its system/init "tools") is covered
+    offered = {
+        "Task", "AskUserQuestion", "Bash", "CronCreate", "CronDelete", "CronList", "Edit", "EnterPlanMode",
+        "EnterWorktree", "ExitPlanMode", "ExitWorktree", "NotebookEdit", "Read", "ReportFindings",
+        "ScheduleWakeup", "SendMessage", "Skill", "TaskCreate", "TaskGet", "TaskList", "TaskOutput",
+        "TaskStop", "TaskUpdate", "WebFetch", "WebSearch", "Workflow", "Write",
+    }  # fmt: skip
+    assert offered <= set(result.rules)
+    assert not any(r.startswith("mcp__") or r == "*" for r in result.rules)
+    assert result.relay_only == ()
+
+
+def test_all_native_denial_with_a_matcher_is_translated_where_it_can_be() -> None:
+    result = translate_denials(["*(/etc/:*)", "*(rm:*)", "*(*)", "*(ls *:*)"])
+    assert result.rules[:3] == ("Bash(/etc/*)", "Read(//etc/*)", "Edit(//etc/*)")
+    assert result.rules[3] == "Bash(rm*)"
+    assert result.rules[4:] == CLAUDE_NATIVE_TOOLS  # *(*) accepts anything: every tool
+    texts = [text for text, _ in result.relay_only]
+    assert texts == ["cli-native(/etc/:*)", "cli-native(rm:*)", "cli-native(ls *:*)"]
+    assert "handed to Claude as Bash(/etc/*), Read(//etc/*), Edit(//etc/*)" in result.relay_only[0][1]
+    assert "handed to Claude as" not in result.relay_only[2][1]
+
+
+def test_native_denial_bridge_name_follows_the_endpoint() -> None:
+    result = translate_denials(["mcp__octipus__shell__run", "mcp__ops__x"], bridge_server="ops")
+    assert result.rules == ("mcp__octipus__shell__run",)
+    assert [text for text, _ in result.relay_only] == ["cli-native:mcp__ops__x"]
+
+
+def test_untranslatable_denials_become_a_launch_notice(request_: LaunchRequest) -> None:
+    spec = adapter().build_launch(
+        replace(request_, denied_native=("Bash(ls *.py:*)", "Read(.env)", "Bash(rm:*)", "Bash(a\x00b)"))
+    )
+    assert [a for a in spec.argv if a.startswith("--disallowedTools")] == ["--disallowedTools=Bash(rm*)"]
+    (notice,) = spec.notices
+    assert "cli-native:Bash(ls *.py:*)" in notice and "cli-native:Read(.env)" in notice
+    assert not any("\x00" in a for a in spec.argv)
+
+
+def test_space_runs_get_the_native_denials_too(request_: LaunchRequest) -> None:
+    spec = space_adapter().build_launch(replace(request_, space=True, denied_native=("Read(/w/.env)",)))
+    settings_at = spec.argv.index(f"--settings={request_.run_dir / SPACE_SETTINGS_NAME}")
+    assert spec.argv[settings_at + 1 :] == ("--disallowedTools=Read(//w/.env)",)
+
+
+def test_vendor_endpoint_variants_pass_the_native_denials(request_: LaunchRequest) -> None:
+    request = replace(
+        request_,
+        options={"authTokenEnv": "ZAI_API_KEY"},
+        env={**request_.env, "ZAI_API_KEY": "zk-test"},
+        denied_native=("Bash(rm:*)", "Read(x)"),
+    )
+    spec = GlmAdapter(running_as_root=False).build_launch(request)
+    assert "--disallowedTools=Bash(rm*)" in spec.argv
+    assert len(spec.notices) == 1 and "cli-native:Read(x)" in spec.notices[0]

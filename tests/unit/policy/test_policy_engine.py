@@ -478,3 +478,99 @@ def _replace(g: Grant, **changes: Any) -> Grant:
     from dataclasses import replace
 
     return replace(g, **changes)
+
+
+# ------------------------------------------------------------------ native denials (for the CLI's deny list)
+
+
+def test_native_denials_collects_every_native_deny_in_order() -> None:
+    policy = Policy.from_setting(
+        {
+            "deny": ["cli-native:Bash(rm:*)", "shell(rm:*)", "cli-native:Read(/w/.env)"],
+            "allow": ["cli-native:Edit"],
+        },
+        stored=[
+            deny("cli-native:Write"),
+            allow("cli-native:Bash"),
+            deny("cli-native:Bash(rm:*)"),
+            ask("cli-native:Edit"),
+        ],
+        grants=[grant("cli-native:WebFetch", "https://x.test/:*", Level.DENY, id="g2")],
+    )
+    # stored first, then permissions.rules, then grants; duplicates once; other levels and tools left out
+    assert policy.native_denials(now=NOW) == [
+        "Write",
+        "Bash(rm:*)",
+        "Read(/w/.env)",
+        "WebFetch(https://x.test/:*)",
+    ]
+
+
+def test_native_denials_matcher_forms_and_every_tool_ids() -> None:
+    policy = Policy.from_setting(
+        {},
+        stored=[
+            deny("cli-native:Bash(*)"),
+            deny("cli-native:Read()"),
+            deny("cli-native:Edit(/w/a.txt)"),
+            deny("cli-native"),
+            deny("cli-native(rm:*)"),
+            deny("*"),
+            deny("*(/etc/:*)"),
+            deny("shell__run"),
+            deny("shell"),
+            deny("server.tool"),
+        ],
+    )
+    assert policy.native_denials(now=NOW) == ["Bash", "Read", "Edit(/w/a.txt)", "*", "*(rm:*)", "*(/etc/:*)"]
+
+
+def test_native_denials_are_what_decide_denies() -> None:
+    # every text names a call decide() denies: the list never claims more than the relay enforces
+    policy = Policy.from_setting(None, stored=[deny("cli-native:Bash(rm:*)"), deny("cli-native(/etc/:*)")])
+    assert policy.native_denials(now=NOW) == ["Bash(rm:*)", "*(/etc/:*)"]
+    assert decide(policy, "cli-native:Bash", bash("rmdir d")).level is Level.DENY
+    assert decide(policy, "cli-native:Read", {"file_path": "/etc/passwd"}).level is Level.DENY
+    assert decide(policy, "cli-native:Read", {"file_path": "/w/x"}).level is Level.ALLOW
+
+
+def test_native_denials_without_native_denies() -> None:
+    assert Policy.from_setting(None).native_denials(now=NOW) == []  # the built-in defaults deny shell only
+    assert Policy.from_setting({}).native_denials() == []
+
+
+def test_native_denials_apply_only_grants_in_force() -> None:
+    later, earlier = NOW + timedelta(hours=1), NOW - timedelta(hours=1)
+    grants = [
+        grant("cli-native:Bash", "a:*", Level.DENY, id="live"),
+        grant("cli-native:Bash", "b:*", Level.DENY, id="revoked", revoked_at=earlier),
+        grant("cli-native:Bash", "c:*", Level.DENY, id="expired", expires_at=NOW),
+        grant("cli-native:Bash", "d:*", Level.DENY, id="not-yet-expired", expires_at=later),
+        grant("cli-native:Bash", "e:*", Level.DENY, id="used-up", max_uses=2, uses=2),
+        grant("cli-native:Bash", "f:*", Level.DENY, id="uses-left", max_uses=2, uses=1),
+        grant("cli-native:Bash", "g:*", Level.DENY, id="my-session", session_id="s1"),
+        grant("cli-native:Bash", "h:*", Level.DENY, id="other-session", session_id="s2"),
+        grant("cli-native:Bash", "i:*", Level.DENY, id="my-workspace", workspace="/repo"),
+        grant("cli-native:Bash", "j:*", Level.DENY, id="other-workspace", workspace="/repository"),
+        grant("cli-native", None, Level.DENY, id="legacy", session_id="s1"),
+        grant("cli-native:Bash", "k:*", Level.ALLOW, id="allow"),
+        grant("shell", None, Level.DENY, id="octipus-tool"),
+    ]
+    policy = Policy.from_setting({}, grants=grants)
+    got = policy.native_denials(session_id="s1", workspace="/repo/sub", now=NOW)
+    assert sorted(got) == sorted(["Bash(a:*)", "Bash(d:*)", "Bash(f:*)", "Bash(g:*)", "Bash(i:*)", "*"])
+    # without a session or a workspace, grants scoped to one do not apply
+    assert sorted(policy.native_denials(now=NOW)) == sorted(["Bash(a:*)", "Bash(d:*)", "Bash(f:*)"])
+    # each grant kept is one decide() applies to a matching call of the same session and workspace
+    for text in got:
+        if text.startswith("Bash("):
+            command = text[len("Bash(") : -len(":*)")] + " x"
+            assert (
+                decide(policy, "cli-native:Bash", bash(command), session_id="s1", workspace="/repo/sub").level
+                is Level.DENY
+            )
+
+
+def test_native_denials_now_must_be_aware() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        Policy.from_setting({}).native_denials(now=datetime(2026, 3, 1, 12, 0))
