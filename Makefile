@@ -19,3 +19,4 @@ bootstrap:
 bench: bootstrap           ## benchmarks: ratios against baselines measured in the same run
 	scripts/netns $(PY) bench/bench_turn.py
 	scripts/netns $(PY) bench/bench_bridge.py
+	scripts/netns $(PY) bench/bench_gate.py
