@@ -124,9 +124,10 @@ def _render(event: dict[str, Any]) -> None:
     elif kind == "policy_decision":
         subject = f" {data['subject']}" if data.get("subject") else ""
         grant = f", grant {data['grant_id']}" if data.get("grant_id") else ""
+        where = f"{data['tier']}{grant}: " if data.get("tier") else ""
         console.print(
             f"[dim]policy {safe(data.get('tool_id'))}{safe(subject[:120])}: {safe(data.get('level'))} "
-            f"({safe(data.get('tier'))}{safe(grant)}: {safe(data.get('explanation'))})[/]"
+            f"({safe(where)}{safe(data.get('explanation'))})[/]"
         )
     elif kind == "flow_guard":
         subject = f" {data['subject']}" if data.get("subject") else ""
