@@ -345,7 +345,9 @@ class PermissionGate:
                 )
                 return GateResult(False, refusal)
         questionnaire = is_questionnaire(tool_id)
-        decision = await self._decide_rules(ctx, tool_id, args, action)
+        decision = await self.evaluate(
+            tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
+        )
         subject = subject_of(args, "") or None
         await self.emit(
             ctx.run_id,
@@ -429,13 +431,6 @@ class PermissionGate:
             )
         await self.observe(ctx, tool_id, args)
         return result
-
-    async def _decide_rules(
-        self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None
-    ) -> PolicyDecision:
-        return await self.evaluate(
-            tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
-        )
 
     async def _ask(
         self,
