@@ -18,12 +18,20 @@ from typing import Any
 from octipusd.bridge.host import ToolHost
 from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity
 from octipusd.errors import InvalidRequestError
+from octipusd.journal.contracts import RecoveryContract, RiskClass
+from octipusd.journal.outcomes import ToolOutcome
 
 #: What a handler returns: plain text, or a JSON object (sent as JSON-encoded text).
 ToolResult = str | dict[str, Any]
 
-#: ``async (identity, host, arguments) -> str | dict``.
-ToolHandler = Callable[[RunIdentity, ToolHost, dict[str, Any]], Awaitable[ToolResult]]
+#: ``async (identity, host, arguments) -> str | dict | ToolOutcome``. A handler returns a
+#: :class:`~octipusd.journal.outcomes.ToolOutcome` when its call finished with an uncertain
+#: effect (a timeout, a signal) and raises
+#: :class:`~octipusd.journal.outcomes.NotExecutedError` when it proved nothing ran.
+ToolHandler = Callable[[RunIdentity, ToolHost, dict[str, Any]], Awaitable[ToolResult | ToolOutcome]]
+
+#: Contract of a mutating tool that declares none: conservative.
+UNDECLARED_CONTRACT = RecoveryContract(RiskClass.IRREVERSIBLE, intended_effects="undeclared effects")
 
 # MCP tool names: 1-128 of letters, digits, "_", "-", "." (MCP-SPEC 2025-11-25 "Tool names").
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -44,6 +52,16 @@ class ToolSpec:
         bypass_queue: Run without taking the worker's call lock (only the context/plan reads).
         timeout_seconds: Deadline of one handler run (seconds); a handler that exceeds it
             yields an error result.
+        internal: An orchestration or context tool (the work plan, delegation): it changes
+            only Octipus's own records, is not journaled and stays available while a recovery
+            review is open (seed 000: "Internal orchestration and context tools remain
+            available and do not create duplicate outer records").
+        contract: The recovery contract of a mutating tool (seed 004); None for read-only and
+            internal tools. A mutating tool without one is treated as irreversible.
+        identity: The tool's identity for permission rules and the action journal when it
+            differs from ``name``: an MCP connector tool is published as ``server__tool`` (the
+            ``container__action`` form vendors accept as a tool name) and identified as
+            ``server.tool`` (seed 000: "New MCP journal entries identify server.tool").
     """
 
     name: str
@@ -53,6 +71,25 @@ class ToolSpec:
     read_only: bool = False
     bypass_queue: bool = False
     timeout_seconds: float = 60.0
+    internal: bool = False
+    contract: RecoveryContract | None = field(default=None, compare=False)
+    identity: str | None = None
+
+    @property
+    def tool_id(self) -> str:
+        """The id rules, approvals and the journal use: ``identity`` or ``name``."""
+        return self.identity or self.name
+
+    @property
+    def mutating(self) -> bool:
+        """True when a call is journaled and gated by recovery review (neither read-only nor
+        internal). Arbitrary shell counts as a mutation (seed 000)."""
+        return not (self.read_only or self.internal)
+
+    @property
+    def recovery_contract(self) -> RecoveryContract:
+        """The declared contract, or the conservative irreversible one."""
+        return self.contract if self.contract is not None else UNDECLARED_CONTRACT
 
 
 def validate_tool_specs(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:

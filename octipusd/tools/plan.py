@@ -157,4 +157,5 @@ UPDATE_WORK_PLAN = ToolSpec(
     },
     handler=_update_work_plan,
     timeout_seconds=30.0,
+    internal=True,
 )

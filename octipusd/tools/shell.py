@@ -14,6 +14,15 @@ Result (a JSON object)::
      "timed_out": bool, "duration_seconds": float,
      "stdout_truncated": bool, "stderr_truncated": bool}
 
+Journal outcomes (seed 000): before the job starts, ``/bin/sh -n`` parses the whole command
+line without running it; a syntax error is a parser refusal, raised as
+:class:`~octipusd.journal.outcomes.NotExecutedError` together with invalid arguments and a shell
+that could not be started (nothing ran, so the next command needs no recovery review). A job
+that exits on its own is a completed attempt whatever its exit code; a timeout or a job killed
+by a signal returns its output as a :class:`~octipusd.journal.outcomes.ToolOutcome` marked
+uncertain, since it may have done part of its work. The tool's recovery contract is
+``containable``: its blast radius is the workspace, its process group and its timeout.
+
 Vault placeholders (``{{secret:NAME}}``) in ``env`` are resolved by the host before
 execution once the vault exists (seed 003 "Authenticate with a vault credential"); this
 tool passes values through unchanged.
@@ -39,6 +48,8 @@ import psutil
 from octipusd.bridge.host import ToolHost
 from octipusd.bridge.identity import RunIdentity
 from octipusd.errors import InvalidRequestError
+from octipusd.journal.contracts import RecoveryContract, RiskClass
+from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
 from octipusd.tools.base import ToolResult, ToolSpec, optional_str, reject_unknown, require_str
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -307,17 +318,76 @@ def _parse_env(arguments: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
-async def _shell_run(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
-    reject_unknown(arguments, ("command", "cwd", "timeout", "env"))
-    command = require_str(arguments, "command")
-    if "\x00" in command:
-        raise InvalidRequestError("command: must not contain NUL characters")
-    cwd = resolve_cwd(identity.workspace, optional_str(arguments, "cwd"))
-    timeout = _parse_timeout(arguments)
-    env = base_environment()
-    env.update(_parse_env(arguments))
+#: Deadline of the ``sh -n`` syntax check (seconds).
+_SYNTAX_CHECK_SECONDS = 10.0
+
+
+async def check_syntax(command: str, cwd: Path) -> str | None:
+    """Parse ``command`` with ``/bin/sh -n`` (read, do not execute).
+
+    Args:
+        command: The command line.
+        cwd: Directory to run the check in.
+
+    Returns:
+        None when the shell accepts the line, else the shell's complaint (one line).
+
+    Raises:
+        OSError: the shell could not be started.
+        TimeoutError: the check took longer than 10 s.
+    """
+    with anyio.fail_after(_SYNTAX_CHECK_SECONDS):
+        done = await anyio.run_process(
+            ["/bin/sh", "-n", "-c", command],
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=base_environment(),
+            check=False,
+        )
+    if done.returncode == 0:
+        return None
+    text = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+    return text[-1] if text else f"sh -n exited {done.returncode}"
+
+
+async def _shell_run(
+    identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]
+) -> ToolResult | ToolOutcome:
+    try:
+        reject_unknown(arguments, ("command", "cwd", "timeout", "env"))
+        command = require_str(arguments, "command")
+        if "\x00" in command:
+            raise InvalidRequestError("command: must not contain NUL characters")
+        cwd = resolve_cwd(identity.workspace, optional_str(arguments, "cwd"))
+        timeout = _parse_timeout(arguments)
+        env = base_environment()
+        env.update(_parse_env(arguments))
+    except InvalidRequestError as exc:
+        raise NotExecutedError(f"invalid arguments for shell__run: {exc.message}") from exc
     env["PWD"] = str(cwd)
-    result = await run_shell(command, cwd=cwd, env=env, timeout_seconds=timeout)
+    try:
+        complaint = await check_syntax(command, cwd)
+    except (OSError, TimeoutError) as exc:
+        raise NotExecutedError(f"the shell could not check the command, so it was not run: {exc}") from exc
+    if complaint is not None:
+        raise NotExecutedError(f"the shell parser refused the command, so nothing ran: {complaint}")
+    try:
+        result = await run_shell(command, cwd=cwd, env=env, timeout_seconds=timeout)
+    except OSError as exc:  # spawn failed: the job never started
+        raise NotExecutedError(f"the shell could not be started, so nothing ran: {exc}") from exc
+    if result.timed_out:
+        return ToolOutcome(
+            result.to_dict(),
+            uncertain=f"timed out after {timeout:g} s; the job was stopped and may have done part of its work",
+            detail="timed_out",
+        )
+    if result.exit_code is None or result.exit_code < 0:
+        how = "could not be collected" if result.exit_code is None else f"signal {-result.exit_code}"
+        return ToolOutcome(
+            result.to_dict(),
+            uncertain=f"the job was killed ({how}) and may have done part of its work",
+            detail=f"exit {result.exit_code}",
+        )
     return result.to_dict()
 
 
@@ -355,6 +425,10 @@ SHELL_RUN = ToolSpec(
         "additionalProperties": False,
     },
     handler=_shell_run,
+    contract=RecoveryContract(
+        RiskClass.CONTAINABLE,
+        intended_effects="whatever the command does, inside the workspace's process group and timeout",
+    ),
     # The job's own timeout is the limit; this backstop also covers the kill grace and drains.
     timeout_seconds=MAX_TIMEOUT_SECONDS + 30.0,
 )
