@@ -14,6 +14,7 @@ from typing import Any
 
 from octipusd.bridge.host import AuthorizationResult
 from octipusd.bridge.identity import RunIdentity
+from octipusd.journal.executor import Body, Executed, run_unjournaled
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,17 @@ class FakeToolHost:
             "feedback": copy.deepcopy(self.feedback.get(identity.session_id, [])),
             "guidance": list(self.guidance.get(identity.session_id, [])),
         }
+
+    async def run_action(
+        self,
+        identity: RunIdentity,
+        tool_id: str,
+        arguments: dict[str, Any],
+        body: Body,
+        timeout_seconds: float | None,
+    ) -> Executed:
+        """Run the body without a journal (same outcome classification)."""
+        return await run_unjournaled(tool_id, body, timeout_seconds)
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Append the event to :attr:`events`."""

@@ -7,9 +7,12 @@ use :class:`octipusd.bridge.fakes.FakeToolHost`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from octipusd.bridge.identity import RunIdentity
+
+if TYPE_CHECKING:
+    from octipusd.journal.executor import Body, Executed
 
 
 @dataclass(frozen=True)
@@ -65,5 +68,27 @@ class ToolHost(Protocol):
 
         Kinds the bridge emits: ``tool_call_started``, ``tool_call_finished`` and
         ``tool_call_denied`` (see :mod:`octipusd.bridge.server` for their data).
+        """
+        ...
+
+    async def run_action(
+        self,
+        identity: RunIdentity,
+        tool_id: str,
+        arguments: dict[str, Any],
+        body: Body,
+        timeout_seconds: float | None,
+    ) -> Executed:
+        """Run the body of a mutating tool call inside the action journal's execution boundary.
+
+        ``started`` is recorded before ``body`` runs and the outcome after it (seed 000, see
+        :class:`octipusd.journal.executor.ActionJournal`).
+
+        Returns:
+            How the call ended (a failure of the body is a result).
+
+        Raises:
+            Exception: the journal could not record the call, so ``body`` did not run; the
+                bridge answers with the error.
         """
         ...

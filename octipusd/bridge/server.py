@@ -18,10 +18,11 @@ Security:
   127.0.0.1 and answers 421 to any other Host).
 
 Each ``tools/call`` goes: identity bound by the bridge (identity-looking argument keys are
-dropped) -> the worker's queue (except ``bypass_queue`` tools) -> ``host.authorize`` (a denial
-returns ``isError`` ``denied: <reason>`` and the tool does not run) -> ``host.record
-("tool_call_started")`` -> the handler (under its deadline) -> ``host.record
-("tool_call_finished")`` -> the response. Results are plain text content (no
+dropped) -> the worker's queue (except ``bypass_queue`` tools) -> ``host.authorize`` with the
+tool's id (``spec.tool_id``; a denial returns ``isError`` ``denied: <reason>`` and the tool does
+not run) -> ``host.record("tool_call_started")`` -> the handler (under its deadline; a mutating
+tool's handler runs inside ``host.run_action``, the action journal's execution boundary, seed
+000) -> ``host.record("tool_call_finished")`` -> the response. Results are plain text content (no
 ``structuredContent``; observed.md §1.5/§1.6: Claude otherwise passes structured output on as a
 JSON string and rejects it for permission tools); a dict result is JSON-encoded text. Every
 non-read-only response gets a second text block with the fresh run context from
@@ -77,7 +78,9 @@ from octipusd.adapter import BridgeEndpoint
 from octipusd.bridge.host import AuthorizationResult, ToolHost
 from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
 from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
-from octipusd.errors import BridgeError, InvalidRequestError, OctipusError
+from octipusd.errors import BridgeError, OctipusError
+from octipusd.journal.executor import run_unjournaled
+from octipusd.journal.outcomes import ToolOutcome
 from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec, validate_tool_specs
 
 logger = logging.getLogger(__name__)
@@ -318,66 +321,81 @@ class _Dispatcher:
         verdict = await self._authorize(spec, arguments)
         if not verdict.allowed:
             reason = verdict.reason or "not permitted"
-            await self._record("tool_call_denied", {"call_id": call_id, "tool": spec.name, "reason": reason})
+            await self._record(
+                "tool_call_denied", {"call_id": call_id, "tool": spec.tool_id, "reason": reason}
+            )
             return await self._respond(spec, f"denied: {reason}", is_error=True)
         await self._record(
-            "tool_call_started", {"call_id": call_id, "tool": spec.name, "arguments": arguments}
+            "tool_call_started", {"call_id": call_id, "tool": spec.tool_id, "arguments": arguments}
         )
         started = time.monotonic()
+
+        async def body() -> ToolResult | ToolOutcome:
+            with anyio.fail_after(spec.timeout_seconds):
+                return await spec.handler(self.identity, self.host, dict(arguments))
+
         try:
-            text, is_error = await self._execute(spec, arguments)
+            if spec.mutating:
+                executed = await self.host.run_action(
+                    self.identity, spec.tool_id, dict(arguments), body, spec.timeout_seconds
+                )
+            else:
+                executed = await run_unjournaled(spec.tool_id, body, spec.timeout_seconds)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._record(
                     "tool_call_finished",
                     {
                         "call_id": call_id,
-                        "tool": spec.name,
+                        "tool": spec.tool_id,
                         "is_error": True,
                         "cancelled": True,
                         "duration_seconds": round(time.monotonic() - started, 3),
                     },
                 )
             raise
+        except Exception as exc:  # the journal could not record the call: it did not run
+            logger.warning("%s was not run (run %s): %r", spec.tool_id, self.identity.run_id, exc)
+            message = exc.message if isinstance(exc, OctipusError) else f"{type(exc).__name__}: {exc}"
+            await self._record(
+                "tool_call_finished",
+                {
+                    "call_id": call_id,
+                    "tool": spec.tool_id,
+                    "is_error": True,
+                    "error": message,
+                    "not_run": True,
+                },
+            )
+            return await self._respond(spec, message, is_error=True)
+        text = _encode_result(executed.value)
         finished: dict[str, Any] = {
             "call_id": call_id,
-            "tool": spec.name,
-            "is_error": is_error,
+            "tool": spec.tool_id,
+            "is_error": executed.is_error,
             "duration_seconds": round(time.monotonic() - started, 3),
         }
-        if is_error:
+        if spec.mutating:
+            finished["outcome"] = str(executed.outcome)
+            finished["action_id"] = executed.action_id
+        if executed.is_error:
             finished["error"] = text
         await self._record("tool_call_finished", finished)
-        return await self._respond(spec, text, is_error=is_error)
+        return await self._respond(spec, text, is_error=executed.is_error)
 
     async def _authorize(self, spec: ToolSpec, arguments: dict[str, Any]) -> AuthorizationResult:
         timeout = self.limits.authorize_timeout_seconds
         try:
             with anyio.fail_after(timeout):
-                verdict = await self.host.authorize(self.identity, spec.name, dict(arguments))
+                verdict = await self.host.authorize(self.identity, spec.tool_id, dict(arguments))
         except TimeoutError:
             return AuthorizationResult(False, f"no permission decision within {timeout:g} s")
         except Exception as exc:
-            logger.exception("authorization of %s failed (run %s)", spec.name, self.identity.run_id)
+            logger.exception("authorization of %s failed (run %s)", spec.tool_id, self.identity.run_id)
             return AuthorizationResult(False, f"the permission check failed ({type(exc).__name__}: {exc})")
         if not isinstance(verdict, AuthorizationResult):
             return AuthorizationResult(False, "the permission check returned no verdict")
         return verdict
-
-    async def _execute(self, spec: ToolSpec, arguments: dict[str, Any]) -> tuple[str, bool]:
-        try:
-            with anyio.fail_after(spec.timeout_seconds):
-                value = await spec.handler(self.identity, self.host, dict(arguments))
-            return _encode_result(value), False
-        except InvalidRequestError as exc:
-            return f"invalid arguments for {spec.name}: {exc.message}", True
-        except OctipusError as exc:
-            return f"{spec.name} failed: {exc.message} ({exc.code})", True
-        except TimeoutError:
-            return f"{spec.name} did not finish within {spec.timeout_seconds:g} s and was stopped", True
-        except Exception as exc:
-            logger.exception("tool %s crashed (run %s)", spec.name, self.identity.run_id)
-            return f"{spec.name} failed with an internal error: {type(exc).__name__}: {exc}", True
 
     async def _respond(self, spec: ToolSpec, text: str, *, is_error: bool) -> CallToolResult:
         blocks = [text]

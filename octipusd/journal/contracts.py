@@ -29,6 +29,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_DEADLINE_SECONDS",
+    "ActionRef",
     "Compensation",
     "IdempotencyKey",
     "Probe",
@@ -37,7 +38,6 @@ __all__ = [
     "RecoveryContract",
     "RecoveryState",
     "RiskClass",
-    "ActionRef",
 ]
 
 #: Default escalation deadline of an unresolved action (seconds).

@@ -68,7 +68,7 @@ class ApprovalBroker:
     async def create(
         self,
         *,
-        run_id: str,
+        run_id: str | None,
         session_id: str,
         tool_id: str,
         subject: str | None,
@@ -78,11 +78,14 @@ class ApprovalBroker:
         vendor_request_id: str | None,
         kind: str = "tool",
         questions: dict[str, Any] | None = None,
+        action_ids: list[str] | None = None,
     ) -> Approval:
         """Store a pending approval (committed before return) and register its waiter.
 
-        ``kind`` is ``tool`` or ``questionnaire`` (then ``questions`` holds what people are
-        shown: every question, option label and description).
+        ``kind`` is ``tool``, ``questionnaire`` (then ``questions`` holds what people are
+        shown: every question, option label and description), ``action_recovery`` (then
+        ``action_ids`` are the journal records it covers) or ``pipeline_replay``. ``run_id`` is
+        None for a request that belongs to no run.
 
         Returns:
             The pending approval, whose ``expires_at`` is now + ``timeout_seconds``.
@@ -101,6 +104,7 @@ class ApprovalBroker:
             expires_at=expires,
             kind=kind,
             questions=questions,
+            action_ids=action_ids or (),
         )
         self._waiters[approval.id] = anyio.Event()
         return approval

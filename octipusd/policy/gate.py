@@ -414,6 +414,48 @@ class PermissionGate:
         )
         return await self._recheck(ctx, tool_id, args, action, result)
 
+    async def ask_recovery(
+        self,
+        ctx: CallContext,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        action_ids: list[str],
+        summary: dict[str, Any],
+        explanation: str,
+    ) -> GateResult:
+        """Ask a person for a recovery review before a mutation (seed 000 "Check earlier").
+
+        The approval (kind ``action_recovery``) covers exactly ``action_ids``; approving it
+        acknowledges those records in the decision's own transaction. It is never remembered
+        as a grant. After an approval the rules are checked again, so a permission revoked
+        while the prompt was open still denies the call.
+
+        Args:
+            ctx: The run and session asking.
+            tool_id: The proposed mutation.
+            arguments: Its input (for the subject and the re-check).
+            action_ids: The uncertain records under review (at most 20).
+            summary: What people are shown (the records and the proposed call), JSON object.
+            explanation: One line on why the review is needed.
+
+        Returns:
+            The :class:`GateResult` (denied, expired or approved).
+        """
+        args = dict(arguments)
+        result = await self._ask(
+            ctx,
+            tool_id,
+            summary,
+            subject="Check earlier",
+            reason="action_recovery · retry: earlier actions of this session have uncertain effects",
+            explanation=explanation,
+            vendor_request_id=None,
+            kind="action_recovery",
+            action_ids=action_ids,
+        )
+        return await self._recheck(ctx, tool_id, args, None, result)
+
     async def _recheck(
         self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None, result: GateResult
     ) -> GateResult:
@@ -444,6 +486,7 @@ class PermissionGate:
         vendor_request_id: str | None,
         kind: str = "tool",
         questions: dict[str, Any] | None = None,
+        action_ids: list[str] | None = None,
     ) -> GateResult:
         # the run shows awaiting_approval before the approval exists, so a client that sees the
         # approval also sees the status
@@ -461,6 +504,7 @@ class PermissionGate:
                 vendor_request_id=vendor_request_id,
                 kind=kind,
                 questions=questions,
+                action_ids=action_ids,
             )
             await self.emit(
                 ctx.run_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,6 +41,9 @@ NOT_STORED = {EventKind.STDIN_WRITE}
 
 #: Seconds between keep-alive wake-ups of a subscriber.
 KEEPALIVE = 15.0
+
+
+log = logging.getLogger("octipusd.events")
 
 
 def _plain(value: Any) -> Any:
@@ -90,6 +94,17 @@ class EventHub:
         event = await in_thread(self._store.append_event, run_id, kind, data)
         self.notify(run_id)
         return event
+
+    async def emit_optional(self, run_id: str | None, kind: str, data: dict[str, Any]) -> None:
+        """Publish an event that may belong to no run (a call started by hand, an escalation):
+        stored on the run when there is one, logged either way; never raises."""
+        log.info("%s %s", kind, data)
+        if run_id is None:
+            return
+        try:
+            await self.emit(run_id, kind, data)
+        except Exception as exc:
+            log.warning("could not store %s on run %s: %r", kind, run_id, exc)
 
     async def emit_vendor(self, run_id: str, event: VendorEvent) -> RunEvent:
         """Store and publish a parsed vendor event."""

@@ -51,6 +51,10 @@ from octipusd.errors import (
     NotFoundError,
     OctipusError,
 )
+from octipusd.journal.executor import ActionJournal, ActionScope, Body, Executed
+from octipusd.journal.operator import RecoveryOperator
+from octipusd.journal.outcomes import Origin
+from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -65,7 +69,8 @@ from octipusd.runtime.sessions import fingerprint, plan_resume, provider_identit
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ModelRow, Run, RunStatus, Session
 from octipusd.store.repository import Store
-from octipusd.tools import DEFAULT_TOOLS
+from octipusd.tools import DEFAULT_TOOLS, ToolSpec
+from octipusd.tools.base import UNDECLARED_CONTRACT
 
 log = logging.getLogger("octipusd.runtime")
 
@@ -104,6 +109,7 @@ class LiveRun:
     waiting_approvals: int = 0
     space: bool = False
     context: CallContext | None = None
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
@@ -123,6 +129,10 @@ class RunManager:
         prompt_dumps: ``agent.promptDumps``.
         run_timeout: Active-work limit of one run (seconds; approval waits excluded).
         flow_guard: ``agent.flowGuard`` (``ask`` or ``off``).
+        journal: The action journal's execution boundary (default: one for ``store`` and
+            ``owner``).
+        operator: Probes and compensations of uncertain actions (default: Octipus's own tools'
+            contracts only).
     """
 
     def __init__(
@@ -140,6 +150,8 @@ class RunManager:
         prompt_dumps: bool = True,
         run_timeout: float = 3600.0,
         flow_guard: FlowGuardMode = FlowGuardMode.ASK,
+        journal: ActionJournal | None = None,
+        operator: RecoveryOperator | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -155,6 +167,10 @@ class RunManager:
                 t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"
             ),
         )
+        self.journal = journal or ActionJournal(store, owner)
+        builtin = {t.tool_id: t.contract for t in DEFAULT_TOOLS}
+        self.operator = operator or RecoveryOperator(store, builtin.get, hub.emit_optional)
+        self.recovery = RecoveryGate(store, self.journal, self.gate, self.operator, hub.emit)
         self.adapters = adapters
         self.resolutions = resolutions
         self.data_dir = data_dir
@@ -312,12 +328,54 @@ class RunManager:
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
     ) -> AuthorizationResult:
-        """Permission check of an Octipus tool call arriving on the bridge (ToolHost protocol)."""
+        """Permission check of an Octipus tool call arriving on the bridge (ToolHost protocol).
+
+        The permission gate decides first; a mutating tool then passes the recovery review gate
+        (seed 000) and its contract's unattended rule (seed 004). A refused mutating call is
+        recorded in the journal as ``not_executed``.
+        """
         live = self._live.get(identity.run_id)
         if live is None:
             return AuthorizationResult(False, "the run is no longer live")
         result = await self._gate(live, tool_id, arguments, action=None, vendor_request_id=None)
+        spec = live.tools.get(tool_id)
+        if spec is None or not spec.mutating:
+            return AuthorizationResult(result.allowed, result.reason)
+        scope = self._scope(identity)
+        contract = spec.recovery_contract
+        if result.allowed:
+            result = await self.recovery.check(self._call_context(live), scope, tool_id, arguments, contract)
+            if result.expired:
+                await self._fail_on_expiry(live, result)
+        if not result.allowed:
+            await self.journal.refused(scope, tool_id, arguments, contract, result.reason)
         return AuthorizationResult(result.allowed, result.reason)
+
+    async def run_action(
+        self,
+        identity: RunIdentity,
+        tool_id: str,
+        arguments: dict[str, Any],
+        body: Body,
+        timeout_seconds: float | None,
+    ) -> Executed:
+        """Run a mutating call's body inside the journal's execution boundary (ToolHost protocol)."""
+        live = self._live.get(identity.run_id)
+        spec = live.tools.get(tool_id) if live is not None else None
+        contract = spec.recovery_contract if spec is not None else UNDECLARED_CONTRACT
+        return await self.journal.execute(
+            self._scope(identity), tool_id, arguments, contract, body, timeout_seconds=timeout_seconds
+        )
+
+    @staticmethod
+    def _scope(identity: RunIdentity) -> ActionScope:
+        return ActionScope(
+            user=identity.user,
+            session_id=identity.session_id,
+            run_id=identity.run_id,
+            agent=identity.worker_id,
+            origin=Origin.AGENT,
+        )
 
     async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
         """The session's durable work plan, or None (ToolHost protocol)."""
@@ -441,6 +499,7 @@ class RunManager:
             attended=session.attended,
         )
         live.identity = identity
+        live.tools = {t.tool_id: t for t in DEFAULT_TOOLS}
         # Octipus's native denials go to the vendor's own deny list too: the vendor approves some
         # calls itself and never relays them (seed 003: "a denial under either identity wins").
         # Read at launch: a DENY added during the run holds at once for relayed calls, and for the
@@ -653,13 +712,17 @@ class RunManager:
             self._call_context(live), tool_id, arguments, action=action, vendor_request_id=vendor_request_id
         )
         if result.expired:
-            if live.failure is None:
-                live.failure = result.reason
-            await self.broker.cancel_run(live.run.id, "the run failed: an approval expired")
-            if live.process is not None:
-                assert self._tg is not None
-                self._tg.start_soon(live.process.stop, result.reason)
+            await self._fail_on_expiry(live, result)
         return result
+
+    async def _fail_on_expiry(self, live: LiveRun, result: GateResult) -> None:
+        """An approval of a managed run expired: the run fails (seed 003)."""
+        if live.failure is None:
+            live.failure = result.reason
+        await self.broker.cancel_run(live.run.id, "the run failed: an approval expired")
+        if live.process is not None:
+            assert self._tg is not None
+            self._tg.start_soon(live.process.stop, result.reason)
 
     def _call_context(self, live: LiveRun) -> CallContext:
         """The gate's view of a live run (created once per run)."""

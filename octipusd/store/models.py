@@ -29,6 +29,7 @@ from sqlmodel import Field, SQLModel
 
 __all__ = [
     "NAMING_CONVENTION",
+    "ActionReceiptRow",
     "ApprovalRow",
     "ModelRowRow",
     "PermissionGrantRow",
@@ -38,6 +39,8 @@ __all__ = [
     "SessionRow",
     "SpaceMemberRow",
     "SpaceRow",
+    "ToolActionRow",
+    "ToolInvocationRow",
     "UTCDateTime",
     "VendorSessionRow",
     "WorkPlanRow",
@@ -206,7 +209,7 @@ class ApprovalRow(SQLModel, table=True):
     __tablename__ = "approvals"
 
     id: str = Field(primary_key=True, sa_type=_ID)
-    run_id: str = Field(foreign_key="runs.id", index=True, sa_type=_ID)
+    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True, sa_type=_ID)
     session_id: str = Field(foreign_key="sessions.id", index=True, sa_type=_ID)
     tool_id: str = Field(sa_type=sa.Text)
     subject: str | None = Field(default=None, sa_type=sa.Text)
@@ -224,6 +227,7 @@ class ApprovalRow(SQLModel, table=True):
     questions: str | None = Field(default=None, sa_type=sa.Text)
     answers: str | None = Field(default=None, sa_type=sa.Text)
     grant_id: str | None = Field(default=None, sa_type=_ID)
+    action_ids: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class WorkPlanRow(SQLModel, table=True):
@@ -303,3 +307,95 @@ class SpaceMemberRow(SQLModel, table=True):
     user: str = Field(primary_key=True, sa_type=sa.Text)
     role: str = Field(sa_type=sa.String(16))
     added_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class ToolActionRow(SQLModel, table=True):
+    """Table ``tool_actions``: the action journal, one row per mutating tool call (seed 000).
+
+    Never holds argument or result bodies: ``args_hash`` is a SHA-256 of the canonical JSON
+    arguments, ``detail`` one line of evidence. ``outcome`` is ``started`` (written before the
+    call), ``completed``, ``not_executed`` or ``uncertain``; ``recovery_state`` follows seed
+    004's state machine for uncertain actions; ``review_id`` is the recovery review (an
+    approval) that acknowledged it. ``owner`` is the daemon instance that ran it (orphans after
+    a restart). ``invocation_id`` links a call a person started by hand.
+    """
+
+    __tablename__ = "tool_actions"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    user: str = Field(sa_type=sa.Text, index=True)
+    session_id: str | None = Field(default=None, foreign_key="sessions.id", index=True, sa_type=_ID)
+    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True, sa_type=_ID)
+    agent: str | None = Field(default=None, sa_type=sa.Text)
+    pipeline_id: str | None = Field(default=None, sa_type=sa.Text, index=True)
+    node_id: str | None = Field(default=None, sa_type=sa.Text)
+    origin: str = Field(sa_type=sa.String(16))
+    invocation_id: str | None = Field(default=None, sa_type=_ID)
+    tool: str = Field(sa_type=sa.Text)
+    args_hash: str = Field(sa_type=sa.String(64))
+    risk_class: str = Field(sa_type=sa.String(16))
+    idempotency_key: str | None = Field(default=None, sa_type=sa.Text)
+    recovery_owner: str | None = Field(default=None, sa_type=sa.Text)
+    deadline_seconds: float = Field(sa_type=sa.Float)
+    owner: str = Field(sa_type=sa.Text)
+    outcome: str = Field(sa_type=sa.String(16), index=True)
+    detail: str | None = Field(default=None, sa_type=sa.Text)
+    recovery_state: str | None = Field(default=None, sa_type=sa.String(24))
+    deadline_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    review_id: str | None = Field(default=None, sa_type=_ID)
+    reviewed_by: str | None = Field(default=None, sa_type=sa.Text)
+    reviewed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    started_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class ActionReceiptRow(SQLModel, table=True):
+    """Table ``action_receipts``: the append-only receipt of an action (seed 004): contract at
+    start, outcome, probes, compensations, escalations, reviews; small JSON evidence only."""
+
+    __tablename__ = "action_receipts"
+
+    id: int | None = Field(
+        default=None,
+        primary_key=True,
+        sa_type=sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+    )
+    action_id: str = Field(foreign_key="tool_actions.id", index=True, sa_type=_ID)
+    kind: str = Field(sa_type=sa.String(32))
+    state: str | None = Field(default=None, sa_type=sa.String(24))
+    data: str = Field(default="{}", sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class ToolInvocationRow(SQLModel, table=True):
+    """Table ``tool_invocations``: a tool call a person started by hand (seed 001's "Test-tab"
+    call), which may owe an execution once approved.
+
+    ``request_id`` is the client's idempotency key (unique per user): a retried request
+    returns the stored invocation instead of running again. ``arguments`` are kept only until
+    the call ends. ``claim_token``/``claimed_at``/``claimed_by`` are the exact claim taken
+    before dispatch (seed 001).
+    """
+
+    __tablename__ = "tool_invocations"
+    __table_args__ = (sa.UniqueConstraint("user", "request_id"),)
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    request_id: str | None = Field(default=None, sa_type=sa.Text)
+    user: str = Field(sa_type=sa.Text)
+    session_id: str = Field(foreign_key="sessions.id", index=True, sa_type=_ID)
+    tool: str = Field(sa_type=sa.Text)
+    arguments: str | None = Field(default=None, sa_type=sa.Text)
+    args_hash: str = Field(sa_type=sa.String(64))
+    status: str = Field(sa_type=sa.String(24), index=True)
+    approval_id: str | None = Field(default=None, sa_type=_ID)
+    claim_token: str | None = Field(default=None, sa_type=_ID)
+    claimed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    claimed_by: str | None = Field(default=None, sa_type=sa.Text)
+    action_id: str | None = Field(default=None, sa_type=_ID)
+    result: str | None = Field(default=None, sa_type=sa.Text)
+    is_error: bool = Field(default=False)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

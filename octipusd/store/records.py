@@ -260,7 +260,7 @@ class Approval:
 
     Attributes:
         id: 32 hex characters; the request id shown to people.
-        run_id: The run that asked.
+        run_id: The run that asked (None: a request of no run, e.g. a call started by hand).
         session_id: The session of that run.
         tool_id: Tool identifier, e.g. ``"cli-native:Bash"``.
         subject: The command or path concerned, when there is one.
@@ -279,10 +279,12 @@ class Approval:
         questions: The questionnaire (every question, option label and description), or None.
         answers: The answers given (question text -> answer), or None.
         grant_id: The scoped grant the answer created ("remember"), or None.
+        action_ids: The journal records a recovery (``action_recovery``) or replay
+            (``pipeline_replay``) review covers.
     """
 
     id: str
-    run_id: str
+    run_id: str | None
     session_id: str
     tool_id: str
     subject: str | None
@@ -300,6 +302,7 @@ class Approval:
     questions: dict[str, Any] | None = None
     answers: dict[str, Any] | None = None
     grant_id: str | None = None
+    action_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,21 +32,25 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Engine, and_, delete, func, or_, update
+from sqlalchemy import Engine, and_, delete, false as sa_false, func, or_, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ApprovalError, ConflictError, NotFoundError, StoreError
 from octipusd.store.engine import WRITE_OPTION, display_url, make_engine
+from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
 from octipusd.store.models import (
     ApprovalRow,
     ModelRowRow,
+    PermissionGrantRow,
     RunEventRow,
     RunRow,
     SessionRow,
     SpaceRow,
+    ToolActionRow,
+    ToolInvocationRow,
     VendorSessionRow,
     WorkPlanRow,
 )
@@ -75,7 +79,7 @@ from octipusd.store.validation import (
 __all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
 
 #: Kinds of approval: a yes/no tool approval, or a questionnaire that needs answers (seed 003).
-APPROVAL_KINDS: tuple[str, ...] = ("tool", "questionnaire")
+APPROVAL_KINDS: tuple[str, ...] = ("tool", "questionnaire", "action_recovery", "pipeline_replay")
 
 #: ``decided_by`` written when octipusd itself resolves an approval (expiry, cancel).
 SYSTEM_ACTOR = "octipusd"
@@ -280,6 +284,7 @@ def _approval(row: ApprovalRow) -> Approval:
         questions=_load(row.questions) if row.questions else None,
         answers=_load(row.answers) if row.answers else None,
         grant_id=row.grant_id,
+        action_ids=tuple(json.loads(row.action_ids)) if row.action_ids else (),
     )
 
 
@@ -292,7 +297,7 @@ def _check_limit(limit: int) -> None:
         raise ValueError(f"limit must be at least 1, got {limit}")
 
 
-class Store(PolicyStoreMixin):
+class Store(PolicyStoreMixin, JournalStoreMixin):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 
     Build it with :meth:`open` (creates the engine and migrates), or from an engine whose
@@ -549,6 +554,53 @@ class Store(PolicyStoreMixin):
             row.updated_at = self._clock()
             db.add(row)
         return _session(row)
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session and everything recorded under it, in one transaction.
+
+        Removes its runs and their events, approvals, vendor session ids, work plan,
+        session-scoped grants, hand-started invocations and its action journal with the
+        receipts (seed 000: session deletion removes the associated journal records).
+
+        Raises:
+            NotFoundError: No such session.
+            ConflictError: One of its runs has not ended (stop it first).
+            StoreError: The database failed.
+        """
+        with self._tx(f"deleting session {session_id}", write=True) as db:
+            session = db.exec(
+                select(SessionRow).where(col(SessionRow.id) == session_id).with_for_update()
+            ).first()
+            if session is None:
+                raise NotFoundError(f"session {session_id} not found")
+            runs = db.exec(select(RunRow).where(col(RunRow.session_id) == session_id)).all()
+            live = [r.id for r in runs if not RunStatus(r.status).terminal]
+            if live:
+                raise ConflictError(
+                    f"session {session_id} has a run that has not ended ({', '.join(live)}); "
+                    "stop it with `octipusctl stop RUN_ID`, then delete the session"
+                )
+            run_ids = [r.id for r in runs]
+            action_ids = list(
+                db.exec(
+                    select(ToolActionRow.id).where(
+                        or_(
+                            col(ToolActionRow.session_id) == session_id,
+                            col(ToolActionRow.run_id).in_(run_ids) if run_ids else sa_false(),
+                        )
+                    )
+                ).all()
+            )
+            self._delete_actions(db, action_ids)
+            db.exec(delete(ToolInvocationRow).where(col(ToolInvocationRow.session_id) == session_id))
+            db.exec(delete(ApprovalRow).where(col(ApprovalRow.session_id) == session_id))
+            if run_ids:
+                db.exec(delete(RunEventRow).where(col(RunEventRow.run_id).in_(run_ids)))
+            db.exec(delete(VendorSessionRow).where(col(VendorSessionRow.session_id) == session_id))
+            db.exec(delete(WorkPlanRow).where(col(WorkPlanRow.session_id) == session_id))
+            db.exec(delete(PermissionGrantRow).where(col(PermissionGrantRow.session_id) == session_id))
+            db.exec(delete(RunRow).where(col(RunRow.session_id) == session_id))
+            db.delete(session)
 
     # Model rows --------------------------------------------------------------------------
 
@@ -1117,7 +1169,7 @@ class Store(PolicyStoreMixin):
     def create_approval(
         self,
         *,
-        run_id: str,
+        run_id: str | None,
         session_id: str,
         tool_id: str,
         subject: str | None,
@@ -1128,11 +1180,13 @@ class Store(PolicyStoreMixin):
         expires_at: datetime | None,
         kind: str = "tool",
         questions: dict[str, Any] | None = None,
+        action_ids: Iterable[str] = (),
     ) -> Approval:
-        """Record a pending approval request for a run.
+        """Record a pending approval request for a run (or for a session, without a run).
 
         Args:
-            run_id: The run asking; it must not have ended.
+            run_id: The run asking; it must not have ended. None for a request that belongs
+                to no run (a call started by hand, a pipeline replay review).
             session_id: The run's session.
             tool_id: Tool identifier, e.g. ``"cli-native:Bash"``.
             subject: The command or path concerned.
@@ -1141,8 +1195,9 @@ class Store(PolicyStoreMixin):
             explanation: Which permission rule matched.
             vendor_request_id: The vendor's id for the request.
             expires_at: Aware datetime after which it can no longer be approved, or None.
-            kind: ``tool`` or ``questionnaire``.
+            kind: ``tool``, ``questionnaire``, ``action_recovery`` or ``pipeline_replay``.
             questions: The questionnaire shown to people (JSON object), for ``questionnaire``.
+            action_ids: The journal records a recovery or replay review covers.
 
         Returns:
             The new approval, status ``pending`` (id: 32 hex characters).
@@ -1150,20 +1205,26 @@ class Store(PolicyStoreMixin):
         Raises:
             TypeError: ``input`` is not a JSON-serialisable dict.
             ValueError: The run belongs to another session.
-            NotFoundError: No such run.
+            NotFoundError: No such run (or session).
             ConflictError: The run already ended.
             StoreError: The database failed.
         """
         payload = _dump(input, "approval input")
+        covered = list(action_ids)
         if kind not in APPROVAL_KINDS:
             raise ValueError(f"approval kind must be one of {', '.join(APPROVAL_KINDS)}, got {kind!r}")
         questions_text = _dump(questions, "approval questions") if questions is not None else None
-        with self._tx(f"creating an approval for run {run_id}", write=True) as db:
-            run = self._lock_run(db, run_id)
-            if run.session_id != session_id:
-                raise ValueError(f"run {run_id} belongs to session {run.session_id}, not {session_id}")
-            if RunStatus(run.status).terminal:
-                raise ConflictError(f"run {run_id} already ended ({run.status}); it cannot ask for approval")
+        with self._tx(f"creating an approval for run {run_id or '(none)'}", write=True) as db:
+            if run_id is None:
+                self._lock_session(db, session_id)
+            else:
+                run = self._lock_run(db, run_id)
+                if run.session_id != session_id:
+                    raise ValueError(f"run {run_id} belongs to session {run.session_id}, not {session_id}")
+                if RunStatus(run.status).terminal:
+                    raise ConflictError(
+                        f"run {run_id} already ended ({run.status}); it cannot ask for approval"
+                    )
             row = ApprovalRow(
                 id=_new_id(),
                 run_id=run_id,
@@ -1179,6 +1240,7 @@ class Store(PolicyStoreMixin):
                 expires_at=expires_at,
                 kind=kind,
                 questions=questions_text,
+                action_ids=json.dumps(covered) if covered else None,
             )
             db.add(row)
         return _approval(row)
@@ -1282,6 +1344,13 @@ class Store(PolicyStoreMixin):
             won = bool(result.rowcount)
             if won and grant_row is not None:
                 db.add(grant_row)
+            if won:
+                decided = self._get_approval_row(db, approval_id)
+                if approve and decided.kind == "action_recovery" and decided.action_ids:
+                    self._acknowledge_actions(
+                        db, approval_id, json.loads(decided.action_ids), decided_by, now
+                    )
+                self._follow_approval(db, approval_id, status.value, reason)
             if not won:
                 # Still pending means it is past its deadline: record that it expired.
                 db.exec(
@@ -1298,6 +1367,7 @@ class Store(PolicyStoreMixin):
                     )
                     .execution_options(synchronize_session=False)
                 )
+                self._follow_approval(db, approval_id, "expired", "expired before it was answered")
             row = self._get_approval_row(db, approval_id)
         approval = _approval(row)
         if won:
@@ -1351,6 +1421,7 @@ class Store(PolicyStoreMixin):
                 .execution_options(synchronize_session=False)
             )
             if result.rowcount:
+                self._follow_approval(db, approval_id, target.value, reason)
                 return True
             self._get_approval_row(db, approval_id)
             return False

@@ -13,7 +13,7 @@ import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.identity import RunIdentity
-from octipusd.errors import InvalidRequestError
+from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
 from octipusd.tools import SHELL_RUN, run_shell
 from octipusd.tools.shell import OUTPUT_LIMIT_BYTES
 
@@ -22,6 +22,9 @@ pytestmark = pytest.mark.anyio
 
 async def shell(identity: RunIdentity, **arguments: Any) -> dict[str, Any]:
     result = await SHELL_RUN.handler(identity, FakeToolHost(), arguments)
+    if isinstance(result, ToolOutcome):  # a timeout or a signal: uncertain, with the output
+        assert result.uncertain
+        result = result.value
     assert isinstance(result, dict)
     json.dumps(result)  # the tool result is JSON
     return result
@@ -121,13 +124,13 @@ async def test_cwd_escape_is_refused(identity: RunIdentity, tmp_path: Path, cwd:
     (identity.workspace / "sub").mkdir()
     (identity.workspace / "escape").symlink_to(tmp_path)  # a symlink pointing outside
     marker = tmp_path / "ran"
-    with pytest.raises(InvalidRequestError, match="outside the workspace"):
+    with pytest.raises(NotExecutedError, match="outside the workspace"):
         await shell(identity, command=f"touch {marker}", cwd=cwd)
     assert not marker.exists()
 
 
 async def test_missing_cwd_is_refused(identity: RunIdentity) -> None:
-    with pytest.raises(InvalidRequestError, match="does not exist"):
+    with pytest.raises(NotExecutedError, match="does not exist"):
         await shell(identity, command="true", cwd="nope")
 
 
@@ -159,6 +162,23 @@ async def test_env_is_added_and_bridge_credentials_are_not_inherited(
 async def test_invalid_arguments_name_the_field(
     identity: RunIdentity, arguments: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(InvalidRequestError) as caught:
+    with pytest.raises(NotExecutedError) as caught:
         await SHELL_RUN.handler(identity, FakeToolHost(), arguments)
     assert message in caught.value.message
+
+
+async def test_outcomes_seed_000(identity: RunIdentity) -> None:
+    """A normal exit (even non-zero) is a completed attempt; a timeout or signal is uncertain; a
+    parser refusal raises the trusted not-executed error and nothing runs."""
+    ledger = identity.workspace / "ledger"
+    completed = await SHELL_RUN.handler(identity, FakeToolHost(), {"command": f"echo a >> {ledger}; exit 2"})
+    assert isinstance(completed, dict) and completed["exit_code"] == 2
+    timed = await SHELL_RUN.handler(
+        identity, FakeToolHost(), {"command": f"echo b >> {ledger}; sleep 30", "timeout": 0.5}
+    )
+    assert isinstance(timed, ToolOutcome) and timed.uncertain and "timed out" in timed.uncertain
+    killed = await SHELL_RUN.handler(identity, FakeToolHost(), {"command": "kill -TERM $$"})
+    assert isinstance(killed, ToolOutcome) and killed.uncertain and "signal 15" in killed.uncertain
+    with pytest.raises(NotExecutedError, match="parser refused"):
+        await SHELL_RUN.handler(identity, FakeToolHost(), {"command": f'echo c >> {ledger}; echo "unclosed'})
+    assert ledger.read_text().splitlines() == ["a", "b"]

@@ -1,0 +1,331 @@
+"""The execution boundary: ``started`` before the call, the outcome after it (seed 000).
+
+:class:`ActionJournal` wraps the body of every mutating tool call, whoever starts it (an agent
+through its bridge, a person by hand, the approved-action recovery):
+
+1. ``started`` is written and committed with the call's contract (risk class, idempotency key,
+   owner, deadline; seed 004) and an argument hash, never the arguments. If that write fails the
+   body does not run (:class:`JournalUnavailableError`).
+2. The body runs. Its end is classified (:func:`classify`): a plain return is ``completed``; a
+   :class:`~octipusd.journal.outcomes.ToolOutcome` marked uncertain, a timeout, a cancellation
+   after start and any other failure are ``uncertain``; only
+   :class:`~octipusd.journal.outcomes.NotExecutedError` (raised by Octipus code that proved
+   nothing ran) is ``not_executed``.
+3. The outcome is written (shielded from cancellation). If that write fails, the result is
+   still returned and the ``started`` record, no longer running here, blocks later mutations
+   of the user and session until a person reviews it.
+
+The set of actions running in this process (:attr:`ActionJournal.live`) is what separates a
+running ``started`` record from an orphan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from octipusd.errors import ConflictError, InvalidRequestError, OctipusError
+from octipusd.journal.contracts import RecoveryContract
+from octipusd.journal.outcomes import ActionOutcome, NotExecutedError, Origin, ToolOutcome
+from octipusd.store.aio import in_thread
+from octipusd.store.journal_store import ToolAction
+from octipusd.store.repository import Store
+
+__all__ = [
+    "ActionJournal",
+    "ActionScope",
+    "Body",
+    "Executed",
+    "JournalUnavailableError",
+    "args_hash",
+    "classify",
+    "contract_receipt",
+    "run_unjournaled",
+]
+
+log = logging.getLogger("octipusd.journal")
+
+#: ``async () -> result``: the tool body, raising on failure.
+Body = Callable[[], Awaitable[str | dict[str, Any] | ToolOutcome]]
+
+
+class JournalUnavailableError(OctipusError):
+    """The ``started`` record could not be written, so the tool was not run (seed 000)."""
+
+    code = "journal_unavailable"
+    http_status = 503
+
+
+def args_hash(arguments: Mapping[str, Any]) -> str:
+    """SHA-256 (hex, 64 characters) of the canonical JSON of ``arguments`` (sorted keys)."""
+    text = json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def contract_receipt(contract: RecoveryContract) -> dict[str, Any]:
+    """The part of a contract persisted in the receipt before execution (JSON object)."""
+    return {
+        "risk_class": str(contract.risk_class),
+        "intended_effects": contract.intended_effects,
+        "has_idempotency_key": contract.idempotency_key is not None,
+        "probe": contract.probe is not None,
+        "compensation": contract.compensation is not None,
+        "owner": contract.owner,
+        "deadline_seconds": contract.deadline_seconds,
+        "retry_policy": "no automatic retry after an uncertain outcome; probe first, then a person decides",
+    }
+
+
+@dataclass(frozen=True)
+class ActionScope:
+    """Who a call runs for, and where: the journal's ownership and correlation columns.
+
+    Attributes:
+        user: The user.
+        session_id: The Octipus session (the recovery scope is user + session).
+        run_id: The run whose bridge made the call (None for a call started by hand).
+        agent: The worker id.
+        origin: ``agent`` or ``manual``.
+        pipeline_id: Pipeline correlation, if any.
+        node_id: Pipeline node correlation, if any.
+        invocation: ``(invocation id, claim token)`` of a hand-started call.
+    """
+
+    user: str
+    session_id: str | None
+    run_id: str | None
+    agent: str | None
+    origin: Origin = Origin.AGENT
+    pipeline_id: str | None = None
+    node_id: str | None = None
+    invocation: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Executed:
+    """How one call ended.
+
+    Attributes:
+        value: The result for the caller (text or JSON object); for a failure, its message.
+        is_error: The caller sees an error result.
+        outcome: ``completed``, ``not_executed`` or ``uncertain``.
+        detail: One line of evidence (also stored on the record).
+        action_id: The journal record (None when the call was not journaled).
+        recorded: False when the outcome write failed (the ``started`` record then blocks).
+    """
+
+    value: str | dict[str, Any]
+    is_error: bool
+    outcome: ActionOutcome
+    detail: str | None
+    action_id: str | None = None
+    recorded: bool = True
+
+
+def describe_failure(tool: str, exc: BaseException, timeout_seconds: float | None = None) -> str:
+    """The message a caller sees when a tool body raised ``exc``."""
+    if isinstance(exc, NotExecutedError):
+        return exc.message
+    if isinstance(exc, InvalidRequestError):
+        return f"invalid arguments for {tool}: {exc.message}"
+    if isinstance(exc, OctipusError):
+        return f"{tool} failed: {exc.message} ({exc.code})"
+    if isinstance(exc, TimeoutError):
+        limit = f" within {timeout_seconds:g} s" if timeout_seconds is not None else " in time"
+        return f"{tool} did not finish{limit} and was stopped"
+    return f"{tool} failed with an internal error: {type(exc).__name__}: {exc}"
+
+
+def classify(
+    tool: str, value: str | dict[str, Any] | ToolOutcome | None, exc: BaseException | None, **kw: Any
+) -> Executed:
+    """Classify a call's end into a seed 000 outcome.
+
+    Args:
+        tool: The tool id (for messages).
+        value: What the body returned (when it returned).
+        exc: What it raised (when it raised); cancellation is handled by the caller.
+        **kw: ``timeout_seconds`` for the timeout message.
+
+    Returns:
+        The :class:`Executed` (without an action id).
+    """
+    if exc is not None:
+        message = describe_failure(tool, exc, kw.get("timeout_seconds"))
+        if isinstance(exc, NotExecutedError):
+            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:300])
+        detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:300]
+        return Executed(message, True, ActionOutcome.UNCERTAIN, detail)
+    if isinstance(value, ToolOutcome):
+        if value.uncertain is not None:
+            detail = value.uncertain if value.detail is None else f"{value.uncertain} ({value.detail})"
+            return Executed(value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:300])
+        return Executed(value.value, value.is_error, ActionOutcome.COMPLETED, value.detail)
+    return Executed(value if value is not None else "", False, ActionOutcome.COMPLETED, None)
+
+
+async def run_unjournaled(tool: str, body: Body, timeout_seconds: float | None = None) -> Executed:
+    """Run a body without a journal (read-only and internal tools, tests): same classification.
+
+    Cancellation propagates.
+    """
+    try:
+        value = await body()
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:
+        return classify(tool, None, exc, timeout_seconds=timeout_seconds)
+    return classify(tool, value, None)
+
+
+class ActionJournal:
+    """Writes the journal around mutating calls (see the module docstring).
+
+    Args:
+        store: The store.
+        owner: This daemon instance's id (``started`` records of other instances are orphans).
+        record_timeout_seconds: Deadline of each journal write (seconds).
+    """
+
+    def __init__(self, store: Store, owner: str, *, record_timeout_seconds: float = 30.0) -> None:
+        self.store = store
+        self.owner = owner
+        self.record_timeout_seconds = record_timeout_seconds
+        self.live: set[str] = set()
+
+    async def refused(
+        self,
+        scope: ActionScope,
+        tool: str,
+        arguments: Mapping[str, Any],
+        contract: RecoveryContract,
+        reason: str,
+    ) -> ToolAction | None:
+        """Record a mutating call refused before execution (a policy rejection): ``not_executed``.
+
+        Returns:
+            The record, or None when it could not be written (logged; nothing ran either way).
+        """
+        try:
+            with anyio.fail_after(self.record_timeout_seconds):
+                return await in_thread(
+                    lambda: self.store.start_action(
+                        **self._columns(scope, tool, arguments, contract),
+                        outcome="not_executed",
+                        detail=reason[:300],
+                    )
+                )
+        except Exception as exc:
+            log.warning("could not record the refused call of %s: %r", tool, exc)
+            return None
+
+    async def execute(
+        self,
+        scope: ActionScope,
+        tool: str,
+        arguments: Mapping[str, Any],
+        contract: RecoveryContract,
+        body: Body,
+        *,
+        timeout_seconds: float | None = None,
+    ) -> Executed:
+        """Run ``body`` inside the execution boundary.
+
+        Args:
+            scope: Ownership of the call.
+            tool: The tool id (``shell__run``, ``server.tool``).
+            arguments: The call's arguments (hashed, never stored).
+            contract: The tool's recovery contract.
+            body: The call itself; it raises on failure.
+            timeout_seconds: The body's own deadline, for the timeout message only.
+
+        Returns:
+            The :class:`Executed`; a failure of the body is a result, not an exception.
+
+        Raises:
+            JournalUnavailableError: ``started`` could not be written; the body did not run.
+            ConflictError: a hand-started call lost its claim; the body did not run.
+            Cancellation: after ``uncertain`` was recorded (shielded).
+        """
+        try:
+            with anyio.fail_after(self.record_timeout_seconds):
+                action = await in_thread(
+                    lambda: self.store.start_action(**self._columns(scope, tool, arguments, contract))
+                )
+        except ConflictError:
+            raise
+        except Exception as exc:
+            raise JournalUnavailableError(
+                f"{tool} was not run: the action journal could not record it before execution "
+                f"({type(exc).__name__}: {exc}); retry once the database is reachable"
+            ) from exc
+        self.live.add(action.id)
+        try:
+            try:
+                value = await body()
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await self._finish(action.id, ActionOutcome.UNCERTAIN, "cancelled after it started")
+                raise
+            except Exception as exc:
+                executed = classify(tool, None, exc, timeout_seconds=timeout_seconds)
+            else:
+                executed = classify(tool, value, None)
+            with anyio.CancelScope(shield=True):
+                recorded = await self._finish(action.id, executed.outcome, executed.detail)
+            return Executed(
+                executed.value, executed.is_error, executed.outcome, executed.detail, action.id, recorded
+            )
+        finally:
+            self.live.discard(action.id)
+
+    async def _finish(self, action_id: str, outcome: ActionOutcome, detail: str | None) -> bool:
+        try:
+            with anyio.fail_after(self.record_timeout_seconds):
+                await in_thread(
+                    lambda: self.store.finish_action(action_id, outcome=str(outcome), detail=detail)
+                )
+            return True
+        except Exception as exc:
+            log.error(
+                "the outcome (%s) of action %s could not be recorded: %r; its started record now "
+                "blocks further mutations of the session until a person reviews it",
+                outcome,
+                action_id,
+                exc,
+            )
+            return False
+
+    def _columns(
+        self, scope: ActionScope, tool: str, arguments: Mapping[str, Any], contract: RecoveryContract
+    ) -> dict[str, Any]:
+        key = None
+        if contract.idempotency_key is not None:
+            try:
+                key = contract.idempotency_key(arguments)
+            except Exception as exc:  # a broken key function must not hide the call
+                log.warning("idempotency key of %s failed: %r", tool, exc)
+        return {
+            "user": scope.user,
+            "session_id": scope.session_id,
+            "run_id": scope.run_id,
+            "agent": scope.agent,
+            "origin": str(scope.origin),
+            "pipeline_id": scope.pipeline_id,
+            "node_id": scope.node_id,
+            "tool": tool,
+            "args_hash": args_hash(arguments),
+            "risk_class": str(contract.risk_class),
+            "idempotency_key": key,
+            "recovery_owner": contract.owner,
+            "deadline_seconds": contract.deadline_seconds,
+            "owner": self.owner,
+            "contract": contract_receipt(contract),
+            "invocation": scope.invocation,
+        }

@@ -1,0 +1,211 @@
+"""The recovery review gate (seed 000 "What the user sees") and the contract gate (seed 004).
+
+Before a mutating call runs, :meth:`RecoveryGate.check`:
+
+1. refuses an ``irreversible`` action in unattended work (seed 004: irreversible actions move
+   to explicit human control);
+2. reads the user's and session's unresolved records (uncertain, or ``started`` and not
+   running in this process), oldest first, in batches of at most 20;
+3. probes those whose tool declares a verification probe (seed 004: an ``effect_unconfirmed``
+   action is probed before any retry); a probe that settles a record removes it from the
+   review;
+4. asks a person for a recovery review covering exactly that batch (approval kind
+   ``action_recovery``); unattended work cannot approve its own recovery and reports that
+   review is required; a denial refuses the call and keeps the evidence;
+5. after an approval, reads again: a record that became uncertain while the person decided,
+   or the next batch, needs its own review. The rules are re-checked after each approval (a
+   permission revoked meanwhile still denies).
+
+Read-only and internal tools never come here. Approving permits further mutations; it does
+not prove the earlier action failed, relabel it, or become a permanent permission.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from octipusd.journal.contracts import RecoveryContract, RiskClass
+from octipusd.journal.executor import ActionJournal, ActionScope
+from octipusd.journal.operator import RecoveryOperator
+from octipusd.policy.gate import CallContext, GateResult
+from octipusd.store.aio import in_thread
+from octipusd.store.journal_store import ToolAction
+from octipusd.store.repository import Store
+
+__all__ = ["REVIEW_BATCH", "RecoveryAsker", "RecoveryGate", "describe_actions"]
+
+log = logging.getLogger("octipusd.journal")
+
+#: Most records one recovery review covers (seed 000).
+REVIEW_BATCH = 20
+#: Bound on consecutive reviews for one call (a safety net; each review is a person's answer).
+_MAX_ROUNDS = 50
+
+Emit = Callable[[str, str, dict[str, Any]], Awaitable[object]]
+
+
+class RecoveryAsker(Protocol):
+    """What the review gate needs from the permission gate (:class:`~octipusd.policy.gate.PermissionGate`)."""
+
+    async def ask_recovery(
+        self,
+        ctx: CallContext,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        action_ids: list[str],
+        summary: dict[str, Any],
+        explanation: str,
+    ) -> GateResult:
+        """Ask for a recovery review; see :meth:`PermissionGate.ask_recovery`."""
+        ...
+
+
+def describe_actions(actions: list[ToolAction]) -> list[dict[str, Any]]:
+    """What a reviewer is shown of each record (never argument bodies)."""
+    return [
+        {
+            "action_id": a.id,
+            "tool": a.tool,
+            "outcome": a.outcome if a.outcome != "started" else "started (no outcome recorded)",
+            "detail": a.detail,
+            "risk_class": a.risk_class,
+            "recovery_state": a.recovery_state,
+            "idempotency_key": a.idempotency_key,
+            "started_at": a.started_at.isoformat(),
+            "run_id": a.run_id,
+        }
+        for a in actions
+    ]
+
+
+class RecoveryGate:
+    """Checks a mutating call against the journal before it runs (see the module docstring).
+
+    Args:
+        store: The store.
+        journal: The execution boundary (its live set separates running records from orphans).
+        asker: The permission gate (asks people, re-checks rules).
+        operator: Runs verification probes.
+        emit: Stores and publishes run events.
+        batch: Records per review (at most 20).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        journal: ActionJournal,
+        asker: RecoveryAsker,
+        operator: RecoveryOperator,
+        emit: Emit,
+        *,
+        batch: int = REVIEW_BATCH,
+    ) -> None:
+        if not 1 <= batch <= REVIEW_BATCH:
+            raise ValueError(f"a review covers 1 to {REVIEW_BATCH} records, got {batch}")
+        self.store = store
+        self.journal = journal
+        self.asker = asker
+        self.operator = operator
+        self.emit = emit
+        self.batch = batch
+
+    async def unresolved(self, scope: ActionScope) -> list[ToolAction]:
+        """The next batch of records blocking mutations of ``scope``'s user and session."""
+        live = set(self.journal.live)
+        return await in_thread(
+            lambda: self.store.blocking_actions(
+                user=scope.user, session_id=scope.session_id, live=live, limit=self.batch
+            )
+        )
+
+    async def check(
+        self,
+        ctx: CallContext,
+        scope: ActionScope,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        contract: RecoveryContract,
+    ) -> GateResult:
+        """Decide whether a mutating call may run now, as far as the journal is concerned.
+
+        Args:
+            ctx: The run and session asking (``attended``, ``review_required``...).
+            scope: The journal scope (user and session) of the call.
+            tool_id: The proposed call's tool.
+            arguments: Its input.
+            contract: Its recovery contract.
+
+        Returns:
+            Allowed, or denied with a reason for the model (and ``expired`` when a review was
+            not answered in time, which fails a managed run).
+        """
+        if contract.risk_class is RiskClass.IRREVERSIBLE and not ctx.attended:
+            note = (
+                f"review required: {tool_id} is declared irreversible, and irreversible actions never run "
+                "unattended; run it in an attended session, or declare its riskClass if it can be undone"
+            )
+            return await self._refuse_unattended(ctx, tool_id, note)
+        probed: set[str] = set()
+        reviewed = 0
+        for _ in range(_MAX_ROUNDS):
+            blocking = await self.unresolved(scope)
+            if not blocking:
+                reason = (
+                    f"{reviewed} recovery review(s) approved" if reviewed else "no unresolved earlier actions"
+                )
+                return GateResult(True, reason)
+            fresh = [a for a in blocking if a.id not in probed]
+            if fresh:
+                settled = False
+                for action in fresh:
+                    probed.add(action.id)
+                    result = await self.operator.probe(action)
+                    if result is not None and result.status.value != "unknown":
+                        settled = True
+                if settled:
+                    continue
+            ids = [a.id for a in blocking]
+            if not ctx.attended:
+                note = (
+                    f"review required: {len(ids)} earlier action(s) of this session have an uncertain outcome "
+                    f"({', '.join(ids)}); a person must review them (`octipusctl actions list --unresolved`) "
+                    "before further changes, and this session is unattended"
+                )
+                return await self._refuse_unattended(ctx, tool_id, note)
+            summary = {
+                "proposed": {"tool": tool_id},
+                "actions": describe_actions(blocking),
+                "note": (
+                    "Check whether these actions already took effect before allowing further changes. "
+                    "Approving permits further mutations, including a retry; it does not prove the earlier "
+                    "actions failed. Denying refuses this call and keeps the evidence."
+                ),
+            }
+            explanation = (
+                f"{len(ids)} earlier action(s) of this user and session have uncertain effects; "
+                f"{tool_id} changes something, so a person reviews them first"
+            )
+            answer = await self.asker.ask_recovery(
+                ctx, tool_id, arguments, action_ids=ids, summary=summary, explanation=explanation
+            )
+            if not answer.allowed:
+                return GateResult(
+                    False,
+                    f"recovery review: {answer.reason}; the earlier actions stay unresolved "
+                    "(`octipusctl actions list --unresolved`)",
+                    expired=answer.expired,
+                    approval_id=answer.approval_id,
+                )
+            reviewed += 1
+        return GateResult(False, f"recovery review: more than {_MAX_ROUNDS} consecutive reviews; try again")
+
+    async def _refuse_unattended(self, ctx: CallContext, tool_id: str, note: str) -> GateResult:
+        ctx.review_required.append(note)
+        try:
+            await self.emit(ctx.run_id, "review_required", {"tool_id": tool_id, "reason": note})
+        except Exception as exc:
+            log.warning("could not publish review_required: %r", exc)
+        return GateResult(False, note)

@@ -1,0 +1,1025 @@
+"""Store methods for the action journal (mixed into :class:`Store`).
+
+Tables ``tool_actions`` (seed 000: one row per mutating tool call, no argument or result
+bodies), ``action_receipts`` (seed 004: the append-only receipt of each action) and
+``tool_invocations`` (seed 001: calls a person started by hand, which may owe an execution
+once approved). Same conventions as ``repository.py``: one committed transaction per method,
+frozen records out, every "exactly once" change a conditional ``UPDATE`` whose row count says
+who won.
+
+Outcome writes: :meth:`JournalStoreMixin.start_action` commits ``started`` before the tool
+body runs; :meth:`JournalStoreMixin.finish_action` changes only a record still ``started``
+(a duplicated completion changes nothing). A call started by hand binds its action to its
+exact claim in the same transaction as ``started``, and its outcome and its request status
+commit together (:meth:`JournalStoreMixin.finish_invocation`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Collection, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, func, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session as DbSession, col, select
+
+from octipusd.errors import ConflictError, NotFoundError
+from octipusd.store.models import ActionReceiptRow, ToolActionRow, ToolInvocationRow
+
+__all__ = [
+    "ACTION_OUTCOMES",
+    "INVOCATION_STATUSES",
+    "RESOLVED_STATES",
+    "ActionReceipt",
+    "JournalStoreMixin",
+    "ToolAction",
+    "ToolInvocation",
+]
+
+#: ``tool_actions.outcome`` values (seed 000).
+ACTION_OUTCOMES: tuple[str, ...] = ("started", "completed", "not_executed", "uncertain")
+#: Recovery states that settle an uncertain action (seed 004): it no longer blocks mutations.
+RESOLVED_STATES: tuple[str, ...] = ("verified", "compensated", "contained")
+#: ``tool_invocations.status`` values. ``awaiting_approval`` -> ``approved`` -> ``executing``
+#: (claimed) -> ``completed`` / ``not_executed`` / ``uncertain``; or ``denied``, ``expired``,
+#: ``cancelled`` without running.
+INVOCATION_STATUSES: tuple[str, ...] = (
+    "awaiting_approval",
+    "approved",
+    "executing",
+    "completed",
+    "not_executed",
+    "uncertain",
+    "denied",
+    "expired",
+    "cancelled",
+)
+_TERMINAL_INVOCATION = frozenset({"completed", "not_executed", "uncertain", "denied", "expired", "cancelled"})
+#: Longest result text kept on an invocation (characters); longer results are cut with a note.
+INVOCATION_RESULT_LIMIT = 64 * 1024
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAction:
+    """One journal record (see ``models.ToolActionRow`` for the columns).
+
+    Attributes:
+        id: 32 hex characters.
+        user: The user the call ran for.
+        session_id: The Octipus session (None for none).
+        run_id: The run whose bridge made the call (None for a call started by hand).
+        agent: The worker (agent) id.
+        pipeline_id: Pipeline correlation, when the call ran inside one.
+        node_id: Pipeline node correlation.
+        origin: ``agent`` or ``manual``.
+        invocation_id: The hand-started invocation this action executes, if any.
+        tool: ``shell__run`` or ``server.tool``.
+        args_hash: SHA-256 (hex) of the canonical JSON arguments.
+        risk_class: reversible, compensatable, containable or irreversible.
+        idempotency_key: The call's declared key, if any.
+        recovery_owner: Who receives it past the deadline (None: ``user``).
+        deadline_seconds: Escalation deadline after an uncertain outcome (seconds).
+        owner: The daemon instance that ran it.
+        outcome: started, completed, not_executed or uncertain.
+        detail: One line of evidence.
+        recovery_state: Seed 004 state of an uncertain action, else None.
+        deadline_at: When an unresolved uncertain action goes to its owner.
+        review_id: The recovery review (approval id) that acknowledged it.
+        reviewed_by: Who acknowledged it.
+        reviewed_at: When.
+        started_at: When ``started`` was written.
+        finished_at: When the outcome was written.
+    """
+
+    id: str
+    user: str
+    session_id: str | None
+    run_id: str | None
+    agent: str | None
+    pipeline_id: str | None
+    node_id: str | None
+    origin: str
+    invocation_id: str | None
+    tool: str
+    args_hash: str
+    risk_class: str
+    idempotency_key: str | None
+    recovery_owner: str | None
+    deadline_seconds: float
+    owner: str
+    outcome: str
+    detail: str | None
+    recovery_state: str | None
+    deadline_at: datetime | None
+    review_id: str | None
+    reviewed_by: str | None
+    reviewed_at: datetime | None
+    started_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def resolved(self) -> bool:
+        """True when the record does not block mutations: its outcome is known (completed or
+        not_executed), a review acknowledged it, or evidence settled it (seed 004)."""
+        if self.outcome in ("completed", "not_executed"):
+            return True
+        return self.review_id is not None or (self.recovery_state in RESOLVED_STATES)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view (datetimes as ISO 8601 strings)."""
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            value = getattr(self, name)
+            out[name] = value.isoformat() if isinstance(value, datetime) else value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ActionReceipt:
+    """One entry of an action's append-only receipt.
+
+    Attributes:
+        id: Increasing integer.
+        action_id: The action.
+        kind: ``contract``, ``outcome``, ``probe``, ``compensation``, ``escalated``,
+            ``reviewed``, ``contained``, ``orphaned``, ``note``.
+        state: The recovery state the entry leaves (None when unchanged).
+        data: Small JSON evidence.
+        created_at: When.
+    """
+
+    id: int
+    action_id: str
+    kind: str
+    state: str | None
+    data: dict[str, Any]
+    created_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {
+            "id": self.id,
+            "action_id": self.action_id,
+            "kind": self.kind,
+            "state": self.state,
+            "data": self.data,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInvocation:
+    """A tool call a person started by hand (seed 001's "Test-tab" call).
+
+    Attributes:
+        id: 32 hex characters.
+        request_id: The client's idempotency key, unique per user (None: none given).
+        user: Who started it.
+        session_id: The session it runs in (workspace, journal scope).
+        tool: The tool id (``shell__run``, ``server.tool``).
+        arguments: The arguments while the call is owed (None once it ended).
+        args_hash: SHA-256 of the canonical JSON arguments.
+        status: See :data:`INVOCATION_STATUSES`.
+        approval_id: The approval it waits for or waited for.
+        claim_token: The exact claim of the executor dispatching it.
+        claimed_at: When the claim was taken.
+        claimed_by: The daemon instance holding the claim.
+        action_id: Its journal record once ``started`` was written.
+        result: The result text (at most 64 KiB) once it ended.
+        is_error: The result is an error result.
+        error: Why it did not run or what is uncertain.
+        created_at: When it was requested.
+        updated_at: Last change.
+        finished_at: When it reached a terminal status.
+    """
+
+    id: str
+    request_id: str | None
+    user: str
+    session_id: str
+    tool: str
+    arguments: dict[str, Any] | None
+    args_hash: str
+    status: str
+    approval_id: str | None
+    claim_token: str | None
+    claimed_at: datetime | None
+    claimed_by: str | None
+    action_id: str | None
+    result: str | None
+    is_error: bool
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def terminal(self) -> bool:
+        """True once the invocation can no longer change."""
+        return self.status in _TERMINAL_INVOCATION
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view without the claim token and the arguments."""
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            if name in ("claim_token", "arguments"):
+                continue
+            value = getattr(self, name)
+            out[name] = value.isoformat() if isinstance(value, datetime) else value
+        return out
+
+
+def _action(row: ToolActionRow) -> ToolAction:
+    return ToolAction(**{name: getattr(row, name) for name in ToolAction.__slots__})
+
+
+def _receipt(row: ActionReceiptRow) -> ActionReceipt:
+    data = json.loads(row.data) if row.data else {}
+    return ActionReceipt(
+        id=int(row.id or 0),
+        action_id=row.action_id,
+        kind=row.kind,
+        state=row.state,
+        data=data if isinstance(data, dict) else {"value": data},
+        created_at=row.created_at,
+    )
+
+
+def _invocation(row: ToolInvocationRow) -> ToolInvocation:
+    values = {name: getattr(row, name) for name in ToolInvocation.__slots__}
+    values["arguments"] = json.loads(row.arguments) if row.arguments is not None else None
+    return ToolInvocation(**values)
+
+
+def _unresolved() -> Any:
+    """SQL condition: an action that blocks mutations unless it is still running here."""
+    return (
+        col(ToolActionRow.outcome).in_(("uncertain", "started"))
+        & col(ToolActionRow.review_id).is_(None)
+        & or_(
+            col(ToolActionRow.recovery_state).is_(None),
+            col(ToolActionRow.recovery_state).not_in(RESOLVED_STATES),
+        )
+    )
+
+
+class JournalStoreMixin:
+    """Journal records, receipts and hand-started invocations; see the module docstring.
+
+    Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``.
+    """
+
+    if TYPE_CHECKING:
+        _clock: Callable[[], datetime]
+
+        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
+
+    # Actions -----------------------------------------------------------------------------
+
+    def start_action(
+        self,
+        *,
+        user: str,
+        session_id: str | None,
+        run_id: str | None,
+        agent: str | None,
+        origin: str,
+        tool: str,
+        args_hash: str,
+        risk_class: str,
+        owner: str,
+        deadline_seconds: float,
+        idempotency_key: str | None = None,
+        recovery_owner: str | None = None,
+        pipeline_id: str | None = None,
+        node_id: str | None = None,
+        contract: dict[str, Any] | None = None,
+        invocation: tuple[str, str] | None = None,
+        outcome: str = "started",
+        detail: str | None = None,
+    ) -> ToolAction:
+        """Write and commit a journal record before the tool body runs.
+
+        Args:
+            user, session_id, run_id, agent, pipeline_id, node_id: Ownership and correlation.
+            origin: ``agent`` or ``manual``.
+            tool: ``shell__run`` or ``server.tool``.
+            args_hash: SHA-256 (hex) of the canonical JSON arguments.
+            risk_class: The contract's risk class.
+            owner: This daemon instance's id.
+            deadline_seconds: Escalation deadline after an uncertain outcome (seconds).
+            idempotency_key: The call's key, if its contract declares one.
+            recovery_owner: The contract's named owner.
+            contract: The contract as persisted in the receipt (JSON object).
+            invocation: ``(invocation id, claim token)`` for a hand-started call: the record
+                is written only while that exact claim still holds, and bound to it in the
+                same transaction.
+            outcome: ``started`` (the normal case), or ``not_executed`` to record a call
+                refused before execution (a policy rejection) in one write.
+            detail: Evidence for a ``not_executed`` record.
+
+        Returns:
+            The record.
+
+        Raises:
+            ValueError: an unknown outcome.
+            ConflictError: the invocation's claim was lost (the tool must not run).
+            StoreError: the database failed (the tool must not run).
+        """
+        if outcome not in ("started", "not_executed"):
+            raise ValueError(f"a new action starts as 'started' or 'not_executed', got {outcome!r}")
+        now = self._clock()
+        row = ToolActionRow(
+            id=_new_id(),
+            user=user,
+            session_id=session_id,
+            run_id=run_id,
+            agent=agent,
+            pipeline_id=pipeline_id,
+            node_id=node_id,
+            origin=origin,
+            invocation_id=invocation[0] if invocation else None,
+            tool=tool,
+            args_hash=args_hash,
+            risk_class=risk_class,
+            idempotency_key=idempotency_key,
+            recovery_owner=recovery_owner,
+            deadline_seconds=deadline_seconds,
+            owner=owner,
+            outcome=outcome,
+            detail=detail,
+            started_at=now,
+            finished_at=now if outcome != "started" else None,
+        )
+        with self._tx(f"recording {tool} in the action journal", write=True) as db:
+            db.add(row)
+            db.flush()
+            if invocation is not None:
+                bound = db.exec(
+                    update(ToolInvocationRow)
+                    .where(
+                        col(ToolInvocationRow.id) == invocation[0],
+                        col(ToolInvocationRow.claim_token) == invocation[1],
+                        col(ToolInvocationRow.status) == "executing",
+                        col(ToolInvocationRow.action_id).is_(None),
+                    )
+                    .values(action_id=row.id, updated_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+                if not bound.rowcount:
+                    raise ConflictError(
+                        f"invocation {invocation[0]} is no longer claimed by this executor; it was not run"
+                    )
+            db.add(
+                ActionReceiptRow(
+                    action_id=row.id,
+                    kind="contract" if outcome == "started" else "outcome",
+                    state=None,
+                    data=_json(dict(contract or {}, outcome=outcome, detail=detail)),
+                    created_at=now,
+                )
+            )
+        return _action(row)
+
+    def finish_action(
+        self, action_id: str, *, outcome: str, detail: str | None, data: dict[str, Any] | None = None
+    ) -> bool:
+        """Record the outcome of a ``started`` action, exactly once.
+
+        Args:
+            action_id: The record.
+            outcome: ``completed``, ``not_executed`` or ``uncertain``.
+            detail: One line of evidence (no result bodies).
+            data: Extra receipt evidence (small JSON object).
+
+        Returns:
+            True if this call wrote the outcome; False if the record had already left
+            ``started`` (a duplicated completion changes nothing).
+
+        Raises:
+            ValueError: an unknown outcome.
+            StoreError: the database failed (the record stays ``started``, which blocks later
+                mutations pending review).
+        """
+        with self._tx(f"recording the outcome of action {action_id}", write=True) as db:
+            return self._finish_action(db, action_id, outcome=outcome, detail=detail, data=data)
+
+    def _finish_action(
+        self, db: DbSession, action_id: str, *, outcome: str, detail: str | None, data: dict[str, Any] | None
+    ) -> bool:
+        if outcome not in ("completed", "not_executed", "uncertain"):
+            raise ValueError(f"an outcome is completed, not_executed or uncertain, got {outcome!r}")
+        now = self._clock()
+        values: dict[str, Any] = {"outcome": outcome, "detail": detail, "finished_at": now}
+        state = None
+        if outcome == "uncertain":
+            state = "effect_unconfirmed"
+            row = db.get(ToolActionRow, action_id)
+            seconds = row.deadline_seconds if row is not None else 3600.0
+            values["recovery_state"] = state
+            values["deadline_at"] = now + timedelta(seconds=seconds)
+        result = db.exec(
+            update(ToolActionRow)
+            .where(col(ToolActionRow.id) == action_id, col(ToolActionRow.outcome) == "started")
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if not result.rowcount:
+            return False
+        db.add(
+            ActionReceiptRow(
+                action_id=action_id,
+                kind="outcome",
+                state=state,
+                data=_json(dict(data or {}, outcome=outcome, detail=detail)),
+                created_at=now,
+            )
+        )
+        return True
+
+    def get_action(self, action_id: str) -> ToolAction:
+        """Return one journal record.
+
+        Raises:
+            NotFoundError: no such action.
+        """
+        with self._tx(f"reading action {action_id}") as db:
+            row = db.get(ToolActionRow, action_id)
+            if row is None:
+                raise NotFoundError(f"action {action_id} not found; `octipusctl actions list` shows them")
+            return _action(row)
+
+    def list_actions(
+        self,
+        *,
+        user: str | None = None,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        pipeline_id: str | None = None,
+        outcome: str | None = None,
+        unresolved: bool = False,
+        ids: Collection[str] | None = None,
+        limit: int = 200,
+    ) -> list[ToolAction]:
+        """Return journal records, oldest first, filtered.
+
+        Args:
+            user, session_id, run_id, pipeline_id, outcome: Equality filters.
+            unresolved: Only records that block mutations (uncertain or ``started`` ones not
+                acknowledged or settled; a ``started`` record still running here is included:
+                callers exclude their live ones).
+            ids: Only these records.
+            limit: At most this many (>= 1).
+
+        Raises:
+            ValueError: ``limit`` < 1 or an unknown outcome.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        if outcome is not None and outcome not in ACTION_OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(ACTION_OUTCOMES)}, got {outcome!r}")
+        query = select(ToolActionRow)
+        for column, value in (
+            (ToolActionRow.user, user),
+            (ToolActionRow.session_id, session_id),
+            (ToolActionRow.run_id, run_id),
+            (ToolActionRow.pipeline_id, pipeline_id),
+            (ToolActionRow.outcome, outcome),
+        ):
+            if value is not None:
+                query = query.where(col(column) == value)
+        if unresolved:
+            query = query.where(_unresolved())
+        if ids is not None:
+            query = query.where(col(ToolActionRow.id).in_(list(ids)))
+        query = query.order_by(col(ToolActionRow.started_at), col(ToolActionRow.id)).limit(limit)
+        with self._tx("listing actions") as db:
+            return [_action(r) for r in db.exec(query).all()]
+
+    def blocking_actions(
+        self, *, user: str, session_id: str | None, live: Collection[str] = (), limit: int = 20
+    ) -> list[ToolAction]:
+        """The records that require a recovery review before the next mutation (seed 000).
+
+        Uncertain records, and ``started`` records not in ``live`` (orphans: their call is not
+        running in this process), of this user and session, neither acknowledged by a review
+        nor settled by evidence; oldest first.
+
+        Args:
+            user: The user.
+            session_id: The session (None: records without a session).
+            live: Ids of actions running in this process now.
+            limit: Batch size (the seed's reviews cover at most 20 records).
+        """
+        query = select(ToolActionRow).where(col(ToolActionRow.user) == user, _unresolved())
+        if session_id is None:
+            query = query.where(col(ToolActionRow.session_id).is_(None))
+        else:
+            query = query.where(col(ToolActionRow.session_id) == session_id)
+        if live:
+            query = query.where(
+                or_(col(ToolActionRow.outcome) != "started", col(ToolActionRow.id).not_in(list(live)))
+            )
+        query = query.order_by(col(ToolActionRow.started_at), col(ToolActionRow.id)).limit(limit)
+        with self._tx("reading unresolved actions") as db:
+            return [_action(r) for r in db.exec(query).all()]
+
+    def orphan_started_actions(self, *, owner: str) -> list[ToolAction]:
+        """Mark ``started`` records of other daemon instances ``uncertain`` (run at start-up).
+
+        With one active backend per database, a record still ``started`` by another instance
+        lost its completion evidence when that instance stopped (seed 000: orphans count as
+        uncertain). Records of ``owner`` (this instance) are left alone.
+
+        Returns:
+            The records changed (as they are now).
+        """
+        with self._tx("marking orphaned actions uncertain", write=True) as db:
+            rows = db.exec(
+                select(ToolActionRow).where(
+                    col(ToolActionRow.outcome) == "started", col(ToolActionRow.owner) != owner
+                )
+            ).all()
+            changed: list[str] = []
+            for row in rows:
+                detail = f"orphaned: the daemon instance {row.owner} stopped before recording an outcome"
+                if self._finish_action(db, row.id, outcome="uncertain", detail=detail, data={"orphan": True}):
+                    changed.append(row.id)
+            out = [db.get(ToolActionRow, i) for i in changed]
+            return [_action(r) for r in out if r is not None]
+
+    def set_recovery_state(
+        self,
+        action_id: str,
+        *,
+        state: str,
+        kind: str,
+        data: dict[str, Any] | None = None,
+        expect: Collection[str | None] | None = None,
+    ) -> bool:
+        """Move an uncertain action to a new recovery state and append the receipt entry.
+
+        Args:
+            action_id: The action.
+            state: The new seed 004 state.
+            kind: Receipt kind (``probe``, ``compensation``, ``escalated``, ``contained``...).
+            data: Receipt evidence.
+            expect: Change only from one of these states (None: from any); a lost race
+                returns False and writes nothing.
+
+        Returns:
+            True if changed.
+        """
+        now = self._clock()
+        with self._tx(f"changing the recovery state of action {action_id}", write=True) as db:
+            query = update(ToolActionRow).where(col(ToolActionRow.id) == action_id)
+            if expect is not None:
+                allowed = [s for s in expect if s is not None]
+                if None in expect:
+                    query = query.where(
+                        or_(
+                            col(ToolActionRow.recovery_state).is_(None),
+                            col(ToolActionRow.recovery_state).in_(allowed),
+                        )
+                    )
+                else:
+                    query = query.where(col(ToolActionRow.recovery_state).in_(allowed))
+            result = db.exec(query.values(recovery_state=state).execution_options(synchronize_session=False))
+            if not result.rowcount:
+                return False
+            db.add(
+                ActionReceiptRow(
+                    action_id=action_id, kind=kind, state=state, data=_json(data or {}), created_at=now
+                )
+            )
+            return True
+
+    def add_receipt(
+        self, action_id: str, *, kind: str, data: dict[str, Any], state: str | None = None
+    ) -> None:
+        """Append one receipt entry without changing the action.
+
+        Raises:
+            NotFoundError: no such action.
+        """
+        with self._tx(f"adding to the receipt of action {action_id}", write=True) as db:
+            if db.get(ToolActionRow, action_id) is None:
+                raise NotFoundError(f"action {action_id} not found")
+            db.add(
+                ActionReceiptRow(
+                    action_id=action_id, kind=kind, state=state, data=_json(data), created_at=self._clock()
+                )
+            )
+
+    def list_receipts(self, action_id: str) -> list[ActionReceipt]:
+        """Return an action's receipt entries in order."""
+        with self._tx(f"reading the receipt of action {action_id}") as db:
+            rows = db.exec(
+                select(ActionReceiptRow)
+                .where(col(ActionReceiptRow.action_id) == action_id)
+                .order_by(col(ActionReceiptRow.id))
+            ).all()
+            return [_receipt(r) for r in rows]
+
+    def due_actions(self, now: datetime) -> list[ToolAction]:
+        """Unresolved uncertain actions whose escalation deadline has passed, still unconfirmed."""
+        with self._tx("reading actions past their deadline") as db:
+            rows = db.exec(
+                select(ToolActionRow).where(
+                    _unresolved(),
+                    col(ToolActionRow.recovery_state).in_(("effect_unconfirmed", "recovering")),
+                    col(ToolActionRow.deadline_at) <= now,
+                )
+            ).all()
+            return [_action(r) for r in rows]
+
+    def next_action_deadline(self) -> datetime | None:
+        """The earliest deadline of an unresolved, unconfirmed action (None: nothing owed)."""
+        with self._tx("reading the next action deadline") as db:
+            value = db.exec(
+                select(func.min(ToolActionRow.deadline_at)).where(
+                    _unresolved(), col(ToolActionRow.recovery_state).in_(("effect_unconfirmed", "recovering"))
+                )
+            ).first()
+            return value if isinstance(value, datetime) else None
+
+    def _acknowledge_actions(
+        self, db: DbSession, review_id: str, action_ids: Iterable[str], by: str, now: datetime
+    ) -> None:
+        """Inside a review's decision: mark the covered records acknowledged (outcome unchanged)."""
+        ids = list(action_ids)
+        if not ids:
+            return
+        result = db.exec(
+            select(ToolActionRow.id).where(
+                col(ToolActionRow.id).in_(ids), col(ToolActionRow.review_id).is_(None)
+            )
+        ).all()
+        db.exec(
+            update(ToolActionRow)
+            .where(col(ToolActionRow.id).in_(list(result)))
+            .values(review_id=review_id, reviewed_by=by, reviewed_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        for action_id in result:
+            db.add(
+                ActionReceiptRow(
+                    action_id=action_id,
+                    kind="reviewed",
+                    state=None,
+                    data=_json({"review_id": review_id, "by": by}),
+                    created_at=now,
+                )
+            )
+
+    def delete_user_journal(self, user: str) -> int:
+        """Remove every journal record, receipt and hand-started invocation of ``user``.
+
+        Returns:
+            How many journal records were removed.
+        """
+        with self._tx(f"deleting the journal of user {user}", write=True) as db:
+            ids = list(db.exec(select(ToolActionRow.id).where(col(ToolActionRow.user) == user)).all())
+            self._delete_actions(db, ids)
+            db.exec(delete(ToolInvocationRow).where(col(ToolInvocationRow.user) == user))
+            return len(ids)
+
+    @staticmethod
+    def _delete_actions(db: DbSession, ids: list[str]) -> None:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            db.exec(delete(ActionReceiptRow).where(col(ActionReceiptRow.action_id).in_(chunk)))
+            db.exec(delete(ToolActionRow).where(col(ToolActionRow.id).in_(chunk)))
+
+    # Invocations -------------------------------------------------------------------------
+
+    def create_invocation(
+        self,
+        *,
+        user: str,
+        session_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        args_hash: str,
+        request_id: str | None,
+        status: str,
+    ) -> tuple[ToolInvocation, bool]:
+        """Record a hand-started call, or return the one already recorded for ``request_id``.
+
+        Args:
+            user: Who starts it.
+            session_id: Its session.
+            tool: Tool id.
+            arguments: Its arguments (kept until it ends).
+            args_hash: SHA-256 of the canonical JSON arguments.
+            request_id: The client's idempotency key (None: every request is new).
+            status: ``awaiting_approval``, ``approved`` or ``denied``.
+
+        Returns:
+            ``(invocation, created)``; ``created`` is False when ``request_id`` was seen before
+            (a client retry after a lost acknowledgement: nothing new runs).
+
+        Raises:
+            ConflictError: ``request_id`` was used before for a different tool or arguments.
+            ValueError: an unknown status.
+        """
+        if status not in INVOCATION_STATUSES:
+            raise ValueError(f"unknown invocation status {status!r}")
+        now = self._clock()
+        row = ToolInvocationRow(
+            id=_new_id(),
+            request_id=request_id,
+            user=user,
+            session_id=session_id,
+            tool=tool,
+            arguments=_json(arguments),
+            args_hash=args_hash,
+            status=status,
+            is_error=False,
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            with self._tx(f"recording a call of {tool}", write=True) as db:
+                db.add(row)
+            return _invocation(row), True
+        except Exception as exc:
+            cause = exc.__cause__
+            if request_id is None or not isinstance(cause, IntegrityError):
+                raise
+        existing = self.find_invocation(user, request_id)
+        if existing is None:  # pragma: no cover - the unique key said it exists
+            raise ConflictError(f"request {request_id} conflicts with a concurrent request; retry it")
+        if existing.tool != tool or existing.args_hash != args_hash:
+            raise ConflictError(
+                f"request id {request_id!r} was already used for another call ({existing.tool}, "
+                f"invocation {existing.id}); use a new request id for a different call"
+            )
+        return existing, False
+
+    def find_invocation(self, user: str, request_id: str) -> ToolInvocation | None:
+        """The invocation ``user`` recorded under ``request_id``, if any."""
+        with self._tx("reading an invocation by request id") as db:
+            row = db.exec(
+                select(ToolInvocationRow).where(
+                    col(ToolInvocationRow.user) == user, col(ToolInvocationRow.request_id) == request_id
+                )
+            ).first()
+            return _invocation(row) if row is not None else None
+
+    def get_invocation(self, invocation_id: str) -> ToolInvocation:
+        """Return one invocation.
+
+        Raises:
+            NotFoundError: no such invocation.
+        """
+        with self._tx(f"reading invocation {invocation_id}") as db:
+            row = db.get(ToolInvocationRow, invocation_id)
+            if row is None:
+                raise NotFoundError(f"invocation {invocation_id} not found")
+            return _invocation(row)
+
+    def list_invocations(
+        self, *, user: str | None = None, session_id: str | None = None, limit: int = 100
+    ) -> list[ToolInvocation]:
+        """Hand-started invocations, newest first."""
+        query = select(ToolInvocationRow)
+        if user is not None:
+            query = query.where(col(ToolInvocationRow.user) == user)
+        if session_id is not None:
+            query = query.where(col(ToolInvocationRow.session_id) == session_id)
+        query = query.order_by(col(ToolInvocationRow.created_at).desc(), col(ToolInvocationRow.id).desc())
+        with self._tx("listing invocations") as db:
+            return [_invocation(r) for r in db.exec(query.limit(limit)).all()]
+
+    def set_invocation_approval(self, invocation_id: str, approval_id: str) -> None:
+        """Link an invocation awaiting approval to its approval record."""
+        with self._tx(f"linking invocation {invocation_id}", write=True) as db:
+            db.exec(
+                update(ToolInvocationRow)
+                .where(col(ToolInvocationRow.id) == invocation_id)
+                .values(approval_id=approval_id, updated_at=self._clock())
+                .execution_options(synchronize_session=False)
+            )
+
+    def _follow_approval(self, db: DbSession, approval_id: str, status: str, reason: str | None) -> None:
+        """Inside an approval's decision: move its invocation from ``awaiting_approval``."""
+        target = {
+            "approved": "approved",
+            "denied": "denied",
+            "expired": "expired",
+            "cancelled": "cancelled",
+        }.get(status)
+        if target is None:
+            return
+        values: dict[str, Any] = {"status": target, "updated_at": self._clock()}
+        if target != "approved":
+            values.update(
+                finished_at=self._clock(), arguments=None, error=reason or f"the approval was {target}"
+            )
+        db.exec(
+            update(ToolInvocationRow)
+            .where(
+                col(ToolInvocationRow.approval_id) == approval_id,
+                col(ToolInvocationRow.status) == "awaiting_approval",
+            )
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+
+    def owed_invocation_users(self) -> list[str]:
+        """Users with approved invocations that owe an execution (start-up discovery)."""
+        with self._tx("finding owed invocations") as db:
+            rows = db.exec(
+                select(ToolInvocationRow.user).where(col(ToolInvocationRow.status) == "approved").distinct()
+            ).all()
+            return sorted(rows)
+
+    def owed_invocations(
+        self, user: str, *, after: str | None = None, limit: int = 50
+    ) -> list[ToolInvocation]:
+        """One page of ``user``'s approved invocations, in id order (scoped read, seed 001)."""
+        query = select(ToolInvocationRow).where(
+            col(ToolInvocationRow.user) == user, col(ToolInvocationRow.status) == "approved"
+        )
+        if after is not None:
+            query = query.where(col(ToolInvocationRow.id) > after)
+        with self._tx(f"reading owed invocations of {user}") as db:
+            rows = db.exec(query.order_by(col(ToolInvocationRow.id)).limit(limit)).all()
+            return [_invocation(r) for r in rows]
+
+    def claim_invocation(self, invocation_id: str, *, token: str, owner: str) -> bool:
+        """Take the exact claim on an approved invocation before dispatch (seed 001).
+
+        One conditional ``UPDATE ... WHERE status = 'approved'``: of two recoverers exactly one
+        wins.
+
+        Returns:
+            True if this caller holds the claim.
+        """
+        now = self._clock()
+        with self._tx(f"claiming invocation {invocation_id}", write=True) as db:
+            result = db.exec(
+                update(ToolInvocationRow)
+                .where(
+                    col(ToolInvocationRow.id) == invocation_id, col(ToolInvocationRow.status) == "approved"
+                )
+                .values(
+                    status="executing", claim_token=token, claimed_at=now, claimed_by=owner, updated_at=now
+                )
+                .execution_options(synchronize_session=False)
+            )
+            return bool(result.rowcount)
+
+    def invocation_claimed(self, invocation_id: str, token: str) -> bool:
+        """True while ``token`` still holds the claim and nothing was dispatched."""
+        with self._tx(f"checking the claim on invocation {invocation_id}") as db:
+            row = db.get(ToolInvocationRow, invocation_id)
+            return (
+                row is not None
+                and row.status == "executing"
+                and row.claim_token == token
+                and row.action_id is None
+            )
+
+    def release_invocation_claim(self, invocation_id: str, token: str, *, reason: str) -> bool:
+        """Give back a claim after a preparation failure (nothing was dispatched).
+
+        Only the exact claim, and only while no action was started for it: the invocation
+        returns to ``approved`` and stays recoverable.
+
+        Returns:
+            True if released; False if the claim had changed or the call had started.
+        """
+        with self._tx(f"releasing the claim on invocation {invocation_id}", write=True) as db:
+            result = db.exec(
+                update(ToolInvocationRow)
+                .where(
+                    col(ToolInvocationRow.id) == invocation_id,
+                    col(ToolInvocationRow.status) == "executing",
+                    col(ToolInvocationRow.claim_token) == token,
+                    col(ToolInvocationRow.action_id).is_(None),
+                )
+                .values(
+                    status="approved",
+                    claim_token=None,
+                    claimed_at=None,
+                    claimed_by=None,
+                    error=reason,
+                    updated_at=self._clock(),
+                )
+                .execution_options(synchronize_session=False)
+            )
+            return bool(result.rowcount)
+
+    def finish_invocation(
+        self,
+        invocation_id: str,
+        token: str,
+        *,
+        status: str,
+        result: str | None,
+        is_error: bool,
+        error: str | None,
+        outcome: str | None = None,
+        detail: str | None = None,
+    ) -> bool:
+        """Commit an invocation's end and its action's outcome together (seed 001).
+
+        Args:
+            invocation_id: The invocation.
+            token: The claim it was dispatched under; a different current claim (fenced by the
+                token) changes nothing.
+            status: ``completed``, ``not_executed`` or ``uncertain``.
+            result: The result text (cut at 64 KiB).
+            is_error: The result is an error result.
+            error: Why it did not run or why it is uncertain.
+            outcome: The journal outcome of its action (when an action was started).
+            detail: Journal evidence.
+
+        Returns:
+            True if written.
+        """
+        if status not in ("completed", "not_executed", "uncertain"):
+            raise ValueError(f"an invocation ends completed, not_executed or uncertain, got {status!r}")
+        if result is not None and len(result) > INVOCATION_RESULT_LIMIT:
+            result = (
+                result[:INVOCATION_RESULT_LIMIT] + f"\n[result cut at {INVOCATION_RESULT_LIMIT} characters]"
+            )
+        now = self._clock()
+        with self._tx(f"recording the end of invocation {invocation_id}", write=True) as db:
+            row = db.get(ToolInvocationRow, invocation_id)
+            if row is None or row.claim_token != token or row.status != "executing":
+                return False
+            if row.action_id is not None and outcome is not None:
+                self._finish_action(db, row.action_id, outcome=outcome, detail=detail, data=None)
+            db.exec(
+                update(ToolInvocationRow)
+                .where(
+                    col(ToolInvocationRow.id) == invocation_id, col(ToolInvocationRow.claim_token) == token
+                )
+                .values(
+                    status=status,
+                    result=result,
+                    is_error=is_error,
+                    error=error,
+                    arguments=None,
+                    finished_at=now,
+                    updated_at=now,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            return True
+
+    def quarantine_invocations(self, *, owner: str) -> list[ToolInvocation]:
+        """At start-up: settle invocations claimed by another (stopped) daemon instance.
+
+        A claim without a started action never dispatched (``started`` is written in the
+        claim's own transaction before the call), so it goes back to ``approved``; a claim
+        whose action started may have run, so the invocation becomes ``uncertain`` and is
+        never dispatched again (seed 001: no replay of an uncertain provider call).
+
+        Returns:
+            The invocations changed, as they are now.
+        """
+        now = self._clock()
+        with self._tx("settling invocations of a stopped daemon", write=True) as db:
+            rows = db.exec(
+                select(ToolInvocationRow).where(
+                    col(ToolInvocationRow.status) == "executing",
+                    or_(
+                        col(ToolInvocationRow.claimed_by).is_(None),
+                        col(ToolInvocationRow.claimed_by) != owner,
+                    ),
+                )
+            ).all()
+            for row in rows:
+                if row.action_id is None:
+                    row.status = "approved"
+                    row.claim_token = None
+                    row.claimed_at = None
+                    row.claimed_by = None
+                else:
+                    row.status = "uncertain"
+                    row.error = (
+                        "the daemon stopped while this call was running; it may have run and is not repeated"
+                    )
+                    row.arguments = None
+                    row.finished_at = now
+                row.updated_at = now
+                db.add(row)
+            db.flush()
+            return [_invocation(r) for r in rows]
