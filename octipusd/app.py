@@ -22,6 +22,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -30,7 +31,10 @@ from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
-from octipusd.errors import ConfigError, OctipusError
+from octipusd.errors import ConfigError, NotFoundError, OctipusError
+from octipusd.journal.executor import ActionJournal
+from octipusd.journal.invocations import ActionService, builtin_tool
+from octipusd.journal.operator import RecoveryOperator
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -43,6 +47,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.engine import default_sqlite_url
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
+from octipusd.tools import DEFAULT_TOOLS
 
 log = logging.getLogger("octipusd")
 
@@ -115,8 +120,27 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
     resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
     for r in resolutions.values():
         log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
+    # seed 000: started records of the stopped daemon lost their completion evidence; seed 001:
+    # invocations it had claimed are settled (undispatched ones stay owed, started ones uncertain)
+    orphans = await in_thread(lambda: store.orphan_started_actions(owner=owner))
+    for action in orphans:
+        log.warning(
+            "action %s (%s) was running when the previous octipusd stopped: now uncertain",
+            action.id,
+            action.tool,
+        )
+    settled = await in_thread(lambda: store.quarantine_invocations(owner=owner))
+    for invocation in settled:
+        log.warning(
+            "invocation %s claimed by the previous octipusd: now %s", invocation.id, invocation.status
+        )
     hub = EventHub(store)
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
+    builtin = {t.tool_id: t for t in DEFAULT_TOOLS}
+    journal = ActionJournal(store, owner)
+    operator = RecoveryOperator(
+        store, lambda tool: builtin[tool].contract if tool in builtin else None, hub.emit_optional
+    )
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
     runs = RunManager(
         store=store,
@@ -131,8 +155,29 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
         prompt_dumps=settings.agent.promptDumps,
         run_timeout=settings.daemon.runTimeoutSeconds,
         flow_guard=FlowGuardMode(settings.agent.flowGuard),
+        journal=journal,
+        operator=operator,
     )
-    app = create_app(Services(store=store, runs=runs, hub=hub, broker=broker, resolutions=resolutions))
+
+    def resolve_tool(tool_id: str) -> Any:
+        spec = builtin.get(tool_id)
+        if spec is None:
+            raise NotFoundError(f"no tool {tool_id!r} can be started by hand here")
+        return builtin_tool(spec)
+
+    actions = ActionService(
+        store=store,
+        journal=journal,
+        operator=operator,
+        gate=runs.gate,
+        broker=broker,
+        resolve=resolve_tool,
+        owner=owner,
+    )
+    journal.on_uncertain = actions.worker.signal_deadline
+    app = create_app(
+        Services(store=store, runs=runs, hub=hub, broker=broker, resolutions=resolutions, actions=actions)
+    )
     path = socket_path(settings)
     sock = bind_unix_socket(path)
     server = make_server(app)
@@ -140,6 +185,7 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
     try:
         async with anyio.create_task_group() as tg:
             runs.bind(tg)
+            await tg.start(actions.worker.run)
 
             async def on_signals() -> None:
                 with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

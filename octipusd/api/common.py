@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import BaseModel
 
 from octipusd.errors import InvalidRequestError
+from octipusd.journal.invocations import ActionService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
@@ -32,6 +33,7 @@ class Services:
     hub: EventHub
     broker: ApprovalBroker
     resolutions: dict[str, Resolution]
+    actions: ActionService | None = None
 
 
 def dump(record: Any) -> dict[str, Any]:

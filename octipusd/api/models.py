@@ -231,7 +231,7 @@ class ApprovalOut(_Model):
     """An approval request."""
 
     id: str
-    run_id: str
+    run_id: str | None
     session_id: str
     tool_id: str
     subject: str | None
@@ -249,6 +249,7 @@ class ApprovalOut(_Model):
     answers: dict[str, Any] | None = None
     grant_id: str | None = None
     vendor_request_id: str | None = None
+    action_ids: list[str] = []
 
 
 class Remember(_Model):

@@ -53,6 +53,9 @@ log = logging.getLogger("octipusd.journal")
 
 #: ``async () -> result``: the tool body, raising on failure.
 Body = Callable[[], Awaitable[str | dict[str, Any] | ToolOutcome]]
+#: ``(outcome, detail, executed) -> written``: a caller's own outcome write (runs in a worker
+#: thread), used when the outcome must commit together with another record (seed 001).
+Commit = Callable[[ActionOutcome, "str | None", "Executed"], bool]
 
 
 class JournalUnavailableError(OctipusError):
@@ -198,6 +201,7 @@ class ActionJournal:
         self.owner = owner
         self.record_timeout_seconds = record_timeout_seconds
         self.live: set[str] = set()
+        self.on_uncertain: Callable[[], None] | None = None
 
     async def refused(
         self,
@@ -234,6 +238,7 @@ class ActionJournal:
         body: Body,
         *,
         timeout_seconds: float | None = None,
+        commit: Commit | None = None,
     ) -> Executed:
         """Run ``body`` inside the execution boundary.
 
@@ -244,6 +249,8 @@ class ActionJournal:
             contract: The tool's recovery contract.
             body: The call itself; it raises on failure.
             timeout_seconds: The body's own deadline, for the timeout message only.
+            commit: Writes the outcome instead of ``Store.finish_action`` (a hand-started call
+                commits its outcome and its request status together).
 
         Returns:
             The :class:`Executed`; a failure of the body is a result, not an exception.
@@ -270,24 +277,38 @@ class ActionJournal:
             try:
                 value = await body()
             except anyio.get_cancelled_exc_class():
+                cancelled = Executed(
+                    f"{tool} was cancelled after it started",
+                    True,
+                    ActionOutcome.UNCERTAIN,
+                    "cancelled after it started",
+                )
                 with anyio.CancelScope(shield=True):
-                    await self._finish(action.id, ActionOutcome.UNCERTAIN, "cancelled after it started")
+                    await self._finish(action.id, cancelled, commit)
                 raise
             except Exception as exc:
                 executed = classify(tool, None, exc, timeout_seconds=timeout_seconds)
             else:
                 executed = classify(tool, value, None)
             with anyio.CancelScope(shield=True):
-                recorded = await self._finish(action.id, executed.outcome, executed.detail)
+                recorded = await self._finish(action.id, executed, commit)
             return Executed(
                 executed.value, executed.is_error, executed.outcome, executed.detail, action.id, recorded
             )
         finally:
             self.live.discard(action.id)
 
-    async def _finish(self, action_id: str, outcome: ActionOutcome, detail: str | None) -> bool:
+    async def _finish(self, action_id: str, executed: Executed, commit: Commit | None) -> bool:
+        outcome, detail = executed.outcome, executed.detail
+        if outcome is ActionOutcome.UNCERTAIN and self.on_uncertain is not None:
+            self.on_uncertain()
         try:
             with anyio.fail_after(self.record_timeout_seconds):
+                if commit is not None:
+                    written = await in_thread(commit, outcome, detail, executed)
+                    if not written:
+                        log.warning("the outcome of action %s was not written: its claim changed", action_id)
+                    return written
                 await in_thread(
                     lambda: self.store.finish_action(action_id, outcome=str(outcome), detail=detail)
                 )

@@ -13,6 +13,8 @@ A managed run waits at most ``daemon.approvalTimeoutSeconds`` (5 minutes, seed 0
 from __future__ import annotations
 
 import enum
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -64,6 +66,12 @@ class ApprovalBroker:
         self._store = store
         self.timeout_seconds = timeout_seconds
         self._waiters: dict[str, anyio.Event] = {}
+        self._listeners: list[Callable[[Approval], None]] = []
+
+    def add_listener(self, listener: Callable[[Approval], None]) -> None:
+        """Call ``listener(approval)`` after every committed answer (e.g. to signal the
+        approved-action recovery with the affected scope, seed 001). It must not block."""
+        self._listeners.append(listener)
 
     async def create(
         self,
@@ -181,6 +189,11 @@ class ApprovalBroker:
         waiter = self._waiters.get(approval_id)
         if waiter is not None:
             waiter.set()
+        for listener in self._listeners:
+            try:
+                listener(approval)
+            except Exception:  # a listener never undoes a committed answer
+                logging.getLogger("octipusd.policy").exception("approval listener failed")
         return approval
 
     async def cancel_run(self, run_id: str, reason: str) -> int:

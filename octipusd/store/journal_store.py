@@ -925,6 +925,60 @@ class JournalStoreMixin:
             )
             return bool(result.rowcount)
 
+    def requeue_invocation_for_review(self, invocation_id: str, token: str, approval_id: str) -> bool:
+        """Hand a claimed, undispatched invocation back to wait for a recovery review.
+
+        Only the exact claim, and only while no action started: the invocation returns to
+        ``awaiting_approval`` on ``approval_id`` (its decision makes it ``approved`` again).
+
+        Returns:
+            True if requeued.
+        """
+        with self._tx(f"requeueing invocation {invocation_id} for review", write=True) as db:
+            result = db.exec(
+                update(ToolInvocationRow)
+                .where(
+                    col(ToolInvocationRow.id) == invocation_id,
+                    col(ToolInvocationRow.status) == "executing",
+                    col(ToolInvocationRow.claim_token) == token,
+                    col(ToolInvocationRow.action_id).is_(None),
+                )
+                .values(
+                    status="awaiting_approval",
+                    approval_id=approval_id,
+                    claim_token=None,
+                    claimed_at=None,
+                    claimed_by=None,
+                    updated_at=self._clock(),
+                )
+                .execution_options(synchronize_session=False)
+            )
+            return bool(result.rowcount)
+
+    def refuse_invocation(self, invocation_id: str, reason: str) -> None:
+        """End a ``denied`` invocation at once (policy rejection: nothing ran)."""
+        now = self._clock()
+        with self._tx(f"refusing invocation {invocation_id}", write=True) as db:
+            db.exec(
+                update(ToolInvocationRow)
+                .where(col(ToolInvocationRow.id) == invocation_id, col(ToolInvocationRow.status) == "denied")
+                .values(error=reason, arguments=None, finished_at=now, updated_at=now, is_error=True)
+                .execution_options(synchronize_session=False)
+            )
+
+    def owed_users_of_session(self, session_id: str) -> list[str]:
+        """Users with approved invocations in ``session_id`` (scoped signal, seed 001)."""
+        with self._tx("finding owed invocations of a session") as db:
+            rows = db.exec(
+                select(ToolInvocationRow.user)
+                .where(
+                    col(ToolInvocationRow.session_id) == session_id,
+                    col(ToolInvocationRow.status) == "approved",
+                )
+                .distinct()
+            ).all()
+            return sorted(rows)
+
     def finish_invocation(
         self,
         invocation_id: str,

@@ -1,0 +1,563 @@
+"""Calls a person starts by hand, and approved-action recovery (seed 001).
+
+A person can start a mutating tool (``shell__run`` or an MCP connector tool) by hand from a
+client (seed 001's "Test-tab" call; ``POST /v1/actions/calls``). :class:`ActionService`:
+
+* keys each request by the client's ``request_id`` (unique per user): a client that lost the
+  acknowledgement and retries gets the stored invocation back; nothing runs twice;
+* decides it with the permission rules: DENY refuses it (journal ``not_executed``); ALLOW
+  dispatches it at once; ASK stores an approval (kind ``tool``, no run) and the invocation
+  then *owes an execution*: when someone approves it (the approval's decision moves the
+  invocation to ``approved`` in its own transaction), the committed decision signals the
+  recovery worker with the user's scope;
+* dispatches with an exact claim (token + timestamp) taken before dispatch and checked again,
+  atomically, when ``started`` is written; the call runs outside any database transaction;
+  its outcome and the invocation's status commit together.
+
+Preparation (the claim re-check, the rules read fresh, the recovery review of the user's and
+session's uncertain actions, connecting to the connector) can fail. A validation or policy
+rejection ends the invocation (``not_executed``); a dependency failure (a timeout, a server
+that cannot be reached, a database error) releases only its own claim, leaves the invocation
+``approved`` and retries it for that user after 30 s. A call that may have run is never
+dispatched again: after a restart, an invocation claimed by the stopped daemon whose action had
+started becomes ``uncertain`` (see ``Store.quarantine_invocations``).
+
+:class:`RecoveryWorker` recovers owed invocations at start-up (discovering the users that have
+any) and after committed decisions (signalled per user), paging each user's approved
+invocations in id order; it also hands uncertain actions past their deadline to their owners
+(seed 004). Once nothing is owed and no deadline is pending it waits for a signal: no periodic
+scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from octipusd.bridge.fakes import FakeToolHost
+from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
+from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash
+from octipusd.journal.operator import RecoveryOperator
+from octipusd.journal.outcomes import ActionOutcome, Origin, ToolOutcome
+from octipusd.journal.review import REVIEW_BATCH, describe_actions
+from octipusd.policy.approvals import ApprovalBroker
+from octipusd.policy.gate import PermissionGate
+from octipusd.policy.rules import Level
+from octipusd.store.aio import in_thread
+from octipusd.store.journal_store import ToolInvocation
+from octipusd.store.records import Approval
+from octipusd.store.repository import Store
+from octipusd.tools.base import ToolSpec
+
+__all__ = ["ActionService", "PreparationError", "RecoveryWorker", "ToolResolver"]
+
+log = logging.getLogger("octipusd.journal")
+
+#: Retry delay of a user whose owed invocation failed in preparation (seconds, seed 001).
+RETRY_SECONDS = 30.0
+#: Page size of one user's owed invocations.
+PAGE = 50
+
+#: ``(tool id) -> async context yielding its ToolSpec``; raises NotFoundError for an unknown tool.
+ToolResolver = Callable[[str], AbstractAsyncContextManager[ToolSpec]]
+
+
+class PreparationError(OctipusError):
+    """A dependency failed before dispatch (nothing ran): the claim is released and retried."""
+
+    code = "preparation_failed"
+    http_status = 503
+
+
+def _text(value: str | dict[str, Any]) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+class ActionService:
+    """Hand-started calls and their dispatch (see the module docstring).
+
+    Args:
+        store: The store.
+        journal: The execution boundary.
+        operator: Probes of uncertain actions (run during preparation, seed 004).
+        gate: The permission gate (rules read fresh on every decision).
+        broker: Approvals.
+        resolve: Finds the tool spec of a tool id (built-in or connector).
+        owner: This daemon instance's id (claims carry it).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        journal: ActionJournal,
+        operator: RecoveryOperator,
+        gate: PermissionGate,
+        broker: ApprovalBroker,
+        resolve: ToolResolver,
+        owner: str,
+    ) -> None:
+        self.store = store
+        self.journal = journal
+        self.operator = operator
+        self.gate = gate
+        self.broker = broker
+        self.resolve = resolve
+        self.owner = owner
+        self.worker = RecoveryWorker(self)
+        self._changed: dict[str, anyio.Event] = {}
+        broker.add_listener(self._on_decided)
+
+    # ------------------------------------------------------------------ entry points
+
+    async def submit(
+        self,
+        *,
+        user: str,
+        session_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        request_id: str | None,
+    ) -> tuple[ToolInvocation, bool]:
+        """Start a call by hand: decide it and run it now, or store it as owed.
+
+        Args:
+            user: Who starts it.
+            session_id: The session whose workspace and journal scope it uses.
+            tool: ``shell__run`` or ``server.tool``.
+            arguments: The tool's arguments (identity keys are dropped).
+            request_id: The client's idempotency key (1-200 characters), or None.
+
+        Returns:
+            ``(invocation, created)``: the invocation as it stands after this request (completed,
+            awaiting approval, denied...), and False when ``request_id`` was seen before (the
+            stored invocation is returned and nothing runs).
+
+        Raises:
+            NotFoundError: no such session or tool.
+            InvalidRequestError: a bad request id, or a tool that cannot be started by hand.
+            ConflictError: the request id was used for a different call.
+        """
+        if request_id is not None and not 1 <= len(request_id) <= 200:
+            raise InvalidRequestError("request_id: must be 1 to 200 characters")
+        args = strip_identity_arguments(arguments)
+        if request_id is not None:
+            existing = await in_thread(self.store.find_invocation, user, request_id)
+            if existing is not None:
+                if existing.tool != tool or existing.args_hash != args_hash(args):
+                    raise ConflictError(
+                        f"request id {request_id!r} was already used for another call (invocation "
+                        f"{existing.id}); use a new request id for a different call"
+                    )
+                return existing, False
+        session = await in_thread(self.store.get_session, session_id)
+        if tool not in self._manual_tools() and "." not in tool:
+            raise InvalidRequestError(
+                f"{tool!r} cannot be started by hand; use shell__run or an MCP connector tool (server.tool)"
+            )
+        decision = await self.gate.evaluate(
+            tool, args, action=None, session_id=session.id, workspace=session.workspace
+        )
+        status = {Level.ALLOW: "approved", Level.ASK: "awaiting_approval"}.get(decision.level, "denied")
+        invocation, created = await in_thread(
+            lambda: self.store.create_invocation(
+                user=user,
+                session_id=session.id,
+                tool=tool,
+                arguments=args,
+                args_hash=args_hash(args),
+                request_id=request_id,
+                status=status,
+            )
+        )
+        if not created:
+            return invocation, False
+        if status == "denied":
+            reason = f"denied by Octipus policy: {decision.explanation}"
+            await self._refuse(invocation, reason)
+        elif status == "awaiting_approval":
+            approval = await self.broker.create(
+                run_id=None,
+                session_id=session.id,
+                tool_id=tool,
+                subject=None,
+                reason=f"started by hand by {user}",
+                input=args,
+                explanation=decision.explanation,
+                vendor_request_id=None,
+            )
+            await in_thread(self.store.set_invocation_approval, invocation.id, approval.id)
+        else:
+            await self.dispatch(invocation.id)
+        return await in_thread(self.store.get_invocation, invocation.id), True
+
+    async def wait(self, invocation_id: str, timeout_seconds: float) -> ToolInvocation:
+        """Wait until the invocation is terminal or ``timeout_seconds`` pass; return it."""
+        with anyio.move_on_after(timeout_seconds):
+            while True:
+                current = await in_thread(self.store.get_invocation, invocation_id)
+                if current.terminal:
+                    return current
+                event = self._changed.setdefault(invocation_id, anyio.Event())
+                with anyio.move_on_after(1.0):
+                    await event.wait()
+        return await in_thread(self.store.get_invocation, invocation_id)
+
+    async def review(
+        self, *, user: str, session_id: str, approve: bool, decided_by: str, reason: str | None
+    ) -> Approval:
+        """A person reviews the session's next batch of unresolved actions without a pending call.
+
+        Creates a recovery review (kind ``action_recovery``, no run) covering up to 20 records
+        and decides it at once. Approving acknowledges them (their outcome is unchanged);
+        denying records the refusal and keeps them unresolved.
+
+        Raises:
+            NotFoundError: no such session.
+            ConflictError: nothing is unresolved there.
+        """
+        session = await in_thread(self.store.get_session, session_id)
+        live = set(self.journal.live)
+        batch = await in_thread(
+            lambda: self.store.blocking_actions(
+                user=user, session_id=session.id, live=live, limit=REVIEW_BATCH
+            )
+        )
+        if not batch:
+            raise ConflictError(f"session {session.id} has no unresolved actions of {user}")
+        approval = await self.broker.create(
+            run_id=None,
+            session_id=session.id,
+            tool_id="action_recovery",
+            subject="Check earlier",
+            reason="action_recovery · review of uncertain actions",
+            input={"actions": describe_actions(batch)},
+            explanation=f"{len(batch)} action(s) with uncertain effects",
+            vendor_request_id=None,
+            kind="action_recovery",
+            action_ids=[a.id for a in batch],
+        )
+        return await self.broker.answer(approval.id, approve=approve, decided_by=decided_by, reason=reason)
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def dispatch(self, invocation_id: str) -> bool:
+        """Claim and run one approved invocation, exactly once.
+
+        Returns:
+            True if this caller dispatched it (or ended it in preparation); False if another
+            executor holds it or it is no longer approved.
+
+        Raises:
+            PreparationError: a dependency failed before dispatch; the claim was released and
+                the invocation stays approved (the worker retries it).
+        """
+        token = uuid.uuid4().hex
+        if not await in_thread(
+            lambda: self.store.claim_invocation(invocation_id, token=token, owner=self.owner)
+        ):
+            return False
+        try:
+            invocation = await in_thread(self.store.get_invocation, invocation_id)
+            try:
+                ready = await self._prepare(invocation, token)
+            except (NotFoundError, InvalidRequestError) as exc:
+                await self._end_not_executed(invocation, token, exc.message)
+                return True
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
+                released = await in_thread(
+                    lambda: self.store.release_invocation_claim(
+                        invocation_id, token, reason=f"preparation failed, will retry: {detail}"
+                    )
+                )
+                if not released:
+                    log.warning("invocation %s: claim changed during a failed preparation", invocation_id)
+                raise PreparationError(
+                    f"invocation {invocation_id} was not run: {detail}; it stays approved"
+                ) from exc
+            if ready is None:  # ended or handed to a recovery review
+                return True
+            spec_cm, reason = ready
+            async with spec_cm as spec:
+                await self._execute(invocation, token, spec, reason)
+            return True
+        finally:
+            self._touch(invocation_id)
+
+    async def _prepare(
+        self, invocation: ToolInvocation, token: str
+    ) -> tuple[AbstractAsyncContextManager[ToolSpec], str] | None:
+        """Checks before dispatch; None when the invocation was ended or requeued for review."""
+        if not await in_thread(self.store.invocation_claimed, invocation.id, token):
+            return None
+        session = await in_thread(self.store.get_session, invocation.session_id)
+        args = invocation.arguments or {}
+        decision = await self.gate.evaluate(
+            invocation.tool, args, action=None, session_id=session.id, workspace=session.workspace
+        )
+        if decision.level is Level.DENY:
+            reason = f"permission revoked before the call started: {decision.explanation}"
+            await self._end_not_executed(invocation, token, reason, refused=True)
+            return None
+        live = set(self.journal.live)
+        blocking = await in_thread(
+            lambda: self.store.blocking_actions(
+                user=invocation.user, session_id=invocation.session_id, live=live, limit=REVIEW_BATCH
+            )
+        )
+        for action in blocking:
+            await self.operator.probe(action)
+        if blocking:
+            blocking = await in_thread(
+                lambda: self.store.blocking_actions(
+                    user=invocation.user, session_id=invocation.session_id, live=live, limit=REVIEW_BATCH
+                )
+            )
+        if blocking:
+            approval = await self.broker.create(
+                run_id=None,
+                session_id=invocation.session_id,
+                tool_id=invocation.tool,
+                subject="Check earlier",
+                reason="action_recovery · retry: earlier actions of this session have uncertain effects",
+                input={"proposed": {"tool": invocation.tool}, "actions": describe_actions(blocking)},
+                explanation=f"{len(blocking)} earlier action(s) have uncertain effects",
+                vendor_request_id=None,
+                kind="action_recovery",
+                action_ids=[a.id for a in blocking],
+            )
+            requeued = await in_thread(
+                self.store.requeue_invocation_for_review, invocation.id, token, approval.id
+            )
+            if not requeued:
+                await in_thread(
+                    self.store.resolve_approval_if_pending,
+                    approval.id,
+                    status="cancelled",
+                    reason="the invocation changed meanwhile",
+                )
+            return None
+        return self.resolve(invocation.tool), decision.explanation
+
+    async def _execute(self, invocation: ToolInvocation, token: str, spec: ToolSpec, reason: str) -> None:
+        session = await in_thread(self.store.get_session, invocation.session_id)
+        from pathlib import Path
+
+        identity = RunIdentity(
+            run_id=f"manual-{invocation.id}",
+            session_id=session.id,
+            user=invocation.user,
+            worker_id=f"manual:{invocation.user}",
+            workspace=Path(session.workspace),
+            attended=True,
+        )
+        args = dict(invocation.arguments or {})
+
+        async def body() -> str | dict[str, Any] | ToolOutcome:
+            with anyio.fail_after(spec.timeout_seconds):
+                return await spec.handler(identity, FakeToolHost(), dict(args))
+
+        def commit(outcome: ActionOutcome, detail: str | None, executed: Executed) -> bool:
+            return self.store.finish_invocation(
+                invocation.id,
+                token,
+                status=str(outcome),
+                result=_text(executed.value),
+                is_error=executed.is_error,
+                error=detail if outcome is not ActionOutcome.COMPLETED else None,
+                outcome=str(outcome),
+                detail=detail,
+            )
+
+        if not spec.mutating:
+            raise InvalidRequestError(f"{invocation.tool} changes nothing; read it through the API instead")
+        try:
+            await self.journal.execute(
+                self._scope(invocation, token),
+                spec.tool_id,
+                args,
+                spec.recovery_contract,
+                body,
+                timeout_seconds=spec.timeout_seconds,
+                commit=commit,
+            )
+        except ConflictError as exc:  # the claim was lost before started: nothing ran
+            log.warning("invocation %s not run: %s", invocation.id, exc.message)
+
+    async def _end_not_executed(
+        self, invocation: ToolInvocation, token: str, reason: str, *, refused: bool = False
+    ) -> None:
+        if refused:
+            await self._record_refusal(invocation, reason)
+        await in_thread(
+            lambda: self.store.finish_invocation(
+                invocation.id, token, status="not_executed", result=reason, is_error=True, error=reason
+            )
+        )
+
+    async def _refuse(self, invocation: ToolInvocation, reason: str) -> None:
+        await self._record_refusal(invocation, reason)
+        await in_thread(lambda: self.store.refuse_invocation(invocation.id, reason))
+
+    async def _record_refusal(self, invocation: ToolInvocation, reason: str) -> None:
+        from octipusd.tools.base import UNDECLARED_CONTRACT
+
+        await self.journal.refused(
+            self._scope(invocation), invocation.tool, invocation.arguments or {}, UNDECLARED_CONTRACT, reason
+        )
+
+    @staticmethod
+    def _scope(invocation: ToolInvocation, token: str | None = None) -> ActionScope:
+        return ActionScope(
+            user=invocation.user,
+            session_id=invocation.session_id,
+            run_id=None,
+            agent=f"manual:{invocation.user}",
+            origin=Origin.MANUAL,
+            invocation=(invocation.id, token) if token is not None else None,
+        )
+
+    @staticmethod
+    def _manual_tools() -> frozenset[str]:
+        from octipusd.tools import DEFAULT_TOOLS
+
+        return frozenset(t.tool_id for t in DEFAULT_TOOLS if t.mutating)
+
+    def _touch(self, invocation_id: str) -> None:
+        event = self._changed.pop(invocation_id, None)
+        if event is not None:
+            event.set()
+
+    def _on_decided(self, approval: Approval) -> None:
+        """Broker listener: a committed decision may make an invocation owed (seed 001 signal)."""
+        if approval.run_id is None:
+            self.worker.signal_session(approval.session_id)
+
+
+class RecoveryWorker:
+    """Recovers owed invocations and escalates overdue actions (see the module docstring).
+
+    Args:
+        service: The action service it dispatches through.
+        retry_seconds: Delay before a user's failed preparation is retried (seconds).
+    """
+
+    def __init__(self, service: ActionService, *, retry_seconds: float = RETRY_SECONDS) -> None:
+        self.service = service
+        self.retry_seconds = retry_seconds
+        self._users: set[str] = set()
+        self._sessions: set[str] = set()
+        self._retry_at: dict[str, float] = {}
+        self._wake = anyio.Event()
+        self.passes = 0
+
+    def signal_user(self, user: str) -> None:
+        """A committed change may owe ``user`` an execution: recover that user's invocations."""
+        self._users.add(user)
+        self._wake.set()
+
+    def signal_session(self, session_id: str) -> None:
+        """Like :meth:`signal_user`, for the owner of invocations in ``session_id``."""
+        self._sessions.add(session_id)
+        self._wake.set()
+
+    def signal_deadline(self) -> None:
+        """An action became uncertain: recompute the next escalation deadline."""
+        self._wake.set()
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run until cancelled. Start-up discovery first, then signal-driven passes."""
+        store = self.service.store
+        for user in await in_thread(store.owed_invocation_users):
+            self._users.add(user)
+        task_status.started()
+        while True:
+            self._wake = anyio.Event()
+            users = await self._take_users()
+            for user in sorted(users):
+                await self._pass(user)
+            await self._escalate()
+            if self._users or self._sessions:
+                continue
+            timeout = await self._next_wake()
+            with anyio.move_on_after(timeout):
+                await self._wake.wait()
+
+    async def _take_users(self) -> set[str]:
+        users, self._users = self._users, set()
+        sessions, self._sessions = self._sessions, set()
+        for session_id in sessions:
+            users.update(await in_thread(self.service.store.owed_users_of_session, session_id))
+        now = time.monotonic()
+        for user, at in list(self._retry_at.items()):
+            if at <= now:
+                users.add(user)
+                del self._retry_at[user]
+        return users
+
+    async def _pass(self, user: str) -> None:
+        """Drain every page of ``user``'s owed invocations (scoped reads only)."""
+        self.passes += 1
+        after: str | None = None
+        while True:
+            try:
+                page = await in_thread(self.service.store.owed_invocations, user, after=after, limit=PAGE)
+            except Exception as exc:
+                log.warning(
+                    "reading owed invocations of %s failed: %r; retrying in %g s",
+                    user,
+                    exc,
+                    self.retry_seconds,
+                )
+                self._retry_at[user] = time.monotonic() + self.retry_seconds
+                return
+            if not page:
+                return
+            for invocation in page:
+                try:
+                    await self.service.dispatch(invocation.id)
+                except PreparationError as exc:
+                    log.warning("%s; retrying in %g s", exc.message, self.retry_seconds)
+                    self._retry_at[user] = time.monotonic() + self.retry_seconds
+                except Exception:
+                    log.exception("dispatching invocation %s failed", invocation.id)
+                    self._retry_at[user] = time.monotonic() + self.retry_seconds
+            after = page[-1].id
+
+    async def _escalate(self) -> None:
+        try:
+            await self.service.operator.escalate_due(datetime.now(UTC))
+        except Exception as exc:
+            log.warning("escalating overdue actions failed: %r", exc)
+
+    async def _next_wake(self) -> float:
+        """Seconds until the next retry or escalation deadline (inf: nothing owed)."""
+        wake = math.inf
+        if self._retry_at:
+            wake = max(0.0, min(self._retry_at.values()) - time.monotonic())
+        try:
+            deadline = await in_thread(self.service.store.next_action_deadline)
+        except Exception:
+            deadline = None
+            wake = min(wake, self.retry_seconds)
+        if deadline is not None:
+            wake = min(wake, max(0.0, (deadline - datetime.now(UTC)).total_seconds()) + 0.05)
+        return wake
+
+
+@asynccontextmanager
+async def builtin_tool(spec: ToolSpec) -> AsyncIterator[ToolSpec]:
+    """A resolver context for a built-in tool (nothing to connect)."""
+    yield spec
