@@ -20,9 +20,9 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -32,8 +32,9 @@ from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
+from octipusd.journal.contracts import RecoveryContract
 from octipusd.journal.executor import ActionJournal
-from octipusd.journal.invocations import ActionService, builtin_tool
+from octipusd.journal.invocations import ActionService
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
@@ -42,12 +43,14 @@ from octipusd.runner.executables import Resolution, login_path, resolve_executab
 from octipusd.runner.process import kill_run_tree
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.runs import RunManager
-from octipusd.settings import Settings, load_settings, socket_path, xdg_data_dir
+from octipusd.settings import McpServerSettings, Settings, load_settings, socket_path, xdg_data_dir
 from octipusd.store.aio import in_thread
 from octipusd.store.engine import default_sqlite_url
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.tools import DEFAULT_TOOLS
+from octipusd.tools.base import ToolSpec
+from octipusd.tools.connectors import ConnectorRegistry
 
 log = logging.getLogger("octipusd")
 
@@ -76,8 +79,34 @@ def vendor_base_env(search_path: str) -> dict[str, str]:
     return env
 
 
-async def serve(settings: Settings) -> None:
+class McpServersSource:
+    """``mcpServers`` read afresh at every new connector connection (seed 000: server settings,
+    ``trustRecoveryHints`` included, apply on the next connection).
+
+    Args:
+        settings: The settings read at start-up (the fallback).
+        config_file: The ``--config`` file, if one was given.
+    """
+
+    def __init__(self, settings: Settings, config_file: Path | None) -> None:
+        self._last: Mapping[str, McpServerSettings] = settings.mcpServers
+        self._config_file = config_file
+
+    def __call__(self) -> Mapping[str, McpServerSettings]:
+        """The current ``mcpServers``; an invalid edit keeps the last good ones (logged)."""
+        try:
+            self._last = load_settings(self._config_file).mcpServers
+        except ConfigError as exc:
+            log.error("mcpServers: keeping the previous servers: %s", exc.message)
+        return self._last
+
+
+async def serve(settings: Settings, config_file: Path | None = None) -> None:
     """Run the daemon until SIGTERM/SIGINT.
+
+    Args:
+        settings: The settings read at start-up.
+        config_file: The ``--config`` file (re-read for ``mcpServers`` at each connection).
 
     Raises:
         OctipusError: start-up failed (database locked, socket in use...).
@@ -94,14 +123,16 @@ async def serve(settings: Settings) -> None:
     try:
         store = await in_thread(Store.open, url)
         try:
-            await _serve(settings, store, data_dir, policy)
+            await _serve(settings, store, data_dir, policy, McpServersSource(settings, config_file))
         finally:
             await in_thread(store.close)
     finally:
         await in_thread(lock.release)
 
 
-async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Policy) -> None:
+async def _serve(
+    settings: Settings, store: Store, data_dir: Path, policy: Policy, mcp_servers: McpServersSource
+) -> None:
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     interrupted = await in_thread(
         store.interrupt_orphaned_runs, live_owner=owner, reason="octipusd stopped while the run was live"
@@ -137,10 +168,15 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
     hub = EventHub(store)
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
     builtin = {t.tool_id: t for t in DEFAULT_TOOLS}
+    connectors = ConnectorRegistry(mcp_servers)
+
+    def contract_of(tool_id: str) -> RecoveryContract | None:
+        if tool_id in builtin:
+            return builtin[tool_id].contract
+        return connectors.contract_for(tool_id)
+
     journal = ActionJournal(store, owner)
-    operator = RecoveryOperator(
-        store, lambda tool: builtin[tool].contract if tool in builtin else None, hub.emit_optional
-    )
+    operator = RecoveryOperator(store, contract_of, hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
     runs = RunManager(
         store=store,
@@ -157,13 +193,23 @@ async def _serve(settings: Settings, store: Store, data_dir: Path, policy: Polic
         flow_guard=FlowGuardMode(settings.agent.flowGuard),
         journal=journal,
         operator=operator,
+        connectors=connectors,
     )
 
-    def resolve_tool(tool_id: str) -> Any:
+    @asynccontextmanager
+    async def resolve_tool(tool_id: str) -> AsyncIterator[ToolSpec]:
         spec = builtin.get(tool_id)
-        if spec is None:
+        if spec is not None:
+            yield spec
+            return
+        server, dot, _ = tool_id.partition(".")
+        if not dot:
             raise NotFoundError(f"no tool {tool_id!r} can be started by hand here")
-        return builtin_tool(spec)
+        async with connectors.connect(server) as found:
+            match = next((t for t in found.tools if t.tool_id == tool_id), None)
+            if match is None:
+                raise NotFoundError(f"MCP server {server!r} offers no tool {tool_id!r} now")
+            yield match
 
     actions = ActionService(
         store=store,
@@ -232,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"octipusd: {exc.message}", file=sys.stderr)
         return exc.exit_code
     try:
-        anyio.run(serve, settings)
+        anyio.run(serve, settings, args.config)
     except OctipusError as exc:
         print(f"octipusd: {exc.message}", file=sys.stderr)
         return exc.exit_code

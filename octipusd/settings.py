@@ -24,6 +24,17 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     socket = "/run/user/1000/octipus/octipusd.sock"
     approvalTimeoutSeconds = 300                # managed-run approval wait, at most 5 minutes
     runTimeoutSeconds = 3600                    # active work of one run (approval waits excluded)
+    [mcpServers.ledger]                         # an external MCP server; tools published as ledger__<tool>
+    transport = "stdio"                         # or "http" with url = "https://..." and headers = {...}
+    command = "ledger-mcp"
+    args = ["--ledger", "/srv/ledger.tsv"]
+    trustRecoveryHints = false                  # seed 000: trust readOnlyHint / not_executed declarations
+    riskClass = "irreversible"                  # default of its mutating tools (seed 004)
+    [mcpServers.ledger.tools.append_entry]      # per-tool recovery contract
+    riskClass = "compensatable"
+    idempotencyKey = "key"                      # the argument carrying the call's idempotency key
+    probe = { tool = "find_entry", arguments = { key = "{idempotencyKey}" } }
+    compensation = { tool = "remove_entry", arguments = { key = "{idempotencyKey}" } }
 
 Sources, highest first: explicit arguments, the TOML file, ``OCTIPUS_<SECTION>__<KEY>``
 variables (e.g. ``OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS``), then the seed's first-boot
@@ -41,12 +52,14 @@ with code 2 before binding anything.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -76,6 +89,14 @@ ACCEPTED: dict[str, str] = {
     "daemon.approvalTimeoutSeconds": "a number of seconds greater than 0 and at most 300",
     "daemon.webPort": "a TCP port 1-65535 on 127.0.0.1, or 0 for none",
     "daemon.runTimeoutSeconds": "seconds of active work one run may take (approval waits excluded), at most 7 days",
+    "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
+    "transport": "stdio (with command) or http (with url)",
+    "trustRecoveryHints": "true or false (default false)",
+    "connectTimeoutSeconds": "seconds greater than 0 and at most 300",
+    "callTimeoutSeconds": "seconds greater than 0 and at most 7200",
+    "riskClass": "reversible, compensatable, containable or irreversible",
+    "deadlineSeconds": "seconds greater than 0",
+    "idempotencyKey": "the name of a top-level string argument of the tool",
 }
 
 
@@ -180,6 +201,151 @@ class DaemonSettings(_Section):
         return v
 
 
+#: ``mcpServers`` names: 1-40 letters, digits or "-". No "_" (the published tool name
+#: ``<server>__<tool>`` must split unambiguously) and no "." (the journal identity
+#: ``<server>.<tool>`` splits at the first dot).
+MCP_SERVER_NAME_PATTERN = r"^[A-Za-z0-9-]{1,40}$"
+#: Server names that would publish tools clashing with Octipus's own (``shell__run``).
+RESERVED_MCP_SERVER_NAMES = frozenset({"octipus", "shell"})
+#: The placeholder a probe or compensation argument value may be, replaced by the call's key.
+IDEMPOTENCY_KEY_PLACEHOLDER = "{idempotencyKey}"
+
+_MCP_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+RiskClassName = Literal["reversible", "compensatable", "containable", "irreversible"]
+
+
+def _uses_key_placeholder(value: Any) -> bool:
+    if isinstance(value, str):
+        return value == IDEMPOTENCY_KEY_PLACEHOLDER
+    if isinstance(value, Mapping):
+        return any(_uses_key_placeholder(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_uses_key_placeholder(v) for v in value)
+    return False
+
+
+class McpToolCallSettings(_Section):
+    """A probe or compensation: a tool of the same MCP server and its arguments.
+
+    ``arguments`` values (at any depth) that are exactly ``"{idempotencyKey}"`` are replaced by
+    the key of the call being checked or offset.
+    """
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("tool")
+    @classmethod
+    def _tool(cls, v: str) -> str:
+        if not _MCP_TOOL_NAME.match(v):
+            raise ValueError(f"{v!r} is not an MCP tool name (1-128 letters, digits, '_', '-' or '.')")
+        return v
+
+    @property
+    def uses_idempotency_key(self) -> bool:
+        """True when an argument value is the ``{idempotencyKey}`` placeholder."""
+        return _uses_key_placeholder(self.arguments)
+
+
+class McpToolSettings(_Section):
+    """``mcpServers.<name>.tools.<tool>``: recovery overrides of one tool (seed 004 contract).
+
+    Attributes:
+        riskClass: Overrides the server's ``riskClass``.
+        owner: Overrides the server's ``owner`` (who receives unresolved outcomes).
+        deadlineSeconds: Overrides the server's ``deadlineSeconds``.
+        idempotencyKey: Name of a top-level string argument whose (non-empty) value is the
+            call's idempotency key.
+        probe: Read-only verification tool of the same server, answering
+            ``{"status": "applied" | "not_applied"}``.
+        compensation: Tool of the same server that offsets the effect.
+    """
+
+    riskClass: RiskClassName | None = None
+    owner: str | None = Field(default=None, min_length=1)
+    deadlineSeconds: float | None = Field(default=None, gt=0)
+    idempotencyKey: str | None = Field(default=None, min_length=1)
+    probe: McpToolCallSettings | None = None
+    compensation: McpToolCallSettings | None = None
+
+    @model_validator(mode="after")
+    def _placeholders_need_a_key(self) -> McpToolSettings:
+        for label, call in (("probe", self.probe), ("compensation", self.compensation)):
+            if call is not None and call.uses_idempotency_key and self.idempotencyKey is None:
+                raise ValueError(
+                    f"{label} arguments use {IDEMPOTENCY_KEY_PLACEHOLDER!r} but the tool sets no idempotencyKey "
+                    "(name the argument that carries the key)"
+                )
+        return self
+
+
+class McpServerSettings(_Section):
+    """``mcpServers.<name>``: one external MCP server the per-run bridge offers to agents.
+
+    Attributes:
+        transport: ``stdio`` (spawn ``command``) or ``http`` (streamable HTTP at ``url``).
+        command: Executable of a stdio server (required for stdio).
+        args: Its arguments.
+        env: Extra environment variables of a stdio server (over a minimal inherited set).
+        cwd: Working directory of a stdio server.
+        url: Endpoint of an http server (required for http; http or https).
+        headers: Extra HTTP headers (e.g. ``Authorization``).
+        enabled: False keeps the server configured but unused.
+        trustRecoveryHints: Trust the server's recovery declarations (seed 000, off by
+            default): only then does an exact ``annotations.readOnlyHint: true`` skip the
+            journal and an ``isError`` result with ``_meta["octipus/recovery"].outcome ==
+            "not_executed"`` count as proof that nothing ran. Applies on the next connection.
+        connectTimeoutSeconds: Bound of connecting, the handshake and the tool listing.
+        callTimeoutSeconds: Bound of one ``tools/call``; past it the call is uncertain.
+        riskClass: Default risk class of the server's mutating tools (seed 004).
+        owner: Default named owner of unresolved outcomes (None: the run's user).
+        deadlineSeconds: Default escalation deadline of an unconfirmed action.
+        tools: Per-tool overrides, keyed by the server's tool name.
+    """
+
+    transport: Literal["stdio", "http"]
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+    trustRecoveryHints: bool = False
+    connectTimeoutSeconds: float = Field(default=15.0, gt=0, le=300)
+    callTimeoutSeconds: float = Field(default=300.0, gt=0, le=7200)
+    riskClass: RiskClassName = "irreversible"
+    owner: str | None = Field(default=None, min_length=1)
+    deadlineSeconds: float = Field(default=3600.0, gt=0)
+    tools: dict[str, McpToolSettings] = Field(default_factory=dict)
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, v: dict[str, McpToolSettings]) -> dict[str, McpToolSettings]:
+        for name in v:
+            if not _MCP_TOOL_NAME.match(name):
+                raise ValueError(f"{name!r} is not an MCP tool name (1-128 letters, digits, '_', '-' or '.')")
+        return v
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> McpServerSettings:
+        if self.transport == "stdio":
+            if self.command is None:
+                raise ValueError("transport stdio needs command (the server executable)")
+            if self.url is not None or self.headers:
+                raise ValueError("url and headers apply only to transport http")
+        else:
+            if self.url is None:
+                raise ValueError("transport http needs url (http:// or https://)")
+            parsed = urlsplit(self.url)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise ValueError(f"url {self.url!r} is not an http:// or https:// URL with a host")
+            if self.command is not None or self.args or self.env or self.cwd is not None:
+                raise ValueError("command, args, env and cwd apply only to transport stdio")
+        return self
+
+
 class _TomlSource(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
         super().__init__(settings_cls)
@@ -235,6 +401,7 @@ class Settings(BaseSettings):
         permissions: Permission rules.
         database: Store URL.
         daemon: Socket and approval wait.
+        mcpServers: External MCP servers offered to agents through the bridge, by name.
         config_file: The TOML file that was read, if any (not a setting).
     """
 
@@ -247,6 +414,19 @@ class Settings(BaseSettings):
     permissions: PermissionsSettings = Field(default_factory=PermissionsSettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
+    mcpServers: dict[str, McpServerSettings] = Field(default_factory=dict)
+
+    @field_validator("mcpServers")
+    @classmethod
+    def _mcp_server_names(cls, v: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        for name in v:
+            if not re.match(MCP_SERVER_NAME_PATTERN, name):
+                raise ValueError(
+                    f"server name {name!r} is invalid: use 1-40 letters, digits or '-' (no '_' or '.')"
+                )
+            if name.lower() in RESERVED_MCP_SERVER_NAMES:
+                raise ValueError(f"server name {name!r} is reserved for Octipus's own tools; pick another")
+        return v
 
     _toml_data: ClassVar[dict[str, Any]] = {}
     _environ: ClassVar[Mapping[str, str]] = {}

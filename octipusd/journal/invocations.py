@@ -35,8 +35,8 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from datetime import UTC, datetime
 from typing import Any
 
@@ -270,31 +270,36 @@ class ActionService:
             return False
         try:
             invocation = await in_thread(self.store.get_invocation, invocation_id)
-            try:
-                ready = await self._prepare(invocation, token)
-            except (NotFoundError, InvalidRequestError) as exc:
-                await self._end_not_executed(invocation, token, exc.message)
-                return True
-            except Exception as exc:
-                detail = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
-                released = await in_thread(
-                    lambda: self.store.release_invocation_claim(
-                        invocation_id, token, reason=f"preparation failed, will retry: {detail}"
-                    )
-                )
-                if not released:
-                    log.warning("invocation %s: claim changed during a failed preparation", invocation_id)
-                raise PreparationError(
-                    f"invocation {invocation_id} was not run: {detail}; it stays approved"
-                ) from exc
-            if ready is None:  # ended or handed to a recovery review
-                return True
-            spec_cm, reason = ready
-            async with spec_cm as spec:
-                await self._execute(invocation, token, spec, reason)
+            async with AsyncExitStack() as stack:
+                try:
+                    ready = await self._prepare(invocation, token)
+                    if ready is None:  # ended, or handed to a recovery review
+                        return True
+                    spec = await stack.enter_async_context(ready[0])  # e.g. connecting to the server
+                except (NotFoundError, InvalidRequestError) as exc:
+                    await self._end_not_executed(invocation, token, exc.message)
+                    return True
+                except Exception as exc:
+                    await self._release(invocation_id, token, exc)
+                    detail = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
+                    raise PreparationError(
+                        f"invocation {invocation_id} was not run: {detail}; it stays approved"
+                    ) from exc
+                await self._execute(invocation, token, spec, ready[1])
             return True
         finally:
             self._touch(invocation_id)
+
+    async def _release(self, invocation_id: str, token: str, exc: BaseException) -> None:
+        """Give back only this claim after a preparation failure (seed 001)."""
+        detail = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
+        released = await in_thread(
+            lambda: self.store.release_invocation_claim(
+                invocation_id, token, reason=f"preparation failed, will retry: {detail}"
+            )
+        )
+        if not released:
+            log.warning("invocation %s: claim changed during a failed preparation", invocation_id)
 
     async def _prepare(
         self, invocation: ToolInvocation, token: str
@@ -555,9 +560,3 @@ class RecoveryWorker:
         if deadline is not None:
             wake = min(wake, max(0.0, (deadline - datetime.now(UTC)).total_seconds()) + 0.05)
         return wake
-
-
-@asynccontextmanager
-async def builtin_tool(spec: ToolSpec) -> AsyncIterator[ToolSpec]:
-    """A resolver context for a built-in tool (nothing to connect)."""
-    yield spec

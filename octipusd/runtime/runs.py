@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,6 +71,7 @@ from octipusd.store.records import ModelRow, Run, RunStatus, Session
 from octipusd.store.repository import Store
 from octipusd.tools import DEFAULT_TOOLS, ToolSpec
 from octipusd.tools.base import UNDECLARED_CONTRACT
+from octipusd.tools.connectors import ConnectorRegistry, ConnectorSet
 
 log = logging.getLogger("octipusd.runtime")
 
@@ -133,6 +134,8 @@ class RunManager:
             ``owner``).
         operator: Probes and compensations of uncertain actions (default: Octipus's own tools'
             contracts only).
+        connectors: The configured MCP servers (``mcpServers``) whose tools every run's bridge
+            exposes; connected afresh for each run (None: none).
     """
 
     def __init__(
@@ -152,6 +155,7 @@ class RunManager:
         flow_guard: FlowGuardMode = FlowGuardMode.ASK,
         journal: ActionJournal | None = None,
         operator: RecoveryOperator | None = None,
+        connectors: ConnectorRegistry | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -167,6 +171,7 @@ class RunManager:
                 t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"
             ),
         )
+        self.connectors = connectors
         self.journal = journal or ActionJournal(store, owner)
         builtin = {t.tool_id: t.contract for t in DEFAULT_TOOLS}
         self.operator = operator or RecoveryOperator(store, builtin.get, hub.emit_optional)
@@ -462,7 +467,39 @@ class RunManager:
         if session.space_id is not None:  # the row may have lost sharedUse, the adapter its space mode
             space = await in_thread(self.store.get_space, session.space_id)
             check_space_model(space, row, adapter)
-        tool_names = [t.name for t in DEFAULT_TOOLS]
+        async with self._connect(run.id) as connected:
+            await self._run_with_tools(
+                live, session, adapter, row, options, flags, binary, workspace, mode, connected
+            )
+
+    @contextlib.asynccontextmanager
+    async def _connect(self, run_id: str) -> AsyncIterator[ConnectorSet]:
+        """The run's connector tools (``mcpServers``), connected for the run's lifetime."""
+        if self.connectors is None:
+            yield ConnectorSet(tools=(), notices=())
+            return
+        async with self.connectors.connect_all() as connected:
+            for message in connected.notices:
+                await self.hub.emit(run_id, "notice", {"message": message})
+            yield connected
+
+    async def _run_with_tools(
+        self,
+        live: LiveRun,
+        session: Session,
+        adapter: Adapter,
+        row: ModelRow | None,
+        options: dict[str, Any],
+        flags: tuple[str, ...],
+        binary: str,
+        workspace: Path,
+        mode: PermissionMode,
+        connected: ConnectorSet,
+    ) -> None:
+        run = live.run
+        in_space = live.space
+        tools = (*DEFAULT_TOOLS, *connected.tools)
+        tool_names = [t.name for t in tools]
         fp = fingerprint(
             adapter=adapter.name,
             model=session.model,
@@ -499,14 +536,14 @@ class RunManager:
             attended=session.attended,
         )
         live.identity = identity
-        live.tools = {t.tool_id: t for t in DEFAULT_TOOLS}
+        live.tools = {t.tool_id: t for t in tools}
         # Octipus's native denials go to the vendor's own deny list too: the vendor approves some
         # calls itself and never relays them (seed 003: "a denial under either identity wins").
         # Read at launch: a DENY added during the run holds at once for relayed calls, and for the
         # calls the vendor approves itself from the next turn on.
         policy = await self.gate.current_policy()
         denied_native = policy.native_denials(session_id=session.id, workspace=str(workspace))
-        async with open_bridge(identity, self) as bridge:
+        async with open_bridge(identity, self, tools) as bridge:
             request = LaunchRequest(
                 binary=binary,
                 cwd=workspace,
