@@ -472,12 +472,15 @@ class JournalStoreMixin:
         outcome: str | None = None,
         unresolved: bool = False,
         ids: Collection[str] | None = None,
+        tool: str | None = None,
+        idempotency_key: str | None = None,
         limit: int = 200,
     ) -> list[ToolAction]:
         """Return journal records, oldest first, filtered.
 
         Args:
-            user, session_id, run_id, pipeline_id, outcome: Equality filters.
+            user, session_id, run_id, pipeline_id, outcome, tool, idempotency_key: Equality
+                filters.
             unresolved: Only records that block mutations (uncertain or ``started`` ones not
                 acknowledged or settled; a ``started`` record still running here is included:
                 callers exclude their live ones).
@@ -498,6 +501,8 @@ class JournalStoreMixin:
             (ToolActionRow.run_id, run_id),
             (ToolActionRow.pipeline_id, pipeline_id),
             (ToolActionRow.outcome, outcome),
+            (ToolActionRow.tool, tool),
+            (ToolActionRow.idempotency_key, idempotency_key),
         ):
             if value is not None:
                 query = query.where(col(column) == value)
