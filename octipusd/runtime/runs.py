@@ -713,7 +713,7 @@ class RunManager:
         updated_input: dict[str, Any] | None = None
         if event.tool_name.startswith(BRIDGE_PREFIX):
             name = event.tool_name.removeprefix(BRIDGE_PREFIX)
-            registered = any(t.name == name for t in DEFAULT_TOOLS)
+            registered = any(t.name == name for t in live.tools.values())
             allowed = registered and live.stop_status is None
             reason = (
                 f"allow: {event.tool_name} is an Octipus tool of this run (Octipus policy applies on the bridge)"
