@@ -16,6 +16,9 @@ Routes (all under ``/v1``)::
     POST /spaces/{id}/archive
     POST /models                     create a model row        GET /models
     GET|PATCH|DELETE /models/{id_or_name}
+    GET  /actions  GET /actions/{id}  POST /actions/{id}/probe|compensate|contain
+    POST /actions/review  POST|GET /actions/calls  GET /actions/calls/{id}
+    DELETE /sessions/{id}            DELETE /users/{user}/journal   (see action_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
 :class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
@@ -51,6 +54,7 @@ from pydantic import BaseModel
 
 from octipusd import __version__
 from octipusd.adapter import Adapter
+from octipusd.api.action_routes import action_router
 from octipusd.api.common import Services, checked_call, dump, out
 from octipusd.api.models import (
     API_VERSION,
@@ -375,6 +379,7 @@ def create_app(services: Services) -> FastAPI:
 
     app.include_router(policy_router(services))
     app.include_router(space_router(services))
+    app.include_router(action_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:

@@ -9,7 +9,9 @@ Routes (under ``/v1``)::
 An approval of kind ``questionnaire`` (Claude's AskUserQuestion, seed 003) is answered with
 ``answers`` for every question; a bare approve is refused with a message saying so, and a deny
 cancels it. ``remember`` with an answer creates a scoped grant in the same transaction as the
-decision, so a second answer racing the first can create neither a decision nor a grant.
+decision, so a second answer racing the first can create neither a decision nor a grant. A
+recovery review (kind ``action_recovery`` or ``pipeline_replay``) answered with ``remember`` is a
+400: it never becomes a permanent tool permission (seed 000).
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def _grant_for(approval: Approval, body: ApprovalAnswer, workspace: str) -> dict
     remember = body.remember
     if remember is None:
         return None
+    if approval.kind in ("action_recovery", "pipeline_replay"):  # seed 000: never a permanent permission
+        raise InvalidRequestError(
+            f"approval {approval.id} ({approval.kind}): a recovery review is never remembered as a "
+            "permission; answer without --remember"
+        )
     if approval.kind == "questionnaire":
         raise InvalidRequestError(
             "a questionnaire cannot be remembered: every AskUserQuestion needs fresh answers"

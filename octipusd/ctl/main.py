@@ -2,7 +2,8 @@
 
 This module is the typer app: the top-level options, ``health``, ``run``, ``steer``, ``runs`` and
 ``sessions``; the other command groups live in their own modules and are registered here
-(``approvals`` and ``rules``: :mod:`octipusd.ctl.policy_cmds`; ``spaces``:
+(``approvals`` and ``rules``: :mod:`octipusd.ctl.policy_cmds`; ``actions``:
+:mod:`octipusd.ctl.action_cmds`; ``spaces``:
 :mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`). Shared helpers are in
 :mod:`octipusd.ctl.common`, questionnaire handling in :mod:`octipusd.ctl.questions`.
 
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from octipusd.ctl.action_cmds import actions_app
 from octipusd.ctl.client import Client
 from octipusd.ctl.common import (
     State,
@@ -47,12 +49,13 @@ from octipusd.settings import default_socket_path
 __all__ = ["app", "main"]
 
 app = typer.Typer(
-    help="Control octipusd: sessions, runs, approvals, rules, spaces, model rows.",
+    help="Control octipusd: sessions, runs, approvals, rules, spaces, model rows, the action journal.",
     no_args_is_help=True,
     add_completion=False,
 )
 runs_app = typer.Typer(help="List, show and stop runs.", invoke_without_command=True)
-sessions_app = typer.Typer(help="List and show sessions.", invoke_without_command=True)
+sessions_app = typer.Typer(help="List, show and delete sessions.", invoke_without_command=True)
+app.add_typer(actions_app, name="actions")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(models_app, name="models")
 app.add_typer(rules_app, name="rules")
@@ -458,6 +461,27 @@ def sessions_show(session_id: str) -> None:
             )
     except OctipusError as exc:
         raise fail(exc) from None
+
+
+@sessions_app.command("delete")
+def sessions_delete(
+    session_id: Annotated[str, typer.Argument(help="the session's id (octipusctl sessions)")],
+    yes: Annotated[bool, typer.Option("--yes", help="really delete (required)")] = False,
+) -> None:
+    """Delete a session with its runs, events, approvals and action journal (needs --yes).
+
+    Refused (exit 1) while one of its runs or a call started by hand in it is still running.
+    """
+    if not yes:
+        bad_input(
+            f"this deletes session {session_id} with its runs, events, approvals and action journal, and "
+            "cannot be undone; add --yes to do it"
+        )
+    try:
+        new_client().request("DELETE", f"/sessions/{part(session_id)}")
+    except OctipusError as exc:
+        raise fail(exc) from None
+    console.print(f"deleted session {session_id} and its action journal")
 
 
 def main() -> None:

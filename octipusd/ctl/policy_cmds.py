@@ -46,6 +46,58 @@ LEVELS = ("allow", "ask", "deny")
 
 # ----------------------------------------------------------------------------- approvals
 
+#: How ``approvals show`` names each approval kind.
+KIND_LABELS = {
+    "tool": "tool approval",
+    "questionnaire": "questionnaire (AskUserQuestion)",
+    "action_recovery": "recovery review (Check earlier)",
+    "pipeline_replay": "pipeline replay review",
+}
+#: Kinds that review journal records (seed 000): answered yes/no, never remembered.
+REVIEW_KINDS = ("action_recovery", "pipeline_replay")
+
+
+def _print_review(a: dict[str, Any]) -> None:
+    """The body of a recovery or replay review: the proposed call, the note, the covered actions."""
+    data = a.get("input") or {}
+    proposed = data.get("proposed")
+    if isinstance(proposed, dict) and proposed:
+        shown = proposed.get("tool") or json.dumps(proposed)
+        console.print(f"  {'proposed call:':<16}{safe(shown)}")
+    if data.get("note"):
+        console.print(f"  {'note:':<16}{safe(data['note'])}")
+    extra = {k: v for k, v in data.items() if k not in ("proposed", "actions", "note")}
+    if extra:
+        console.print(f"  {'input:':<16}{safe(json.dumps(extra))}")
+    actions = [x for x in data.get("actions") or [] if isinstance(x, dict)]
+    if actions:
+        table = Table(
+            "action", "tool", "outcome", "detail", "risk", "recovery", "started", title="covered actions"
+        )
+        full_ids(table, 0)
+        for x in actions:
+            table.add_row(
+                safe(x.get("action_id")),
+                safe(x.get("tool")),
+                safe(x.get("outcome")),
+                safe((x.get("detail") or "")[:60]),
+                safe(x.get("risk_class")),
+                safe(x.get("recovery_state") or ""),
+                safe(x.get("started_at")),
+            )
+        console.print(table)
+    else:
+        console.print("  covered actions: none recorded")
+    if a["status"] == "pending":
+        console.print(
+            "approving permits further mutations (a retry too) but does not prove these actions failed; "
+            "denying refuses the proposed call and keeps the evidence. Details: octipusctl actions show ACTION_ID"
+        )
+        console.print(
+            f"answer: octipusctl approvals approve {a['id']} | octipusctl approvals deny {a['id']} "
+            "[--reason TEXT] (a recovery review is never remembered)"
+        )
+
 
 def _approvals_table(items: list[dict[str, Any]]) -> Table:
     table = Table("id", "status", "kind", "tool", "subject", "explanation", "run", "expires / decided")
@@ -58,7 +110,7 @@ def _approvals_table(items: list[dict[str, Any]]) -> Table:
             safe(a["tool_id"]),
             safe((a.get("subject") or "")[:60]),
             safe((a.get("explanation") or "")[:80]),
-            a["run_id"],
+            a.get("run_id") or "none",
             safe(a.get("decided_by") or a.get("expires_at") or ""),
         )
     return table
@@ -98,14 +150,15 @@ def approvals_show(
         print_json(a)
         return
     questionnaire = a.get("kind") == "questionnaire"
-    kind = "questionnaire (AskUserQuestion)" if questionnaire else "tool approval"
+    kind = KIND_LABELS.get(a.get("kind") or "tool", str(a.get("kind")))
     console.print(f"[bold]approval {a['id']}[/]: {kind}, {a['status']}")
+    run = a.get("run_id") or "none (not asked by a run)"
     rows = [
         ("tool", a.get("tool_id")),
         ("subject", a.get("subject")),
         ("reason", a.get("reason")),
         ("explanation", a.get("explanation")),
-        ("run", f"{a['run_id']} (session {a['session_id']})"),
+        ("run", f"{run} (session {a['session_id']})"),
         ("created", a.get("created_at")),
         ("expires", a.get("expires_at")),
     ]
@@ -118,6 +171,9 @@ def approvals_show(
     for label, value in rows:
         if value:
             console.print(f"  {label + ':':<16}{safe(value)}")
+    if a.get("kind") in REVIEW_KINDS:
+        _print_review(a)
+        return
     if not questionnaire:
         console.print(f"  {'input:':<16}{safe(json.dumps(a.get('input') or {}))}")
         if a["status"] == "pending":

@@ -198,6 +198,7 @@ class ActionService:
                 vendor_request_id=None,
             )
             await in_thread(self.store.set_invocation_approval, invocation.id, approval.id)
+            self.worker.signal_deadline()  # nobody waits on it: the worker expires it in time
         else:
             await self.dispatch(invocation.id)
         return await in_thread(self.store.get_invocation, invocation.id), True
@@ -346,6 +347,7 @@ class ActionService:
             requeued = await in_thread(
                 self.store.requeue_invocation_for_review, invocation.id, token, approval.id
             )
+            self.worker.signal_deadline()
             if not requeued:
                 await in_thread(
                     self.store.resolve_approval_if_pending,
@@ -542,10 +544,16 @@ class RecoveryWorker:
             after = page[-1].id
 
     async def _escalate(self) -> None:
+        now = datetime.now(UTC)
         try:
-            await self.service.operator.escalate_due(datetime.now(UTC))
+            await self.service.operator.escalate_due(now)
         except Exception as exc:
             log.warning("escalating overdue actions failed: %r", exc)
+        try:
+            for approval_id in await in_thread(self.service.store.expire_runless_approvals, now):
+                log.info("approval %s of no run expired unanswered", approval_id)
+        except Exception as exc:
+            log.warning("expiring approvals failed: %r", exc)
 
     async def _next_wake(self) -> float:
         """Seconds until the next retry or escalation deadline (inf: nothing owed)."""
@@ -557,6 +565,11 @@ class RecoveryWorker:
         except Exception:
             deadline = None
             wake = min(wake, self.retry_seconds)
-        if deadline is not None:
-            wake = min(wake, max(0.0, (deadline - datetime.now(UTC)).total_seconds()) + 0.05)
+        try:
+            expiry = await in_thread(self.service.store.next_runless_approval_expiry)
+        except Exception:
+            expiry = None
+        for moment in (deadline, expiry):
+            if moment is not None:
+                wake = min(wake, max(0.0, (moment - datetime.now(UTC)).total_seconds()) + 0.05)
         return wake

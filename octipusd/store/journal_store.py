@@ -563,6 +563,7 @@ class JournalStoreMixin:
                 detail = f"orphaned: the daemon instance {row.owner} stopped before recording an outcome"
                 if self._finish_action(db, row.id, outcome="uncertain", detail=detail, data={"orphan": True}):
                     changed.append(row.id)
+            db.expire_all()  # the UPDATEs bypassed the identity map
             out = [db.get(ToolActionRow, i) for i in changed]
             return [_action(r) for r in out if r is not None]
 
@@ -657,6 +658,58 @@ class JournalStoreMixin:
             value = db.exec(
                 select(func.min(ToolActionRow.deadline_at)).where(
                     _unresolved(), col(ToolActionRow.recovery_state).in_(("effect_unconfirmed", "recovering"))
+                )
+            ).first()
+            return value if isinstance(value, datetime) else None
+
+    def expire_runless_approvals(self, now: datetime) -> list[str]:
+        """Mark pending approvals that belong to no run and are past ``expires_at`` expired.
+
+        Nobody waits on such an approval (a call started by hand, a recovery review of one), so
+        the recovery worker expires them; their invocations become ``expired`` in the same
+        transaction.
+
+        Returns:
+            The ids expired.
+        """
+        from octipusd.store.models import ApprovalRow
+
+        with self._tx("expiring approvals of no run", write=True) as db:
+            ids = list(
+                db.exec(
+                    select(ApprovalRow.id).where(
+                        col(ApprovalRow.run_id).is_(None),
+                        col(ApprovalRow.status) == "pending",
+                        col(ApprovalRow.expires_at) <= now,
+                    )
+                ).all()
+            )
+            expired: list[str] = []
+            for approval_id in ids:
+                result = db.exec(
+                    update(ApprovalRow)
+                    .where(col(ApprovalRow.id) == approval_id, col(ApprovalRow.status) == "pending")
+                    .values(
+                        status="expired",
+                        decided_by="octipusd",
+                        decision_reason="expired before it was answered",
+                        decided_at=now,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                if result.rowcount:
+                    self._follow_approval(db, approval_id, "expired", "expired before it was answered")
+                    expired.append(approval_id)
+            return expired
+
+    def next_runless_approval_expiry(self) -> datetime | None:
+        """The earliest ``expires_at`` of a pending approval of no run (None: none)."""
+        from octipusd.store.models import ApprovalRow
+
+        with self._tx("reading the next approval expiry") as db:
+            value = db.exec(
+                select(func.min(ApprovalRow.expires_at)).where(
+                    col(ApprovalRow.run_id).is_(None), col(ApprovalRow.status) == "pending"
                 )
             ).first()
             return value if isinstance(value, datetime) else None

@@ -578,7 +578,7 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
             if live:
                 raise ConflictError(
                     f"session {session_id} has a run that has not ended ({', '.join(live)}); "
-                    "stop it with `octipusctl stop RUN_ID`, then delete the session"
+                    "stop it with `octipusctl runs stop RUN_ID`, then delete the session"
                 )
             run_ids = [r.id for r in runs]
             action_ids = list(

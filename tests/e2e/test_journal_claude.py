@@ -44,7 +44,9 @@ def test_an_uncertain_shell_call_needs_review_before_the_next_mutation(
     env = octipus(_script(ledger))
     env.client.request("POST", "/rules", json={"level": "allow", "rule": "shell__run"})
     session = str(
-        env.client.request("POST", "/sessions", json={"workspace": str(workspace), "attended": attended})["id"]
+        env.client.request("POST", "/sessions", json={"workspace": str(workspace), "attended": attended})[
+            "id"
+        ]
     )
     run = env.post(session, "append twice")
     if attended:

@@ -179,11 +179,21 @@ def _subject(call: Call) -> str:
     return action if sep and family and action else call.tool_id
 
 
-def _accepts(matcher: str | None, subject: str) -> bool:
+def _accepts(matcher: str | None, subject: str, level: Level = Level.ALLOW, command: bool = False) -> bool:
     if matcher in (None, "", "*"):
         return True
     assert matcher is not None
-    return subject.startswith(matcher[:-2]) if matcher.endswith(":*") else subject == matcher
+    # A ``command`` subject is matched per simple command (FACTS.md §3 as refined by the
+    # per-command matching): a DENY or ASK also catches the command behind a wrapper such as
+    # ``sudo``; an ALLOW never looks through one. Of COMMANDS, only "sudo ls" has a wrapper.
+    candidates = [subject]
+    if command and level is not Level.ALLOW and subject.startswith("sudo "):
+        candidates.append(subject.removeprefix("sudo "))
+    return any((c.startswith(matcher[:-2]) if matcher.endswith(":*") else c == matcher) for c in candidates)
+
+
+def _is_command(call: Call) -> bool:
+    return bool(call.arguments.get("command"))
 
 
 def _own(entry_tool: str, call_tool: str) -> bool:
@@ -214,7 +224,7 @@ def _live(g: Grant, call: Call) -> bool:
         return False
     if g.workspace is not None and call.workspace not in BELOW[g.workspace]:
         return False
-    return _accepts(g.matcher, _subject(call))
+    return _accepts(g.matcher, _subject(call), g.level, _is_command(call))
 
 
 def _hits(policy: Policy, call: Call) -> list[tuple[str, Level, Grant | None]]:
@@ -225,7 +235,7 @@ def _hits(policy: Policy, call: Call) -> list[tuple[str, Level, Grant | None]]:
         (r, policy.rules.builtin) for r in policy.rules.rules
     ]:
         tier = _tier(rule.tool_id, call, builtin)
-        if tier is not None and _accepts(rule.matcher, subject):
+        if tier is not None and _accepts(rule.matcher, subject, rule.level, _is_command(call)):
             out.append((tier, rule.level, None))
     for g in policy.grants:
         tier = _tier(g.tool_id, call, False)

@@ -1,0 +1,174 @@
+"""SIGKILL of octipusd while a call started by hand runs: uncertain after the restart, never replayed.
+
+Seed 000 (a started record whose daemon stopped counts as uncertain; the next mutation needs a
+recovery review) and seed 001 (a claimed invocation whose action started is quarantined as
+uncertain and never dispatched again). The real daemon on SQLite; the command's side effects
+are counted in a ledger file it appends to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from octipusd.testing.harness import DaemonHarness
+
+#: No model is used: the call is started by hand, no run talks to a vendor.
+UNUSED_MODEL = "http://127.0.0.1:9"
+LEDGER = "ledger.txt"
+
+
+def api(daemon: DaemonHarness) -> httpx.Client:
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(daemon.socket)),
+        base_url="http://octipusd/v1",
+        timeout=30.0,
+        headers={"X-Octipus-Client": "fault-test"},
+    )
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def wait(predicate: Callable[[], Any], what: str, daemon: DaemonHarness, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{daemon.log()[-4000:]}")
+
+
+def _in_workspace(workspace: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if Path(proc.cwd()) == workspace.resolve() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[list[DaemonHarness]]:
+    """Daemons started by the test (stopped at the end) and the command left behind by the kill."""
+    started: list[DaemonHarness] = []
+    try:
+        yield started
+    finally:
+        for daemon in started:
+            daemon.stop()
+            # the killed daemon's command (its own process group) outlives it: stop it
+            for proc in _in_workspace(daemon.workspace):
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+
+
+def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
+    tmp_path: Path, daemons: list[DaemonHarness]
+) -> None:
+    root = tmp_path / "octipus"
+    first = DaemonHarness(root, UNUSED_MODEL)
+    daemons.append(first)
+    first.start()
+    ledger = first.workspace / LEDGER
+    with api(first) as http:
+        session = http.post("/sessions", json={"workspace": str(first.workspace)})
+        assert session.status_code in (200, 201), session.text
+        session_id = session.json()["id"]
+        rule = http.post("/rules", json={"level": "allow", "rule": "shell__run"})
+        assert rule.status_code in (200, 201), rule.text
+
+    call = {
+        "session_id": session_id,
+        "tool": "shell__run",
+        "arguments": {"command": f"echo x >> {LEDGER}; sleep 60"},
+        "request_id": "r1",
+    }
+    answered: list[object] = []
+
+    def post_call() -> None:
+        with api(first) as http:
+            try:
+                answered.append(http.post("/actions/calls", json=call, timeout=120.0))
+            except httpx.HTTPError as exc:  # the daemon dies under the request
+                answered.append(exc)
+
+    poster = threading.Thread(target=post_call, daemon=True)
+    poster.start()
+    wait(lambda: lines(ledger) == 1, "the command to append to the ledger", first)
+    first.stop(sig=signal.SIGKILL)
+    poster.join(timeout=30)
+    assert not poster.is_alive()
+    assert len(answered) == 1 and isinstance(answered[0], httpx.HTTPError), answered  # no answer came
+    for proc in _in_workspace(first.workspace):  # the orphaned job, so nothing else could append
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+    again = DaemonHarness(root, UNUSED_MODEL)
+    daemons.append(again)
+    again.start()
+    with api(again) as http:
+        listed = http.get("/actions", params={"session_id": session_id})
+        assert listed.status_code == 200, listed.text
+        (action,) = listed.json()["actions"]
+        assert action["outcome"] == "uncertain", action
+        assert action["tool"] == "shell__run" and action["origin"] == "manual"
+        assert action["blocking"] is True and action["review_id"] is None
+        assert action["detail"] and "orphaned" in action["detail"], action
+
+        calls = http.get("/actions/calls", params={"session_id": session_id})
+        assert calls.status_code == 200, calls.text
+        (invocation,) = calls.json()["invocations"]
+        assert invocation["status"] == "uncertain", invocation
+        assert invocation["action_id"] == action["id"]
+
+        time.sleep(2.0)  # start-up recovery has had its chance: the call is not dispatched again
+        assert lines(ledger) == 1
+        assert http.get(f"/actions/calls/{invocation['id']}").json()["invocation"]["status"] == "uncertain"
+
+        # the client retries after the lost answer: the stored invocation comes back, nothing runs
+        retried = http.post("/actions/calls", json=call)
+        assert retried.status_code == 200, retried.text
+        assert retried.json()["replayed"] is True
+        assert retried.json()["invocation"]["id"] == invocation["id"]
+        assert lines(ledger) == 1
+
+        # the next mutation of the session waits for a recovery review of exactly that record
+        following = http.post(
+            "/actions/calls",
+            json={
+                "session_id": session_id,
+                "tool": "shell__run",
+                "arguments": {"command": f"echo y >> {LEDGER}"},
+                "request_id": "r2",
+            },
+        )
+        assert following.status_code == 202, following.text
+        body = following.json()
+        assert body["replayed"] is False
+        assert body["invocation"]["status"] == "awaiting_approval", body
+        assert body["approval"] is not None and body["approval"]["kind"] == "action_recovery", body
+        assert body["approval"]["action_ids"] == [action["id"]]
+        assert body["approval"]["status"] == "pending"
+
+        # denying it refuses that call and keeps the evidence
+        denied = http.post(f"/approvals/{body['approval']['id']}", json={"decision": "deny", "reason": "ran"})
+        assert denied.status_code == 200, denied.text
+        time.sleep(0.5)
+        assert lines(ledger) == 1
+        kept = http.get(f"/actions/{action['id']}").json()["action"]
+        assert kept["outcome"] == "uncertain" and kept["blocking"] is True
+        final = http.get(f"/actions/calls/{body['invocation']['id']}").json()["invocation"]
+        assert final["status"] == "denied", final
+    assert lines(ledger) == 1

@@ -1,0 +1,560 @@
+"""Calls started by hand and approved-action recovery (seed 001: exact claim, no replay).
+
+:class:`ActionService` and :class:`RecoveryWorker` on the store (SQLite and PostgreSQL), running
+``shell__run`` for real; every dispatch is counted in the ledger file the command appends to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from octipusd.errors import ConflictError, NotFoundError, OctipusError, StoreError
+from octipusd.journal.executor import args_hash
+from octipusd.journal.invocations import PreparationError
+from octipusd.store.journal_store import ToolInvocation
+from octipusd.tools import SHELL_RUN, ToolSpec
+from tests.unit.store.racing import race
+
+if TYPE_CHECKING:
+    from tests.unit.journal.conftest import Bench
+
+pytestmark = pytest.mark.anyio
+
+LEDGER = "ledger.txt"
+APPEND = {"command": f"echo x >> {LEDGER}"}
+
+
+def allow_shell(bench: Bench) -> None:
+    bench.store.add_rule(level="allow", rule="shell__run", created_by="operator")
+
+
+def approved(
+    bench: Bench, arguments: dict[str, Any] | None = None, session_id: str | None = None
+) -> ToolInvocation:
+    """An invocation that owes an execution (approved, not yet claimed)."""
+    args = dict(arguments or APPEND)
+    invocation, created = bench.store.create_invocation(
+        user="alice",
+        session_id=session_id or bench.session_id,
+        tool="shell__run",
+        arguments=args,
+        args_hash=args_hash(args),
+        request_id=None,
+        status="approved",
+    )
+    assert created
+    return invocation
+
+
+# ------------------------------------------------------------------ exact claim
+
+
+async def test_two_recoverers_racing_for_one_approved_invocation_dispatch_it_once(bench: Bench) -> None:
+    allow_shell(bench)
+    invocation = approved(bench)
+    services = {"daemon-a": bench.service("daemon-a"), "daemon-b": bench.service("daemon-b")}
+    won: dict[str, bool] = {}
+
+    async def dispatch(owner: str) -> None:
+        won[owner] = await services[owner].dispatch(invocation.id)
+
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            for owner in services:
+                tg.start_soon(dispatch, owner)
+
+    assert sorted(won.values()) == [False, True], won
+    assert bench.lines() == 1
+    winner = next(owner for owner, ok in won.items() if ok)
+    final = bench.store.get_invocation(invocation.id)
+    assert final.status == "completed" and final.claimed_by == winner and final.arguments is None
+    (action,) = bench.store.list_actions(session_id=bench.session_id)
+    assert action.id == final.action_id and action.invocation_id == invocation.id
+    assert action.outcome == "completed" and action.origin == "manual" and action.owner == winner
+    for service in services.values():  # and nobody dispatches it again
+        assert await service.dispatch(invocation.id) is False
+    assert bench.lines() == 1
+
+
+def test_recoverers_in_separate_threads_dispatch_it_once(bench: Bench) -> None:
+    allow_shell(bench)
+    invocation = approved(bench)
+
+    def recover(i: int) -> bool:
+        async def main() -> bool:
+            return await bench.service(f"daemon-{i}").dispatch(invocation.id)
+
+        return anyio.run(main)
+
+    results = race(4, recover)
+    assert sorted(results, key=repr) == [False, False, False, True], results
+    assert bench.lines() == 1
+    assert bench.store.get_invocation(invocation.id).status == "completed"
+    assert len(bench.store.list_actions(session_id=bench.session_id)) == 1
+
+
+def test_the_claim_is_taken_exactly_once(bench: Bench) -> None:
+    invocation = approved(bench)
+    results = race(8, lambda i: bench.store.claim_invocation(invocation.id, token=f"t{i}", owner=f"d{i}"))
+    assert results.count(True) == 1, results
+    winner = results.index(True)
+    claimed = bench.store.get_invocation(invocation.id)
+    assert (
+        claimed.status == "executing"
+        and claimed.claim_token == f"t{winner}"
+        and claimed.claimed_by == f"d{winner}"
+    )
+    assert bench.store.invocation_claimed(invocation.id, f"t{winner}")
+    assert not bench.store.invocation_claimed(invocation.id, "t-other")
+
+
+# ------------------------------------------------------------------ client retries
+
+
+async def test_a_retried_request_after_a_lost_acknowledgement_runs_nothing_again(bench: Bench) -> None:
+    allow_shell(bench)
+    service = bench.service()
+    first, created = await service.submit(
+        user="alice", session_id=bench.session_id, tool="shell__run", arguments=dict(APPEND), request_id="r1"
+    )
+    assert created and first.status == "completed" and first.action_id is not None, first
+    assert bench.lines() == 1
+
+    # the acknowledgement was lost: the client sends the same request again
+    again, created = await service.submit(
+        user="alice", session_id=bench.session_id, tool="shell__run", arguments=dict(APPEND), request_id="r1"
+    )
+    assert not created and again.id == first.id and again.status == "completed"
+    assert bench.lines() == 1
+
+    with pytest.raises(ConflictError, match="already used"):
+        await service.submit(
+            user="alice",
+            session_id=bench.session_id,
+            tool="shell__run",
+            arguments={"command": f"echo y >> {LEDGER}"},
+            request_id="r1",
+        )
+    assert bench.lines() == 1
+    assert [i.id for i in bench.store.list_invocations(user="alice")] == [first.id]
+    assert len(bench.store.list_actions(session_id=bench.session_id)) == 1
+
+    # request ids are per user: bob's "r1" is a new call
+    bobs, created = await service.submit(
+        user="bob",
+        session_id=bench.session_id,
+        tool="shell__run",
+        arguments={"command": "true"},
+        request_id="r1",
+    )
+    assert created and bobs.id != first.id and bobs.status == "completed"
+    assert bench.lines() == 1
+
+
+async def test_concurrent_retries_of_one_request_run_it_once(bench: Bench) -> None:
+    allow_shell(bench)
+    service = bench.service()
+    answers: list[tuple[ToolInvocation, bool]] = []
+
+    async def submit() -> None:
+        answers.append(
+            await service.submit(
+                user="alice",
+                session_id=bench.session_id,
+                tool="shell__run",
+                arguments=dict(APPEND),
+                request_id="same",
+            )
+        )
+
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(submit)
+    assert sorted(created for _, created in answers) == [False, False, True], answers
+    assert len({invocation.id for invocation, _ in answers}) == 1
+    assert bench.lines() == 1
+    assert len(bench.store.list_actions(session_id=bench.session_id)) == 1
+
+
+def test_the_store_keys_concurrent_creations_by_request_id(bench: Bench) -> None:
+    args = dict(APPEND)
+
+    def create(i: int) -> tuple[ToolInvocation, bool]:
+        return bench.store.create_invocation(
+            user="alice",
+            session_id=bench.session_id,
+            tool="shell__run",
+            arguments=args,
+            args_hash=args_hash(args),
+            request_id="k1",
+            status="approved",
+        )
+
+    results = race(4, create)
+    assert all(isinstance(r, tuple) for r in results), results
+    pairs = [r for r in results if isinstance(r, tuple)]
+    assert sorted(created for _, created in pairs) == [False, False, False, True]
+    assert len({invocation.id for invocation, _ in pairs}) == 1
+    other = {"command": "echo other"}
+    with pytest.raises(ConflictError, match="already used"):
+        bench.store.create_invocation(
+            user="alice",
+            session_id=bench.session_id,
+            tool="shell__run",
+            arguments=other,
+            args_hash=args_hash(other),
+            request_id="k1",
+            status="approved",
+        )
+
+
+# ------------------------------------------------------------------ preparation failures
+
+
+class ConnectorDown(OctipusError):
+    code = "connector_down"
+
+
+class Resolver:
+    """A resolver whose lookup (``on="call"``) or connection (``on="enter"``) can fail."""
+
+    def __init__(self, on: str) -> None:
+        self.on = on
+        self.error: BaseException | None = None
+        self.entered = 0
+
+    def __call__(self, tool_id: str) -> Any:
+        if self.error is not None and self.on == "call":
+            raise self.error
+        return self._connect(tool_id)
+
+    @asynccontextmanager
+    async def _connect(self, tool_id: str) -> AsyncIterator[ToolSpec]:
+        if self.error is not None and self.on == "enter":
+            raise self.error
+        if tool_id != SHELL_RUN.tool_id:
+            raise NotFoundError(f"no tool {tool_id!r}")
+        self.entered += 1
+        yield SHELL_RUN
+
+
+ERRORS: dict[str, Callable[[], BaseException]] = {
+    "timeout": lambda: TimeoutError("the policy read timed out"),
+    "octipus_error": lambda: ConnectorDown("the connector did not answer"),
+}
+
+
+@pytest.mark.parametrize("error", sorted(ERRORS))
+@pytest.mark.parametrize("on", ["call", "enter"])
+async def test_a_preparation_failure_releases_only_its_own_claim(bench: Bench, on: str, error: str) -> None:
+    allow_shell(bench)
+    invocation = approved(bench)
+    resolver = Resolver(on)
+    resolver.error = ERRORS[error]()
+    service = bench.service(resolve=resolver)
+
+    with pytest.raises(PreparationError) as caught:
+        await service.dispatch(invocation.id)
+    assert "stays approved" in caught.value.message, caught.value.message
+    released = bench.store.get_invocation(invocation.id)
+    assert released.status == "approved", (
+        f"a failed preparation ({on}: {error}) left the invocation {released.status!r}, claimed by "
+        f"{released.claimed_by!r}; it must go back to approved (seed 001)"
+    )
+    assert released.claim_token is None and released.claimed_by is None and released.action_id is None
+    assert released.arguments == APPEND  # still owed, arguments kept
+    assert released.error is not None and released.error.startswith("preparation failed, will retry")
+    assert bench.store.list_actions() == []
+    assert bench.lines() == 0
+    assert [i.id for i in bench.store.owed_invocations("alice")] == [invocation.id]
+
+    resolver.error = None  # the dependency is back: the retry runs it once
+    assert await service.dispatch(invocation.id) is True
+    assert bench.store.get_invocation(invocation.id).status == "completed"
+    assert bench.lines() == 1
+    assert await service.dispatch(invocation.id) is False
+    assert bench.lines() == 1
+
+
+async def test_a_validation_rejection_in_preparation_ends_the_invocation(bench: Bench) -> None:
+    allow_shell(bench)
+    invocation = approved(bench)
+
+    def unknown(tool_id: str) -> Any:
+        raise NotFoundError(f"no tool {tool_id!r} can be started by hand here")
+
+    assert await bench.service(resolve=unknown).dispatch(invocation.id) is True
+    ended = bench.store.get_invocation(invocation.id)
+    assert ended.status == "not_executed" and ended.error is not None and "no tool" in ended.error
+    assert bench.lines() == 0
+
+
+async def test_an_executor_that_lost_its_claim_during_preparation_cannot_dispatch(bench: Bench) -> None:
+    allow_shell(bench)
+    invocation = approved(bench)
+    inner = Resolver("call")
+
+    def steal(tool_id: str) -> Any:
+        # another executor takes over while this one prepares (its claim is released and retaken)
+        current = bench.store.get_invocation(invocation.id)
+        assert current.claim_token is not None
+        assert bench.store.release_invocation_claim(invocation.id, current.claim_token, reason="test")
+        assert bench.store.claim_invocation(invocation.id, token="successor", owner="daemon-b")
+        return inner(tool_id)
+
+    await bench.service("daemon-a", resolve=steal).dispatch(invocation.id)
+    assert bench.lines() == 0
+    assert bench.store.list_actions() == []  # started was refused, so nothing ran
+    kept = bench.store.get_invocation(invocation.id)
+    assert kept.status == "executing" and kept.claim_token == "successor" and kept.claimed_by == "daemon-b"
+
+
+def test_only_the_exact_undispatched_claim_can_be_released(bench: Bench) -> None:
+    invocation = approved(bench)
+    assert bench.store.claim_invocation(invocation.id, token="mine", owner="daemon-a")
+    assert not bench.store.release_invocation_claim(invocation.id, "someone-else", reason="x")
+    started = bench.store.start_action(
+        user="alice",
+        session_id=bench.session_id,
+        run_id=None,
+        agent="manual:alice",
+        origin="manual",
+        tool="shell__run",
+        args_hash=invocation.args_hash,
+        risk_class="containable",
+        owner="daemon-a",
+        deadline_seconds=60.0,
+        invocation=(invocation.id, "mine"),
+    )
+    assert bench.store.get_invocation(invocation.id).action_id == started.id
+    assert not bench.store.release_invocation_claim(invocation.id, "mine", reason="x")  # it may have run
+    assert bench.store.get_invocation(invocation.id).status == "executing"
+    with pytest.raises(ConflictError):  # a second start for the same claim is refused
+        bench.store.start_action(
+            user="alice",
+            session_id=bench.session_id,
+            run_id=None,
+            agent="manual:alice",
+            origin="manual",
+            tool="shell__run",
+            args_hash=invocation.args_hash,
+            risk_class="containable",
+            owner="daemon-a",
+            deadline_seconds=60.0,
+            invocation=(invocation.id, "mine"),
+        )
+    assert [a.id for a in bench.store.list_actions()] == [started.id]
+
+
+# ------------------------------------------------------------------ restart
+
+
+async def test_a_failed_outcome_write_keeps_the_claim_for_quarantine_and_never_calls_again(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    allow_shell(bench)
+    invocation = approved(bench)
+    real_finish = bench.store.finish_invocation
+    writes: list[str | None] = []
+
+    def finish_failing_once(*args: Any, **kwargs: Any) -> bool:
+        writes.append(kwargs.get("status"))
+        if len(writes) == 1:
+            raise StoreError("database error while recording the end of the invocation: connection reset")
+        return real_finish(*args, **kwargs)
+
+    monkeypatch.setattr(bench.store, "finish_invocation", finish_failing_once)
+    service = bench.service("daemon-a")
+    assert await service.dispatch(invocation.id) is True
+    assert bench.lines() == 1
+    assert writes == ["completed"]  # one attempt: no second write fabricating a failure
+    kept = bench.store.get_invocation(invocation.id)
+    assert kept.status == "executing" and kept.claimed_by == "daemon-a" and kept.action_id is not None
+    assert bench.store.get_action(kept.action_id).outcome == "started"
+    assert await service.dispatch(invocation.id) is False
+    assert await bench.service("daemon-b").dispatch(invocation.id) is False
+    assert bench.lines() == 1
+
+    bench.reopen("daemon-b")  # the restart settles it: uncertain, never dispatched again
+    (settled,) = bench.store.quarantine_invocations(owner="daemon-b")
+    assert settled.id == invocation.id and settled.status == "uncertain"
+    bench.store.orphan_started_actions(owner="daemon-b")
+    assert bench.store.get_action(kept.action_id).outcome == "uncertain"
+    assert await bench.service("daemon-b").dispatch(invocation.id) is False
+    assert bench.store.owed_invocations("alice") == []
+    assert bench.lines() == 1
+
+
+async def test_quarantine_at_restart_requeues_undispatched_claims_and_never_replays_started_ones(
+    bench: Bench,
+) -> None:
+    allow_shell(bench)
+    undispatched = approved(bench)
+    assert bench.store.claim_invocation(undispatched.id, token="t1", owner="daemon-old")
+    started = approved(bench, {"command": f"echo started >> {LEDGER}"})
+    assert bench.store.claim_invocation(started.id, token="t2", owner="daemon-old")
+    action = bench.store.start_action(
+        user="alice",
+        session_id=bench.session_id,
+        run_id=None,
+        agent="manual:alice",
+        origin="manual",
+        tool="shell__run",
+        args_hash=started.args_hash,
+        risk_class="containable",
+        owner="daemon-old",
+        deadline_seconds=60.0,
+        invocation=(started.id, "t2"),
+    )
+    mine = approved(bench, {"command": "true"})
+    assert bench.store.claim_invocation(mine.id, token="t3", owner="daemon-new")
+
+    settled = {i.id: i for i in bench.store.quarantine_invocations(owner="daemon-new")}
+    assert set(settled) == {undispatched.id, started.id}
+    assert settled[undispatched.id].status == "approved" and settled[undispatched.id].claim_token is None
+    assert settled[started.id].status == "uncertain" and settled[started.id].arguments is None
+    assert settled[started.id].error is not None and "not repeated" in settled[started.id].error
+    assert bench.store.get_invocation(mine.id).status == "executing"  # this instance's own claim
+    assert bench.store.quarantine_invocations(owner="daemon-new") == []
+    bench.store.orphan_started_actions(owner="daemon-new")
+    assert bench.store.get_action(action.id).outcome == "uncertain"
+
+    bench.build("daemon-new")
+    service = bench.service("daemon-new", journal=bench.journal)
+    assert await service.dispatch(started.id) is False  # never dispatched again
+    assert [i.id for i in bench.store.owed_invocations("alice")] == [undispatched.id]
+
+    # the owed one first needs a recovery review of the session's uncertain action
+    assert await service.dispatch(undispatched.id) is True
+    waiting = bench.store.get_invocation(undispatched.id)
+    assert waiting.status == "awaiting_approval" and waiting.approval_id is not None
+    review = bench.store.get_approval(waiting.approval_id)
+    assert review.kind == "action_recovery" and review.action_ids == (action.id,)
+    assert bench.lines() == 0
+    await bench.broker.answer(review.id, approve=True, decided_by="alice")
+    assert bench.store.get_invocation(undispatched.id).status == "approved"
+    assert bench.store.get_action(action.id).review_id == review.id
+    assert await service.dispatch(undispatched.id) is True
+    assert bench.store.get_invocation(undispatched.id).status == "completed"
+    assert bench.store.get_invocation(started.id).status == "uncertain"
+    assert bench.lines() == 1
+    assert (bench.workspace / LEDGER).read_text() == "x\n"  # the started call's command never ran
+
+
+async def test_startup_recovery_dispatches_owed_work_once_then_is_quiet(bench: Bench) -> None:
+    allow_shell(bench)
+    invocation = approved(bench)
+    service = bench.service()
+    worker = service.worker
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            await tg.start(worker.run)
+            await bench.wait_until(lambda: bench.store.get_invocation(invocation.id).terminal)
+            assert bench.store.get_invocation(invocation.id).status == "completed"
+            assert bench.lines() == 1
+            passes = worker.passes
+            assert passes == 1
+            await anyio.sleep(0.6)  # no signal: no further pass, no periodic scan
+            assert worker.passes == passes
+            tg.cancel_scope.cancel()
+    assert bench.lines() == 1
+    assert len(bench.store.list_actions()) == 1
+
+
+async def test_an_approval_signals_recovery_of_that_call_once(bench: Bench) -> None:
+    service = bench.service()
+    asked = {"command": f"printf 'x\\n' >> {LEDGER}"}  # ASK by default (``echo`` is allowed)
+    worker = service.worker
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            await tg.start(worker.run)
+            await anyio.sleep(0.1)
+            assert worker.passes == 0  # nothing owed at start-up: quiet
+            owed, created = await service.submit(
+                user="alice",
+                session_id=bench.session_id,
+                tool="shell__run",
+                arguments=dict(asked),
+                request_id="a1",
+            )
+            assert created and owed.status == "awaiting_approval" and owed.approval_id is not None
+            assert bench.lines() == 0
+            await bench.broker.answer(owed.approval_id, approve=True, decided_by="alice")
+            await bench.wait_until(lambda: bench.store.get_invocation(owed.id).terminal)
+            assert bench.store.get_invocation(owed.id).status == "completed"
+            assert bench.lines() == 1
+            passes = worker.passes
+            await anyio.sleep(0.6)
+            assert worker.passes == passes
+            denied, _ = await service.submit(
+                user="alice",
+                session_id=bench.session_id,
+                tool="shell__run",
+                arguments=dict(asked),
+                request_id="a2",
+            )
+            assert denied.approval_id is not None
+            await bench.broker.answer(denied.approval_id, approve=False, decided_by="alice")
+            assert bench.store.get_invocation(denied.id).status == "denied"
+            await anyio.sleep(0.3)
+            tg.cancel_scope.cancel()
+    assert bench.lines() == 1
+
+
+# ------------------------------------------------------------------ deletion
+
+
+async def test_session_and_user_deletion_remove_journal_records(bench: Bench) -> None:
+    first, _ = bench.new_session(with_run=False)
+    second, _ = bench.new_session(with_run=False)
+    in_first = [bench.uncertain(session_id=first), bench.uncertain(session_id=first, user="bob")]
+    alices = bench.uncertain(session_id=second)
+    bobs = bench.uncertain(session_id=second, user="bob")
+    owed_first = approved(bench, session_id=first)
+    owed_second = approved(bench, session_id=second)
+
+    bench.store.delete_session(first)
+    assert bench.store.list_actions(session_id=first) == []
+    for action in in_first:
+        assert bench.store.list_receipts(action.id) == []
+        with pytest.raises(NotFoundError):
+            bench.store.get_action(action.id)
+    with pytest.raises(NotFoundError):
+        bench.store.get_invocation(owed_first.id)
+    assert {a.id for a in bench.store.list_actions(session_id=second)} == {alices.id, bobs.id}
+    assert bench.store.get_invocation(owed_second.id).status == "approved"
+
+    assert bench.store.delete_user_journal("alice") == 1
+    assert bench.store.list_actions(user="alice") == []
+    assert bench.store.list_receipts(alices.id) == []
+    assert bench.store.list_invocations(user="alice") == []
+    assert [a.id for a in bench.store.list_actions()] == [bobs.id]
+    assert [r.kind for r in bench.store.list_receipts(bobs.id)] == ["contract", "outcome"]
+
+
+async def test_an_unanswered_approval_of_a_hand_started_call_expires(bench: Bench) -> None:
+    """Nobody waits on a run-less approval: the recovery worker expires it on time, and the
+    invocation with it; nothing runs."""
+    bench.build(bench.owner, timeout=0.5)
+    service = bench.service()
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            await tg.start(service.worker.run)
+            owed, _ = await service.submit(
+                user="alice",
+                session_id=bench.session_id,
+                tool="shell__run",
+                arguments={"command": f"printf 'x\\n' >> {LEDGER}"},
+                request_id="exp-1",
+            )
+            assert owed.status == "awaiting_approval" and owed.approval_id is not None
+            await bench.wait_until(lambda: bench.store.get_invocation(owed.id).status == "expired", within=5)
+            tg.cancel_scope.cancel()
+    assert bench.store.get_approval(owed.approval_id).status == "expired"
+    assert bench.lines() == 0
