@@ -962,26 +962,7 @@ class JournalStoreMixin:
         Returns:
             True if released; False if the claim had changed or the call had started.
         """
-        with self._tx(f"releasing the claim on invocation {invocation_id}", write=True) as db:
-            result = db.exec(
-                update(ToolInvocationRow)
-                .where(
-                    col(ToolInvocationRow.id) == invocation_id,
-                    col(ToolInvocationRow.status) == "executing",
-                    col(ToolInvocationRow.claim_token) == token,
-                    col(ToolInvocationRow.action_id).is_(None),
-                )
-                .values(
-                    status="approved",
-                    claim_token=None,
-                    claimed_at=None,
-                    claimed_by=None,
-                    error=reason,
-                    updated_at=self._clock(),
-                )
-                .execution_options(synchronize_session=False)
-            )
-            return bool(result.rowcount)
+        return self._unclaim(invocation_id, token, "releasing the claim on", status="approved", error=reason)
 
     def requeue_invocation_for_review(self, invocation_id: str, token: str, approval_id: str) -> bool:
         """Hand a claimed, undispatched invocation back to wait for a recovery review.
@@ -992,7 +973,13 @@ class JournalStoreMixin:
         Returns:
             True if requeued.
         """
-        with self._tx(f"requeueing invocation {invocation_id} for review", write=True) as db:
+        return self._unclaim(
+            invocation_id, token, "requeueing for review", status="awaiting_approval", approval_id=approval_id
+        )
+
+    def _unclaim(self, invocation_id: str, token: str, what: str, **values: Any) -> bool:
+        """Drop the exact, undispatched claim ``token`` and set ``values``; True if it held."""
+        with self._tx(f"{what} invocation {invocation_id}", write=True) as db:
             result = db.exec(
                 update(ToolInvocationRow)
                 .where(
@@ -1002,12 +989,7 @@ class JournalStoreMixin:
                     col(ToolInvocationRow.action_id).is_(None),
                 )
                 .values(
-                    status="awaiting_approval",
-                    approval_id=approval_id,
-                    claim_token=None,
-                    claimed_at=None,
-                    claimed_by=None,
-                    updated_at=self._clock(),
+                    claim_token=None, claimed_at=None, claimed_by=None, updated_at=self._clock(), **values
                 )
                 .execution_options(synchronize_session=False)
             )

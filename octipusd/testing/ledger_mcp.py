@@ -46,8 +46,11 @@ import argparse
 import json
 import logging
 import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
@@ -60,7 +63,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
-__all__ = ["NOT_EXECUTED_META", "build_server", "count_lines", "main", "read_ledger"]
+__all__ = [
+    "NOT_EXECUTED_META",
+    "build_server",
+    "count_lines",
+    "main",
+    "read_ledger",
+    "start_http_server",
+    "stop_server",
+]
 
 #: The trusted-server declaration that a call stopped before its mutation boundary (seed 000).
 NOT_EXECUTED_META: dict[str, Any] = {"octipus/recovery": {"outcome": "not_executed"}}
@@ -334,3 +345,47 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------------------- for tests
+
+
+def start_http_server(
+    ledger: Path, faults: Path, port_file: Path, *, timeout_seconds: float = 15.0
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start this server over streamable HTTP on 127.0.0.1 in its own process.
+
+    Args:
+        ledger: The ledger file.
+        faults: The faults file (read on every call).
+        port_file: Where the server writes its port once it listens.
+        timeout_seconds: How long it may take to start (seconds).
+
+    Returns:
+        The process and the MCP URL ``http://127.0.0.1:<port>/mcp``.
+
+    Raises:
+        RuntimeError: it exited or did not listen in time (it is killed).
+    """
+    command = [sys.executable, "-m", "octipusd.testing.ledger_mcp", "--ledger", str(ledger)]
+    command += ["--faults", str(faults), "--transport", "http", "--port", "0", "--port-file", str(port_file)]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout_seconds
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError("the ledger HTTP server did not start")
+        time.sleep(0.02)
+    return proc, f"http://127.0.0.1:{int(port_file.read_text())}/mcp"
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server process: SIGTERM, then SIGKILL after 5 s; reaped."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -12,10 +12,7 @@ the side effects. Runs on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,7 +32,7 @@ from octipusd.journal.review import RecoveryGate
 from octipusd.policy.gate import CallContext, GateResult
 from octipusd.settings import McpServerSettings
 from octipusd.store import Store
-from octipusd.testing.ledger_mcp import count_lines
+from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server
 from octipusd.tools import ToolSpec
 from octipusd.tools.connectors import ConnectorRegistry
 
@@ -56,31 +53,6 @@ class NoPerson:
 
     async def ask_recovery(self, *args: Any, **kwargs: Any) -> GateResult:
         raise AssertionError("an unattended check must not ask anyone")
-
-
-def _start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port_file = folder / "port"
-    command = [sys.executable, "-m", "octipusd.testing.ledger_mcp", "--ledger", str(folder / "ledger.tsv")]
-    command += ["--faults", str(folder / "faults.json"), "--transport", "http", "--port", "0"]
-    command += ["--port-file", str(port_file)]
-    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 15
-    while not port_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the ledger server did not start")
-        time.sleep(0.02)
-    return proc, f"http://127.0.0.1:{int(port_file.read_text())}/mcp"
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class World:
@@ -159,11 +131,11 @@ class World:
 @pytest.fixture
 def world(store_url: str, tmp_path: Path) -> Iterator[World]:
     store = Store.open(store_url)
-    proc, url = _start_server(tmp_path)
+    proc, url = start_http_server(tmp_path / "ledger.tsv", tmp_path / "faults.json", tmp_path / "port")
     try:
         yield World(store, tmp_path, url, proc)
     finally:
-        _stop(proc)
+        stop_server(proc)
         store.close()
 
 
@@ -179,7 +151,7 @@ async def test_1_timeout_before_the_request_leaves(world: World) -> None:
     # (a) the server is gone before tools/call is sent: trusted local evidence, nothing ran
     async with world.registry.connect_all() as connected:
         append = _specs(connected.tools)["ledger.append_entry"]
-        _stop(world.proc)
+        stop_server(world.proc)
         done = await world.call(append, {"key": _key(), "text": "x"})
     assert done.outcome is ActionOutcome.NOT_EXECUTED, done
     assert world.count() == 0

@@ -7,8 +7,6 @@ client is the SDK's ``ClientSession``; the ledger file is the evidence of side e
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -32,6 +30,7 @@ from octipusd.errors import NotFoundError
 from octipusd.journal.contracts import ActionRef, ProbeStatus, RiskClass
 from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
 from octipusd.settings import McpServerSettings
+from octipusd.testing import ledger_mcp
 from octipusd.testing.ledger_mcp import count_lines
 from octipusd.tools import DEFAULT_TOOLS, ToolSpec, validate_tool_specs
 from octipusd.tools.connectors import (
@@ -47,31 +46,8 @@ LEDGER_MODULE = "octipusd.testing.ledger_mcp"
 # ---------------------------------------------------------------------------- helpers
 
 
-def start_http_server(ledger: Path, faults: Path, port_file: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start the ledger server over streamable HTTP on 127.0.0.1; return it and its URL."""
-    command = [sys.executable, "-m", LEDGER_MODULE, "--ledger", str(ledger), "--faults", str(faults)]
-    command += ["--transport", "http", "--port", "0", "--port-file", str(port_file)]
-    proc = subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 15
-    while not port_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the ledger HTTP server did not start")
-        time.sleep(0.02)
-    return proc, f"http://127.0.0.1:{int(port_file.read_text())}/mcp"
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+start_http_server = ledger_mcp.start_http_server
+stop = ledger_mcp.stop_server
 
 
 @dataclass
