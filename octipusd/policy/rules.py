@@ -276,6 +276,28 @@ def subject_of(arguments: Mapping[str, Any], action: str) -> str:
 COMMAND_DEPTH: Final = 3
 
 
+#: Redirection targets that write nothing: the null device and file descriptors (``2>&1``).
+_HARMLESS_TARGETS = frozenset({"/dev/null", "-"})
+#: ``git`` options that put configuration (and so commands: ``alias.x=!cmd``, ``core.pager``,
+#: ``core.sshCommand``) on the command line.
+_GIT_CONFIG_OPTIONS = ("-c", "--config-env", "--exec-path")
+
+
+def _escapes_allow(command: Any) -> bool:
+    """Whether an ALLOW prefix must not cover this simple command (see :class:`CommandSubject`)."""
+    for redirect in command.redirects:
+        if redirect.is_output and not (redirect.target in _HARMLESS_TARGETS or redirect.target.isdigit()):
+            return True
+    words = [w for w in command.words if "=" not in w or w.startswith("-")]  # skip VAR=value
+    if words and words[0].rsplit("/", 1)[-1] == "git":
+        for word in words[1:]:
+            if not word.startswith("-"):
+                break  # the subcommand: options after it are its own
+            if word in _GIT_CONFIG_OPTIONS or word.startswith(("-c", "--config-env=", "--exec-path=")):
+                return True
+    return False
+
+
 class CommandSubject(str):
     """A subject taken from a ``command`` argument: a shell command line, matched per command.
 
@@ -290,8 +312,11 @@ class CommandSubject(str):
     * an ALLOW rule matches a line that is one simple command without command substitution
       when it accepts the line as written (``git:*`` still matches ``gitk``, as FACTS.md says),
       and a line of several simple commands only when it accepts every one of them; a line with
-      a command substitution, or one that cannot be split, is never allowed by a matcher (only
-      by a rule that accepts anything).
+      a command substitution, one that cannot be split, one that writes a file through an output
+      redirection (``echo x > /tmp/f``: the prefix names a harmless command, not a write), or a
+      ``git`` command given configuration on its command line (``git -c alias.x=!cmd x`` runs
+      any command) is never allowed by a matcher (only by a rule that accepts anything). All
+      three were found by user trials.
     """
 
     _split: tuple[tuple[str, ...] | None, tuple[str, ...]] | None
@@ -309,7 +334,8 @@ class CommandSubject(str):
             top: tuple[str, ...] | None
             try:
                 parsed = shellwords.parse(str(self), strict=True)
-                top = None if parsed.substitutions else tuple(" ".join(c.words) for c in parsed.commands)
+                unallowable = parsed.substitutions or any(_escapes_allow(c) for c in parsed.commands)
+                top = None if unallowable else tuple(" ".join(c.words) for c in parsed.commands)
                 direct = tuple(" ".join(c.words) for c in parsed.commands)
             except ValueError:
                 top, direct = None, ()

@@ -488,6 +488,16 @@ def test_rules_that_can_match_pass(tool_id: str) -> None:
         ("echo `touch x`", "ask"),
         ("git status 'unclosed", "ask"),
         ("git log | head", "ask"),
+        # user trial: an allowed prefix must not stretch to a file write or to git's own commands
+        ("echo owned > /tmp/outside.txt", "ask"),
+        ("cat /etc/shadow > /tmp/x", "ask"),
+        ("echo x >> notes.txt", "ask"),
+        ("echo quiet > /dev/null 2>&1", "allow"),
+        ('git -c alias.x="!touch /tmp/pwned" x', "ask"),
+        ("git --config-env=core.pager=P log", "ask"),
+        ("GIT_DIR=. git -c core.sshCommand=evil fetch", "ask"),
+        ("git --no-pager log", "allow"),
+        ("git commit -c HEAD", "allow"),  # -c after the subcommand is the subcommand's option
     ],
 )
 def test_allow_prefix_rules_cover_every_command_of_a_line(command: str, level: str) -> None:
