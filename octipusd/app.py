@@ -34,7 +34,7 @@ from octipusd.api.server import bind_unix_socket, make_server
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.contracts import RecoveryContract
 from octipusd.journal.executor import ActionJournal
-from octipusd.journal.invocations import ActionService
+from octipusd.journal.invocations import ActionService, manual_run_id
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
@@ -91,14 +91,26 @@ class McpServersSource:
     def __init__(self, settings: Settings, config_file: Path | None) -> None:
         self._last: Mapping[str, McpServerSettings] = settings.mcpServers
         self._config_file = config_file
+        self.problem: str | None = None
 
     def __call__(self) -> Mapping[str, McpServerSettings]:
-        """The current ``mcpServers``; an invalid edit keeps the last good ones (logged)."""
+        """The current ``mcpServers``; an invalid edit keeps the last good ones (logged, and
+        reported by :meth:`notices` to every run until the file is fixed)."""
         try:
             self._last = load_settings(self._config_file).mcpServers
+            self.problem = None
         except ConfigError as exc:
+            self.problem = exc.message
             log.error("mcpServers: keeping the previous servers: %s", exc.message)
         return self._last
+
+    def notices(self) -> list[str]:
+        """One line per configuration problem, for run notices."""
+        if self.problem is None:
+            return []
+        return [
+            f"the settings file has an error, so the MCP servers as last read correctly are used: {self.problem}"
+        ]
 
 
 async def serve(settings: Settings, config_file: Path | None = None) -> None:
@@ -162,6 +174,8 @@ async def _serve(
         )
     settled = await in_thread(lambda: store.quarantine_invocations(owner=owner))
     for invocation in settled:
+        if invocation.status == "uncertain":  # its job may still run: stop it before anyone reviews it
+            await anyio.to_thread.run_sync(kill_run_tree, manual_run_id(invocation.id), None)
         log.warning(
             "invocation %s claimed by the previous octipusd: now %s", invocation.id, invocation.status
         )
@@ -194,6 +208,7 @@ async def _serve(
         journal=journal,
         operator=operator,
         connectors=connectors,
+        config_notices=mcp_servers.notices,
     )
 
     @asynccontextmanager
@@ -205,6 +220,10 @@ async def _serve(
         server, dot, _ = tool_id.partition(".")
         if not dot:
             raise NotFoundError(f"no tool {tool_id!r} can be started by hand here")
+        if mcp_servers.problem is not None and server not in mcp_servers():
+            raise NotFoundError(
+                f"MCP server {server!r} is not configured, and the settings file has an error: {mcp_servers.problem}"
+            )
         async with connectors.connect(server) as found:
             match = next((t for t in found.tools if t.tool_id == tool_id), None)
             if match is None:

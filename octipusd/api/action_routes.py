@@ -352,6 +352,11 @@ def action_router(services: Services) -> APIRouter:
             invocation = await need_actions().wait(invocation_id, wait)
         return await call_response(invocation, replayed=False)
 
+    @router.post("/actions/calls/{invocation_id}/cancel")
+    async def cancel_call(invocation_id: str, request: Request) -> JSONResponse:
+        invocation = await in_thread(lambda: store.cancel_invocation(invocation_id, by=decided_by(request)))
+        return await call_response(invocation, replayed=False)
+
     # ------------------------------------------------------------------ review
 
     @router.post("/actions/review", openapi_extra=_openapi(ReviewRequest))

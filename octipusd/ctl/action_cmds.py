@@ -399,6 +399,19 @@ def actions_call_show(
     raise typer.Exit(call_exit_code(data["invocation"]["status"]))
 
 
+@actions_app.command("cancel")
+def actions_cancel(
+    invocation_id: Annotated[str, typer.Argument(help="the invocation's id (octipusctl actions calls)")],
+    as_json: JsonOption = False,
+) -> None:
+    """Withdraw a call started by hand that has not started yet (awaiting approval or approved)."""
+    data = request("POST", f"/actions/calls/{part(invocation_id)}/cancel")
+    if as_json:
+        print_json(data)
+    else:
+        _print_call(data)
+
+
 @actions_app.command("calls")
 def actions_calls(
     session: Annotated[str | None, typer.Option(help="only this session's calls")] = None,

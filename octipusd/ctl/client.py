@@ -73,6 +73,11 @@ class Client:
             response = self._http.request(method, path, **kwargs)
         except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise self._unavailable() from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:  # it stopped while answering
+            raise DaemonUnavailableError(
+                f"octipusd stopped before answering {method} {path} ({exc}); whatever the request "
+                "started may or may not have happened: check it (e.g. `octipusctl actions calls`) before retrying"
+            ) from exc
         return _decode(response)
 
     def stream(self, run_id: str, after: int = 0) -> Iterator[dict[str, Any]]:
@@ -98,6 +103,10 @@ class Client:
                         yield json.loads(sse.data)
         except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise self._unavailable() from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            raise DaemonUnavailableError(
+                f"octipusd stopped while streaming run {run_id} ({exc}); `octipusctl runs` shows its status"
+            ) from exc
 
 
 def _decode(response: httpx.Response) -> Any:

@@ -449,6 +449,32 @@ def sessions_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     console.print(table)
 
 
+@sessions_app.command("create")
+def sessions_create(
+    workspace: Annotated[Path, typer.Option(help="the session's working folder (must exist)")],
+    adapter: Annotated[str, typer.Option(help="the vendor CLI adapter")] = "claude-code",
+    model_row: Annotated[str | None, typer.Option(help="create it from this model row")] = None,
+    permission_mode: Annotated[str | None, typer.Option(help="workspace | full | plan | default")] = None,
+    unattended: Annotated[bool, typer.Option(help="nobody answers approvals: an ask is refused")] = False,
+    title: Annotated[str | None, typer.Option(help="a title")] = None,
+) -> None:
+    """Create a session without running a turn (prints its id); `run --session ID` uses it."""
+    body: dict[str, Any] = {"workspace": str(workspace.expanduser().resolve()), "attended": not unattended}
+    if model_row is not None:
+        body["model_row"] = model_row
+    else:
+        body["adapter"] = adapter
+    if permission_mode is not None:
+        body["permission_mode"] = permission_mode
+    if title is not None:
+        body["title"] = title
+    try:
+        created = new_client().request("POST", "/sessions", json=body)
+    except OctipusError as exc:
+        raise fail(exc) from None
+    print(created["id"])
+
+
 @sessions_app.command("show")
 def sessions_show(session_id: str) -> None:
     """Show one session and its runs."""

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -45,20 +46,20 @@ import anyio
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
-from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash
+from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash, run_unjournaled
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.outcomes import ActionOutcome, Origin, ToolOutcome
-from octipusd.journal.review import REVIEW_BATCH, describe_actions
+from octipusd.journal.review import REVIEW_BATCH, describe_actions, verified_duplicate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
-from octipusd.policy.rules import Level
+from octipusd.policy.rules import Level, subject_of
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolInvocation
 from octipusd.store.records import Approval
 from octipusd.store.repository import Store
 from octipusd.tools.base import ToolSpec
 
-__all__ = ["ActionService", "PreparationError", "RecoveryWorker", "ToolResolver"]
+__all__ = ["ActionService", "PreparationError", "RecoveryWorker", "ToolResolver", "manual_run_id"]
 
 log = logging.getLogger("octipusd.journal")
 
@@ -69,6 +70,12 @@ PAGE = 50
 
 #: ``(tool id) -> async context yielding its ToolSpec``; raises NotFoundError for an unknown tool.
 ToolResolver = Callable[[str], AbstractAsyncContextManager[ToolSpec]]
+
+
+def manual_run_id(invocation_id: str) -> str:
+    """The run marker of a hand-started call's processes (``OCTIPUS_RUN_ID``): a restarted daemon
+    stops the leftovers of an invocation that may have been running."""
+    return f"manual-{invocation_id}"
 
 
 class PreparationError(OctipusError):
@@ -155,6 +162,11 @@ class ActionService:
         if request_id is not None:
             existing = await in_thread(self.store.find_invocation, user, request_id)
             if existing is not None:
+                if existing.session_id != session_id:
+                    raise InvalidRequestError(
+                        f"request id {request_id!r} was already used in session {existing.session_id} "
+                        f"(invocation {existing.id}); use a new request id for a call in another session"
+                    )
                 if existing.tool != tool or existing.args_hash != args_hash(args):
                     raise ConflictError(
                         f"request id {request_id!r} was already used for another call (invocation "
@@ -191,7 +203,7 @@ class ActionService:
                 run_id=None,
                 session_id=session.id,
                 tool_id=tool,
-                subject=None,
+                subject=subject_of(args, "") or None,
                 reason=f"started by hand by {user}",
                 input=args,
                 explanation=decision.explanation,
@@ -277,15 +289,28 @@ class ActionService:
                     if ready is None:  # ended, or handed to a recovery review
                         return True
                     spec = await stack.enter_async_context(ready[0])  # e.g. connecting to the server
+                    duplicate = await verified_duplicate(
+                        self.store,
+                        self._scope(invocation),
+                        spec.tool_id,
+                        invocation.arguments or {},
+                        spec.recovery_contract,
+                    )
                 except (NotFoundError, InvalidRequestError) as exc:
                     await self._end_not_executed(invocation, token, exc.message)
                     return True
                 except Exception as exc:
                     await self._release(invocation_id, token, exc)
+                    self.worker.retry_later(invocation.user)
                     detail = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
                     raise PreparationError(
-                        f"invocation {invocation_id} was not run: {detail}; it stays approved"
+                        f"invocation {invocation_id} was not run: {detail}; it stays approved and the "
+                        f"daemon retries it in {self.worker.retry_seconds:g} s "
+                        f"(`octipusctl actions cancel {invocation_id}` withdraws it)"
                     ) from exc
+                if duplicate is not None:
+                    await self._end_not_executed(invocation, token, duplicate, refused=True)
+                    return True
                 await self._execute(invocation, token, spec, ready[1])
             return True
         finally:
@@ -360,10 +385,8 @@ class ActionService:
 
     async def _execute(self, invocation: ToolInvocation, token: str, spec: ToolSpec, reason: str) -> None:
         session = await in_thread(self.store.get_session, invocation.session_id)
-        from pathlib import Path
-
         identity = RunIdentity(
-            run_id=f"manual-{invocation.id}",
+            run_id=manual_run_id(invocation.id),
             session_id=session.id,
             user=invocation.user,
             worker_id=f"manual:{invocation.user}",
@@ -388,8 +411,19 @@ class ActionService:
                 detail=detail,
             )
 
-        if not spec.mutating:
-            raise InvalidRequestError(f"{invocation.tool} changes nothing; read it through the API instead")
+        if not spec.mutating:  # a trusted read-only connector tool: checking external state
+            executed = await run_unjournaled(spec.tool_id, body, spec.timeout_seconds)
+            await in_thread(
+                lambda: self.store.finish_invocation(
+                    invocation.id,
+                    token,
+                    status="completed",
+                    result=_text(executed.value),
+                    is_error=executed.is_error,
+                    error=None,
+                )
+            )
+            return
         try:
             await self.journal.execute(
                 self._scope(invocation, token),
@@ -478,6 +512,11 @@ class RecoveryWorker:
     def signal_session(self, session_id: str) -> None:
         """Like :meth:`signal_user`, for the owner of invocations in ``session_id``."""
         self._sessions.add(session_id)
+        self._wake.set()
+
+    def retry_later(self, user: str) -> None:
+        """Retry ``user``'s owed invocations after :attr:`retry_seconds` (a failed preparation)."""
+        self._retry_at[user] = time.monotonic() + self.retry_seconds
         self._wake.set()
 
     def signal_deadline(self) -> None:

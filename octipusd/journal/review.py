@@ -34,7 +34,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
 
-__all__ = ["REVIEW_BATCH", "RecoveryAsker", "RecoveryGate", "describe_actions"]
+__all__ = ["REVIEW_BATCH", "RecoveryAsker", "RecoveryGate", "describe_actions", "verified_duplicate"]
 
 log = logging.getLogger("octipusd.journal")
 
@@ -79,6 +79,49 @@ def describe_actions(actions: list[ToolAction]) -> list[dict[str, Any]]:
         }
         for a in actions
     ]
+
+
+async def verified_duplicate(
+    store: Store, scope: ActionScope, tool_id: str, arguments: Mapping[str, Any], contract: RecoveryContract
+) -> str | None:
+    """Refuse a blind retry: the same idempotency key as an uncertain action that a probe
+    verified as applied (seed 004: query before retrying; a duplicate-effect block).
+
+    A *completed* earlier call with the same key is not blocked: explicitly repeating a
+    successful action remains possible (seed 000 "Boundaries").
+
+    Returns:
+        Why the call is refused, or None.
+    """
+    if contract.idempotency_key is None:
+        return None
+    try:
+        key = contract.idempotency_key(arguments)
+    except Exception:
+        return None
+    if not key:
+        return None
+    prior = await in_thread(
+        lambda: store.list_actions(
+            user=scope.user,
+            session_id=scope.session_id,
+            tool=tool_id,
+            idempotency_key=key,
+            outcome="uncertain",
+        )
+    )
+    for action in prior:
+        if action.recovery_state != "verified":
+            continue
+        receipts = await in_thread(store.list_receipts, action.id)
+        probes = [r for r in receipts if r.kind == "probe" and r.state == "verified"]
+        if probes and probes[-1].data.get("status") == "applied":
+            return (
+                f"not repeated: an earlier {tool_id} call with idempotency key {key!r} (action {action.id}) "
+                "timed out or failed ambiguously, and its verification probe found the effect applied; "
+                "retrying would duplicate it"
+            )
+    return None
 
 
 class RecoveryGate:
@@ -154,7 +197,7 @@ class RecoveryGate:
             blocking = await self.unresolved(scope)
             if not blocking:
                 # after the probes: a blind retry of an effect verified as applied is refused
-                duplicate = await self._verified_duplicate(scope, tool_id, arguments, contract)
+                duplicate = await verified_duplicate(self.store, scope, tool_id, arguments, contract)
                 if duplicate is not None:
                     return GateResult(False, duplicate)
                 reason = (
@@ -205,45 +248,6 @@ class RecoveryGate:
                 )
             reviewed += 1
         return GateResult(False, f"recovery review: more than {_MAX_ROUNDS} consecutive reviews; try again")
-
-    async def _verified_duplicate(
-        self, scope: ActionScope, tool_id: str, arguments: Mapping[str, Any], contract: RecoveryContract
-    ) -> str | None:
-        """Refuse a blind retry: the same idempotency key as an uncertain action that a probe
-        verified as applied (seed 004: query before retrying; a duplicate-effect block).
-
-        A *completed* earlier call with the same key is not blocked: explicitly repeating a
-        successful action remains possible (seed 000 "Boundaries").
-        """
-        if contract.idempotency_key is None:
-            return None
-        try:
-            key = contract.idempotency_key(arguments)
-        except Exception:
-            return None
-        if not key:
-            return None
-        prior = await in_thread(
-            lambda: self.store.list_actions(
-                user=scope.user,
-                session_id=scope.session_id,
-                tool=tool_id,
-                idempotency_key=key,
-                outcome="uncertain",
-            )
-        )
-        for action in prior:
-            if action.recovery_state != "verified":
-                continue
-            receipts = await in_thread(self.store.list_receipts, action.id)
-            probes = [r for r in receipts if r.kind == "probe" and r.state == "verified"]
-            if probes and probes[-1].data.get("status") == "applied":
-                return (
-                    f"not repeated: an earlier {tool_id} call with idempotency key {key!r} (action {action.id}) "
-                    "timed out or failed ambiguously, and its verification probe found the effect applied; "
-                    "retrying would duplicate it"
-                )
-        return None
 
     async def _refuse_unattended(self, ctx: CallContext, tool_id: str, note: str) -> GateResult:
         ctx.review_required.append(note)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -136,6 +136,8 @@ class RunManager:
             contracts only).
         connectors: The configured MCP servers (``mcpServers``) whose tools every run's bridge
             exposes; connected afresh for each run (None: none).
+        config_notices: Problems of the settings file read during the daemon's life (shown as
+            run notices).
     """
 
     def __init__(
@@ -156,6 +158,7 @@ class RunManager:
         journal: ActionJournal | None = None,
         operator: RecoveryOperator | None = None,
         connectors: ConnectorRegistry | None = None,
+        config_notices: Callable[[], list[str]] | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -172,6 +175,7 @@ class RunManager:
             ),
         )
         self.connectors = connectors
+        self.config_notices = config_notices
         self.journal = journal or ActionJournal(store, owner)
         builtin = {t.tool_id: t.contract for t in DEFAULT_TOOLS}
         self.operator = operator or RecoveryOperator(store, builtin.get, hub.emit_optional)
@@ -479,7 +483,8 @@ class RunManager:
             yield ConnectorSet(tools=(), notices=())
             return
         async with self.connectors.connect_all() as connected:
-            for message in connected.notices:
+            extra = self.config_notices() if self.config_notices is not None else []
+            for message in (*extra, *connected.notices):
                 await self.hub.emit(run_id, "notice", {"message": message})
             yield connected
 

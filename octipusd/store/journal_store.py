@@ -995,6 +995,60 @@ class JournalStoreMixin:
             )
             return bool(result.rowcount)
 
+    def cancel_invocation(self, invocation_id: str, *, by: str) -> ToolInvocation:
+        """Withdraw a hand-started call that has not started (awaiting approval or approved).
+
+        Its pending approval, if any, is cancelled in the same transaction.
+
+        Returns:
+            The invocation, now ``cancelled``.
+
+        Raises:
+            NotFoundError: no such invocation.
+            ConflictError: it is running or already ended (the message says which).
+        """
+        from octipusd.store.models import ApprovalRow
+
+        now = self._clock()
+        with self._tx(f"cancelling invocation {invocation_id}", write=True) as db:
+            result = db.exec(
+                update(ToolInvocationRow)
+                .where(
+                    col(ToolInvocationRow.id) == invocation_id,
+                    col(ToolInvocationRow.status).in_(("awaiting_approval", "approved")),
+                )
+                .values(
+                    status="cancelled",
+                    arguments=None,
+                    error=f"cancelled by {by} before it ran",
+                    finished_at=now,
+                    updated_at=now,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            db.expire_all()
+            row = db.get(ToolInvocationRow, invocation_id)
+            if row is None:
+                raise NotFoundError(f"invocation {invocation_id} not found")
+            if not result.rowcount:
+                raise ConflictError(
+                    f"invocation {invocation_id} is {row.status}; only a call awaiting approval or approved "
+                    "(not yet running) can be cancelled"
+                )
+            if row.approval_id is not None:
+                db.exec(
+                    update(ApprovalRow)
+                    .where(col(ApprovalRow.id) == row.approval_id, col(ApprovalRow.status) == "pending")
+                    .values(
+                        status="cancelled",
+                        decided_by=by,
+                        decision_reason="the call was cancelled",
+                        decided_at=now,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+            return _invocation(row)
+
     def refuse_invocation(self, invocation_id: str, reason: str) -> None:
         """End a ``denied`` invocation at once (policy rejection: nothing ran)."""
         now = self._clock()

@@ -50,6 +50,7 @@ from octipusd.bridge.identity import RunIdentity
 from octipusd.errors import InvalidRequestError
 from octipusd.journal.contracts import RecoveryContract, RiskClass
 from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
+from octipusd.runner.process import RUN_MARKER
 from octipusd.tools.base import ToolResult, ToolSpec, optional_str, reject_unknown, require_str
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -365,6 +366,9 @@ async def _shell_run(
     except InvalidRequestError as exc:
         raise NotExecutedError(f"invalid arguments for shell__run: {exc.message}") from exc
     env["PWD"] = str(cwd)
+    # the run's marker: a daemon that restarts after a crash finds and stops the job with the
+    # run's other leftovers, so an orphaned job cannot keep acting while a person reviews it
+    env[RUN_MARKER] = identity.run_id
     try:
         complaint = await check_syntax(command, cwd)
     except (OSError, TimeoutError) as exc:

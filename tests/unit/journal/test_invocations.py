@@ -18,6 +18,7 @@ from octipusd.journal.executor import args_hash
 from octipusd.journal.invocations import PreparationError
 from octipusd.store.journal_store import ToolInvocation
 from octipusd.tools import SHELL_RUN, ToolSpec
+from tests.unit.journal.conftest import builtin_resolver
 from tests.unit.store.racing import race
 
 if TYPE_CHECKING:
@@ -558,3 +559,131 @@ async def test_an_unanswered_approval_of_a_hand_started_call_expires(bench: Benc
             tg.cancel_scope.cancel()
     assert bench.store.get_approval(owed.approval_id).status == "expired"
     assert bench.lines() == 0
+
+
+# ------------------------------------------------------------------ user-trial findings
+
+
+def _ledger_tool(bench: Bench, *, read_only: bool = False) -> ToolSpec:
+    """A mutating tool whose effect lands in the ledger and then times out (uncertain), keyed
+    by its ``key`` argument, with a probe reading the ledger; or a read-only one."""
+    from octipusd.journal.contracts import ProbeResult, ProbeStatus, RecoveryContract, RiskClass
+    from octipusd.journal.outcomes import ToolOutcome
+
+    ledger = bench.ledger
+
+    async def append(identity: Any, host: Any, arguments: dict[str, Any]) -> Any:
+        with ledger.open("a") as handle:
+            handle.write(f"{arguments['key']}\n")
+        return ToolOutcome("sent", uncertain="timed out after the request was accepted", is_error=True)
+
+    async def read(identity: Any, host: Any, arguments: dict[str, Any]) -> Any:
+        return {"lines": bench.lines()}
+
+    async def probe(action: Any) -> ProbeResult:
+        present = action.idempotency_key in ledger.read_text().split()
+        return ProbeResult(ProbeStatus.APPLIED if present else ProbeStatus.NOT_APPLIED, "ledger read")
+
+    contract = RecoveryContract(
+        RiskClass.COMPENSATABLE, idempotency_key=lambda a: str(a.get("key") or "") or None, probe=probe
+    )
+    spec = ToolSpec(
+        name="ext__read" if read_only else "ext__send",
+        identity="ext.read" if read_only else "ext.send",
+        description="test tool",
+        input_schema={"type": "object"},
+        handler=read if read_only else append,
+        read_only=read_only,
+        contract=None if read_only else contract,
+    )
+    if not read_only:
+        bench.contracts[spec.tool_id] = contract
+    bench.store.add_rule(level="allow", rule=spec.tool_id, created_by="operator")
+    return spec
+
+
+async def test_a_hand_started_retry_of_an_effect_verified_applied_is_refused(bench: Bench) -> None:
+    send = _ledger_tool(bench)
+    service = bench.service(resolve=builtin_resolver(send))
+    first, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.send", arguments={"key": "k5"}, request_id=None
+    )
+    assert first.status == "uncertain" and bench.lines() == 1
+    retry, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.send", arguments={"key": "k5"}, request_id=None
+    )
+    assert retry.status == "not_executed", retry
+    assert retry.error is not None and "retrying would duplicate it" in retry.error
+    assert bench.lines() == 1  # probed applied: the effect is not repeated
+    other, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.send", arguments={"key": "k6"}, request_id=None
+    )
+    assert other.status == "uncertain" and bench.lines() == 2  # another key is another action
+
+
+async def test_a_foreground_preparation_failure_is_retried_and_can_be_cancelled(bench: Bench) -> None:
+    allow_shell(bench)
+    resolver = Resolver("enter")
+    resolver.error = ConnectorDown("the connector did not answer")
+    service = bench.service(resolve=resolver)
+    service.worker.retry_seconds = 0.3
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            await tg.start(service.worker.run)
+            with pytest.raises(PreparationError, match=r"retries it in 0\.3 s"):
+                await service.submit(
+                    user="alice",
+                    session_id=bench.session_id,
+                    tool="shell__run",
+                    arguments=dict(APPEND),
+                    request_id="p1",
+                )
+            [owed] = bench.store.owed_invocations("alice")
+            resolver.error = None  # the dependency is back: the worker's retry runs it once
+            await bench.wait_until(lambda: bench.store.get_invocation(owed.id).terminal, within=5)
+            tg.cancel_scope.cancel()
+    assert bench.store.get_invocation(owed.id).status == "completed" and bench.lines() == 1
+    with pytest.raises(ConflictError, match="completed"):
+        bench.store.cancel_invocation(owed.id, by="alice")
+
+
+async def test_a_call_awaiting_approval_can_be_cancelled(bench: Bench) -> None:
+    service = bench.service()
+    owed, _ = await service.submit(
+        user="alice",
+        session_id=bench.session_id,
+        tool="shell__run",
+        arguments={"command": f"printf 'x\\n' >> {LEDGER}"},
+        request_id="c1",
+    )
+    assert owed.status == "awaiting_approval" and owed.approval_id is not None
+    cancelled = bench.store.cancel_invocation(owed.id, by="alice")
+    assert cancelled.status == "cancelled" and cancelled.arguments is None
+    assert bench.store.get_approval(owed.approval_id).status == "cancelled"
+    assert await service.dispatch(owed.id) is False and bench.lines() == 0
+
+
+async def test_a_read_only_tool_started_by_hand_runs_unjournaled(bench: Bench) -> None:
+    read = _ledger_tool(bench, read_only=True)
+    service = bench.service(resolve=builtin_resolver(read))
+    done, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.read", arguments={}, request_id=None
+    )
+    assert done.status == "completed" and done.result is not None and '"lines"' in done.result
+    assert bench.store.list_actions() == []
+
+
+async def test_a_request_id_belongs_to_its_session(bench: Bench) -> None:
+    allow_shell(bench)
+    service = bench.service()
+    await service.submit(
+        user="alice", session_id=bench.session_id, tool="shell__run", arguments=dict(APPEND), request_id="r1"
+    )
+    other, _ = bench.new_session()
+    from octipusd.errors import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError, match="already used in session"):
+        await service.submit(
+            user="alice", session_id=other, tool="shell__run", arguments=dict(APPEND), request_id="r1"
+        )
+    assert bench.lines() == 1
