@@ -35,6 +35,7 @@ routes that need it answer 503 ``actions_unavailable``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
 from fastapi import APIRouter, Request, Response
@@ -47,7 +48,7 @@ from octipusd.api.models import API_VERSION
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.journal.invocations import ActionService
 from octipusd.store.aio import in_thread
-from octipusd.store.journal_store import RESOLVED_STATES, ToolAction, ToolInvocation
+from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAction, ToolInvocation
 from octipusd.store.records import Approval
 
 __all__ = [
@@ -187,7 +188,7 @@ _STATES: dict[str, str] = {
 }
 
 
-def explain_action(action: ToolAction, *, live: bool = False) -> str:
+def explain_action(action: ToolAction, *, live: bool = False, receipts: Sequence[ActionReceipt] = ()) -> str:
     """One paragraph saying what an action's record means (seed 000 and seed 004 wording).
 
     Covers the outcome, the recovery state, the review that acknowledged it (if any), whether
@@ -197,6 +198,7 @@ def explain_action(action: ToolAction, *, live: bool = False) -> str:
         action: The journal record.
         live: The action is running in this daemon now (a ``started`` record that is not an
             orphan).
+        receipts: Its receipt entries (the last probe's answer is named).
 
     Returns:
         The paragraph (plain text).
@@ -217,6 +219,14 @@ def explain_action(action: ToolAction, *, live: bool = False) -> str:
     if action.recovery_state:
         meaning = _STATES.get(action.recovery_state, "a recovery state of this daemon's version")
         settled = " (this settles it)" if action.recovery_state in RESOLVED_STATES else ""
+        probes = [r for r in receipts if r.kind == "probe"]
+        if probes:
+            seen = str(probes[-1].data.get("status", "unknown")).replace("_", " ")
+            meaning += (
+                f"; the last probe found the effect {seen}"
+                if seen != "unknown"
+                else "; the last probe could not tell"
+            )
         parts.append(f"Recovery state {action.recovery_state}: {meaning}{settled}.")
     if action.review_id:
         when = f" at {action.reviewed_at.isoformat()}" if action.reviewed_at else ""
@@ -384,6 +394,8 @@ def action_router(services: Services) -> APIRouter:
     ) -> Any:
         if not 1 <= limit <= MAX_LIST:
             raise InvalidRequestError(f"limit must be between 1 and {MAX_LIST}, got {limit}")
+        if session_id is not None:
+            await in_thread(store.get_session, session_id)  # 404 names an unknown session
         found = await checked_call(
             store.list_actions,
             user=user,
@@ -406,7 +418,7 @@ def action_router(services: Services) -> APIRouter:
         return {
             "action": _action_view(action, live),
             "receipts": [r.to_dict() for r in receipts],
-            "explanation": explain_action(action, live=action.id in live),
+            "explanation": explain_action(action, live=action.id in live, receipts=receipts),
         }
 
     @router.post("/actions/{action_id}/probe")

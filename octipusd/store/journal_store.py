@@ -743,6 +743,29 @@ class JournalStoreMixin:
                 )
             )
 
+    def _note_refused_review(
+        self,
+        db: DbSession,
+        review_id: str,
+        action_ids: Iterable[str],
+        by: str,
+        reason: str | None,
+        now: datetime,
+    ) -> None:
+        """Inside a review's denial: append ``review_denied`` to each covered record's receipt."""
+        for action_id in action_ids:
+            if db.get(ToolActionRow, action_id) is None:
+                continue
+            db.add(
+                ActionReceiptRow(
+                    action_id=action_id,
+                    kind="review_denied",
+                    state=None,
+                    data=_json({"review_id": review_id, "by": by, "reason": reason}),
+                    created_at=now,
+                )
+            )
+
     def delete_user_journal(self, user: str) -> int:
         """Remove every journal record, receipt and hand-started invocation of ``user``.
 

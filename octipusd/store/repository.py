@@ -1346,10 +1346,12 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
                 db.add(grant_row)
             if won:
                 decided = self._get_approval_row(db, approval_id)
-                if approve and decided.kind == "action_recovery" and decided.action_ids:
-                    self._acknowledge_actions(
-                        db, approval_id, json.loads(decided.action_ids), decided_by, now
-                    )
+                if decided.kind == "action_recovery" and decided.action_ids:
+                    covered = json.loads(decided.action_ids)
+                    if approve:
+                        self._acknowledge_actions(db, approval_id, covered, decided_by, now)
+                    else:  # the refusal joins the evidence; the records stay unresolved
+                        self._note_refused_review(db, approval_id, covered, decided_by, reason, now)
                 self._follow_approval(db, approval_id, status.value, reason)
             if not won:
                 # Still pending means it is past its deadline: record that it expired.

@@ -429,3 +429,13 @@ def test_explanations_use_the_seed_wording() -> None:
 
     contained = explain_action(_record(recovery_state="contained"))
     assert "this settles it" in contained and "no longer blocks" in contained
+
+
+def test_the_explanation_names_what_the_last_probe_found() -> None:
+    from datetime import UTC, datetime
+
+    from octipusd.store.journal_store import ActionReceipt
+
+    probe = ActionReceipt(1, "a", "probe", "verified", {"status": "applied"}, datetime.now(UTC))
+    text = explain_action(_record(recovery_state="verified"), receipts=[probe])
+    assert "the last probe found the effect applied" in text

@@ -363,3 +363,38 @@ async def test_orphaned_records_are_returned_as_they_now_are(bench: Bench) -> No
         f"recovery_state {orphans[0].recovery_state!r}); the database says {stored.outcome!r}"
     )
     assert orphans[0] == stored
+
+
+def test_a_denied_review_joins_the_receipt_and_leaves_the_record_unresolved(store: Store) -> None:
+    session = store.create_session(workspace="/w", adapter="codex")
+    action = store.start_action(
+        user="alice",
+        session_id=session.id,
+        run_id=None,
+        agent="w",
+        origin="agent",
+        tool="shell__run",
+        args_hash="0" * 64,
+        risk_class="containable",
+        owner="d1",
+        deadline_seconds=60.0,
+    )
+    store.finish_action(action.id, outcome="uncertain", detail="timed out")
+    review = store.create_approval(
+        run_id=None,
+        session_id=session.id,
+        tool_id="shell__run",
+        subject="Check earlier",
+        reason="r",
+        input={},
+        explanation=None,
+        vendor_request_id=None,
+        expires_at=None,
+        kind="action_recovery",
+        action_ids=[action.id],
+    )
+    store.decide_approval(review.id, approve=False, decided_by="bob", reason="it already ran")
+    kinds = [(r.kind, r.data.get("reason")) for r in store.list_receipts(action.id)]
+    assert ("review_denied", "it already ran") in kinds
+    kept = store.get_action(action.id)
+    assert kept.review_id is None and kept.outcome == "uncertain" and not kept.resolved
