@@ -21,6 +21,7 @@ from octipusd.tools import SHELL_RUN
 from tests.unit.store.racing import race
 
 if TYPE_CHECKING:
+    from octipusd.store import Store
     from tests.unit.journal.conftest import Bench
 
 pytestmark = pytest.mark.anyio
