@@ -92,7 +92,7 @@ def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
     call = {
         "session_id": session_id,
         "tool": "shell__run",
-        "arguments": {"command": f"echo x >> {LEDGER}; sleep 5; echo late >> {LEDGER}"},
+        "arguments": {"command": f"echo x >> {LEDGER}; sleep 30; echo late >> {LEDGER}"},
         "request_id": "r1",
     }
     answered: list[object] = []
@@ -134,7 +134,8 @@ def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
         assert invocation["status"] == "uncertain", invocation
         assert invocation["action_id"] == action["id"]
 
-        time.sleep(5.0)  # past the job's "late" write, and start-up recovery has had its chance
+        # the job was stopped above, so its "late" line can no longer come; an uncertain call is never
+        # owed, so start-up recovery does not dispatch it
         assert lines(ledger) == 1
         assert http.get(f"/actions/calls/{invocation['id']}").json()["invocation"]["status"] == "uncertain"
 
@@ -166,7 +167,14 @@ def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
         # denying it refuses that call and keeps the evidence
         denied = http.post(f"/approvals/{body['approval']['id']}", json={"decision": "deny", "reason": "ran"})
         assert denied.status_code == 200, denied.text
-        time.sleep(0.5)
+        wait(
+            lambda: (
+                http.get(f"/actions/calls/{body['invocation']['id']}").json()["invocation"]["status"]
+                == "denied"
+            ),
+            "the denied call to end",
+            again,
+        )
         assert lines(ledger) == 1
         kept = http.get(f"/actions/{action['id']}").json()["action"]
         assert kept["outcome"] == "uncertain" and kept["blocking"] is True

@@ -461,7 +461,7 @@ async def test_startup_recovery_dispatches_owed_work_once_then_is_quiet(bench: B
             assert bench.lines() == 1
             passes = worker.passes
             assert passes == 1
-            await anyio.sleep(0.6)  # no signal: no further pass, no periodic scan
+            await anyio.sleep(0.3)  # no signal: no further pass, no periodic scan
             assert worker.passes == passes
             tg.cancel_scope.cancel()
     assert bench.lines() == 1
@@ -491,7 +491,7 @@ async def test_an_approval_signals_recovery_of_that_call_once(bench: Bench) -> N
             assert bench.store.get_invocation(owed.id).status == "completed"
             assert bench.lines() == 1
             passes = worker.passes
-            await anyio.sleep(0.6)
+            await anyio.sleep(0.3)
             assert worker.passes == passes
             denied, _ = await service.submit(
                 user="alice",
