@@ -327,6 +327,9 @@ def action_router(services: Services) -> APIRouter:
 
     async def call_response(invocation: ToolInvocation, *, replayed: bool) -> JSONResponse:
         body = _call_view(invocation, await approval_of(invocation), replayed=replayed)
+        if invocation.action_id is not None:  # whether its journal record still blocks changes
+            action = await in_thread(store.get_action, invocation.action_id)
+            body["action_blocking"] = not action.resolved and action.id not in live_actions()
         return JSONResponse(status_code=200 if invocation.terminal else 202, content=jsonable_encoder(body))
 
     # ------------------------------------------------------------------ calls started by hand

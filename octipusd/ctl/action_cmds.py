@@ -318,6 +318,11 @@ def _print_call(data: dict[str, Any]) -> None:
             )
     elif status not in TERMINAL:
         console.print(f"[yellow]not finished yet ({status})[/]; follow: {follow}")
+    elif status == "uncertain" and data.get("action_blocking") is False:
+        console.print(
+            "[red]it may have partly run[/]; it is not repeated; its record was reviewed or settled and no "
+            f"longer blocks changes: octipusctl actions show {inv.get('action_id') or 'ID'}"
+        )
     elif status == "uncertain":
         console.print(
             "[red]it may have partly run[/]; it is not repeated, and it blocks further mutations of this "

@@ -13,6 +13,7 @@ found); 3 octipusd is not running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -499,9 +500,19 @@ def sessions_delete(
     Refused (exit 1) while one of its runs or a call started by hand in it is still running.
     """
     if not yes:
+        unresolved = ""
+        with contextlib.suppress(OctipusError):
+            found = new_client().request(
+                "GET", "/actions", params={"session_id": session_id, "unresolved": "true", "limit": 1000}
+            )["actions"]
+            if found:
+                unresolved = (
+                    f" It has {len(found)} action(s) whose effects are uncertain and not yet reviewed "
+                    "(octipusctl actions list --unresolved --session ...): their evidence goes too."
+                )
         bad_input(
             f"this deletes session {session_id} with its runs, events, approvals and action journal, and "
-            "cannot be undone; add --yes to do it"
+            f"cannot be undone; add --yes to do it.{unresolved}"
         )
     try:
         new_client().request("DELETE", f"/sessions/{part(session_id)}")
