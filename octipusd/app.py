@@ -156,13 +156,6 @@ async def _serve(
             run.id,
             len(reaped),
         )
-    load_errors: list[str] = []
-    adapters = load_adapters(load_errors)
-    for message in load_errors:
-        log.error("%s", message)
-    resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
-    for r in resolutions.values():
-        log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
     # seed 000: started records of the stopped daemon lost their completion evidence; seed 001:
     # invocations it had claimed are settled (undispatched ones stay owed, started ones uncertain)
     orphans = await in_thread(lambda: store.orphan_started_actions(owner=owner))
@@ -174,11 +167,25 @@ async def _serve(
         )
     settled = await in_thread(lambda: store.quarantine_invocations(owner=owner))
     for invocation in settled:
-        if invocation.status == "uncertain":  # its job may still run: stop it before anyone reviews it
-            await anyio.to_thread.run_sync(kill_run_tree, manual_run_id(invocation.id), None)
+        if invocation.status == "uncertain" and invocation.action_id is not None:
+            # its job may still run: stop it before anyone can review the action, and say so
+            stopped = await anyio.to_thread.run_sync(kill_run_tree, manual_run_id(invocation.id), None)
+            if stopped:
+                note = {
+                    "note": "leftover processes of the stopped daemon's call were killed at restart",
+                    "pids": stopped,
+                }
+                await in_thread(store.add_receipt, invocation.action_id, kind="note", data=note)
         log.warning(
             "invocation %s claimed by the previous octipusd: now %s", invocation.id, invocation.status
         )
+    load_errors: list[str] = []
+    adapters = load_adapters(load_errors)
+    for message in load_errors:
+        log.error("%s", message)
+    resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
+    for r in resolutions.values():
+        log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
     hub = EventHub(store)
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
     builtin = {t.tool_id: t for t in DEFAULT_TOOLS}

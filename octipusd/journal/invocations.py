@@ -289,6 +289,9 @@ class ActionService:
                     if ready is None:  # ended, or handed to a recovery review
                         return True
                     spec = await stack.enter_async_context(ready[0])  # e.g. connecting to the server
+                    # reading tools stay available while a recovery review is owed (seed 000)
+                    if spec.mutating and not await self._recovery_clear(invocation, token):
+                        return True  # handed to a recovery review
                     duplicate = await verified_duplicate(
                         self.store,
                         self._scope(invocation),
@@ -342,6 +345,12 @@ class ActionService:
             reason = f"permission revoked before the call started: {decision.explanation}"
             await self._end_not_executed(invocation, token, reason, refused=True)
             return None
+        return self.resolve(invocation.tool), decision.explanation
+
+    async def _recovery_clear(self, invocation: ToolInvocation, token: str) -> bool:
+        """The recovery review gate for a hand-started mutation (seed 000): True when no earlier
+        action of the user and session is unresolved (after probing them); otherwise a review is
+        asked and the invocation waits for it (False)."""
         live = set(self.journal.live)
         blocking = await in_thread(
             lambda: self.store.blocking_actions(
@@ -363,7 +372,13 @@ class ActionService:
                 tool_id=invocation.tool,
                 subject="Check earlier",
                 reason="action_recovery · retry: earlier actions of this session have uncertain effects",
-                input={"proposed": {"tool": invocation.tool}, "actions": describe_actions(blocking)},
+                input={
+                    "proposed": {
+                        "tool": invocation.tool,
+                        "subject": subject_of(invocation.arguments or {}, ""),
+                    },
+                    "actions": describe_actions(blocking),
+                },
                 explanation=f"{len(blocking)} earlier action(s) have uncertain effects",
                 vendor_request_id=None,
                 kind="action_recovery",
@@ -380,8 +395,8 @@ class ActionService:
                     status="cancelled",
                     reason="the invocation changed meanwhile",
                 )
-            return None
-        return self.resolve(invocation.tool), decision.explanation
+            return False
+        return True
 
     async def _execute(self, invocation: ToolInvocation, token: str, spec: ToolSpec, reason: str) -> None:
         session = await in_thread(self.store.get_session, invocation.session_id)

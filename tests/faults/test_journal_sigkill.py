@@ -127,6 +127,8 @@ def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
         assert action["tool"] == "shell__run" and action["origin"] == "manual"
         assert action["blocking"] is True and action["review_id"] is None
         assert action["detail"] and "orphaned" in action["detail"], action
+        receipt = http.get(f"/actions/{action['id']}").json()["receipts"]
+        assert any(r["kind"] == "note" and "killed at restart" in r["data"]["note"] for r in receipt), receipt
 
         calls = http.get("/actions/calls", params={"session_id": session_id})
         assert calls.status_code == 200, calls.text

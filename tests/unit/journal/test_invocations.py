@@ -581,6 +581,8 @@ def _ledger_tool(bench: Bench, *, read_only: bool = False) -> ToolSpec:
         return {"lines": bench.lines()}
 
     async def probe(action: Any) -> ProbeResult:
+        if action.idempotency_key is None:
+            return ProbeResult(ProbeStatus.UNKNOWN, "no key to look for")
         present = action.idempotency_key in ledger.read_text().split()
         return ProbeResult(ProbeStatus.APPLIED if present else ProbeStatus.NOT_APPLIED, "ledger read")
 
@@ -687,3 +689,23 @@ async def test_a_request_id_belongs_to_its_session(bench: Bench) -> None:
             user="alice", session_id=other, tool="shell__run", arguments=dict(APPEND), request_id="r1"
         )
     assert bench.lines() == 1
+
+
+async def test_a_read_by_hand_stays_available_while_a_review_is_owed(bench: Bench) -> None:
+    send = _ledger_tool(bench)
+    read = _ledger_tool(bench, read_only=True)
+    service = bench.service(resolve=builtin_resolver(send, read))
+    # an uncertain send whose probe cannot settle it (its key is never written: no key argument)
+    first, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.send", arguments={"key": ""}, request_id=None
+    )
+    assert first.status == "uncertain"
+    done, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.read", arguments={}, request_id=None
+    )
+    assert done.status == "completed"  # no recovery review for a read (seed 000)
+    blocked, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.send", arguments={"key": "k9"}, request_id=None
+    )
+    assert blocked.status == "awaiting_approval" and blocked.approval_id is not None
+    assert bench.store.get_approval(blocked.approval_id).kind == "action_recovery"
