@@ -105,17 +105,20 @@ def test_command_approval_denied(tmp_path: Path) -> None:
 
 
 def test_octipus_rule_matches_the_unwrapped_command(tmp_path: Path) -> None:
-    """An allow rule on the model's command answers the relay without asking a person."""
-    env = Octipus(KIT, tmp_path, [KIT.shell("echo ruled > ruled.txt"), KIT.text("done")])
+    """An allow rule on the model's command answers the relay without asking a person.
+
+    (An allow prefix never covers a command that writes through a redirection, so the command
+    here writes with ``touch``: ``echo:*`` would not allow ``echo x > file``.)"""
+    env = Octipus(KIT, tmp_path, [KIT.shell("touch ruled.txt"), KIT.text("done")])
     config = tmp_path / "config" / "octipus" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text('[permissions]\nrules = { allow = ["cli-native:commandExecution(echo:*)"] }\n')
+    config.write_text('[permissions]\nrules = { allow = ["cli-native:commandExecution(touch:*)"] }\n')
     try:
         env.start()
         run = env.post(env.new_session(), "write ruled.txt")
         final = env.wait_final(run)
         assert final["status"] == "succeeded", (final, env.daemon.log()[-3000:])
-        assert (env.daemon.workspace / "ruled.txt").read_text().strip() == "ruled"
+        assert (env.daemon.workspace / "ruled.txt").exists()
         (decision,) = _kinds(env, run, "permission_decision")
         assert decision["allowed"] is True and decision["tool_id"] == "cli-native:commandExecution"
         assert env.client.request("GET", "/approvals", params={"run_id": run}) == []

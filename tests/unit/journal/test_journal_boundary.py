@@ -99,7 +99,8 @@ async def test_completion_write_failure_then_reopen_then_denied_retry_repeats_no
     # the evidence is preserved: still uncertain, unacknowledged, still blocking
     kept = bench.store.get_action(record.id)
     assert kept.outcome == "uncertain" and kept.review_id is None and not kept.resolved
-    assert [r.kind for r in bench.store.list_receipts(record.id)] == ["contract", "outcome"]
+    # the denial joins the receipt; nothing relabels the outcome
+    assert [r.kind for r in bench.store.list_receipts(record.id)] == ["contract", "outcome", "review_denied"]
     blocking = bench.store.blocking_actions(user="alice", session_id=bench.session_id)
     assert [a.id for a in blocking] == [record.id]
     assert outcomes(bench) == ["uncertain", "not_executed"]
