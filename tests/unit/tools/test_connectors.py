@@ -361,7 +361,7 @@ async def test_connect_timeout_is_a_notice(tmp_path: Path) -> None:
         "silent": McpServerSettings(
             transport="stdio",
             command=sys.executable,
-            args=["-c", "import time; time.sleep(60)"],
+            args=["-c", "import sys\nfor _ in sys.stdin: pass"],  # reads requests, never answers
             connectTimeoutSeconds=0.5,
         )
     }
