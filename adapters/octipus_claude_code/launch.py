@@ -415,6 +415,8 @@ def build_launch(
     argv.extend(denials.argv())
     if request.model:
         argv.append(_flag("--model", request.model))
+    if request.turn_limit is not None:  # print mode stops with result subtype error_max_turns (sources.md §1.3)
+        argv.append(_flag("--max-turns", str(request.turn_limit)))
     if request.system_prompt:
         text = request.system_prompt
         size = len(text.encode("utf-8", "surrogatepass"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from octipusd import __version__ as OCTIPUS_VERSION
 from octipusd.adapter import (
@@ -131,6 +131,17 @@ class VibeAdapter:
     def new_session_id(self) -> None:
         """None: Vibe assigns the session id (ACP ``session/new`` result, headless ``sessionId``)."""
         return None
+
+    def resumable(self, options: Mapping[str, object]) -> bool:
+        """Whether a launch with these options takes part in session reuse (seed 003).
+
+        Decision: Vibe driven through ACP does (``session/load`` names the session explicitly and
+        answers an unknown id with JSON-RPC error -32602 ``Session not found``, observed.md §3.5, so a
+        lost session is detected and retried cold). Headless Vibe does not: its ``--resume``
+        depends on the user's ``log_interactions`` setting, which Octipus neither controls nor
+        can verify (seed 003 "Session reuse").
+        """
+        return launch.transport_of(options) != launch.TRANSPORT_HEADLESS
 
     def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
         """Refuse every additive flag: Vibe has none (see :func:`octipus_vibe.check_additive_flags`)."""

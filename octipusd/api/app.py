@@ -6,6 +6,8 @@ Routes (all under ``/v1``)::
     POST /sessions                   create a session          GET /sessions[/{id}]
     POST /sessions/{id}/turns        post a prompt (202: the run starts in the background)
     POST /sessions/{id}/steer        guidance for the live run (into the running turn, or queued)
+    POST /sessions/{id}/clear|compact  GET /sessions/{id}/vendor-sessions|messages|checkpoint
+                                     (session reuse, compaction, /clear: see session_routes)
     GET  /runs[?session_id=&status=] GET /runs/{id}             POST /runs/{id}/stop
     GET  /runs/{id}/events?after=N   stored events as JSON
     GET  /runs/{id}/stream?after=N   server-sent events, live until the run ends
@@ -74,6 +76,7 @@ from octipusd.api.models import (
     TurnCreate,
 )
 from octipusd.api.policy_routes import policy_router
+from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.policy.spaces import check_space_model
@@ -380,6 +383,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(policy_router(services))
     app.include_router(space_router(services))
     app.include_router(action_router(services))
+    app.include_router(session_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:

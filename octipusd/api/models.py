@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 API_VERSION = "v1"
 
@@ -66,7 +66,11 @@ class SessionCreate(_Model):
 
 
 class SessionOut(_Model):
-    """A session; ``model_row_id`` is the row it was created from (null: none, or deleted)."""
+    """A session; ``model_row_id`` is the row it was created from (null: none, or deleted).
+
+    ``clear_generation`` counts the session's ``/clear`` commands (0: never cleared) and
+    ``cleared_at`` is the time of the last one (seed 003 "What invalidates a stored session").
+    """
 
     id: str
     title: str | None
@@ -81,6 +85,8 @@ class SessionOut(_Model):
     options: dict[str, Any]
     flow_label: str = ""
     space_id: str | None = None
+    clear_generation: int = 0
+    cleared_at: datetime | None = None
 
 
 class ModelRowCreate(_Model):
@@ -185,7 +191,12 @@ class SteerOut(_Model):
 
 
 class RunOut(_Model):
-    """A run (one turn's vendor invocation)."""
+    """A run (one turn's vendor invocation).
+
+    A child's run names its ``parent_run_id`` and ``role``; ``resume_key`` is the stored key
+    (``<parent scope>><role>:<task id>``) of a child spawned with a ``resumeKey`` (seed 003
+    "Resuming child sessions per role and task"). All three are null for a root turn.
+    """
 
     id: str
     session_id: str
@@ -209,6 +220,9 @@ class RunOut(_Model):
     ended_at: datetime | None
     plan_mode: bool = False
     author: str | None = None
+    parent_run_id: str | None = None
+    role: str | None = None
+    resume_key: str | None = None
 
 
 class RunStop(_Model):
@@ -224,6 +238,96 @@ class EventOut(_Model):
     seq: int
     kind: str
     data: dict[str, Any]
+    created_at: datetime
+
+
+class CompactCreate(_Model):
+    """``POST /v1/sessions/{id}/compact``: summarize the current generation's older messages.
+
+    ``keep_turns`` (also accepted as ``keepTurns``, 0 to 100, default 2) is how many of the most
+    recent turns stay verbatim after the checkpoint; everything before them is summarized.
+    """
+
+    keep_turns: int = Field(default=2, ge=0, le=100, validation_alias=AliasChoices("keep_turns", "keepTurns"))
+
+
+class CompactionOut(_Model):
+    """What ``POST /v1/sessions/{id}/compact`` did (seed 003 "Compaction").
+
+    Attributes:
+        published: True when a checkpoint was published (only then did vendor records rotate).
+        checkpoint_id: The new checkpoint (null: nothing published).
+        first_seq: First message sequence number the checkpoint covers.
+        through_seq: Last message sequence number it covers (inclusive).
+        covered_messages: How many messages the summary replaces.
+        covered_chars: Their total length in characters.
+        summary_chars: The summary's length in characters.
+        rotated: Keys of the root vendor records rotated after publication (child task
+            sessions are kept).
+        reason: Why nothing was published (e.g. ``nothing to compact``); null when published.
+    """
+
+    published: bool
+    checkpoint_id: int | None
+    first_seq: int | None
+    through_seq: int | None
+    covered_messages: int
+    covered_chars: int
+    summary_chars: int
+    rotated: list[str]
+    reason: str | None
+
+
+class VendorSessionOut(_Model):
+    """A stored vendor conversation of a session, resumed by the next launch under ``key``.
+
+    ``key`` is the adapter for the root conversation, ``<adapter>::<resume key>`` for a keyed
+    child. ``cursor`` is the last session message sequence number the vendor has acknowledged
+    (the next launch sends only later messages); ``checkpoint_id`` the checkpoint it was started
+    from (null: none). ``current`` is false when the record belongs to an earlier clear
+    generation than the session's: ``/clear`` made it unusable and it is never resumed.
+    """
+
+    key: str
+    vendor_session_id: str
+    fingerprint: str
+    cwd: str
+    cursor: int
+    clear_generation: int
+    checkpoint_id: int | None
+    last_used_at: datetime
+    updated_at: datetime
+    current: bool = True
+
+
+class MessageOut(_Model):
+    """A message of a session's transcript (``role``: ``user``, ``assistant``, ``guidance``...).
+
+    ``adapter`` is the vendor that wrote an assistant message (answers from another provider
+    are resent to a resumed vendor that has not seen them); ``run_id`` the run it belongs to.
+    """
+
+    id: int
+    session_id: str
+    seq: int
+    role: str
+    text: str
+    run_id: str | None
+    adapter: str | None
+    clear_generation: int
+    created_at: datetime
+
+
+class CheckpointOut(_Model):
+    """A published compaction checkpoint: ``summary`` replaces messages ``first_seq``..``through_seq``."""
+
+    id: int
+    session_id: str
+    clear_generation: int
+    first_seq: int
+    through_seq: int
+    summary: str
+    covered_chars: int
     created_at: datetime
 
 

@@ -1,19 +1,21 @@
 """In-memory :class:`ToolHost` for tests and benchmarks.
 
 :class:`FakeToolHost` keeps plans, feedback and guidance per session in memory, records every
-authorization request and event, and can be told to deny tools or to fail its context
-refresh. It never waits for a person.
+authorization request, event and child request, and can be told to deny tools, to fail its
+context refresh or to refuse children. It never waits for a person and runs no child: a
+spawned child "succeeds" at once with a canned summary.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from octipusd.bridge.host import AuthorizationResult
+from octipusd.bridge.host import AuthorizationResult, ChildRequest
 from octipusd.bridge.identity import RunIdentity
+from octipusd.errors import ConflictError
 from octipusd.journal.executor import Body, Executed, run_unjournaled
 
 
@@ -35,6 +37,14 @@ class RecordedEvent:
     data: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class SpawnRequest:
+    """One :meth:`FakeToolHost.spawn_child` call as received."""
+
+    identity: RunIdentity
+    request: ChildRequest
+
+
 @dataclass
 class FakeToolHost:
     """A :class:`octipusd.bridge.host.ToolHost` held in memory.
@@ -47,6 +57,8 @@ class FakeToolHost:
         guidance: Session id -> queued guidance texts.
         authorizations: Every authorization request, in order.
         events: Every recorded event, in order.
+        refuse_children: When set, :meth:`spawn_child` raises ``ConflictError`` with this text.
+        spawned: Every child request, in order.
     """
 
     deny: Mapping[str, str] = field(default_factory=dict)
@@ -56,6 +68,8 @@ class FakeToolHost:
     guidance: dict[str, list[str]] = field(default_factory=dict)
     authorizations: list[AuthorizationRequest] = field(default_factory=list)
     events: list[RecordedEvent] = field(default_factory=list)
+    refuse_children: str | None = None
+    spawned: list[SpawnRequest] = field(default_factory=list)
 
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
@@ -105,6 +119,47 @@ class FakeToolHost:
     ) -> Executed:
         """Run the body without a journal (same outcome classification)."""
         return await run_unjournaled(tool_id, body, timeout_seconds)
+
+    async def spawn_child(self, identity: RunIdentity, request: ChildRequest) -> dict[str, Any]:
+        """Record the request and return a succeeded child's summary at once.
+
+        The child run id is ``child-<n>`` (1-based, in request order); the child counts as
+        resumed when an earlier request of the same session used the same role and key.
+
+        Raises:
+            ConflictError: :attr:`refuse_children` is set.
+        """
+        if self.refuse_children is not None:
+            raise ConflictError(self.refuse_children)
+        resumed = request.resume_key is not None and any(
+            earlier.identity.session_id == identity.session_id
+            and earlier.request.role == request.role
+            and earlier.request.resume_key == request.resume_key
+            for earlier in self.spawned
+        )
+        self.spawned.append(SpawnRequest(identity, request))
+        number = len(self.spawned)
+        return {
+            "childRunId": f"child-{number}",
+            "role": request.role,
+            "status": "succeeded",
+            "resumed": resumed,
+            "vendorSessionId": f"vendor-{request.role}-{request.resume_key}" if request.resume_key else None,
+            "result": f"done: {request.brief}",
+            "reason": None,
+        }
+
+    async def collect_children(
+        self, identity: RunIdentity, child_run_ids: Sequence[str] | None, timeout_seconds: float
+    ) -> dict[str, Any]:
+        """Return every recorded child of the session as collected (the fake's children end at once)."""
+        wanted = set(child_run_ids) if child_run_ids is not None else None
+        children = [
+            {"childRunId": f"child-{n}", "role": item.request.role, "status": "succeeded"}
+            for n, item in enumerate(self.spawned, 1)
+            if item.identity.session_id == identity.session_id and (wanted is None or f"child-{n}" in wanted)
+        ]
+        return {"children": children, "pending": []}
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Append the event to :attr:`events`."""

@@ -1,11 +1,13 @@
 """The seam between the bridge (and its tools) and the daemon's runtime.
 
 The runtime implements :class:`ToolHost`; the bridge only calls it. Tests and the benchmark
-use :class:`octipusd.bridge.fakes.FakeToolHost`.
+use :class:`octipusd.bridge.fakes.FakeToolHost`. :class:`ChildRequest` is what the
+``spawn_child`` tool (:mod:`octipusd.tools.children`) hands to :meth:`ToolHost.spawn_child`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -27,6 +29,40 @@ class AuthorizationResult:
 
     allowed: bool
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class ChildRequest:
+    """One validated ``spawn_child`` call: the child agent run a parent asks for.
+
+    Seed 003 ("Plans, feedback and delegation", "Resuming child sessions per role and task").
+    The tool validates every field before the host sees it.
+
+    Attributes:
+        role: The child's role, a key of :data:`octipusd.tools.children.CHILD_ROLES`; it
+            selects the child's stable role prompt and belongs to its session fingerprint.
+        brief: The task for the child (1 to 20000 characters); volatile, re-sent on a resumed
+            run.
+        resume_key: The parent's task id (1 to 200 letters, digits, ``.``, ``_``, ``:`` or
+            ``-``), unscoped. The host stores it as ``<parent scope>><role>:<resume_key>``;
+            the same key with the same role continues that child's vendor session. None gives
+            a fresh child.
+        max_turns: Turn limit of the child run (1 to 200), or None for the host's default.
+        token_budget: Token budget of the child run (tokens, at least 1), or None for the
+            host's default. A child stopped for exceeding it drops its resume key.
+        timeout_seconds: Wall-clock limit of the child run (seconds, 1 to 7200), or None for
+            the host's default.
+        detach: Return as soon as the child started; its result is picked up with
+            ``collect_children`` (seed 003 "detach mode").
+    """
+
+    role: str
+    brief: str
+    resume_key: str | None = None
+    max_turns: int | None = None
+    token_budget: int | None = None
+    timeout_seconds: float | None = None
+    detach: bool = False
 
 
 @runtime_checkable
@@ -61,6 +97,58 @@ class ToolHost(Protocol):
     async def run_context(self, identity: RunIdentity) -> dict[str, Any]:
         """Return the fresh run context: plan, complete feedback history, queued guidance
         (and pending children). JSON-serializable."""
+        ...
+
+    async def spawn_child(self, identity: RunIdentity, request: ChildRequest) -> dict[str, Any]:
+        """Run one child agent run for the calling run and return its summary.
+
+        With ``request.detach`` the call returns once the child started
+        (``{"childRunId", "role", "status": "running", "detached": true}``) and the summary is
+        picked up with :meth:`collect_children`; otherwise it waits for the child's end.
+
+        The child is a child of ``identity``'s run (its parent); the host applies the role,
+        depth and budget constraints, scopes ``request.resume_key`` by the parent (seed 003
+        "Resuming child sessions per role and task") and waits for the child to finish.
+
+        Returns:
+            The child's summary, JSON-serializable::
+
+                {"childRunId": str, "role": str,
+                 "status": str,                 # the child run's terminal status
+                 "resumed": bool,               # True when a stored vendor session was continued
+                 "vendorSessionId": str | None,
+                 "result": str | None,          # the child's final answer
+                 "reason": str | None}          # why it did not succeed, or a note (key ignored...)
+
+        Raises:
+            InvalidRequestError: the request is not acceptable for this parent (e.g. the role
+                is not allowed here, or a limit exceeds what the parent may grant); the text
+                says which field and what is accepted.
+            ConflictError: the child cannot start in the current state (e.g. the depth limit
+                is reached or the parent's run is ending); the text says why.
+        """
+        ...
+
+    async def collect_children(
+        self, identity: RunIdentity, child_run_ids: Sequence[str] | None, timeout_seconds: float
+    ) -> dict[str, Any]:
+        """Wait for the calling run's detached children and return their summaries.
+
+        Args:
+            identity: The parent run.
+            child_run_ids: The children to wait for; None for every detached child not yet
+                collected.
+            timeout_seconds: Longest wait (seconds); children still running then are listed as
+                pending, not cancelled.
+
+        Returns:
+            ``{"children": [summary, ...], "pending": [{"childRunId", "role", "status"}, ...]}``;
+            each summary has the shape :meth:`spawn_child` returns and is handed out once.
+
+        Raises:
+            InvalidRequestError: an id that is not a detached child of this run.
+            ConflictError: the parent run is not live.
+        """
         ...
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:

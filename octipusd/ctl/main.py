@@ -4,7 +4,9 @@ This module is the typer app: the top-level options, ``health``, ``run``, ``stee
 ``sessions``; the other command groups live in their own modules and are registered here
 (``approvals`` and ``rules``: :mod:`octipusd.ctl.policy_cmds`; ``actions``:
 :mod:`octipusd.ctl.action_cmds`; ``spaces``:
-:mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`). Shared helpers are in
+:mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`; the session-reuse
+commands ``sessions clear|compact|reuse|messages|checkpoint``: :mod:`octipusd.ctl.session_cmds`).
+Shared helpers are in
 :mod:`octipusd.ctl.common`, questionnaire handling in :mod:`octipusd.ctl.questions`.
 
 Exit codes: 0 success; 1 the run (or request) failed; 2 bad input (or something named was not
@@ -43,6 +45,13 @@ from octipusd.ctl.common import (
 from octipusd.ctl.model_cmds import models_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
 from octipusd.ctl.questions import answer_questionnaire_inline
+from octipusd.ctl.session_cmds import (
+    sessions_checkpoint,
+    sessions_clear,
+    sessions_compact,
+    sessions_messages,
+    sessions_reuse,
+)
 from octipusd.ctl.space_cmds import spaces_app
 from octipusd.errors import OctipusError
 from octipusd.settings import default_socket_path
@@ -55,7 +64,11 @@ app = typer.Typer(
     add_completion=False,
 )
 runs_app = typer.Typer(help="List, show and stop runs.", invoke_without_command=True)
-sessions_app = typer.Typer(help="List, show and delete sessions.", invoke_without_command=True)
+sessions_app = typer.Typer(
+    help="List, show and delete sessions; /clear and compact them, show their stored vendor "
+    "conversations and messages.",
+    invoke_without_command=True,
+)
 app.add_typer(actions_app, name="actions")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(models_app, name="models")
@@ -519,6 +532,13 @@ def sessions_delete(
     except OctipusError as exc:
         raise fail(exc) from None
     console.print(f"deleted session {session_id} and its action journal")
+
+
+sessions_app.command("clear")(sessions_clear)
+sessions_app.command("compact")(sessions_compact)
+sessions_app.command("reuse")(sessions_reuse)
+sessions_app.command("messages")(sessions_messages)
+sessions_app.command("checkpoint")(sessions_checkpoint)
 
 
 def main() -> None:

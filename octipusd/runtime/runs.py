@@ -6,16 +6,26 @@ the vendor, parse its stream into events (stored first, then published), relay p
 requests into Octipus approvals, and at exit account usage, save the vendor session id and
 write the final status.
 
-One Octipus session has at most one live run, so one vendor conversation is never resumed in
-two processes at once: a second turn while one is live is refused with a clear message.
+One Octipus session has at most one live root run, so one vendor conversation is never resumed
+in two processes at once: a second turn while one is live is refused with a clear message. Turn
+execution and maintenance (compaction) of a session are serialized by a per-session lock.
+
+Session reuse (seed 003 "Session reuse" to "Resuming child sessions per role and task"): the
+session's messages are kept (``session_messages``); a resumed launch carries the messages after
+the vendor record's acknowledged cursor, a cold one the latest checkpoint plus every message
+after it. A resume the vendor answers with "session gone" is retried exactly once, cold, with
+the full prompt; the replacement id is saved, the failed attempt's never. ``/clear`` starts a
+new clear generation: nothing an older turn saves afterwards is kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import getpass
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +43,7 @@ from octipusd.adapter import (
     PermissionRequestEvent,
     ResultEvent,
     SessionEvent,
+    StatusEvent,
     StdinWriteEvent,
     Steering,
     StreamParser,
@@ -41,7 +52,7 @@ from octipusd.adapter import (
     Usage,
     VendorEvent,
 )
-from octipusd.bridge.host import AuthorizationResult
+from octipusd.bridge.host import AuthorizationResult, ChildRequest
 from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import open_bridge
 from octipusd.errors import (
@@ -62,14 +73,23 @@ from octipusd.policy.gate import CallContext, GateResult, PermissionGate
 from octipusd.policy.spaces import check_space_model, check_space_turn
 from octipusd.runner.executables import Resolution, resolve_executable
 from octipusd.runner.process import VendorProcess
+from octipusd.runtime.children import (
+    LAZY_DISCOVERY_TOOLS,
+    MAX_CHILD_SESSIONS,
+    MAX_DEPTH,
+    KeyClaims,
+    child_scope,
+)
+from octipusd.runtime.compaction import CompactionReport, compact, uncovered_chars
 from octipusd.runtime.env import vendor_env
 from octipusd.runtime.events import NOT_STORED, EventHub
 from octipusd.runtime.prompts import dump_prompt
-from octipusd.runtime.sessions import fingerprint, plan_resume, provider_identity
+from octipusd.runtime.sessions import ResumePlan, fingerprint, plan_resume, provider_identity
+from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
-from octipusd.store.records import ModelRow, Run, RunStatus, Session
+from octipusd.store.records import ModelRow, Run, RunStatus, Session, VendorSession
 from octipusd.store.repository import Store
-from octipusd.tools import DEFAULT_TOOLS, ToolSpec
+from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, ROOT_ROLE, ToolSpec, child_tools
 from octipusd.tools.base import UNDECLARED_CONTRACT
 from octipusd.tools.connectors import ConnectorRegistry, ConnectorSet
 
@@ -84,6 +104,8 @@ BRIDGE_NAME = "octipus"
 FAILED_BRIDGE_STATUSES = frozenset({"failed", "needs-auth", "missing"})
 #: Tool ids of the bridge, as Claude names them.
 BRIDGE_PREFIX = f"mcp__{BRIDGE_NAME}__"
+#: The turn text that clears a session (seed 003 "What invalidates a stored session").
+CLEAR_COMMAND = "/clear"
 
 
 @dataclass
@@ -112,6 +134,29 @@ class LiveRun:
     context: CallContext | None = None
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     done: anyio.Event = field(default_factory=anyio.Event)
+    #: the session's clear generation when the turn was posted
+    generation: int = 0
+    #: seq of this turn's user message (root turns), or None
+    user_seq: int | None = None
+    #: a vendor signal during the attempt that the resumed session is gone (Codex's other thread)
+    session_missing: str | None = None
+    # child agents (seed 003 "Plans, feedback and delegation", "Resuming child sessions ...")
+    parent: LiveRun | None = None
+    depth: int = 0
+    role: str = ROOT_ROLE
+    lineage: str | None = None
+    store_key: str | None = None
+    child_request: ChildRequest | None = None
+    children: list[LiveRun] = field(default_factory=list)
+    budget_exceeded: bool = False
+    timeout: float | None = None
+    #: delegation waits in progress (excluded from the active-work time, seed 003)
+    waiting_children: int = 0
+    #: detached children not yet collected, by run id
+    detached: dict[str, LiveRun] = field(default_factory=dict)
+    #: this child's summary for its parent, once it ended
+    summary: dict[str, Any] | None = None
+    summary_ready: anyio.Event = field(default_factory=anyio.Event)
 
 
 class RunManager:
@@ -138,6 +183,9 @@ class RunManager:
             exposes; connected afresh for each run (None: none).
         config_notices: Problems of the settings file read during the daemon's life (shown as
             run notices).
+        compaction_threshold: Characters of uncovered transcript after which a finished root
+            turn compacts the session (seed 003 "Compaction"); 0 turns automatic compaction off.
+        compaction_keep_turns: Recent user turns an automatic compaction keeps verbatim.
     """
 
     def __init__(
@@ -159,6 +207,8 @@ class RunManager:
         operator: RecoveryOperator | None = None,
         connectors: ConnectorRegistry | None = None,
         config_notices: Callable[[], list[str]] | None = None,
+        compaction_threshold: int = 200_000,
+        compaction_keep_turns: int = 2,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -192,6 +242,10 @@ class RunManager:
         self._post_lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._accepting = True
+        self._session_locks: dict[str, anyio.Lock] = {}
+        self._claims = KeyClaims()
+        self.compaction_threshold = compaction_threshold
+        self.compaction_keep_turns = compaction_keep_turns
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -245,6 +299,8 @@ class RunManager:
             raise InvalidRequestError("prompt is empty; give the text of the turn")
         if not self._accepting or self._tg is None:
             raise ConflictError("octipusd is shutting down; start it again and repeat the turn")
+        if prompt.strip() == CLEAR_COMMAND:
+            return await self._clear_turn(session_id, author)
         async with self._post_lock:
             session = await in_thread(self.store.get_session, session_id)
             if session.space_id is not None:
@@ -263,13 +319,119 @@ class RunManager:
                 plan_mode=plan,
                 author=author,
             )
-            live = LiveRun(run=run, session_id=session_id, attended=session.attended)
+            message = await in_thread(
+                self.store.append_message,
+                session_id,
+                role="user",
+                text=prompt,
+                run_id=run.id,
+                adapter=None,
+                generation=session.clear_generation,
+            )
+            live = LiveRun(
+                run=run,
+                session_id=session_id,
+                attended=session.attended,
+                generation=session.clear_generation,
+                user_seq=message.seq if message is not None else None,
+            )
             self._live[run.id] = live
         await self.hub.emit(
             run.id, "run_status", {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index}
         )
         self._tg.start_soon(self._execute, live)
         return run
+
+    async def _clear_turn(self, session_id: str, author: str | None) -> Run:
+        """The ``/clear`` turn: clear the session and record the command as a finished run."""
+        session = await self.clear_session(session_id)
+        run = await in_thread(
+            self.store.create_run,
+            session_id=session_id,
+            prompt=CLEAR_COMMAND,
+            owner=self.owner,
+            author=author,
+        )
+        text = (
+            f"conversation cleared (generation {session.clear_generation}); the next turn starts a new vendor "
+            "conversation without the earlier messages"
+        )
+        await self.hub.emit(run.id, "notice", {"message": text})
+        final = await in_thread(
+            self.store.finish_run,
+            run.id,
+            status=RunStatus.SUCCEEDED,
+            reason=None,
+            exit_code=None,
+            result_text=text,
+        )
+        await self.hub.emit(
+            run.id, "run_status", {"status": str(final.status), "reason": None, "final": True}
+        )
+        self.hub.notify(run.id)
+        return final
+
+    async def clear_session(self, session_id: str) -> Session:
+        """``/clear``: start a new clear generation of the session (seed 003).
+
+        Every stored vendor record of the session (the root's and every child task key) is
+        dropped and the earlier messages leave the transcript, in one transaction. A turn still
+        running keeps going, but nothing it saves afterwards is kept (its generation is old).
+
+        Returns:
+            The session with its new ``clear_generation``.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        session = await in_thread(self.store.clear_session, session_id)
+        for live in self._live.values():
+            if live.session_id == session_id:
+                await self.hub.emit(
+                    live.run.id,
+                    "notice",
+                    {
+                        "message": "the session was cleared (/clear); this run's vendor session will not be reused"
+                    },
+                )
+        return session
+
+    async def compact_session(self, session_id: str, *, keep_turns: int = 2) -> CompactionReport:
+        """Compact the session's transcript into a checkpoint (seed 003 "Compaction").
+
+        Waits for a running turn of the session to end first: turn execution and maintenance are
+        serialized within this process.
+
+        Args:
+            session_id: The session.
+            keep_turns: Recent user turns kept verbatim (>= 0).
+
+        Returns:
+            The :class:`~octipusd.runtime.compaction.CompactionReport`.
+
+        Raises:
+            NotFoundError: no such session.
+            InvalidRequestError: ``keep_turns`` is negative.
+        """
+        if keep_turns < 0:
+            raise InvalidRequestError(f"keep_turns must be 0 or more, got {keep_turns}")
+        await in_thread(self.store.get_session, session_id)
+        async with self._session_lock(session_id):
+            return await self._compact(session_id, keep_turns)
+
+    async def _compact(self, session_id: str, keep_turns: int) -> CompactionReport:
+        root_keys = [name for name, adapter in self.adapters.items() if adapter.supports_resume]
+        report = await in_thread(
+            lambda: compact(self.store, session_id, keep_turns=keep_turns, root_keys=root_keys)
+        )
+        log.info("compaction of session %s: %s", session_id, report)
+        return report
+
+    def _session_lock(self, session_id: str) -> anyio.Lock:
+        lock = self._session_locks.get(session_id)
+        if lock is None:
+            lock = self._session_locks[session_id] = anyio.Lock()
+        return lock
 
     async def steer(self, session_id: str, text: str) -> dict[str, Any]:
         """Deliver user guidance to the session's live run.
@@ -288,7 +450,10 @@ class RunManager:
         """
         if not text.strip():
             raise InvalidRequestError("guidance text is empty")
-        live = next((item for item in self._live.values() if item.session_id == session_id), None)
+        live = next(
+            (item for item in self._live.values() if item.session_id == session_id and item.parent is None),
+            None,
+        )
         if live is None:
             raise ConflictError(
                 f"session {session_id} has no live run to steer; send the guidance as the next turn "
@@ -328,6 +493,8 @@ class RunManager:
         if live.stop_status is None:
             live.stop_status = status
             live.stop_reason = reason
+        for child in list(live.children):  # cancellation reaches the run's children too
+            await self._stop_live(child, RunStatus.CANCELLED, f"its parent run {live.run.id} was stopped")
         await self.broker.cancel_run(live.run.id, reason)
         if live.process is not None:
             await live.process.stop(reason)
@@ -402,7 +569,146 @@ class RunManager:
         plan = await self.get_work_plan(identity)
         live = self._live.get(identity.run_id)
         guidance = list(live.guidance) if live is not None else []
-        return {"plan": plan, "feedback": [], "guidance": guidance, "pendingChildren": []}
+        pending = (
+            [{"childRunId": c.run.id, "role": c.role, "status": str(c.run.status)} for c in live.children]
+            if live is not None
+            else []
+        )
+        return {"plan": plan, "feedback": [], "guidance": guidance, "pendingChildren": pending}
+
+    async def spawn_child(self, identity: RunIdentity, request: ChildRequest) -> dict[str, Any]:
+        """Run one child agent to its end (ToolHost protocol; seed 003 "Plans, feedback and
+        delegation", "Resuming child sessions per role and task").
+
+        The child is a run of its own (``parent_run_id``, ``role``, ``resume_key``) on the session's
+        adapter and model, in the parent's permission and plan mode, with its own bridge and the
+        child tool set. It starts cold unless its scoped resume key holds a matching record.
+        Stopping the parent stops the child.
+
+        Returns:
+            ``{"childRunId", "role", "status", "resumed", "vendorSessionId", "resumeKey",
+            "result", "reason"}``.
+
+        Raises:
+            ConflictError: the parent run is not live or is stopping.
+            InvalidRequestError: the depth limit is reached.
+        """
+        parent = self._live.get(identity.run_id)
+        if parent is None or parent.stop_status is not None:
+            raise ConflictError(f"run {identity.run_id} is not live; a child needs a running parent")
+        if parent.depth >= MAX_DEPTH:
+            raise InvalidRequestError(
+                f"a child at depth {parent.depth} may not spawn children (the depth limit is {MAX_DEPTH})"
+            )
+        session = await in_thread(self.store.get_session, parent.session_id)
+        run = await in_thread(
+            lambda: self.store.create_run(
+                session_id=session.id,
+                prompt=request.brief,
+                owner=self.owner,
+                plan_mode=parent.run.plan_mode,
+                parent_run_id=parent.run.id,
+                role=request.role,
+            )
+        )
+        child = LiveRun(
+            run=run,
+            session_id=session.id,
+            attended=parent.attended,
+            generation=session.clear_generation,
+            parent=parent,
+            depth=parent.depth + 1,
+            role=request.role,
+            child_request=request,
+            timeout=request.timeout_seconds,
+        )
+        self._live[run.id] = child
+        parent.children.append(child)
+        await self.hub.emit(
+            parent.run.id,
+            "child_spawned",
+            {
+                "child_run_id": run.id,
+                "role": request.role,
+                "resume_key": request.resume_key,
+                "detach": request.detach,
+            },
+        )
+        if request.detach:
+            assert self._tg is not None
+            parent.detached[run.id] = child
+            self._tg.start_soon(self._run_child, parent, child)
+            return {"childRunId": run.id, "role": request.role, "status": "running", "detached": True}
+        parent.waiting_children += 1
+        try:
+            return await self._run_child(parent, child)
+        finally:
+            parent.waiting_children -= 1
+
+    async def _run_child(self, parent: LiveRun, child: LiveRun) -> dict[str, Any]:
+        """Execute a child to its end and publish its summary to the parent."""
+        try:
+            await self._execute(child)
+        finally:
+            with contextlib.suppress(ValueError):
+                parent.children.remove(child)
+            final = child.run
+            child.summary = {
+                "childRunId": final.id,
+                "role": child.role,
+                "status": str(final.status),
+                "resumed": final.resumed,
+                "vendorSessionId": final.vendor_session_id,
+                "resumeKey": child.lineage,
+                "result": final.result_text,
+                "reason": final.reason,
+            }
+            child.summary_ready.set()
+            with anyio.CancelScope(shield=True):
+                await self.hub.emit(
+                    parent.run.id, "child_finished", {"child_run_id": final.id, **child.summary}
+                )
+        return child.summary
+
+    async def collect_children(
+        self, identity: RunIdentity, child_run_ids: Sequence[str] | None, timeout_seconds: float
+    ) -> dict[str, Any]:
+        """Wait for the run's detached children and hand out their summaries (ToolHost protocol).
+
+        The wait counts as a delegation wait (excluded from the active-work time). Each summary is
+        handed out once; children still running at the deadline are listed as pending.
+
+        Raises:
+            ConflictError: the run is not live.
+            InvalidRequestError: an id that is not an uncollected detached child of this run.
+        """
+        parent = self._live.get(identity.run_id)
+        if parent is None:
+            raise ConflictError(f"run {identity.run_id} is not live")
+        targets = list(child_run_ids) if child_run_ids is not None else list(parent.detached)
+        unknown = [cid for cid in targets if cid not in parent.detached]
+        if unknown:
+            raise InvalidRequestError(
+                f"childRunIds: {', '.join(unknown)} is not an uncollected detached child of this run "
+                f"(uncollected: {', '.join(parent.detached) or 'none'})"
+            )
+        parent.waiting_children += 1
+        try:
+            with anyio.move_on_after(timeout_seconds):
+                for cid in targets:
+                    await parent.detached[cid].summary_ready.wait()
+        finally:
+            parent.waiting_children -= 1
+        children: list[dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []
+        for cid in targets:
+            child = parent.detached[cid]
+            if child.summary is not None:
+                children.append(child.summary)
+                del parent.detached[cid]
+            else:
+                pending.append({"childRunId": cid, "role": child.role, "status": str(child.run.status)})
+        return {"children": children, "pending": pending}
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Store a bridge event on the run (ToolHost protocol)."""
@@ -418,9 +724,35 @@ class RunManager:
     # ------------------------------------------------------------------ execution
 
     async def _execute(self, live: LiveRun) -> None:
+        if live.parent is not None:  # a child runs inside its parent's turn
+            await self._execute_run(live)
+            return
+        async with self._session_lock(live.session_id):
+            await self._execute_run(live)
+            if self.compaction_threshold > 0 and live.run.status == RunStatus.SUCCEEDED:
+                await self._compact_if_large(live)
+
+    async def _compact_if_large(self, live: LiveRun) -> None:
+        """Compact after a root turn once the uncovered transcript passes the threshold."""
+        with anyio.CancelScope(shield=True):
+            try:
+                size = await in_thread(uncovered_chars, self.store, live.session_id)
+                if size < self.compaction_threshold:
+                    return
+                report = await self._compact(live.session_id, self.compaction_keep_turns)
+                await self.hub.emit(live.run.id, "compaction", dataclasses.asdict(report))
+            except OctipusError as exc:  # maintenance never fails a finished turn
+                log.warning("compaction of session %s failed: %s", live.session_id, exc.message)
+
+    async def _execute_run(self, live: LiveRun) -> None:
         run_id = live.run.id
         try:
             await self._run_turn(live)
+        except anyio.get_cancelled_exc_class():
+            if live.stop_status is None:  # a child whose parent's call went away
+                live.stop_status = RunStatus.CANCELLED
+                live.stop_reason = "its parent run ended"
+            raise
         except OctipusError as exc:
             live.failure = live.failure or exc.message
         except ExceptionGroup as group:  # raised through a task group: keep a clear message
@@ -503,150 +835,364 @@ class RunManager:
     ) -> None:
         run = live.run
         in_space = live.space
-        tools = (*DEFAULT_TOOLS, *connected.tools)
-        tool_names = [t.name for t in tools]
+        is_child = live.parent is not None
+        tools = (*(child_tools(live.depth < MAX_DEPTH) if is_child else DEFAULT_TOOLS), *connected.tools)
+        tool_names = [t.name for t in tools if not (is_child and t.name in LAZY_DISCOVERY_TOOLS)]
+        instructions = CHILD_ROLES.get(live.role) if is_child else None
+        # Claude's resume is scoped to the real working directory (observed.md §1.7): a workspace
+        # path whose target moved is a different conversation scope, detected before spawning
+        real = await anyio.to_thread.run_sync(workspace.resolve)
         fp = fingerprint(
             adapter=adapter.name,
             model=session.model,
             # a space changes what the vendor may do natively: a conversation made outside one
             # is never resumed inside it, nor the reverse
             permission_mode=f"{mode}:space" if in_space else str(mode),
-            workspace=workspace,
-            instructions=None,
+            workspace=real,
+            instructions=instructions,
             tool_names=tool_names,
             provider=provider_identity(options),
+            role=live.role if is_child else None,
         )
-        stored = await in_thread(self.store.get_vendor_session, session.id, adapter.name)
-        if not adapter.supports_resume:
-            stored = None
-        plan = plan_resume(stored, fp, workspace, adapter.new_session_id())
-        notice = plan.notice
-        if notice is None and not plan.resume and adapter.supports_resume and run.turn_index > 1:
-            notice = (
-                "no vendor session was confirmed by an earlier turn of this session; starting a new vendor "
-                "conversation (the model does not see the earlier turns)"
+        key = await self._reuse_key(live, adapter, options)
+        try:
+            stored = await in_thread(self.store.get_vendor_session, session.id, key) if key else None
+            plan = plan_resume(stored, fp, real, adapter.new_session_id())
+            if plan.notice:
+                await self.hub.emit(run.id, "notice", {"message": plan.notice})
+            run_dir = self.data_dir / "runs" / run.id
+            run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            identity = RunIdentity(
+                run_id=run.id,
+                session_id=session.id,
+                user=self.user,
+                worker_id=f"child:{run.id}" if is_child else f"root:{session.id}",
+                workspace=workspace,
+                attended=session.attended,
             )
-        if notice:
-            await self.hub.emit(run.id, "notice", {"message": notice})
-        run_dir = self.data_dir / "runs" / run.id
-        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.prompt_dumps:
-            await anyio.to_thread.run_sync(dump_prompt, run.id, run.prompt)
-        identity = RunIdentity(
-            run_id=run.id,
-            session_id=session.id,
-            user=self.user,
-            worker_id=f"root:{session.id}",
-            workspace=workspace,
-            attended=session.attended,
+            live.identity = identity
+            live.tools = {t.tool_id: t for t in tools}
+            # Octipus's native denials go to the vendor's own deny list too: the vendor approves
+            # some calls itself and never relays them (seed 003: "a denial under either identity
+            # wins"). Read at launch: a DENY added during the run holds at once for relayed calls,
+            # and for the calls the vendor approves itself from the next turn on.
+            policy = await self.gate.current_policy()
+            denied_native = tuple(policy.native_denials(session_id=session.id, workspace=str(workspace)))
+            launch = await self._launch_prompt(live, plan, stored)
+            # the record this run may replace: a child saves only if no retry took the key since
+            expected = stored.vendor_session_id if stored is not None else None
+            async with open_bridge(identity, self, tools) as bridge:
+                for attempt in (1, 2):
+                    request = LaunchRequest(
+                        binary=binary,
+                        cwd=workspace,
+                        run_dir=run_dir,
+                        prompt=launch.text,
+                        vendor_session_id=plan.vendor_session_id,
+                        resume=plan.resume,
+                        model=session.model,
+                        permission_mode=mode,
+                        bridge=bridge.endpoint,
+                        env=vendor_env(self.base_env, options),
+                        additive_flags=adapter.check_additive_flags(flags),
+                        options=options,
+                        turn_limit=self._turn_limit(live, options),
+                        token_limit=_positive_int(options.get("maxTokens")),
+                        space=in_space,
+                        denied_native=denied_native,
+                        system_prompt=instructions,
+                    )
+                    await self._attempt(live, adapter, request, plan)
+                    signal = self._resumed_session_missing(adapter, live) if plan.resume else None
+                    if signal is None:
+                        break
+                    assert key is not None and plan.vendor_session_id is not None
+                    stale = plan.vendor_session_id
+                    await in_thread(
+                        functools.partial(
+                            self.store.drop_vendor_session, session.id, key, vendor_session_id=stale
+                        )
+                    )
+                    expected = None
+                    if (
+                        attempt == 2 or live.stop_status is not None
+                    ):  # pragma: no cover - a cold attempt never resumes
+                        break
+                    # seed 003 "Cold fallback": drop the stale id, retry this turn exactly once, cold,
+                    # with the full prompt; the failed attempt's id is never kept
+                    await self.hub.emit(
+                        run.id,
+                        "notice",
+                        {
+                            "message": (
+                                f"the vendor no longer has session {plan.vendor_session_id} ({signal}); the stored "
+                                "id was dropped and this turn is retried once as a new vendor conversation with "
+                                "the full prompt"
+                            ),
+                            "cold_fallback": True,
+                        },
+                    )
+                    _reset_attempt(live)
+                    plan = ResumePlan(adapter.new_session_id(), False)
+                    stored = None
+                    launch = await self._launch_prompt(live, plan, None)
+            await self._save_session(live, session, adapter, key, fp, real, plan, launch, stored, expected)
+        finally:
+            if key is not None and is_child:
+                self._claims.release(key, run.id)
+
+    async def _reuse_key(self, live: LiveRun, adapter: Adapter, options: Mapping[str, Any]) -> str | None:
+        """The reuse record key of this run: the adapter name for a root, a claimed child key for a
+        keyed child, None when the run neither resumes nor saves (seed 003)."""
+        resumable = _resumable(adapter, options)
+        if live.parent is None:
+            return adapter.name if resumable else None
+        parent = live.parent
+        request = live.child_request
+        scope = child_scope(
+            adapter=adapter.name,
+            supports_resume=resumable,
+            parent_is_root=parent.parent is None,
+            parent_role=parent.role,
+            parent_lineage=parent.lineage,
+            role=live.role,
+            resume_key=request.resume_key if request is not None else None,
         )
-        live.identity = identity
-        live.tools = {t.tool_id: t for t in tools}
-        # Octipus's native denials go to the vendor's own deny list too: the vendor approves some
-        # calls itself and never relays them (seed 003: "a denial under either identity wins").
-        # Read at launch: a DENY added during the run holds at once for relayed calls, and for the
-        # calls the vendor approves itself from the next turn on.
-        policy = await self.gate.current_policy()
-        denied_native = policy.native_denials(session_id=session.id, workspace=str(workspace))
-        async with open_bridge(identity, self, tools) as bridge:
-            request = LaunchRequest(
-                binary=binary,
-                cwd=workspace,
-                run_dir=run_dir,
-                prompt=run.prompt,
-                vendor_session_id=plan.vendor_session_id,
-                resume=plan.resume,
-                model=session.model,
-                permission_mode=mode,
-                bridge=bridge.endpoint,
-                env=vendor_env(self.base_env, options),
-                additive_flags=adapter.check_additive_flags(flags),
-                options=options,
-                turn_limit=_positive_int(options.get("maxTurns")),
-                token_limit=_positive_int(options.get("maxTokens")),
-                space=in_space,
-                denied_native=tuple(denied_native),
+        if scope.ignored_reason is not None:
+            log.info("run %s: resumeKey ignored: %s", live.run.id, scope.ignored_reason)
+            await self.hub.emit(
+                live.run.id, "notice", {"message": f"resumeKey ignored: {scope.ignored_reason}"}
             )
-            spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
-            for message in spec.notices:
-                await self.hub.emit(run.id, "notice", {"message": message})
-            if live.stop_status is not None:
-                return
-            async with anyio.create_task_group() as tg:
-                try:
-                    process = await VendorProcess.start(spec, run.id)
-                except OSError as exc:
-                    raise ExecutableNotFoundError(f"could not start {binary}: {exc}") from exc
-                live.process = process
-                run = await in_thread(
-                    self.store.update_run,
-                    run.id,
-                    status=RunStatus.RUNNING,
-                    pid=process.pid,
-                    vendor_session_id=plan.vendor_session_id,
-                    resumed=plan.resume,
-                    started_at=_now(),
+        live.lineage = scope.lineage
+        if scope.lineage is not None:
+            live.run = await in_thread(self.store.update_run, live.run.id, resume_key=scope.lineage)
+        if scope.store_key is None:
+            return None
+        if not self._claims.claim(scope.store_key, live.run.id):
+            # two concurrent children with one key never share a vendor conversation
+            await self.hub.emit(
+                live.run.id,
+                "notice",
+                {
+                    "message": (
+                        f"another live agent holds resume key {scope.lineage}; this child starts a new vendor "
+                        "conversation and does not save it under the key"
+                    )
+                },
+            )
+            return None
+        live.store_key = scope.store_key
+        return scope.store_key
+
+    def _turn_limit(self, live: LiveRun, options: Mapping[str, Any]) -> int | None:
+        request = live.child_request
+        if request is not None and request.max_turns is not None:
+            return request.max_turns
+        return _positive_int(options.get("maxTurns"))
+
+    async def _launch_prompt(
+        self, live: LiveRun, plan: ResumePlan, stored: VendorSession | None
+    ) -> LaunchPrompt:
+        """What this launch sends (seed 003 "What resume actually saves")."""
+        run = live.run
+        if live.parent is not None:
+            # the role prompt is a stable instruction (the system prompt, in the fingerprint); the
+            # brief follows the volatile marker and is sent on every run, resumed or not (seed 003)
+            launch = LaunchPrompt(run.prompt)
+        else:
+            checkpoint = None
+            if plan.resume and stored is not None:
+                after = stored.cursor
+            else:
+                checkpoint = await in_thread(self.store.latest_checkpoint, run.session_id, live.generation)
+                after = checkpoint.through_seq if checkpoint is not None else 0
+            through = (live.user_seq - 1) if live.user_seq is not None else None
+            unseen = await in_thread(
+                lambda: self.store.list_messages(
+                    run.session_id, generation=live.generation, after_seq=after, through_seq=through
                 )
-                live.run = run
+            )
+            if live.user_seq is None:  # posted in a generation cleared meanwhile: nothing to carry
+                unseen, checkpoint = [], None
+            launch = render_launch_prompt(run.prompt, unseen=unseen, checkpoint=checkpoint)
+            if launch.carried or launch.checkpoint_id is not None:
                 await self.hub.emit(
                     run.id,
-                    "run_status",
+                    "notice",
                     {
-                        "status": str(RunStatus.RUNNING),
-                        "pid": process.pid,
-                        "argv": [a for a in spec.argv if all(s not in a for s in spec.secrets)],
-                        "vendor_session_id": plan.vendor_session_id,
-                        "resumed": plan.resume,
+                        "message": (
+                            f"the launch carries {len(launch.carried)} earlier message(s) the vendor has not seen"
+                            + (
+                                f" and checkpoint {launch.checkpoint_id}"
+                                if launch.checkpoint_id is not None
+                                else ""
+                            )
+                        ),
+                        "carried": list(launch.carried),
+                        "checkpoint_id": launch.checkpoint_id,
                     },
                 )
-                if live.stop_status is not None:  # stopped while starting
-                    await process.stop(live.stop_reason or "stopped")
-                tg.start_soon(process.pump_stderr)
-                tg.start_soon(self._watch_active_time, live)
-                parser = adapter.new_parser(request)
-                live.parser = parser
-                async for line in process.lines():
-                    for event in parser.feed(line):
-                        await self._handle(live, event, tg)
-                with anyio.move_on_after(EXIT_AFTER_RESULT):
-                    await process.wait()
-                if process.returncode is None:
-                    await process.stop("did not exit after its output ended")
-                await process.reap()
-                for event in parser.finish(process.returncode):
-                    await self._handle(live, event, tg)
-                usage = await self._turn_usage(adapter, request, parser.total_usage(), session.id, run.id)
-                live.run = await in_thread(
-                    self.store.update_run,
-                    run.id,
-                    exit_code=process.returncode,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cache_creation_input_tokens=usage.cache_creation_input_tokens,
-                    cache_read_input_tokens=usage.cache_read_input_tokens,
-                    usage_estimated=usage.estimated,
-                    cost_usd=live.result.cost_usd if live.result else None,
-                    result_text=live.result.text if live.result else None,
-                )
-                tg.cancel_scope.cancel()
-        if plan.resume and self._resumed_session_missing(adapter, live):
-            await in_thread(self.store.drop_vendor_session, session.id, adapter.name)
-            signal = result_failure(live.result) if live.result else "the vendor reported it on stderr"
-            live.failure = live.failure or (
-                f"the vendor no longer has session {plan.vendor_session_id} ({signal}); "
-                "the stored id was dropped, so the next turn starts a new vendor conversation"
+        if self.prompt_dumps:
+            await anyio.to_thread.run_sync(dump_prompt, run.id, launch.text)
+        return launch
+
+    async def _attempt(
+        self, live: LiveRun, adapter: Adapter, request: LaunchRequest, plan: ResumePlan
+    ) -> None:
+        """One vendor invocation of the run: launch, stream, reap, account usage."""
+        run = live.run
+        spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
+        for message in spec.notices:
+            await self.hub.emit(run.id, "notice", {"message": message})
+        if live.stop_status is not None:
+            return
+        async with anyio.create_task_group() as tg:
+            try:
+                process = await VendorProcess.start(spec, run.id)
+            except OSError as exc:
+                raise ExecutableNotFoundError(f"could not start {request.binary}: {exc}") from exc
+            live.process = process
+            run = await in_thread(
+                self.store.update_run,
+                run.id,
+                status=RunStatus.RUNNING,
+                pid=process.pid,
+                vendor_session_id=plan.vendor_session_id,
+                resumed=plan.resume,
+                started_at=_now(),
             )
-            await self.hub.emit(live.run.id, "notice", {"message": live.failure})
-        elif live.vendor_session_confirmed:
+            live.run = run
+            await self.hub.emit(
+                run.id,
+                "run_status",
+                {
+                    "status": str(RunStatus.RUNNING),
+                    "pid": process.pid,
+                    "argv": [a for a in spec.argv if all(s not in a for s in spec.secrets)],
+                    "vendor_session_id": plan.vendor_session_id,
+                    "resumed": plan.resume,
+                },
+            )
+            if live.stop_status is not None:  # stopped while starting
+                await process.stop(live.stop_reason or "stopped")
+            tg.start_soon(process.pump_stderr)
+            tg.start_soon(self._watch_active_time, live)
+            parser = adapter.new_parser(request)
+            live.parser = parser
+            async for line in process.lines():
+                for event in parser.feed(line):
+                    await self._handle(live, event, tg)
+            with anyio.move_on_after(EXIT_AFTER_RESULT):
+                await process.wait()
+            if process.returncode is None:
+                await process.stop("did not exit after its output ended")
+            await process.reap()
+            for event in parser.finish(process.returncode):
+                await self._handle(live, event, tg)
+            usage = await self._turn_usage(adapter, request, parser.total_usage(), run.session_id, run.id)
+            live.run = await in_thread(
+                self.store.update_run,
+                run.id,
+                exit_code=process.returncode,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                cache_read_input_tokens=usage.cache_read_input_tokens,
+                usage_estimated=usage.estimated,
+                cost_usd=live.result.cost_usd if live.result else None,
+                result_text=live.result.text if live.result else None,
+            )
+            tg.cancel_scope.cancel()
+
+    async def _save_session(
+        self,
+        live: LiveRun,
+        session: Session,
+        adapter: Adapter,
+        key: str | None,
+        fp: str,
+        workspace: Path,
+        plan: ResumePlan,
+        launch: LaunchPrompt,
+        stored: VendorSession | None,
+        expected: str | None,
+    ) -> None:
+        """Keep the transcript and the vendor session for the next turn (seed 003)."""
+        run = live.run
+        result = live.result
+        answered = result is not None and bool(result.text) and not _result_failed(result)
+        if live.parent is None:
+            assistant = None
+            if answered:
+                assert result is not None and result.text is not None
+                assistant = await in_thread(
+                    self.store.append_message,
+                    session.id,
+                    role="assistant",
+                    text=result.text,
+                    run_id=run.id,
+                    adapter=adapter.name,
+                    generation=live.generation,
+                )
+            if key is None or not live.vendor_session_confirmed:
+                return
             # saved whenever the vendor confirmed its session in this run, even when the turn then
             # failed or was interrupted: the vendor holds that conversation and can continue it
-            await in_thread(
-                self.store.save_vendor_session,
-                session_id=session.id,
-                key=adapter.name,
-                vendor_session_id=live.vendor_session_confirmed,
-                fingerprint=fp,
-                cwd=str(workspace),
+            cursor = (
+                assistant.seq
+                if assistant is not None
+                else (live.user_seq or (stored.cursor if stored else 0))
+            )
+            checkpoint_id = (
+                stored.checkpoint_id if plan.resume and stored is not None else launch.checkpoint_id
+            )
+            saved = await in_thread(
+                lambda: self.store.save_vendor_session(
+                    session_id=session.id,
+                    key=key,
+                    vendor_session_id=live.vendor_session_confirmed or "",
+                    fingerprint=fp,
+                    cwd=str(workspace),
+                    cursor=cursor,
+                    generation=live.generation,
+                    checkpoint_id=checkpoint_id,
+                )
+            )
+        else:
+            if key is None:
+                return
+            if live.budget_exceeded:  # the next run on the task starts cold, not from spent context
+                await in_thread(self.store.drop_vendor_session, session.id, key)
+                await self.hub.emit(
+                    run.id, "notice", {"message": f"token budget exceeded: resume key {live.lineage} dropped"}
+                )
+                return
+            if not live.vendor_session_confirmed:
+                return
+            # a child stopped by a cancel, a timeout or a turn limit still saves, but only if the
+            # vendor confirmed the session in this run and no retry has taken the key since
+            saved = await in_thread(
+                lambda: self.store.save_vendor_session(
+                    session_id=session.id,
+                    key=key,
+                    vendor_session_id=live.vendor_session_confirmed or "",
+                    fingerprint=fp,
+                    cwd=str(workspace),
+                    generation=live.generation,
+                    expect_vendor_session_id=expected,
+                    max_children=MAX_CHILD_SESSIONS,
+                )
+            )
+        if saved is None:
+            await self.hub.emit(
+                run.id,
+                "notice",
+                {
+                    "message": (
+                        "the vendor session of this run is not kept: the session was cleared (/clear) or the "
+                        "key was taken by another run meanwhile"
+                    )
+                },
             )
 
     async def _handle(self, live: LiveRun, event: VendorEvent, tg: anyio.abc.TaskGroup) -> None:
@@ -687,9 +1233,15 @@ class RunManager:
             await process.write_line(
                 adapter.encode_control_error(request_id, f"unsupported control request {subtype}")
             )
+        elif isinstance(event, StatusEvent) and event.status.startswith("cold_start:") and live.run.resumed:
+            # the vendor answered the resume with another conversation: the stored one is gone
+            # (seed 003 "Cold fallback"); stop before the turn runs there, the turn is retried cold
+            live.session_missing = event.status
+            tg.start_soon(process.stop, "the resumed vendor session is gone; retrying the turn cold")
         elif isinstance(event, StdinWriteEvent):
-            for line in event.lines:
-                await process.write_line(line)
+            if live.session_missing is None:
+                for line in event.lines:
+                    await process.write_line(line)
         elif isinstance(event, ResultEvent):
             live.result = event
             live.results_seen += 1
@@ -697,6 +1249,28 @@ class RunManager:
                 live.vendor_session_confirmed = event.session_id
             if live.results_seen >= live.expected_results:  # guidance sent meanwhile adds results
                 await process.close_stdin()
+        await self._check_token_budget(live, tg)
+
+    async def _check_token_budget(self, live: LiveRun, tg: anyio.abc.TaskGroup) -> None:
+        """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then
+        dropped). Counted: input, output and cache tokens the vendor reported so far."""
+        request = live.child_request
+        if request is None or request.token_budget is None or live.budget_exceeded or live.parser is None:
+            return
+        usage = live.parser.total_usage()
+        used = (
+            usage.input_tokens
+            + usage.output_tokens
+            + usage.cache_creation_input_tokens
+            + usage.cache_read_input_tokens
+        )
+        if used > request.token_budget:
+            live.budget_exceeded = True
+            live.failure = live.failure or (
+                f"the child exceeded its token budget ({used} tokens used, budget {request.token_budget})"
+            )
+            if live.process is not None:
+                tg.start_soon(live.process.stop, live.failure)
 
     async def _relay_permission(self, live: LiveRun, event: PermissionRequestEvent) -> None:
         """Answer a vendor permission request through Octipus policy (``cli-native:<Tool>``).
@@ -818,15 +1392,23 @@ class RunManager:
         )
 
     @staticmethod
-    def _resumed_session_missing(adapter: Adapter, live: LiveRun) -> bool:
-        """Whether the vendor said the resumed session is gone: in its result, or (vendors that
-        print nothing on stdout then, like ``codex exec``, observed.md §2.6) on stderr."""
+    def _resumed_session_missing(adapter: Adapter, live: LiveRun) -> str | None:
+        """How the vendor said the resumed session is gone, or None.
+
+        Signals (seed 003 "Cold fallback", observed.md): Claude's result ``No conversation
+        found``; Codex's ``no rollout found`` (in the result, or on stderr for ``codex exec``,
+        which prints nothing on stdout then, observed.md §2.6); a Codex thread other than the one
+        requested (the adapter's ``cold_start`` status); Vibe's ``Session not found``.
+        """
+        if live.session_missing is not None:
+            return live.session_missing
         if live.result is not None:
-            return adapter.session_missing(live.result)
+            return result_failure(live.result) if adapter.session_missing(live.result) else None
         on_stderr = getattr(adapter, "stderr_session_missing", None)
         if live.process is None or not callable(on_stderr):
-            return False
-        return bool(on_stderr(live.process.stderr_tail))
+            return None
+        tail = live.process.stderr_tail
+        return f"stderr: {tail.strip()[-300:]}" if on_stderr(tail) else None
 
     async def _model_row(self, session: Session) -> ModelRow | None:
         """The session's model row, or None (no row, or deleted meanwhile: the session keeps a copy)."""
@@ -848,12 +1430,11 @@ class RunManager:
         tick = 1.0
         while True:
             await anyio.sleep(tick)
-            if live.waiting_approvals == 0:
+            if live.waiting_approvals == 0 and live.waiting_children == 0:
                 active += tick
-            if active >= self.run_timeout and live.failure is None and live.stop_status is None:
-                live.failure = (
-                    f"the run exceeded its active-work limit of {self.run_timeout:g} s and was stopped"
-                )
+            limit = live.timeout if live.timeout is not None else self.run_timeout
+            if active >= limit and live.failure is None and live.stop_status is None:
+                live.failure = f"the run exceeded its active-work limit of {limit:g} s and was stopped"
                 if live.process is not None:
                     await live.process.stop(live.failure)
                 return
@@ -869,6 +1450,18 @@ class RunManager:
 
     async def _finish(self, live: LiveRun) -> None:
         run_id = live.run.id
+        if live.children:  # seed 003: children still pending when the parent ends are cancelled
+            pending = list(live.children)
+            for child in pending:
+                await self._stop_live(
+                    child, RunStatus.CANCELLED, f"its parent run {run_id} ended before collecting it"
+                )
+            with anyio.move_on_after(30):
+                for child in pending:
+                    await child.summary_ready.wait()
+        uncollected = [c.summary for c in live.detached.values() if c.summary is not None]
+        if uncollected:
+            await self.hub.emit(run_id, "children_uncollected", {"children": uncollected})
         process = live.process
         if process is not None and process.returncode is None:
             await process.stop(live.stop_reason or live.failure or "run ended")
@@ -888,7 +1481,7 @@ class RunManager:
                 RunStatus.FAILED,
                 f"the vendor CLI exited ({rc}) without a result" + (f"; stderr: {tail}" if tail else ""),
             )
-        elif result.is_error or (result.subtype or "").startswith("error"):
+        elif _result_failed(result):
             # check the subtype, not only is_error: error_max_turns was seen with is_error false
             status, reason = RunStatus.FAILED, result_failure(result)
         else:
@@ -911,6 +1504,32 @@ class RunManager:
         with contextlib.suppress(OSError):
             for leftover in (self.data_dir / "runs" / run_id).glob("*.json"):
                 leftover.unlink()
+
+
+def _resumable(adapter: Adapter, options: Mapping[str, Any]) -> bool:
+    """Whether this launch of ``adapter`` takes part in session reuse (seed 003): the adapter
+    supports it and, where the adapter decides per transport (``resumable``), this one does."""
+    if not adapter.supports_resume:
+        return False
+    per_transport = getattr(adapter, "resumable", None)
+    return bool(per_transport(options)) if callable(per_transport) else True
+
+
+def _reset_attempt(live: LiveRun) -> None:
+    """Forget a failed attempt before the cold retry (its id, result and failure)."""
+    live.result = None
+    live.vendor_session_confirmed = None
+    live.failure = None
+    live.session_missing = None
+    live.process = None
+    live.parser = None
+    live.results_seen = 0
+    live.expected_results = 1
+
+
+def _result_failed(result: ResultEvent) -> bool:
+    """A result that ends the turn as failed (``is_error``, or an ``error*`` subtype)."""
+    return result.is_error or (result.subtype or "").startswith("error")
 
 
 def _positive_int(value: Any) -> int | None:

@@ -1,6 +1,7 @@
 """Vendor session reuse: fingerprints and the resume-or-cold decision (seed 003 "Session reuse").
 
-The stored vendor session of an Octipus session is keyed by adapter name. It is resumed only
+The stored vendor session of an Octipus session is keyed by adapter name (a child task's by
+``<adapter>::<lineage key>``, see :mod:`octipusd.runtime.children`). It is resumed only
 when its fingerprint still matches (model, provider identity, permission mode, plan mode,
 workspace, stable instructions, tool schemas) and the workspace still exists: Claude's resume
 is scoped to the working directory (observed.md §1.7), so a moved workspace starts cold
@@ -28,6 +29,7 @@ def fingerprint(
     instructions: str | None,
     tool_names: Sequence[str],
     provider: str | None = None,
+    role: str | None = None,
 ) -> str:
     """Return the hex SHA-256 fingerprint of what a vendor conversation depends on.
 
@@ -39,6 +41,11 @@ def fingerprint(
         instructions: Stable system instructions, or None.
         tool_names: Names of the Octipus tools offered (order does not matter).
         provider: Configured provider identity (endpoint), or None.
+        role: A child agent's role (seed 003: a keyed child's fingerprint covers its role); None
+            for a root.
+
+    Returns:
+        64 hex characters.
     """
     payload = {
         "adapter": adapter,
@@ -48,6 +55,7 @@ def fingerprint(
         "instructions": instructions,
         "tools": sorted(tool_names),
         "provider": provider,
+        "role": role,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 

@@ -17,6 +17,14 @@ them) in the transaction that deletes the row.
 
 ``runs.session_id`` and ``run_events.run_id`` have no index of their own: the unique keys
 ``(session_id, turn_index)`` and ``(run_id, seq)`` lead with them and serve those lookups.
+
+Session reuse (seed 003, ``reuse_store.py``): ``sessions.clear_generation`` counts ``/clear``;
+``vendor_sessions`` holds one vendor conversation per session and key (root keys like
+``"claude-code"``, child task keys ``"<adapter>::<key>"``) with the generation it was saved in,
+its acknowledged transcript cursor and the checkpoint a cold start carried;
+``session_messages`` is the session's transcript (``seq`` per session, never reused) and
+``session_checkpoints`` the published compaction summaries. ``session_messages.session_id`` and
+``session_checkpoints.session_id`` are served by the unique keys that lead with them.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ __all__ = [
     "PermissionRuleRow",
     "RunEventRow",
     "RunRow",
+    "SessionCheckpointRow",
+    "SessionMessageRow",
     "SessionRow",
     "SpaceMemberRow",
     "SpaceRow",
@@ -57,6 +67,8 @@ NAMING_CONVENTION: dict[str, str] = {
 SQLModel.metadata.naming_convention = NAMING_CONVENTION
 
 _ID = sa.String(32)
+#: Integer primary keys of append-heavy tables: 64-bit on PostgreSQL, SQLite's rowid on SQLite.
+_BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -118,6 +130,8 @@ class SessionRow(SQLModel, table=True):
 
     ``model_row_id`` is the model row the session was created from (None: none, or the row
     was deleted); ``options`` a JSON object of per-session adapter options.
+    ``clear_generation`` counts ``/clear`` (0 = never cleared), ``cleared_at`` is the time of
+    the last one.
     """
 
     __tablename__ = "sessions"
@@ -135,10 +149,16 @@ class SessionRow(SQLModel, table=True):
     options: str = Field(default="{}", sa_type=sa.Text, sa_column_kwargs={"server_default": "{}"})
     flow_label: str = Field(default="", sa_type=sa.Text, sa_column_kwargs={"server_default": ""})
     space_id: str | None = Field(default=None, foreign_key="spaces.id", index=True, sa_type=_ID)
+    clear_generation: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    cleared_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class RunRow(SQLModel, table=True):
-    """Table ``runs``: one turn of a session."""
+    """Table ``runs``: one turn of a session, or a child agent's run within one.
+
+    A child run names its ``parent_run_id`` (a run of the same session), its ``role`` and the
+    ``resume_key`` it was spawned with; all three are NULL for a root turn.
+    """
 
     __tablename__ = "runs"
     __table_args__ = (sa.UniqueConstraint("session_id", "turn_index"),)
@@ -166,6 +186,9 @@ class RunRow(SQLModel, table=True):
     author: str | None = Field(default=None, sa_type=sa.Text)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    parent_run_id: str | None = Field(default=None, foreign_key="runs.id", index=True, sa_type=_ID)
+    role: str | None = Field(default=None, sa_type=sa.Text)
+    resume_key: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class RunEventRow(SQLModel, table=True):
@@ -187,7 +210,13 @@ class RunEventRow(SQLModel, table=True):
 
 
 class VendorSessionRow(SQLModel, table=True):
-    """Table ``vendor_sessions``: vendor conversation ids kept for reuse."""
+    """Table ``vendor_sessions``: vendor conversation ids kept for reuse.
+
+    ``clear_generation`` is the session's clear generation the record was saved in (a record
+    of an older generation is stale); ``cursor`` the highest ``session_messages.seq`` the
+    vendor conversation has seen (0 = none); ``last_used_at`` orders child task records for
+    least-recently-used pruning; ``checkpoint_id`` the checkpoint a cold start carried.
+    """
 
     __tablename__ = "vendor_sessions"
     __table_args__ = (sa.UniqueConstraint("session_id", "key"),)
@@ -201,6 +230,55 @@ class VendorSessionRow(SQLModel, table=True):
     clear_generation: int = Field(default=0)
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    cursor: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    last_used_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    checkpoint_id: int | None = Field(
+        default=None, foreign_key="session_checkpoints.id", index=True, sa_type=_BIG_ID
+    )
+
+
+class SessionMessageRow(SQLModel, table=True):
+    """Table ``session_messages``: the transcript of a session, one row per message.
+
+    ``seq`` is per session, starts at 1 and only grows, across every clear generation (never
+    reused); ``role`` is ``user`` or ``assistant``; ``clear_generation`` the session's
+    generation the message was written in; ``adapter`` the adapter that answered (assistant
+    messages), ``run_id`` the run that wrote it, when known.
+    """
+
+    __tablename__ = "session_messages"
+    __table_args__ = (sa.UniqueConstraint("session_id", "seq"),)
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=_BIG_ID)
+    session_id: str = Field(foreign_key="sessions.id", sa_type=_ID)  # indexed by the unique key
+    seq: int
+    role: str = Field(sa_type=sa.String(16))
+    text: str = Field(sa_type=sa.Text)
+    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True, sa_type=_ID)
+    adapter: str | None = Field(default=None, sa_type=sa.Text)
+    clear_generation: int
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class SessionCheckpointRow(SQLModel, table=True):
+    """Table ``session_checkpoints``: published compaction summaries of a session (seed 003).
+
+    A checkpoint summarises the messages ``first_seq``..``through_seq`` (inclusive) of one
+    clear generation; ``covered_chars`` is the length of the text it replaces. Within a
+    generation ``through_seq`` only grows (unique key).
+    """
+
+    __tablename__ = "session_checkpoints"
+    __table_args__ = (sa.UniqueConstraint("session_id", "clear_generation", "through_seq"),)
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=_BIG_ID)
+    session_id: str = Field(foreign_key="sessions.id", sa_type=_ID)  # indexed by the unique key
+    clear_generation: int
+    first_seq: int
+    through_seq: int
+    summary: str = Field(sa_type=sa.Text)
+    covered_chars: int = Field(sa_type=sa.BigInteger)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
 
 
 class ApprovalRow(SQLModel, table=True):

@@ -8,13 +8,15 @@ timezone-aware UTC. JSON columns come back as ``dict`` objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "MESSAGE_ROLES",
     "Approval",
     "ApprovalStatus",
+    "Checkpoint",
     "ModelRow",
     "PermissionGrant",
     "PermissionRule",
@@ -22,11 +24,16 @@ __all__ = [
     "RunEvent",
     "RunStatus",
     "Session",
+    "SessionMessage",
     "Space",
     "SpaceRole",
     "VendorSession",
     "WorkPlan",
 ]
+
+
+#: Roles of a :class:`SessionMessage`.
+MESSAGE_ROLES: tuple[str, ...] = ("user", "assistant")
 
 
 class RunStatus(StrEnum):
@@ -133,6 +140,10 @@ class Session:
         flow_label: The flow guard's flags of this session, sorted and comma-separated
             (``"private,secret"``; ``""`` = none); flags are only ever added (FACTS.md §9).
         space_id: The shared space the session belongs to, or None for a personal session.
+        clear_generation: How many times ``/clear`` ran on the session (0 = never). Vendor
+            sessions, messages and checkpoints belong to one generation; only those of the
+            current one are reused (see :meth:`~octipusd.store.Store.clear_session`).
+        cleared_at: UTC time of the last ``/clear``; None when never cleared.
     """
 
     id: str
@@ -148,6 +159,8 @@ class Session:
     options: dict[str, Any] = field(default_factory=dict)
     flow_label: str = ""
     space_id: str | None = None
+    clear_generation: int = 0
+    cleared_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +192,11 @@ class Run:
         plan_mode: True when this turn ran in plan mode, overriding the row's permission mode
             for this invocation only (seed 003 "Permissions and limits").
         author: Who posted the turn (a space member's name; None = the daemon's user).
+        parent_run_id: For a child agent's run, the run that spawned it (same session); None
+            for a root turn.
+        role: For a child agent's run, its role name; None for a root turn.
+        resume_key: For a child agent's run, the resume key it was spawned with (seed 003
+            "Resuming child sessions per role and task"); None when it had none.
     """
 
     id: str
@@ -204,6 +222,9 @@ class Run:
     ended_at: datetime | None
     plan_mode: bool = False
     author: str | None = None
+    parent_run_id: str | None = None
+    role: str | None = None
+    resume_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,20 +248,34 @@ class RunEvent:
     created_at: datetime
 
 
+#: Placeholder default of :attr:`VendorSession.last_used_at` ("take ``updated_at``").
+_LAST_USED_FROM_UPDATED = datetime.min.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class VendorSession:
-    """A vendor conversation id stored for reuse by the next turn of a session.
+    """A vendor conversation id stored for reuse by a later run of a session (seed 003).
+
+    Root conversations are stored under the adapter name (``"claude-code"``); a child task's
+    under ``"<adapter>::<key>"`` (a key containing ``"::"`` is a child key).
 
     Attributes:
         id: Database integer id.
         session_id: The Octipus session.
-        key: Reuse key, e.g. ``"claude-code"`` (one record per session and key).
+        key: Reuse key, e.g. ``"claude-code"`` or ``"codex::root>coder:task-1"`` (one record
+            per session and key).
         vendor_session_id: The vendor's own conversation id.
         fingerprint: Fingerprint of the launch settings the conversation was made with.
         cwd: Working folder of the vendor process (absolute path).
-        clear_generation: Generation counter of ``/clear``; starts at 0.
+        clear_generation: The session's clear generation the record was saved in; a record
+            of an older generation is stale and never returned for reuse.
         created_at: UTC creation time.
         updated_at: UTC time of the last save.
+        cursor: Highest session message ``seq`` the vendor conversation has seen (0 = none):
+            a resumed launch sends only the messages after it.
+        last_used_at: UTC time of the last save; orders child records for pruning. When not
+            given to the constructor it is ``updated_at``.
+        checkpoint_id: The :class:`Checkpoint` a cold start carried, or None.
     """
 
     id: int
@@ -252,6 +287,72 @@ class VendorSession:
     clear_generation: int
     created_at: datetime
     updated_at: datetime
+    cursor: int = 0
+    last_used_at: datetime = _LAST_USED_FROM_UPDATED
+    checkpoint_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.last_used_at is _LAST_USED_FROM_UPDATED:
+            object.__setattr__(self, "last_used_at", self.updated_at)
+
+    @property
+    def is_child(self) -> bool:
+        """True for a child task record (its key contains ``"::"``)."""
+        return "::" in self.key
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMessage:
+    """One message of a session's transcript.
+
+    Attributes:
+        id: Database-wide increasing integer.
+        session_id: The session.
+        seq: 1-based position in the session; strictly increasing across every clear
+            generation and never reused.
+        role: ``user`` or ``assistant``.
+        text: The message text.
+        run_id: The run that wrote it, when known.
+        adapter: The adapter that produced it (assistant messages), when known.
+        clear_generation: The session's clear generation the message was written in.
+        created_at: UTC time it was appended.
+    """
+
+    id: int
+    session_id: str
+    seq: int
+    role: str
+    text: str
+    run_id: str | None
+    adapter: str | None
+    clear_generation: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A published compaction checkpoint: a summary of a contiguous prefix of the transcript.
+
+    Attributes:
+        id: Database integer id.
+        session_id: The session.
+        clear_generation: The clear generation whose messages it covers.
+        first_seq: ``seq`` of the first message covered (inclusive).
+        through_seq: ``seq`` of the last message covered (inclusive); within a generation each
+            newer checkpoint covers further than the previous one.
+        summary: The summary text that replaces those messages.
+        covered_chars: Characters of message text the summary replaces.
+        created_at: UTC time it was published.
+    """
+
+    id: int
+    session_id: str
+    clear_generation: int
+    first_seq: int
+    through_seq: int
+    summary: str
+    covered_chars: int
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,10 @@ Errors: a missing record raises :class:`~octipusd.errors.NotFoundError` naming t
 database failure raises :class:`~octipusd.errors.StoreError`; bad arguments raise
 ``ValueError`` (or ``TypeError`` for a JSON payload that is not a ``dict``).
 
+Session reuse (vendor session records, the session transcript, compaction checkpoints and
+``/clear`` generations) lives in ``reuse_store.py``, whose refusals of bad arguments raise
+:class:`~octipusd.errors.InvalidRequestError`.
+
 Model rows (``models``) are named launch configurations; a session created from one keeps
 ``model_row_id`` and mirrors the row's adapter, model and permission mode (see
 :meth:`Store.update_model_row` and :meth:`Store.delete_model_row`). Lock order when both are
@@ -37,7 +41,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ApprovalError, ConflictError, NotFoundError, StoreError
+from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError, StoreError
 from octipusd.store.engine import WRITE_OPTION, display_url, make_engine
 from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
@@ -47,6 +51,8 @@ from octipusd.store.models import (
     PermissionGrantRow,
     RunEventRow,
     RunRow,
+    SessionCheckpointRow,
+    SessionMessageRow,
     SessionRow,
     SpaceRow,
     ToolActionRow,
@@ -63,9 +69,9 @@ from octipusd.store.records import (
     RunEvent,
     RunStatus,
     Session,
-    VendorSession,
     WorkPlan,
 )
+from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.validation import (
     check_additive_flags_shape,
     check_binary,
@@ -164,6 +170,8 @@ def _session(row: SessionRow) -> Session:
         options=_load(row.options),
         flow_label=row.flow_label,
         space_id=row.space_id,
+        clear_generation=row.clear_generation,
+        cleared_at=row.cleared_at,
     )
 
 
@@ -233,6 +241,9 @@ def _run(row: RunRow) -> Run:
         ended_at=row.ended_at,
         plan_mode=row.plan_mode,
         author=row.author,
+        parent_run_id=row.parent_run_id,
+        role=row.role,
+        resume_key=row.resume_key,
     )
 
 
@@ -245,21 +256,6 @@ def _event(row: RunEventRow) -> RunEvent:
         kind=row.kind,
         data=_load(row.data),
         created_at=row.created_at,
-    )
-
-
-def _vendor_session(row: VendorSessionRow) -> VendorSession:
-    assert row.id is not None
-    return VendorSession(
-        id=row.id,
-        session_id=row.session_id,
-        key=row.key,
-        vendor_session_id=row.vendor_session_id,
-        fingerprint=row.fingerprint,
-        cwd=row.cwd,
-        clear_generation=row.clear_generation,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
     )
 
 
@@ -297,8 +293,13 @@ def _check_limit(limit: int) -> None:
         raise ValueError(f"limit must be at least 1, got {limit}")
 
 
-class Store(PolicyStoreMixin, JournalStoreMixin):
+class Store(PolicyStoreMixin, JournalStoreMixin, ReuseStoreMixin):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
+
+    Policy and spaces come from :class:`~octipusd.store.policy_store.PolicyStoreMixin`, the
+    action journal from :class:`~octipusd.store.journal_store.JournalStoreMixin`, and session
+    reuse (vendor sessions, transcript, checkpoints, ``/clear``) from
+    :class:`~octipusd.store.reuse_store.ReuseStoreMixin`.
 
     Build it with :meth:`open` (creates the engine and migrates), or from an engine whose
     schema is already migrated.
@@ -398,6 +399,10 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
         if row is None:
             raise NotFoundError(f"session {session_id} not found")
         return row
+
+    @staticmethod
+    def _session_record(row: SessionRow) -> Session:
+        return _session(row)
 
     @staticmethod
     def _lock_run(db: DbSession, run_id: str) -> RunRow:
@@ -558,9 +563,10 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
     def delete_session(self, session_id: str) -> None:
         """Delete a session and everything recorded under it, in one transaction.
 
-        Removes its runs and their events, approvals, vendor session ids, work plan,
-        session-scoped grants, hand-started invocations and its action journal with the
-        receipts (seed 000: session deletion removes the associated journal records).
+        Removes its runs and their events, approvals, vendor session ids, transcript messages
+        and checkpoints, work plan, session-scoped grants, hand-started invocations and its
+        action journal with the receipts (seed 000: session deletion removes the associated
+        journal records).
 
         Raises:
             NotFoundError: No such session.
@@ -597,6 +603,8 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
             if run_ids:
                 db.exec(delete(RunEventRow).where(col(RunEventRow.run_id).in_(run_ids)))
             db.exec(delete(VendorSessionRow).where(col(VendorSessionRow.session_id) == session_id))
+            db.exec(delete(SessionCheckpointRow).where(col(SessionCheckpointRow.session_id) == session_id))
+            db.exec(delete(SessionMessageRow).where(col(SessionMessageRow.session_id) == session_id))
             db.exec(delete(WorkPlanRow).where(col(WorkPlanRow.session_id) == session_id))
             db.exec(delete(PermissionGrantRow).where(col(PermissionGrantRow.session_id) == session_id))
             db.exec(delete(RunRow).where(col(RunRow.session_id) == session_id))
@@ -816,13 +824,22 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
     # Runs --------------------------------------------------------------------------------
 
     def create_run(
-        self, *, session_id: str, prompt: str, owner: str, plan_mode: bool = False, author: str | None = None
+        self,
+        *,
+        session_id: str,
+        prompt: str,
+        owner: str,
+        plan_mode: bool = False,
+        author: str | None = None,
+        parent_run_id: str | None = None,
+        role: str | None = None,
+        resume_key: str | None = None,
     ) -> Run:
-        """Queue a new run (turn) in a session.
+        """Queue a new run (turn) in a session, or a child agent's run.
 
         The turn index is the session's previous highest plus one (1 for the first run);
-        concurrent callers always get distinct, gap-free indexes. The session's
-        ``updated_at`` is set to now.
+        concurrent callers always get distinct, gap-free indexes. A child run takes the next
+        index too. The session's ``updated_at`` is set to now.
 
         Args:
             session_id: The session.
@@ -830,16 +847,29 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
             owner: Instance id of the daemon that will run it.
             plan_mode: Run this turn in plan mode (overrides the row's permission mode).
             author: Who posted the turn (None: the daemon's user).
+            parent_run_id: For a child agent's run, the run that spawned it (a run of the same
+                session); None for a root turn.
+            role: For a child agent's run, its role name.
+            resume_key: For a child agent's run, the resume key it was spawned with.
 
         Returns:
             The new run, status ``queued``.
 
         Raises:
-            NotFoundError: No such session.
+            NotFoundError: No such session, or no run ``parent_run_id``.
+            InvalidRequestError: ``parent_run_id`` is a run of another session.
             StoreError: The database failed.
         """
         with self._tx(f"creating a run in session {session_id}", write=True) as db:
             session_row = self._lock_session(db, session_id)
+            if parent_run_id is not None:
+                parent = db.get(RunRow, parent_run_id)
+                if parent is None:
+                    raise NotFoundError(f"parent run {parent_run_id} not found")
+                if parent.session_id != session_id:
+                    raise InvalidRequestError(
+                        f"parent run {parent_run_id} belongs to session {parent.session_id}, not {session_id}"
+                    )
             highest = db.exec(
                 select(func.max(RunRow.turn_index)).where(col(RunRow.session_id) == session_id)
             ).one()
@@ -854,6 +884,9 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
                 created_at=now,
                 plan_mode=plan_mode,
                 author=author,
+                parent_run_id=parent_run_id,
+                role=role,
+                resume_key=resume_key,
             )
             session_row.updated_at = now
             db.add(session_row)
@@ -1081,88 +1114,6 @@ class Store(PolicyStoreMixin, JournalStoreMixin):
             if not rows:
                 self._get_run_row(db, run_id)
             return [_event(r) for r in rows]
-
-    # Vendor sessions ---------------------------------------------------------------------
-
-    def get_vendor_session(self, session_id: str, key: str) -> VendorSession | None:
-        """Return the vendor session stored under ``(session_id, key)``, or None.
-
-        Raises:
-            StoreError: The database failed.
-        """
-        with self._tx(f"reading vendor session {key!r} of session {session_id}") as db:
-            row = db.exec(
-                select(VendorSessionRow).where(
-                    col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
-                )
-            ).first()
-            return _vendor_session(row) if row is not None else None
-
-    def save_vendor_session(
-        self, *, session_id: str, key: str, vendor_session_id: str, fingerprint: str, cwd: str
-    ) -> VendorSession:
-        """Insert or replace the vendor session stored under ``(session_id, key)``.
-
-        An existing record keeps its ``id``, ``created_at`` and ``clear_generation``.
-
-        Args:
-            session_id: The Octipus session.
-            key: Reuse key, e.g. ``"claude-code"``.
-            vendor_session_id: The vendor's conversation id.
-            fingerprint: Fingerprint of the launch settings.
-            cwd: Working folder of the vendor process.
-
-        Returns:
-            The stored record.
-
-        Raises:
-            NotFoundError: No such session.
-            StoreError: The database failed.
-        """
-        with self._tx(f"saving vendor session {key!r} of session {session_id}", write=True) as db:
-            self._lock_session(db, session_id)
-            now = self._clock()
-            row = db.exec(
-                select(VendorSessionRow).where(
-                    col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
-                )
-            ).first()
-            if row is None:
-                row = VendorSessionRow(
-                    session_id=session_id,
-                    key=key,
-                    created_at=now,
-                    clear_generation=0,
-                    vendor_session_id=vendor_session_id,
-                    fingerprint=fingerprint,
-                    cwd=cwd,
-                    updated_at=now,
-                )
-            else:
-                row.vendor_session_id = vendor_session_id
-                row.fingerprint = fingerprint
-                row.cwd = cwd
-                row.updated_at = now
-            db.add(row)
-            db.flush()
-        return _vendor_session(row)
-
-    def drop_vendor_session(self, session_id: str, key: str) -> bool:
-        """Delete the vendor session stored under ``(session_id, key)``.
-
-        Returns:
-            True if a record was deleted, False if there was none.
-
-        Raises:
-            StoreError: The database failed.
-        """
-        with self._tx(f"dropping vendor session {key!r} of session {session_id}", write=True) as db:
-            result = db.exec(
-                delete(VendorSessionRow).where(
-                    col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
-                )
-            )
-            return bool(result.rowcount)
 
     # Approvals ---------------------------------------------------------------------------
 

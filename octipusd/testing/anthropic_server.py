@@ -20,7 +20,11 @@ interrupted mid-stream it closes the connection; a stalled response notices that
 
 The reply is chosen from a script (see :mod:`octipusd.testing.script` for the file format): the step
 index is the number of assistant turns already in the request's ``messages``, so a resumed
-conversation continues where it stopped.
+conversation continues where it stopped. A script with ``"conversations"`` picks the step list by
+the request's opening texts first: the first conversation whose ``match`` occurs in the ``system``
+prompt (a string or text blocks) or in the text blocks of ``messages[0]`` (the first user message)
+plays; otherwise the top-level ``steps`` do. Each request is recorded with that choice
+(``conversation``: the index, or None).
 
 Every request is recorded (method, path, lower-cased headers with ``x-api-key`` / ``authorization``
 redacted to ``***``, JSON body) in memory and, optionally, as JSON lines in a file.
@@ -86,9 +90,12 @@ class RecordedRequest(BaseRecordedRequest):
         headers: Lower-cased header names to values; ``x-api-key`` and ``authorization`` are ``***``.
         body: The decoded JSON body; the raw text if it was not JSON; None if there was no body.
         step: For ``POST /v1/messages``, the script step index that was played; else None.
-        attempt: For ``POST /v1/messages``, how many earlier requests played the same step (0 for
-            the first; retries and interrupted turns replay a step); else None.
+        attempt: For ``POST /v1/messages``, how many earlier requests played the same step of the
+            same conversation (0 for the first; retries and interrupted turns replay a step); else
+            None.
         time: Arrival time, seconds since the epoch.
+        conversation: For ``POST /v1/messages``, the index of the script conversation the request
+            matched (``system`` or ``messages[0]`` text), or None when it played the top-level steps.
     """
 
     @property

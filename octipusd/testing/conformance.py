@@ -242,13 +242,16 @@ def resume(kit: VendorKit, root: Path) -> None:
 
 def unknown_resume(kit: VendorKit, root: Path) -> None:
     """A stored vendor session the vendor no longer knows is recognised from the vendor's own
-    signal; the id is dropped and the following turn starts a new vendor conversation."""
+    signal: the stale id is dropped and the turn is retried exactly once, cold, with the full
+    prompt; the replacement id (never the failed attempt's) is saved and the next turn resumes it
+    (seed 003 "Cold fallback")."""
     if not kit.resumes:
         return
-    with octipus(kit, root, [kit.text("first"), kit.text("after the lost session")]) as env:
+    with octipus(kit, root, [kit.text("fresh answer"), kit.text("resumed answer")]) as env:
         session = env.new_session()
-        first = env.wait_final(env.post(session, "start"))
+        first = env.wait_final(env.post(session, "remember PAPAYA"))
         assert first["status"] == "succeeded", first
+        forged = str(uuid.uuid4())
         store = Store.open(f"sqlite:///{env.daemon.root / 'data' / 'octipus' / 'octipus.db'}")
         try:
             stored = store.get_vendor_session(session, kit.adapter)
@@ -256,16 +259,35 @@ def unknown_resume(kit: VendorKit, root: Path) -> None:
             store.save_vendor_session(
                 session_id=session,
                 key=kit.adapter,
-                vendor_session_id=str(uuid.uuid4()),
+                vendor_session_id=forged,
                 fingerprint=stored.fingerprint,
                 cwd=stored.cwd,
+                cursor=stored.cursor,
             )
         finally:
             store.close()
-        lost = env.wait_final(env.post(session, "continue"))
-        assert lost["status"] == "failed" and "no longer has session" in (lost["reason"] or ""), lost
-        again = env.wait_final(env.post(session, "start over"))
-        assert again["status"] == "succeeded" and again["resumed"] is False, again
+        lost_run = env.post(session, "continue with MANGO")
+        lost = env.wait_final(lost_run)
+        assert lost["status"] == "succeeded" and lost["resumed"] is False, lost
+        events = env.events(lost_run)
+        launches = [
+            e["data"] for e in events if e["kind"] == "run_status" and e["data"]["status"] == "running"
+        ]
+        assert [(d["resumed"], d["vendor_session_id"] == forged) for d in launches] == [
+            (True, True),
+            (False, False),
+        ]
+        fallback = [e["data"] for e in events if e["kind"] == "notice" and e["data"].get("cold_fallback")]
+        assert len(fallback) == 1 and forged in fallback[0]["message"], fallback
+        # the cold retry carried the full prompt: the earlier turn's messages and this one
+        assert (
+            "start" in env.model.conversation_texts()[-1] and "continue" in env.model.conversation_texts()[-1]
+        )
+        replacement = lost["vendor_session_id"]
+        assert replacement and replacement != forged
+        again = env.wait_final(env.post(session, "go on"))
+        assert again["status"] == "succeeded" and again["resumed"] is True, again
+        assert again["vendor_session_id"] == replacement
 
 
 def usage(kit: VendorKit, root: Path) -> None:

@@ -19,8 +19,10 @@ How the scripted model drives Vibe (observed.md §3.4):
 (``relay``), resumes with ``session/load`` (``resumes``: the follow-up turn carries the history)
 and reports usage. :class:`VibeHeadlessKit` drives ``vibe -p`` (``options.transport =
 "headless"``): no relay, so its sessions use permission mode ``full`` (Vibe denies every MCP tool
-that needs approval in headless mode, the Octipus bridge included); it resumes with ``--resume``
-and reports usage through export.json.
+that needs approval in headless mode, the Octipus bridge included); it does not take part in session
+reuse (seed 003: ``--resume`` depends on the user's ``log_interactions`` setting, which Octipus
+cannot verify), so every turn is a cold launch carrying the earlier messages; it reports usage
+through export.json.
 """
 
 from __future__ import annotations
@@ -192,9 +194,10 @@ class VibeKit:
 
 
 class VibeHeadlessKit(VibeKit):
-    """Mistral Vibe headless (``vibe -p``): no relay; ``--resume``; usage from export.json."""
+    """Mistral Vibe headless (``vibe -p``): no relay; never resumed; usage from export.json."""
 
     relay = False
+    resumes = False
 
     def session_options(self) -> dict[str, Any]:
         """``options.transport = "headless"`` and permission mode ``full`` (see the module docstring)."""

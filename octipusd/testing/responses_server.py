@@ -39,6 +39,14 @@ observed-2.md §1.5), so a resumed thread continues the script where it stopped.
 shape are ignored. A failed request does not add output to the history, so a retry plays the same
 step again (see the per-step attempt counters in :mod:`octipusd.testing.script`).
 
+Conversation choice (for a script with ``"conversations"``, see :mod:`octipusd.testing.script`):
+the ``match`` strings are looked for in the request's opening texts (:func:`opening_texts`): its
+``instructions``, and the text of the ``developer`` / ``system`` / ``user`` message items that
+come before the first model-output item. Codex sends two ``developer`` items, a user
+``<environment_context>`` item and then the prompt item (observed.md §2.2), so all of them count;
+later user prompts and tool outputs do not. The request is recorded with the index of the
+conversation it played (``conversation``, None for the top-level steps).
+
 Every request is recorded (method, path, lower-cased headers with ``authorization`` redacted to
 ``***``, JSON body) in memory and, optionally, as JSON lines in a file.
 
@@ -77,6 +85,7 @@ from octipusd.testing.scripted_http import (
     ScriptedHandler,
     ScriptedServer,
     check_loopback,
+    content_texts,
     encode_sse,
     run_cli,
     split_text,
@@ -90,6 +99,7 @@ __all__ = [
     "count_assistant_turns",
     "function_call_item",
     "main",
+    "opening_texts",
     "response_for_step",
     "sse_events_for_step",
 ]
@@ -117,9 +127,11 @@ class RecordedRequest(BaseRecordedRequest):
         headers: Lower-cased header names to values; ``authorization`` is ``***``.
         body: The decoded JSON body; the raw text if it was not JSON; None if there was no body.
         step: For ``POST /v1/responses``, the script step index that was played; else None.
-        attempt: For ``POST /v1/responses``, how many earlier requests played the same step (0 for
-            the first; retries replay a step); else None.
+        attempt: For ``POST /v1/responses``, how many earlier requests played the same step of the
+            same conversation (0 for the first; retries replay a step); else None.
         time: Arrival time, seconds since the epoch.
+        conversation: For ``POST /v1/responses``, the index of the script conversation the request
+            matched (:func:`opening_texts`), or None when it played the top-level steps.
     """
 
     @property
@@ -166,6 +178,38 @@ def count_assistant_turns(items: object) -> int:
         else:
             previous_assistant = False
     return count
+
+
+#: Roles of the ``input`` message items whose text is looked for a conversation ``match``.
+_OPENING_ROLES: Final = frozenset({"developer", "system", "user"})
+
+
+def opening_texts(body: Mapping[str, Any]) -> list[str]:
+    """The texts a script conversation's ``match`` is looked for in (see the module docstring).
+
+    Args:
+        body: The decoded ``POST /v1/responses`` body.
+
+    Returns:
+        ``instructions`` (when a string), then the text parts of the ``developer`` / ``system`` /
+        ``user`` message items before the first model-output item (a string ``input`` counts as a
+        user text).
+    """
+    texts = content_texts(body.get("instructions"))
+    items = body.get("input")
+    if isinstance(items, str):
+        texts.append(items)
+        return texts
+    if not isinstance(items, list):
+        return texts
+    for item in items:
+        if _is_assistant_item(item):
+            break
+        if not isinstance(item, dict) or item.get("type", "message") != "message":
+            continue
+        if item.get("role") in _OPENING_ROLES:
+            texts.extend(content_texts(item.get("content")))
+    return texts
 
 
 def _new_id(prefix: str) -> str:
@@ -391,6 +435,9 @@ class _Handler(ScriptedHandler):
 
     def _step_index(self, body: Mapping[str, Any]) -> int:
         return count_assistant_turns(body.get("input"))
+
+    def _match_texts(self, body: Mapping[str, Any]) -> list[str]:
+        return opening_texts(body)
 
     def _complete(self, step: Step, model: str) -> Mapping[str, Any]:
         return response_for_step(step, model)

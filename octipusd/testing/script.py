@@ -58,20 +58,77 @@ Rules:
   ``"stall_times": N`` only the first N requests stall. Without them, the error or stall repeats on
   every attempt.
 
+Conversations (several agents on one server)
+---------------------------------------------
+
+When one server answers several agents at once, e.g. a parent agent whose tool call starts child
+agents (other ``claude`` / ``codex`` processes pointed at the same server) while the parent's
+request is still pending, each agent needs its own list of steps: a child's first request holds no
+assistant turn and would otherwise replay the parent's step 0. A script may therefore hold
+``"conversations"``, in addition to or instead of the top-level ``"steps"``::
+
+    {
+      "steps": [...],                                   # the fallback: requests no conversation
+                                                        # matches (here: the parent)
+      "conversations": [
+        {"match": "CHILD-ALPHA",                        # a substring of the child's prompt
+         "steps": [{"content": [{"type": "text", "text": "alpha done"}]}]},
+        {"match": "You are the reviewer",               # or of its system prompt
+         "steps": [...],
+         "comment": "ignored"}
+      ]
+    }
+
+Rules:
+
+- Each model-turn request plays from the **first** conversation whose ``match`` occurs (as a
+  case-sensitive substring) in one of the request's *opening texts*; when none matches, it plays the
+  top-level ``steps`` (which may then be omitted or empty: past their end, ``(script exhausted)``).
+- The opening texts are the text the conversation starts with and keeps on every later request:
+
+  - Anthropic Messages (Claude Code): the ``system`` prompt (a string or a list of text blocks) and
+    the text blocks of the first user message (``messages[0]``, which holds Claude Code's
+    ``<system-reminder>`` blocks and the prompt);
+  - OpenAI Responses (Codex): ``instructions``, and the text of every ``developer`` / ``system`` /
+    ``user`` message item before the first model-output item (Codex sends its developer
+    instructions as ``developer`` items and an ``<environment_context>`` user item before the
+    prompt item);
+  - Chat Completions: the ``system`` / ``developer`` messages and the first user message.
+
+  Later prompts and tool results are not looked at, so a resumed conversation (whole history
+  resent) keeps its conversation. Pick a marker that only the child's prompt or system prompt
+  holds: a marker that also appears in the parent's *first* prompt would send the parent to the
+  child's conversation. A marker the parent's scripted ``tool_use`` passes to the child (e.g. in a
+  ``spawn_child`` prompt) is safe: it reaches the parent only in later assistant turns and tool
+  results.
+- Within a conversation the step is chosen as for the top-level steps (the number of assistant
+  turns in the request), and the attempt counters of ``error.times`` / ``stall_times`` are kept
+  per conversation and step: a child retrying its step 0 does not use up the parent's step 0.
+- A conversation has exactly the keys ``match`` (a non-empty string), ``steps`` (a list of steps
+  as above, may be empty) and optionally ``comment``. Two conversations with the same ``match``
+  are refused (the second could never be chosen).
+- The servers record which conversation each model-turn request played: ``conversation`` is the
+  index in ``conversations``, or None for the top-level steps (see
+  :class:`~octipusd.testing.scripted_http.BaseRecordedRequest`).
+
 Loading errors are :class:`ValueError` whose message names the step index and the field, e.g.
-``script step 2: content[1].input: expected a JSON object, got list``.
+``script step 2: content[1].input: expected a JSON object, got list``, or for a conversation
+``script conversations[1].match: expected a non-empty string, got ''`` and
+``script conversations[0].steps[2]: content[1].input: expected a JSON object, got list``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "EXHAUSTED_STEP",
     "ContentBlock",
+    "Conversation",
     "Script",
     "Step",
     "StepError",
@@ -202,26 +259,86 @@ EXHAUSTED_STEP = Step(content=(TextBlock("(script exhausted)"),))
 
 
 @dataclass(frozen=True)
-class Script:
-    """A parsed script: the model turns in order.
+class Conversation:
+    """The steps of the requests whose opening texts contain ``match`` (see the module docstring).
 
     Attributes:
-        steps: Step ``i`` answers a request that already holds ``i`` assistant turns.
+        match: Non-empty substring looked for in a request's system prompt / first user message.
+        steps: Step ``i`` answers a request of this conversation that already holds ``i``
+            assistant turns.
+    """
+
+    match: str
+    steps: tuple[Step, ...]
+
+    def matches(self, texts: Iterable[str]) -> bool:
+        """True if :attr:`match` occurs in one of ``texts``."""
+        return any(self.match in text for text in texts)
+
+
+@dataclass(frozen=True)
+class Script:
+    """A parsed script: the model turns in order, and optionally per-conversation ones.
+
+    Attributes:
+        steps: Step ``i`` answers a request that already holds ``i`` assistant turns (the requests
+            that no conversation matches).
+        conversations: Step lists chosen by the request's opening texts; the first match wins.
     """
 
     steps: tuple[Step, ...]
+    conversations: tuple[Conversation, ...] = ()
 
-    def step_for(self, index: int) -> Step:
+    def conversation_for(self, texts: Iterable[str]) -> int | None:
+        """Return the index of the first conversation whose ``match`` occurs in ``texts``.
+
+        Args:
+            texts: The request's opening texts (system prompt, first user message; the servers
+                extract them per protocol).
+
+        Returns:
+            An index into :attr:`conversations`, or None when none matches (or there are none):
+            the top-level :attr:`steps` apply.
+        """
+        if not self.conversations:
+            return None
+        pieces = [text for text in texts if text]
+        for index, conversation in enumerate(self.conversations):
+            if conversation.matches(pieces):
+                return index
+        return None
+
+    def steps_of(self, conversation: int | None = None) -> tuple[Step, ...]:
+        """The step list of ``conversation`` (an index into :attr:`conversations`), or the top-level
+        :attr:`steps` for None.
+
+        Raises:
+            IndexError: ``conversation`` is not an index of :attr:`conversations`.
+        """
+        if conversation is None:
+            return self.steps
+        if not 0 <= conversation < len(self.conversations):
+            raise IndexError(f"script has no conversations[{conversation}]")
+        return self.conversations[conversation].steps
+
+    def step_for(self, index: int, conversation: int | None = None) -> Step:
         """Return step ``index``, or a ``(script exhausted)`` text step past the end.
 
         Args:
             index: Zero-based step index (number of assistant turns in the request).
+            conversation: Index into :attr:`conversations` (see :meth:`conversation_for`), or
+                None for the top-level steps.
 
         Returns:
-            The scripted step, or :data:`EXHAUSTED_STEP` when ``index >= len(steps)``.
+            The scripted step, or :data:`EXHAUSTED_STEP` when ``index`` is past the end of the
+            chosen step list.
+
+        Raises:
+            IndexError: ``conversation`` is not an index of :attr:`conversations`.
         """
-        if 0 <= index < len(self.steps):
-            return self.steps[index]
+        steps = self.steps_of(conversation)
+        if 0 <= index < len(steps):
+            return steps[index]
         return EXHAUSTED_STEP
 
     @classmethod
@@ -291,35 +408,75 @@ def parse_script(data: object) -> Script:
     """Parse a decoded JSON script.
 
     Args:
-        data: ``{"steps": [step, ...]}``; a bare list of steps is accepted too.
+        data: ``{"steps": [step, ...], "conversations": [{"match": str, "steps": [...]}, ...]}``
+            with at least one of the two keys; a bare list of steps is accepted too.
 
     Returns:
         The parsed :class:`Script`.
 
     Raises:
-        ValueError: Malformed script, e.g. ``script step 1: stall_seconds: expected a number >= 0``.
+        ValueError: Malformed script, e.g. ``script step 1: stall_seconds: expected a number >= 0``
+            or ``script conversations[0].match: expected a non-empty string, got ''``.
     """
     if isinstance(data, list):
-        raw_steps: object = data
-    elif isinstance(data, dict):
-        unknown = set(data) - {"steps", "description", "comment"}
-        if unknown:
-            raise ValueError(f"script: unknown top-level key(s) {sorted(unknown)}; expected 'steps'")
-        if "steps" not in data:
-            raise ValueError("script: missing 'steps' (a list of model turns)")
-        raw_steps = data["steps"]
-    else:
+        return Script(steps=_parse_steps("script", "script step {}", data))
+    if not isinstance(data, dict):
         raise ValueError(f"script: expected a JSON object with 'steps', got {_kind(data)}")
+    unknown = set(data) - {"steps", "conversations", "description", "comment"}
+    if unknown:
+        raise ValueError(
+            f"script: unknown top-level key(s) {sorted(unknown)}; expected 'steps' and/or 'conversations'"
+        )
+    if "steps" not in data and "conversations" not in data:
+        raise ValueError("script: missing 'steps' (a list of model turns) or 'conversations'")
+    steps = _parse_steps("script", "script step {}", data["steps"]) if "steps" in data else ()
+    conversations = _parse_conversations(data["conversations"]) if "conversations" in data else ()
+    return Script(steps=steps, conversations=conversations)
+
+
+def _parse_steps(where: str, step_where: str, raw_steps: object) -> tuple[Step, ...]:
     if not isinstance(raw_steps, list):
-        raise ValueError(f"script: steps: expected a list, got {_kind(raw_steps)}")
-    return Script(steps=tuple(_parse_step(i, raw) for i, raw in enumerate(raw_steps)))
+        raise ValueError(f"{where}: steps: expected a list, got {_kind(raw_steps)}")
+    return tuple(_parse_step(step_where.format(i), raw) for i, raw in enumerate(raw_steps))
+
+
+_CONVERSATION_KEYS = {"match", "steps", "comment"}
+
+
+def _parse_conversations(raw: object) -> tuple[Conversation, ...]:
+    if not isinstance(raw, list):
+        raise ValueError(f"script: conversations: expected a list, got {_kind(raw)}")
+    conversations: list[Conversation] = []
+    first_with: dict[str, int] = {}
+    for index, entry in enumerate(raw):
+        where = f"script conversations[{index}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: expected a JSON object with 'match' and 'steps', got {_kind(entry)}")
+        _only_keys(where, entry, _CONVERSATION_KEYS)
+        match = entry.get("match")
+        if not isinstance(match, str) or not match:
+            shown = repr(match) if isinstance(match, str) else _kind(match)
+            raise ValueError(f"{where}.match: expected a non-empty string, got {shown}")
+        if match in first_with:
+            raise ValueError(
+                f"{where}.match: {match!r} repeats conversations[{first_with[match]}].match "
+                "(the first one always wins)"
+            )
+        first_with[match] = index
+        if "steps" not in entry:
+            raise ValueError(f"{where}.steps: missing (a list of model turns)")
+        raw_steps = entry["steps"]
+        if not isinstance(raw_steps, list):
+            raise ValueError(f"{where}.steps: expected a list, got {_kind(raw_steps)}")
+        steps = tuple(_parse_step(f"{where}.steps[{i}]", step) for i, step in enumerate(raw_steps))
+        conversations.append(Conversation(match=match, steps=steps))
+    return tuple(conversations)
 
 
 _STEP_KEYS = {"content", "usage", "delay_seconds", "stall_seconds", "stall_times", "error", "comment"}
 
 
-def _parse_step(index: int, raw: object) -> Step:
-    where = f"script step {index}"
+def _parse_step(where: str, raw: object) -> Step:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: expected a JSON object, got {_kind(raw)}")
     unknown = set(raw) - _STEP_KEYS

@@ -6,20 +6,23 @@ serve the same way, which lives here:
 
 - :class:`ScriptedServer`: loads the script, binds a loopback address only, serves from a daemon
   thread (:meth:`~ScriptedServer.start` / :meth:`~ScriptedServer.close`, or ``with``), counts the
-  attempts per step, records every request in memory and optionally as JSON lines, and waits for
-  requests.
+  attempts per conversation and step, records every request in memory and optionally as JSON
+  lines, and waits for requests.
 - :class:`ScriptedHandler`: one HTTP/1.1 keep-alive connection. It reads bodies (with a length or
   chunked), writes JSON and chunked Server-Sent Events, stalls mid-response when the step asks
   for it (ending early when the client hangs up or the server closes), answers ``HEAD /`` and
-  ``GET /``, and plays one script step per model-turn ``POST``: delay, scripted error, then the
-  streamed or whole reply.
+  ``GET /``, and plays one script step per model-turn ``POST``: it picks the script conversation
+  from the request's opening texts (:meth:`ScriptedHandler._match_texts`, see "Conversations" in
+  :mod:`octipusd.testing.script`) and the step from its assistant turns, then answers: delay,
+  scripted error, then the streamed or whole reply.
 - :class:`BaseRecordedRequest`: one recorded request, with ``x-api-key`` / ``authorization`` /
   ``proxy-authorization`` redacted to ``***``.
 - :func:`run_cli`: the servers' shared command line (``--script``, ``--host``, ``--port``,
   ``--port-file``, ``--record``).
 
 A server module subclasses the three classes and keeps only its protocol: the model-turn path, the
-default model, the step index, the reply bodies, the stream frames and the error shape.
+default model, the step index, the opening texts, the reply bodies, the stream frames and the error
+shape.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ __all__ = [
     "ScriptedHandler",
     "ScriptedServer",
     "check_loopback",
+    "content_texts",
     "encode_sse",
     "new_id",
     "redact",
@@ -95,6 +99,26 @@ def split_text(text: str, parts: int = 3) -> list[str]:
 def encode_sse(event: str, data: Mapping[str, Any]) -> bytes:
     """One named Server-Sent Event: ``event: <event>`` and ``data: <JSON>``."""
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def content_texts(content: object) -> list[str]:
+    """The texts of a message's ``content`` (or of a ``system`` / ``instructions`` value).
+
+    Args:
+        content: A string, or a list of blocks, of which those with a string ``"text"`` count
+            (Anthropic ``text`` blocks, Responses ``input_text`` / ``output_text`` parts, Chat
+            Completions ``text`` parts); anything else yields nothing.
+
+    Returns:
+        The texts in order (a string gives itself).
+    """
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [
+        block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)
+    ]
 
 
 def redact(headers: Mapping[str, str]) -> dict[str, str]:
@@ -135,9 +159,12 @@ class BaseRecordedRequest:
         headers: Lower-cased header names to values; those in :data:`REDACTED_HEADERS` are ``***``.
         body: The decoded JSON body; the raw text if it was not JSON; None if there was no body.
         step: For a model-turn request, the script step index that was played; else None.
-        attempt: For a model-turn request, how many earlier requests played the same step (0 for
-            the first; retries and interrupted turns replay a step); else None.
+        attempt: For a model-turn request, how many earlier requests played the same step of the
+            same conversation (0 for the first; retries and interrupted turns replay a step); else
+            None.
         time: Arrival time, seconds since the epoch.
+        conversation: For a model-turn request, the index of the script's ``conversations`` entry
+            it matched, or None when it played the top-level ``steps`` (and for other requests).
     """
 
     method: str
@@ -147,12 +174,13 @@ class BaseRecordedRequest:
     step: int | None = None
     attempt: int | None = None
     time: float = 0.0
+    conversation: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-serialisable dict (the shape of a ``--record`` line).
 
         Returns:
-            ``{"time", "method", "path", "headers", "body", "step", "attempt"}``.
+            ``{"time", "method", "path", "headers", "body", "step", "attempt", "conversation"}``.
         """
         return {
             "time": self.time,
@@ -162,7 +190,21 @@ class BaseRecordedRequest:
             "body": self.body,
             "step": self.step,
             "attempt": self.attempt,
+            "conversation": self.conversation,
         }
+
+    def body_text(self) -> str:
+        """The body as JSON text (the raw text if it was not JSON; ``""`` without a body).
+
+        Handy to check what a request held, e.g. ``"CHILD-ALPHA" in record.body_text()`` (text
+        with quotes, backslashes or non-ASCII characters appears JSON-escaped; compare against
+        ``json.dumps(text)[1:-1]`` then, or walk :attr:`body`).
+        """
+        if self.body is None:
+            return ""
+        if isinstance(self.body, str):
+            return self.body
+        return json.dumps(self.body, ensure_ascii=False)
 
 
 R = TypeVar("R", bound=BaseRecordedRequest)
@@ -210,6 +252,28 @@ class ScriptedHandler(BaseHTTPRequestHandler):
     def _step_index(self, body: Mapping[str, Any]) -> int:
         """The index of the step a model-turn request plays (assistant turns in ``messages``)."""
         return count_assistant_turns(body.get("messages"))
+
+    def _match_texts(self, body: Mapping[str, Any]) -> list[str]:
+        """The opening texts a script conversation's ``match`` is looked for in.
+
+        For a ``messages`` protocol (Anthropic Messages, Chat Completions): the ``system`` value
+        (a string or a list of text blocks), then the ``system`` / ``developer`` messages up to
+        and including the first ``user`` message; it stops at the first assistant message. These
+        stay the same on every request of a conversation.
+        """
+        texts = content_texts(body.get("system"))
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return texts
+        for message in messages:
+            role = message.get("role") if isinstance(message, dict) else None
+            if role == "assistant":
+                break
+            if role in ("system", "developer", "user"):
+                texts.extend(content_texts(message.get("content")))
+            if role == "user":
+                break
+        return texts
 
     def _complete(self, step: Step, model: str) -> Mapping[str, Any]:
         """The non-streaming reply body for ``step``."""
@@ -364,10 +428,13 @@ class ScriptedHandler(BaseHTTPRequestHandler):
     def _answer_turn(self, body: dict[str, Any], model: str) -> None:
         """Play the step a model-turn request asks for: delay, scripted error, then the reply."""
         owner = self.server.owner
+        conversation = (
+            owner.script.conversation_for(self._match_texts(body)) if owner.script.conversations else None
+        )
         index = self._step_index(body)
-        attempt = owner._next_attempt(index)
-        self._record(body, step=index, attempt=attempt)
-        step = owner.script.step_for(index)
+        attempt = owner._next_attempt(index, conversation)
+        self._record(body, step=index, attempt=attempt, conversation=conversation)
+        step = owner.script.step_for(index, conversation)
         if step.delay_seconds and owner.closing.wait(step.delay_seconds):
             self.close_connection = True
             return
@@ -428,7 +495,7 @@ class ScriptedServer(ABC, Generic[R]):
 
     Args:
         script: A :class:`~octipusd.testing.script.Script`, a path to a script file, or the decoded
-            JSON of one (``{"steps": [...]}`` or a bare list of steps).
+            JSON of one (``{"steps": [...], "conversations": [...]}`` or a bare list of steps).
         host: Loopback address to bind; anything else raises ValueError.
         port: TCP port; 0 picks a free one.
         record_path: If given, every request is also appended to this file as one JSON line
@@ -466,7 +533,7 @@ class ScriptedServer(ABC, Generic[R]):
         self._port = port
         self._record_path = record_path
         self._records: list[R] = []
-        self._attempts: dict[int, int] = {}
+        self._attempts: dict[tuple[int | None, int], int] = {}
         self._cond = threading.Condition()
         self.closing = threading.Event()
         self._httpd: ScriptedHTTPServer | None = None
@@ -556,11 +623,13 @@ class ScriptedServer(ABC, Generic[R]):
         with httpd.connections_lock:
             return len(httpd.connections)
 
-    def _next_attempt(self, index: int) -> int:
-        """Count one more request at step ``index``; return how many came before it."""
+    def _next_attempt(self, index: int, conversation: int | None = None) -> int:
+        """Count one more request at step ``index`` of ``conversation`` (None: the top-level
+        steps); return how many came before it."""
+        key = (conversation, index)
         with self._cond:
-            attempt = self._attempts.get(index, 0)
-            self._attempts[index] = attempt + 1
+            attempt = self._attempts.get(key, 0)
+            self._attempts[key] = attempt + 1
             return attempt
 
     # -- records -------------------------------------------------------------------------------
@@ -587,6 +656,15 @@ class ScriptedServer(ABC, Generic[R]):
     def conversation_texts(self) -> list[str]:
         """The JSON text of each model-turn request body, in arrival order (history checks)."""
         return [json.dumps(record.body) for record in self.message_requests]
+
+    def requests_in(self, conversation: int | None) -> list[R]:
+        """A snapshot of the model-turn requests that played ``conversation``, in arrival order.
+
+        Args:
+            conversation: An index into the script's ``conversations``, or None for the requests
+                that played the top-level ``steps``.
+        """
+        return [record for record in self.message_requests if record.conversation == conversation]
 
     def _wait_for_requests(self, n: int, timeout: float, *, turns_only: bool) -> list[R]:
         """Block until at least ``n`` requests (model turns only if ``turns_only``) were recorded.

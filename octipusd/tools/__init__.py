@@ -1,32 +1,53 @@
 """Octipus's own tools, as exposed through the per-run bridge.
 
-:data:`DEFAULT_TOOLS` is the tool set a bridge publishes unless told otherwise:
-``get_cli_run_context``, ``get_work_plan``, ``update_work_plan`` and ``shell__run``.
+:data:`DEFAULT_TOOLS` is the tool set a bridge publishes unless told otherwise (a root
+agent's set): ``get_cli_run_context``, ``get_work_plan``, ``update_work_plan``,
+``spawn_child``, ``collect_children`` and ``shell__run``. A child agent gets
+:func:`child_tools`: the same set without root-only plan editing, and without the delegation
+tools when it may not delegate further.
+:data:`CHILD_ROLES` maps each spawnable role to its stable role prompt; :data:`ROOT_ROLE` is
+the root agent's role name.
 """
 
 from __future__ import annotations
 
 from octipusd.tools.base import ToolHandler, ToolResult, ToolSpec, validate_tool_specs
+from octipusd.tools.children import (
+    CHILD_ROLES,
+    COLLECT_CHILDREN,
+    ROOT_ROLE,
+    SPAWN_CHILD,
+    child_tools,
+    parse_child_request,
+    validate_resume_key,
+)
 from octipusd.tools.context import GET_CLI_RUN_CONTEXT
 from octipusd.tools.plan import GET_WORK_PLAN, UPDATE_WORK_PLAN, validate_work_plan
 from octipusd.tools.shell import SHELL_RUN, ShellResult, run_shell
 
-#: The default tool set of a bridge, in the order they are listed.
+#: The default (root) tool set of a bridge, in the order they are listed.
 DEFAULT_TOOLS: tuple[ToolSpec, ...] = validate_tool_specs(
-    (GET_CLI_RUN_CONTEXT, GET_WORK_PLAN, UPDATE_WORK_PLAN, SHELL_RUN)
+    (GET_CLI_RUN_CONTEXT, GET_WORK_PLAN, UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN, SHELL_RUN)
 )
 
 __all__ = [
+    "CHILD_ROLES",
+    "COLLECT_CHILDREN",
     "DEFAULT_TOOLS",
     "GET_CLI_RUN_CONTEXT",
     "GET_WORK_PLAN",
+    "ROOT_ROLE",
     "SHELL_RUN",
+    "SPAWN_CHILD",
     "UPDATE_WORK_PLAN",
     "ShellResult",
     "ToolHandler",
     "ToolResult",
     "ToolSpec",
+    "child_tools",
+    "parse_child_request",
     "run_shell",
+    "validate_resume_key",
     "validate_tool_specs",
     "validate_work_plan",
 ]

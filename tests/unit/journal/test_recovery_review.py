@@ -22,7 +22,15 @@ from octipusd.journal.contracts import ActionRef, ProbeResult, ProbeStatus, Reco
 from octipusd.journal.executor import Body, Executed
 from octipusd.journal.outcomes import ActionOutcome
 from octipusd.journal.review import REVIEW_BATCH
-from octipusd.tools import DEFAULT_TOOLS, GET_CLI_RUN_CONTEXT, GET_WORK_PLAN, SHELL_RUN, UPDATE_WORK_PLAN
+from octipusd.tools import (
+    COLLECT_CHILDREN,
+    DEFAULT_TOOLS,
+    GET_CLI_RUN_CONTEXT,
+    GET_WORK_PLAN,
+    SHELL_RUN,
+    SPAWN_CHILD,
+    UPDATE_WORK_PLAN,
+)
 from octipusd.tools.base import UNDECLARED_CONTRACT
 from tests.unit.bridge.bridge_support import connect, texts
 
@@ -231,6 +239,8 @@ def test_read_only_and_internal_tools_never_reach_the_recovery_gate() -> None:
         GET_CLI_RUN_CONTEXT.tool_id: False,
         GET_WORK_PLAN.tool_id: False,
         UPDATE_WORK_PLAN.tool_id: False,
+        SPAWN_CHILD.tool_id: False,  # delegation is orchestration: internal, not journaled
+        COLLECT_CHILDREN.tool_id: False,
         SHELL_RUN.tool_id: True,  # arbitrary shell counts as a mutation
     }
     assert SHELL_RUN.contract is not None and SHELL_RUN.contract.risk_class is RiskClass.CONTAINABLE

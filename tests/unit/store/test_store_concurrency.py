@@ -92,9 +92,11 @@ def test_concurrent_vendor_session_saves_keep_one_row(store: Store) -> None:
     session = store.create_session(workspace="/w", adapter="claude-code")
 
     def work(i: int) -> int:
-        return store.save_vendor_session(
+        saved = store.save_vendor_session(
             session_id=session.id, key="claude-code", vendor_session_id=f"v{i}", fingerprint="f", cwd="/w"
-        ).id
+        )
+        assert saved is not None
+        return saved.id
 
     results = race(THREADS, work)
     assert all(isinstance(r, int) for r in results), results

@@ -31,6 +31,8 @@ EXPECTED_TABLES = {
     "permission_grants",
     "spaces",
     "space_members",
+    "session_messages",
+    "session_checkpoints",
 }
 
 

@@ -286,6 +286,7 @@ def test_vendor_session_upsert_get_drop(store_url: str) -> None:
         saved = store.save_vendor_session(
             session_id=session.id, key="claude-code", vendor_session_id="v1", fingerprint="f1", cwd="/w"
         )
+        assert saved is not None
         assert (saved.vendor_session_id, saved.fingerprint, saved.cwd, saved.clear_generation) == (
             "v1",
             "f1",
@@ -296,12 +297,14 @@ def test_vendor_session_upsert_get_drop(store_url: str) -> None:
         replaced = store.save_vendor_session(
             session_id=session.id, key="claude-code", vendor_session_id="v2", fingerprint="f2", cwd="/w/sub"
         )
+        assert replaced is not None
         assert replaced.id == saved.id and replaced.created_at == saved.created_at
         assert replaced.updated_at == clock.now
         assert (replaced.vendor_session_id, replaced.fingerprint, replaced.cwd) == ("v2", "f2", "/w/sub")
         codex = store.save_vendor_session(
             session_id=session.id, key="codex", vendor_session_id="c1", fingerprint="f", cwd="/w"
         )
+        assert codex is not None
         assert codex.id != saved.id
         assert store.get_vendor_session(session.id, "claude-code") == replaced
         assert store.drop_vendor_session(session.id, "claude-code") is True

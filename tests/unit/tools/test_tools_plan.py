@@ -98,7 +98,13 @@ async def test_update_then_get_through_the_host(identity: RunIdentity) -> None:
 
 def test_default_tools() -> None:
     by_name = {spec.name: spec for spec in DEFAULT_TOOLS}
-    assert list(by_name) == ["get_cli_run_context", "get_work_plan", "update_work_plan", "shell__run"]
+    assert list(by_name) == [
+        "get_cli_run_context",
+        "get_work_plan",
+        "update_work_plan",
+        "spawn_child",
+        "shell__run",
+    ]
     assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
         "get_cli_run_context",
         "get_work_plan",
