@@ -210,6 +210,8 @@ async def _serve(
         owner=owner,
         base_env=vendor_base_env(search),
         prompt_dumps=settings.agent.promptDumps,
+        compaction_threshold=settings.agent.compactionThresholdChars,
+        compaction_keep_turns=settings.agent.compactionKeepTurns,
         run_timeout=settings.daemon.runTimeoutSeconds,
         flow_guard=FlowGuardMode(settings.agent.flowGuard),
         journal=journal,

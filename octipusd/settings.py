@@ -16,6 +16,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     [agent]
     promptDumps = true                          # write each CLI prompt to ~/.octipus/prompts (0600, 7 days)
     flowGuard = "ask"                           # "ask" (default) or "off" (FACTS.md §9)
+    compactionThresholdChars = 200000           # compact a session past this many uncovered characters (0: never)
+    compactionKeepTurns = 2                     # recent turns a compaction keeps verbatim
     [permissions]
     rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
     [database]
@@ -82,6 +84,8 @@ ACCEPTED: dict[str, str] = {
     "binaryPath": "a command name without '/' (looked up on the PATH) or an absolute path",
     "agent.promptDumps": "true or false",
     "agent.flowGuard": "ask or off",
+    "agent.compactionThresholdChars": "a number of characters >= 0 (0 turns automatic compaction off)",
+    "agent.compactionKeepTurns": "a number of turns from 0 to 100",
     "permissions.rules": "a table {allow = [...], ask = [...], deny = [...]} of rule strings such as "
     "'cli-native:Bash(git:*)'",
     "database.url": "sqlite:///ABSOLUTE/PATH or postgresql+psycopg://USER@HOST/DB",
@@ -147,11 +151,15 @@ class CliModels(_Section):
 
 
 class AgentSettings(_Section):
-    """``agent``: prompt dumps and the flow guard (``flowGuard``: ``ask`` or ``off``; FACTS.md §9,
-    first-boot environment variable ``AGENT_FLOW_GUARD``)."""
+    """``agent``: prompt dumps, the flow guard (``flowGuard``: ``ask`` or ``off``; FACTS.md §9,
+    first-boot environment variable ``AGENT_FLOW_GUARD``) and compaction (seed 003 "Compaction":
+    a finished root turn compacts the session once its messages after the last checkpoint exceed
+    ``compactionThresholdChars`` characters, keeping ``compactionKeepTurns`` recent turns)."""
 
     promptDumps: bool = True
     flowGuard: Literal["ask", "off"] = "ask"
+    compactionThresholdChars: int = Field(default=200_000, ge=0)
+    compactionKeepTurns: int = Field(default=2, ge=0, le=100)
 
 
 class PermissionsSettings(_Section):
