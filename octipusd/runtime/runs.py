@@ -344,6 +344,9 @@ class RunManager:
 
     async def _clear_turn(self, session_id: str, author: str | None) -> Run:
         """The ``/clear`` turn: clear the session and record the command as a finished run."""
+        current = await in_thread(self.store.get_session, session_id)
+        if current.space_id is not None:  # the same roles as any other turn in a space
+            await self._check_space(current, author or self.user)
         session = await self.clear_session(session_id)
         run = await in_thread(
             self.store.create_run,

@@ -273,7 +273,8 @@ SPAWN_CHILD_SCHEMA: dict[str, Any] = {
 SPAWN_CHILD = ToolSpec(
     name="spawn_child",
     description=(
-        "Delegate one task to a child agent and wait for it to finish. The child runs with its "
+        "Delegate one task to a child agent and wait for it to finish (or, with detach=true, "
+        "return at once and collect the result later with collect_children). The child runs with its "
         "role's instructions and its own tools, sees only your brief, and returns "
         '{"childRunId", "role", "status", "resumed", "vendorSessionId", "result", "reason"}; '
         "result is its final answer. Pass resumeKey to continue an earlier child of the same role "
@@ -286,8 +287,11 @@ SPAWN_CHILD = ToolSpec(
 )
 
 
-#: Longest ``collect_children`` wait (seconds) and its default.
-MAX_COLLECT_SECONDS = 7200.0
+#: Default ``collect_children`` wait (seconds).
+MAX_COLLECT_SECONDS = 900.0
+#: Longest ``collect_children`` wait (seconds): below the tool's own deadline, so a wait that ends
+#: always answers with the children still pending instead of a tool timeout.
+COLLECT_WAIT_CAP = MAX_TIMEOUT_SECONDS - 60.0
 
 
 def parse_collect_request(arguments: Mapping[str, Any]) -> tuple[list[str] | None, float]:
@@ -306,7 +310,10 @@ def parse_collect_request(arguments: Mapping[str, Any]) -> tuple[list[str] | Non
     ):
         raise InvalidRequestError("childRunIds: must be a list of up to 100 child run ids (strings)")
     timeout = _optional_seconds(arguments, "timeoutSeconds")
-    return (list(ids) if ids is not None else None), (timeout if timeout is not None else MAX_COLLECT_SECONDS)
+    # Duplicates dropped (first occurrence kept): the host hands each summary out once, so a
+    # repeated id would be looked up again after its summary was taken.
+    unique = list(dict.fromkeys(ids)) if ids is not None else None
+    return unique, (min(timeout, COLLECT_WAIT_CAP) if timeout is not None else MAX_COLLECT_SECONDS)
 
 
 async def _collect_children(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
@@ -324,7 +331,7 @@ COLLECT_CHILDREN = ToolSpec(
     input_schema={
         "type": "object",
         "properties": {
-            "childRunIds": {"type": "array", "items": {"type": "string"}, "maxItems": 100},
+            "childRunIds": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 100},
             "timeoutSeconds": {
                 "type": "number",
                 "minimum": MIN_TIMEOUT_SECONDS,

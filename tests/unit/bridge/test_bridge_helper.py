@@ -48,7 +48,14 @@ async def test_list_and_call(identity: RunIdentity) -> None:
 
         code, out, err = await _run(["list"], env)
         assert code == 0, err
-        for name in ("get_cli_run_context", "get_work_plan", "update_work_plan", "spawn_child", "shell__run"):
+        for name in (
+            "get_cli_run_context",
+            "get_work_plan",
+            "update_work_plan",
+            "spawn_child",
+            "collect_children",
+            "shell__run",
+        ):
             assert f"{name}\n" in out
         assert "Run a shell command" in out
 
@@ -57,6 +64,8 @@ async def test_list_and_call(identity: RunIdentity) -> None:
         listing = {tool["name"]: tool for tool in json.loads(out)}
         assert "command" in listing["shell__run"]["inputSchema"]["properties"]
         assert "resumeKey" in listing["spawn_child"]["inputSchema"]["properties"]
+        assert "detach" in listing["spawn_child"]["inputSchema"]["properties"]
+        assert "childRunIds" in listing["collect_children"]["inputSchema"]["properties"]
 
         code, out, err = await _run(
             ["call", "shell__run", json.dumps({"command": "echo from-helper; pwd"})], env

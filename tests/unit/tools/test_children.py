@@ -1,9 +1,11 @@
-"""``spawn_child``: argument validation, the resume-key rule, the host call and child tool sets."""
+"""``spawn_child`` and ``collect_children``: argument validation, the resume-key rule, the host
+calls and child tool sets."""
 
 from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,7 @@ from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity
 from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.tools import (
     CHILD_ROLES,
+    COLLECT_CHILDREN,
     DEFAULT_TOOLS,
     ROOT_ROLE,
     SPAWN_CHILD,
@@ -24,7 +27,13 @@ from octipusd.tools import (
     validate_resume_key,
     validate_tool_specs,
 )
-from octipusd.tools.children import RESUME_KEY, RESUME_KEY_RULE, parse_child_request
+from octipusd.tools.children import (
+    MAX_COLLECT_SECONDS,
+    RESUME_KEY,
+    RESUME_KEY_RULE,
+    parse_child_request,
+    parse_collect_request,
+)
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -37,9 +46,10 @@ SUMMARY_KEYS = {"childRunId", "role", "status", "resumed", "vendorSessionId", "r
 
 @dataclass
 class RecordingHost(FakeToolHost):
-    """Records what reaches ``spawn_child`` and answers with a fixed summary."""
+    """Records what reaches ``spawn_child`` and ``collect_children`` and answers with fixed summaries."""
 
     calls: list[tuple[RunIdentity, ChildRequest]] = field(default_factory=list)
+    collects: list[tuple[RunIdentity, list[str] | None, float]] = field(default_factory=list)
 
     async def spawn_child(self, identity: RunIdentity, request: ChildRequest) -> dict[str, Any]:
         self.calls.append((identity, request))
@@ -51,6 +61,17 @@ class RecordingHost(FakeToolHost):
             "vendorSessionId": "vendor-7",
             "result": "all green",
             "reason": None,
+        }
+
+    async def collect_children(
+        self, identity: RunIdentity, child_run_ids: Sequence[str] | None, timeout_seconds: float
+    ) -> dict[str, Any]:
+        self.collects.append(
+            (identity, None if child_run_ids is None else list(child_run_ids), timeout_seconds)
+        )
+        return {
+            "children": [{"childRunId": "run-child-7", "role": "coding", "status": "succeeded"}],
+            "pending": [{"childRunId": "run-child-8", "role": "test", "status": "running"}],
         }
 
 
@@ -261,7 +282,7 @@ def test_every_child_role_is_accepted(role: str) -> None:
         ),
         (
             {"role": "general", "brief": "b", "model": "opus"},
-            "arguments: unknown field(s) model; accepted: brief, maxTurns, resumeKey, role, "
+            "arguments: unknown field(s) model; accepted: brief, detach, maxTurns, resumeKey, role, "
             "timeoutSeconds, tokenBudget",
         ),
         ({"role": "general", "brief": "b", "resume_key": "k"}, "arguments: unknown field(s) resume_key"),
@@ -274,6 +295,45 @@ def test_bad_arguments_name_the_field(arguments: dict[str, Any], message: str) -
 def test_the_root_role_is_named_as_not_spawnable() -> None:
     assert ROOT_ROLE == "root" and ROOT_ROLE not in CHILD_ROLES
     assert "root agent's role cannot be spawned" in _invalid({"role": "root", "brief": "b"})
+
+
+# ------------------------------------------------------------------ detach
+
+
+@pytest.mark.parametrize(
+    ("arguments", "detach"),
+    [({"detach": True}, True), ({"detach": False}, False), ({}, False), ({"detach": None}, False)],
+)
+def test_detach_is_parsed_and_defaults_to_false(arguments: dict[str, Any], detach: bool) -> None:
+    request = parse_child_request({"role": "general", "brief": "b", **arguments})
+    assert request.detach is detach
+    assert ChildRequest(role="general", brief="b").detach is False
+
+
+@pytest.mark.parametrize(
+    ("value", "type_name"),
+    [
+        (1, "int"),
+        (0, "int"),
+        ("true", "str"),
+        ("false", "str"),
+        (1.0, "float"),
+        ([True], "list"),
+        ({}, "dict"),
+    ],
+)
+def test_a_non_boolean_detach_is_refused_naming_the_field(value: Any, type_name: str) -> None:
+    assert _invalid({"role": "general", "brief": "b", "detach": value}) == (
+        f"detach: must be true or false, got {type_name}"
+    )
+
+
+async def test_the_handler_forwards_detach_to_the_host(identity: RunIdentity) -> None:
+    host = RecordingHost()
+    await SPAWN_CHILD.handler(identity, host, {"role": "coding", "brief": "b", "detach": True})
+    await SPAWN_CHILD.handler(identity, host, {"role": "coding", "brief": "b"})
+    assert [request.detach for _, request in host.calls] == [True, False]
+    assert host.calls[0][1] == ChildRequest(role="coding", brief="b", detach=True)
 
 
 # ------------------------------------------------------------------ the handler and the host
@@ -378,7 +438,10 @@ def test_the_schema_is_valid_and_published() -> None:
         "maxTurns",
         "tokenBudget",
         "timeoutSeconds",
+        "detach",
     }
+    assert schema["properties"]["detach"]["type"] == "boolean"
+    assert "collect_children" in schema["properties"]["detach"]["description"]
     assert schema["properties"]["role"]["enum"] == list(ROLES)
     assert schema["properties"]["resumeKey"]["pattern"] == RESUME_KEY.pattern
     assert "same key with the same role" in schema["properties"]["resumeKey"]["description"]
@@ -396,7 +459,11 @@ def test_the_schema_is_valid_and_published() -> None:
             "maxTurns": 5,
             "tokenBudget": 10,
             "timeoutSeconds": 1.5,
+            "detach": True,
         },
+        {"role": "general", "brief": "b", "detach": False},
+        {"role": "general", "brief": "b", "detach": "yes"},
+        {"role": "general", "brief": "b", "detach": 1},
         {"role": "root", "brief": "b"},
         {"role": "general", "brief": ""},
         {"role": "general", "brief": "b", "maxTurns": 0},
@@ -423,6 +490,11 @@ def test_spawn_child_follows_update_work_plan_in_the_default_tools() -> None:
     assert names.index("spawn_child") == names.index("update_work_plan") + 1
 
 
+def test_collect_children_follows_spawn_child_in_the_default_tools() -> None:
+    names = [spec.name for spec in DEFAULT_TOOLS]
+    assert names.index("collect_children") == names.index("spawn_child") + 1
+
+
 def test_child_tool_sets() -> None:
     with_spawn = child_tools(allow_spawn=True)
     without_spawn = child_tools(allow_spawn=False)
@@ -430,9 +502,12 @@ def test_child_tool_sets() -> None:
         spec.name for spec in DEFAULT_TOOLS if spec is not UPDATE_WORK_PLAN
     ]
     assert [spec.name for spec in without_spawn] == [
-        spec.name for spec in DEFAULT_TOOLS if spec not in (UPDATE_WORK_PLAN, SPAWN_CHILD)
+        spec.name for spec in DEFAULT_TOOLS if spec not in (UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN)
     ]
-    assert SPAWN_CHILD in with_spawn and SPAWN_CHILD not in without_spawn
+    # Both delegation tools go together: a child that may not spawn has nothing to collect.
+    assert SPAWN_CHILD in with_spawn and COLLECT_CHILDREN in with_spawn
+    assert SPAWN_CHILD not in without_spawn and COLLECT_CHILDREN not in without_spawn
+    assert "update_work_plan" not in [spec.name for spec in with_spawn]
     assert all(UPDATE_WORK_PLAN not in tools for tools in (with_spawn, without_spawn))
     assert "get_work_plan" in [spec.name for spec in without_spawn]
     validate_tool_specs(with_spawn)
@@ -449,3 +524,175 @@ def test_child_role_prompts() -> None:
         assert re.search(r"\bonly what the brief asks\b", prompt), role
         assert "final answer for your parent" in prompt, role
     assert len(set(CHILD_ROLES.values())) == len(CHILD_ROLES)
+
+
+# ------------------------------------------------------------------ collect_children
+
+
+def _invalid_collect(arguments: dict[str, Any]) -> str:
+    with pytest.raises(InvalidRequestError) as caught:
+        parse_collect_request(arguments)
+    return caught.value.message
+
+
+def test_collect_without_arguments_waits_for_all_with_the_default_timeout() -> None:
+    assert MAX_COLLECT_SECONDS == 900.0
+    assert parse_collect_request({}) == (None, MAX_COLLECT_SECONDS)
+    assert parse_collect_request({"childRunIds": None, "timeoutSeconds": None}) == (None, MAX_COLLECT_SECONDS)
+    ids, timeout = parse_collect_request({"childRunIds": ["run-a"]})
+    assert (ids, timeout) == (["run-a"], MAX_COLLECT_SECONDS) and isinstance(timeout, float)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"childRunIds": []}, ([], MAX_COLLECT_SECONDS)),
+        ({"childRunIds": ["a", "b"], "timeoutSeconds": 30}, (["a", "b"], 30.0)),
+        (
+            {"childRunIds": [f"run-{n}" for n in range(100)]},
+            ([f"run-{n}" for n in range(100)], MAX_COLLECT_SECONDS),
+        ),
+        ({"timeoutSeconds": 1}, (None, 1.0)),
+        ({"timeoutSeconds": 2.5}, (None, 2.5)),
+        ({"timeoutSeconds": 7200}, (None, 7140.0)),  # capped below the tool deadline
+    ],
+)
+def test_collect_arguments_within_the_rules_are_accepted(
+    arguments: dict[str, Any], expected: tuple[list[str] | None, float]
+) -> None:
+    assert parse_collect_request(arguments) == expected
+
+
+def test_collect_drops_repeated_ids_keeping_the_first_order() -> None:
+    # The host hands each summary out once; a repeated id must not be looked up twice.
+    assert parse_collect_request({"childRunIds": ["b", "a", "b", "a"]}) == (["b", "a"], MAX_COLLECT_SECONDS)
+
+
+def test_collect_copies_the_id_list() -> None:
+    ids = ["a"]
+    parsed, _ = parse_collect_request({"childRunIds": ids})
+    assert parsed == ids and parsed is not ids
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"childRunIds": "run-a"}, "childRunIds: must be a list"),
+        ({"childRunIds": {"run-a": True}}, "childRunIds: must be a list"),
+        ({"childRunIds": ("run-a",)}, "childRunIds: must be a list"),
+        ({"childRunIds": [""]}, "childRunIds: must be a list"),
+        ({"childRunIds": ["a", ""]}, "childRunIds: must be a list"),
+        ({"childRunIds": [1]}, "childRunIds: must be a list"),
+        ({"childRunIds": [None]}, "childRunIds: must be a list"),
+        ({"childRunIds": [["a"]]}, "childRunIds: must be a list"),
+        ({"childRunIds": [f"run-{n}" for n in range(101)]}, "childRunIds: must be a list of up to 100"),
+        ({"timeoutSeconds": 0}, "timeoutSeconds: must be from 1 to 7200"),
+        ({"timeoutSeconds": 0.5}, "timeoutSeconds: must be from 1 to 7200"),
+        ({"timeoutSeconds": -1}, "timeoutSeconds: must be from 1 to 7200"),
+        ({"timeoutSeconds": 7200.5}, "timeoutSeconds: must be from 1 to 7200"),
+        ({"timeoutSeconds": float("nan")}, "timeoutSeconds: must be from 1 to 7200"),
+        ({"timeoutSeconds": float("inf")}, "timeoutSeconds: must be from 1 to 7200"),
+        ({"timeoutSeconds": "60"}, "timeoutSeconds: must be a number of seconds, got str"),
+        ({"timeoutSeconds": True}, "timeoutSeconds: must be a number of seconds, got bool"),
+        ({"ids": ["a"]}, "arguments: unknown field(s) ids; accepted: childRunIds, timeoutSeconds"),
+        ({"childRunIds": ["a"], "wait": True}, "arguments: unknown field(s) wait"),
+        ({"child_run_ids": ["a"]}, "arguments: unknown field(s) child_run_ids"),
+    ],
+)
+def test_bad_collect_arguments_name_the_field(arguments: dict[str, Any], message: str) -> None:
+    assert _invalid_collect(arguments).startswith(message)
+
+
+async def test_the_collect_handler_passes_ids_and_timeout_to_the_host(identity: RunIdentity) -> None:
+    host = RecordingHost()
+    result = await COLLECT_CHILDREN.handler(
+        identity, host, {"childRunIds": ["run-child-7", "run-child-8"], "timeoutSeconds": 90}
+    )
+    assert result == {
+        "children": [{"childRunId": "run-child-7", "role": "coding", "status": "succeeded"}],
+        "pending": [{"childRunId": "run-child-8", "role": "test", "status": "running"}],
+    }
+    await COLLECT_CHILDREN.handler(identity, host, {})
+    assert host.collects == [
+        (identity, ["run-child-7", "run-child-8"], 90.0),
+        (identity, None, MAX_COLLECT_SECONDS),
+    ]
+    assert host.calls == []
+
+
+async def test_a_refused_collect_never_reaches_the_host(identity: RunIdentity) -> None:
+    host = RecordingHost()
+    with pytest.raises(InvalidRequestError, match="childRunIds"):
+        await COLLECT_CHILDREN.handler(identity, host, {"childRunIds": [""]})
+    with pytest.raises(InvalidRequestError, match="timeoutSeconds"):
+        await COLLECT_CHILDREN.handler(identity, host, {"timeoutSeconds": 0})
+    with pytest.raises(InvalidRequestError, match="unknown field"):
+        await COLLECT_CHILDREN.handler(identity, host, {"all": True})
+    assert host.collects == []
+
+
+async def test_the_fake_host_collects_its_children(identity: RunIdentity) -> None:
+    host = FakeToolHost()
+    await SPAWN_CHILD.handler(identity, host, {"role": "coding", "brief": "one", "detach": True})
+    await SPAWN_CHILD.handler(identity, host, {"role": "review", "brief": "two", "detach": True})
+    every = await COLLECT_CHILDREN.handler(identity, host, {})
+    assert every == {
+        "children": [
+            {"childRunId": "child-1", "role": "coding", "status": "succeeded"},
+            {"childRunId": "child-2", "role": "review", "status": "succeeded"},
+        ],
+        "pending": [],
+    }
+    some = await COLLECT_CHILDREN.handler(identity, host, {"childRunIds": ["child-2"], "timeoutSeconds": 5})
+    assert isinstance(some, dict) and [child["childRunId"] for child in some["children"]] == ["child-2"]
+
+
+def test_the_collect_spec_flags() -> None:
+    assert COLLECT_CHILDREN.name == "collect_children" == COLLECT_CHILDREN.tool_id
+    assert COLLECT_CHILDREN.internal and not COLLECT_CHILDREN.read_only and not COLLECT_CHILDREN.mutating
+    assert not COLLECT_CHILDREN.bypass_queue
+    assert COLLECT_CHILDREN.timeout_seconds == 7200
+    assert COLLECT_CHILDREN.contract is None
+    assert "detach=true" in COLLECT_CHILDREN.description
+
+
+def test_the_collect_schema_is_valid_and_published() -> None:
+    schema = COLLECT_CHILDREN.input_schema
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert validate_tool_specs((COLLECT_CHILDREN,)) == (COLLECT_CHILDREN,)
+    assert validate_tool_specs((SPAWN_CHILD, COLLECT_CHILDREN)) == (SPAWN_CHILD, COLLECT_CHILDREN)
+    assert not RESERVED_IDENTITY_ARGUMENTS.intersection(schema["properties"])
+    assert set(schema["properties"]) == {"childRunIds", "timeoutSeconds"}
+    assert "required" not in schema
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["childRunIds"]["maxItems"] == 100
+    assert schema["properties"]["timeoutSeconds"]["minimum"] == 1
+    assert schema["properties"]["timeoutSeconds"]["maximum"] == 7200
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {},
+        {"childRunIds": ["a", "b"], "timeoutSeconds": 60},
+        {"childRunIds": []},
+        {"childRunIds": ["x"] * 100},
+        {"childRunIds": ["x"] * 101},
+        {"childRunIds": [""]},
+        {"childRunIds": [3]},
+        {"childRunIds": "a"},
+        {"timeoutSeconds": 0.5},
+        {"timeoutSeconds": 7201},
+        {"timeoutSeconds": "5"},
+        {"extra": 1},
+    ],
+)
+def test_the_collect_schema_and_the_handler_agree(arguments: dict[str, Any]) -> None:
+    schema_ok = jsonschema.Draft202012Validator(COLLECT_CHILDREN.input_schema).is_valid(arguments)
+    try:
+        parse_collect_request(arguments)
+    except InvalidRequestError:
+        accepted = False
+    else:
+        accepted = True
+    assert schema_ok == accepted

@@ -103,6 +103,7 @@ def test_default_tools() -> None:
         "get_work_plan",
         "update_work_plan",
         "spawn_child",
+        "collect_children",
         "shell__run",
     ]
     assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
