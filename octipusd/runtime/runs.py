@@ -732,8 +732,6 @@ class RunManager:
             return
         async with self._session_lock(live.session_id):
             await self._execute_run(live)
-            if self.compaction_threshold > 0 and live.run.status == RunStatus.SUCCEEDED:
-                await self._compact_if_large(live)
 
     async def _compact_if_large(self, live: LiveRun) -> None:
         """Compact after a root turn once the uncovered transcript passes the threshold."""
@@ -1490,6 +1488,10 @@ class RunManager:
         else:
             status = RunStatus.SUCCEEDED
             reason = "; ".join(live.review_required) if live.review_required else None
+        if status == RunStatus.SUCCEEDED and live.parent is None and self.compaction_threshold > 0:
+            # maintenance runs before the final status, under the session's lock: the turn's
+            # followers see the compaction event, and no next turn starts before it is done
+            await self._compact_if_large(live)
         await self.broker.cancel_run(run_id, f"the run ended ({status})")
         final = await in_thread(
             self.store.finish_run,

@@ -109,6 +109,7 @@ RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
         "owner",
         "started_at",
         "ended_at",
+        "resume_key",
     }
 )
 

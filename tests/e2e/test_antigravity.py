@@ -90,8 +90,11 @@ def test_follow_up_turn_is_never_resumed(tmp_path: Path) -> None:
         for start, turn in zip(starts, turns, strict=True):
             assert turn["resume_requested"] is False
             assert not any(a.startswith(("--conversation", "-c", "--continue")) for a in start["argv"])
+        # never resumed, so each turn is a new conversation carrying the earlier messages (seed 003
+        # "What resume actually saves")
         assert turns[1]["prompt"].endswith("what was the word?")
-        assert "remember octopus" not in turns[1]["prompt"]
+        assert "remember octopus" in turns[1]["prompt"] and "first answer" in turns[1]["prompt"]
+        assert "first answer" not in turns[0]["prompt"]
 
 
 def test_stdin_is_dev_null_and_an_inherited_pipe_is_irrelevant(tmp_path: Path) -> None:

@@ -231,7 +231,9 @@ def test_level_for_falls_back_to_default_level() -> None:
         ("get_work_plan", Level.ALLOW),
         ("update_work_plan", Level.ALLOW),
         ("shell__run", Level.ASK),
-        ("spawn_child", Level.ASK),
+        ("spawn_child", Level.ALLOW),  # delegation: bounded by role, depth and budget
+        ("collect_children", Level.ALLOW),
+        ("some_other_tool", Level.ASK),
         ("", Level.ASK),
     ],
 )
