@@ -22,14 +22,22 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from octipusd.store.reuse_store import CHILD_KEY_SEPARATOR, MAX_CHILD_SESSIONS, is_child_key
+
+__all__ = [
+    "LAZY_DISCOVERY_TOOLS",
+    "MAX_CHILD_SESSIONS",
+    "MAX_DEPTH",
+    "ChildScope",
+    "KeyClaims",
+    "child_scope",
+    "is_child_key",
+]
+
 log = logging.getLogger("octipusd.runtime.children")
 
 #: Deepest child level a run may reach (the root is depth 0; its children are depth 1).
 MAX_DEPTH = 2
-#: Child task sessions kept per Octipus session (seed 003); least recently used removed first.
-MAX_CHILD_SESSIONS = 50
-#: Separator between an adapter name and a child lineage key in a stored reuse key.
-KEY_SEPARATOR = "::"
 #: Tools discovered lazily by a vendor, left out of a keyed child's fingerprint (seed 003: "tool
 #: ids (without the lazy discovery tools)"). Octipus publishes every bridge tool up front, so
 #: none of its own tools is lazy; Claude Code's deferred-tool search is named here.
@@ -91,12 +99,7 @@ def child_scope(
             "the key by; the child starts cold",
         )
     lineage = f"{scope}>{role}:{resume_key}"
-    return ChildScope(lineage, f"{adapter}{KEY_SEPARATOR}{lineage}")
-
-
-def is_child_key(key: str) -> bool:
-    """Whether a stored reuse key is a child task key (``<adapter>::<lineage>``)."""
-    return KEY_SEPARATOR in key
+    return ChildScope(lineage, f"{adapter}{CHILD_KEY_SEPARATOR}{lineage}")
 
 
 class KeyClaims:

@@ -1147,18 +1147,7 @@ class RunManager:
             checkpoint_id = (
                 stored.checkpoint_id if plan.resume and stored is not None else launch.checkpoint_id
             )
-            saved = await in_thread(
-                lambda: self.store.save_vendor_session(
-                    session_id=session.id,
-                    key=key,
-                    vendor_session_id=live.vendor_session_confirmed or "",
-                    fingerprint=fp,
-                    cwd=str(workspace),
-                    cursor=cursor,
-                    generation=live.generation,
-                    checkpoint_id=checkpoint_id,
-                )
-            )
+            extra: dict[str, Any] = {"cursor": cursor, "checkpoint_id": checkpoint_id}
         else:
             if key is None:
                 return
@@ -1172,18 +1161,19 @@ class RunManager:
                 return
             # a child stopped by a cancel, a timeout or a turn limit still saves, but only if the
             # vendor confirmed the session in this run and no retry has taken the key since
-            saved = await in_thread(
-                lambda: self.store.save_vendor_session(
-                    session_id=session.id,
-                    key=key,
-                    vendor_session_id=live.vendor_session_confirmed or "",
-                    fingerprint=fp,
-                    cwd=str(workspace),
-                    generation=live.generation,
-                    expect_vendor_session_id=expected,
-                    max_children=MAX_CHILD_SESSIONS,
-                )
+            extra = {"expect_vendor_session_id": expected, "max_children": MAX_CHILD_SESSIONS}
+        confirmed = live.vendor_session_confirmed
+        saved = await in_thread(
+            lambda: self.store.save_vendor_session(
+                session_id=session.id,
+                key=key,
+                vendor_session_id=confirmed,
+                fingerprint=fp,
+                cwd=str(workspace),
+                generation=live.generation,
+                **extra,
             )
+        )
         if saved is None:
             await self.hub.emit(
                 run.id,

@@ -45,7 +45,7 @@ from octipusd.store.models import (
 )
 from octipusd.store.records import MESSAGE_ROLES, Checkpoint, Session, SessionMessage, VendorSession
 
-__all__ = ["CHILD_KEY_SEPARATOR", "MAX_CHILD_SESSIONS", "UNSET", "ReuseStoreMixin"]
+__all__ = ["CHILD_KEY_SEPARATOR", "MAX_CHILD_SESSIONS", "UNSET", "ReuseStoreMixin", "is_child_key"]
 
 #: A vendor session key containing this is a child task key (``"<adapter>::<key>"``).
 CHILD_KEY_SEPARATOR: Final = "::"
@@ -111,7 +111,8 @@ def _checkpoint(row: SessionCheckpointRow) -> Checkpoint:
     )
 
 
-def _is_child_key(key: str) -> bool:
+def is_child_key(key: str) -> bool:
+    """Whether a reuse key is a child task key (``<adapter>::<lineage>``, seed 003)."""
     return CHILD_KEY_SEPARATOR in key
 
 
@@ -285,7 +286,7 @@ class ReuseStoreMixin:
             db.add(row)
             db.flush()
             assert row.id is not None
-            if _is_child_key(key):
+            if is_child_key(key):
                 self._prune_child_sessions(db, session_id, keep_id=row.id, max_children=max_children)
             return _vendor_session(row)
 
@@ -495,7 +496,7 @@ class ReuseStoreMixin:
         if isinstance(rotate_keys, str):
             raise InvalidRequestError("rotate_keys must be a sequence of keys, not one string")
         keys = list(dict.fromkeys(rotate_keys))
-        children = [k for k in keys if _is_child_key(k)]
+        children = [k for k in keys if is_child_key(k)]
         if children:
             raise InvalidRequestError(
                 f"compaction rotates only root vendor sessions; child keys given: {', '.join(children)}"
