@@ -415,7 +415,9 @@ def build_launch(
     argv.extend(denials.argv())
     if request.model:
         argv.append(_flag("--model", request.model))
-    if request.turn_limit is not None:  # print mode stops with result subtype error_max_turns (sources.md §1.3)
+    if (
+        request.turn_limit is not None
+    ):  # print mode stops with result subtype error_max_turns (sources.md §1.3)
         argv.append(_flag("--max-turns", str(request.turn_limit)))
     if request.system_prompt:
         text = request.system_prompt
