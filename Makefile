@@ -21,3 +21,4 @@ bench: bootstrap           ## benchmarks: ratios against baselines measured in t
 	scripts/netns $(PY) bench/bench_bridge.py
 	scripts/netns $(PY) bench/bench_gate.py
 	scripts/netns $(PY) bench/bench_journal.py
+	scripts/netns $(PY) bench/bench_reuse.py
