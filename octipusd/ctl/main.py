@@ -197,6 +197,22 @@ def _render(event: dict[str, Any]) -> None:
     elif kind in ("notice", "bridge_call"):
         detail = " ".join(str(x) for x in (data.get("message") or data.get("event"), data.get("tool")) if x)
         console.print(f"[dim]{kind}: {safe(detail)}[/]")
+    elif kind == "compaction":
+        if data.get("published"):
+            console.print(
+                f"[cyan]compacted[/]: checkpoint {data.get('checkpoint_id')} covers messages "
+                f"{data.get('first_seq')}-{data.get('through_seq')}; the next turn starts from it"
+            )
+        else:
+            console.print(f"[dim]compaction: nothing published ({safe(str(data.get('reason')))})[/]")
+    elif kind in ("child_spawned", "child_finished"):
+        child = data.get("child_run_id")
+        if kind == "child_spawned":
+            key = f" key {safe(str(data['resume_key']))}" if data.get("resume_key") else ""
+            console.print(f"[cyan]child {child}[/] ({safe(str(data.get('role')))}{key}) started")
+        else:
+            how = "resumed" if data.get("resumed") else "new conversation"
+            console.print(f"[cyan]child {child}[/] {safe(str(data.get('status')))} ({how})")
     elif kind == "error":
         label = "[red]vendor error[/]" if data.get("fatal") else "[yellow]vendor warning[/]"
         console.print(f"{label}: {safe(data.get('message', ''))}")

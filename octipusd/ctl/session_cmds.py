@@ -25,7 +25,7 @@ import typer
 from rich.table import Table
 
 from octipusd.ctl.client import TIMEOUT
-from octipusd.ctl.common import bad_input, console, part, print_json, request, safe
+from octipusd.ctl.common import bad_input, console, err, part, print_json, request, safe
 
 __all__ = [
     "sessions_checkpoint",
@@ -76,6 +76,8 @@ def sessions_compact(
         bad_input(f"--keep-turns must be between 0 and {MAX_KEEP_TURNS}; got {keep_turns}")
     # no read deadline: the daemon first waits for a running turn of the session to end (turns
     # and maintenance are serialized), and the run's own limits bound that
+    if not as_json:
+        err.print(f"compacting session {safe(session_id)} (after its running turn, if any, ends)...")
     report = request(
         "POST",
         f"/sessions/{part(session_id)}/compact",
@@ -87,8 +89,7 @@ def sessions_compact(
         return
     if not report["published"]:
         console.print(
-            f"nothing published for session {safe(session_id)}: {safe(report.get('reason') or 'no reason given')}; "
-            "no vendor conversation was rotated"
+            f"nothing published for session {safe(session_id)}: {safe(report.get('reason') or 'no reason given')}"
         )
         return
     console.print(

@@ -59,6 +59,21 @@ class CompactionReport:
     reason: str | None = None
 
 
+def describe_compaction(report: CompactionReport) -> str:
+    """One line for people: what the checkpoint covers, or why nothing was published."""
+    if not report.published:
+        return f"nothing compacted: {report.reason}"
+    rotated = (
+        f"; the next turn of {', '.join(report.rotated)} starts a new vendor conversation from it"
+        if report.rotated
+        else ""
+    )
+    return (
+        f"checkpoint {report.checkpoint_id} published: messages {report.first_seq}-{report.through_seq} "
+        f"({report.covered_chars} characters) summarized in {report.summary_chars}{rotated}"
+    )
+
+
 def _excerpt(text: str) -> str:
     flat = re.sub(r"\s+", " ", text).strip()
     return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
@@ -138,8 +153,11 @@ def compact(
     uncovered = store.list_messages(session_id, generation=generation, after_seq=after)
     prefix = compaction_prefix(uncovered, keep_turns)
     if not prefix:
+        since = "since the last checkpoint" if previous is not None else "in this conversation"
+        turns = "turn" if keep_turns == 0 else f"{keep_turns + 1} turns"
         return CompactionReport(
-            False, reason=f"nothing to compact (fewer than {keep_turns + 1} turns since the last checkpoint)"
+            False,
+            reason=f"nothing to compact: fewer than {turns} {since} (a compaction keeps the last {keep_turns})",
         )
     covered_chars = sum(len(m.text) for m in prefix) + (len(previous.summary) if previous else 0)
     first_seq = previous.first_seq if previous is not None else prefix[0].seq
@@ -166,9 +184,13 @@ def compact(
             False,
             covered_chars=covered_chars,
             summary_chars=len(summary),
-            reason="the summary would not be shorter than what it covers; nothing rotated",
+            reason=(
+                f"the summary ({len(summary)} characters) would not be shorter than what it covers "
+                f"({covered_chars}); short conversations are cheaper to resend as they are"
+            ),
         )
-    rotate = [k for k in root_keys if not is_child_key(k)]
+    existing = {record.key for record in store.list_vendor_sessions(session_id)}
+    rotate = [k for k in root_keys if not is_child_key(k) and k in existing]
     checkpoint = store.publish_checkpoint(
         session_id,
         generation=generation,

@@ -80,7 +80,7 @@ from octipusd.runtime.children import (
     KeyClaims,
     child_scope,
 )
-from octipusd.runtime.compaction import CompactionReport, compact, uncovered_chars
+from octipusd.runtime.compaction import CompactionReport, compact, describe_compaction, uncovered_chars
 from octipusd.runtime.env import vendor_env
 from octipusd.runtime.events import NOT_STORED, EventHub
 from octipusd.runtime.prompts import dump_prompt
@@ -106,6 +106,8 @@ FAILED_BRIDGE_STATUSES = frozenset({"failed", "needs-auth", "missing"})
 BRIDGE_PREFIX = f"mcp__{BRIDGE_NAME}__"
 #: The turn text that clears a session (seed 003 "What invalidates a stored session").
 CLEAR_COMMAND = "/clear"
+#: The turn text that compacts a session now (seed 003 "Compaction"), instead of the vendor's own.
+COMPACT_COMMAND = "/compact"
 
 
 @dataclass
@@ -299,8 +301,8 @@ class RunManager:
             raise InvalidRequestError("prompt is empty; give the text of the turn")
         if not self._accepting or self._tg is None:
             raise ConflictError("octipusd is shutting down; start it again and repeat the turn")
-        if prompt.strip() == CLEAR_COMMAND:
-            return await self._clear_turn(session_id, author)
+        if prompt.strip() in (CLEAR_COMMAND, COMPACT_COMMAND):
+            return await self._command_turn(session_id, author, prompt.strip())
         async with self._post_lock:
             session = await in_thread(self.store.get_session, session_id)
             if session.space_id is not None:
@@ -342,22 +344,30 @@ class RunManager:
         self._tg.start_soon(self._execute, live)
         return run
 
-    async def _clear_turn(self, session_id: str, author: str | None) -> Run:
-        """The ``/clear`` turn: clear the session and record the command as a finished run."""
+    async def _command_turn(self, session_id: str, author: str | None, command: str) -> Run:
+        """A ``/clear`` or ``/compact`` turn: Octipus's own command, recorded as a finished run
+        without spawning a vendor (a vendor's own ``/compact`` would rewrite a conversation
+        Octipus keeps the transcript of)."""
         current = await in_thread(self.store.get_session, session_id)
         if current.space_id is not None:  # the same roles as any other turn in a space
             await self._check_space(current, author or self.user)
-        session = await self.clear_session(session_id)
+        if command == CLEAR_COMMAND:
+            session = await self.clear_session(session_id)
+            text = (
+                f"conversation cleared (generation {session.clear_generation}); the next turn starts a new "
+                "vendor conversation without the earlier messages"
+            )
+        else:
+            live = next((item.run.id for item in self._live.values() if item.session_id == session_id), None)
+            if live is not None:
+                raise ConflictError(
+                    f"session {session_id} has a live run {live}; /compact runs between turns: wait for it to "
+                    "finish (or use octipusctl sessions compact, which waits)"
+                )
+            report = await self.compact_session(session_id, keep_turns=self.compaction_keep_turns)
+            text = describe_compaction(report)
         run = await in_thread(
-            self.store.create_run,
-            session_id=session_id,
-            prompt=CLEAR_COMMAND,
-            owner=self.owner,
-            author=author,
-        )
-        text = (
-            f"conversation cleared (generation {session.clear_generation}); the next turn starts a new vendor "
-            "conversation without the earlier messages"
+            self.store.create_run, session_id=session_id, prompt=command, owner=self.owner, author=author
         )
         await self.hub.emit(run.id, "notice", {"message": text})
         final = await in_thread(
@@ -493,14 +503,28 @@ class RunManager:
         return await in_thread(self.store.get_run, run_id)
 
     async def _stop_live(self, live: LiveRun, status: RunStatus, reason: str) -> None:
+        """Stop a run and its children at once.
+
+        The run's own vendor is interrupted first where it takes an interrupt (Claude's
+        ``interrupt`` control request ends the current turn at once, sources.md §1.6), so it does
+        not act on an answer that arrives while it is being stopped; its process and every child
+        are then stopped concurrently (cancellation reaches the children, seed 003).
+        """
         if live.stop_status is None:
             live.stop_status = status
             live.stop_reason = reason
-        for child in list(live.children):  # cancellation reaches the run's children too
-            await self._stop_live(child, RunStatus.CANCELLED, f"its parent run {live.run.id} was stopped")
         await self.broker.cancel_run(live.run.id, reason)
-        if live.process is not None:
-            await live.process.stop(reason)
+        process = live.process
+        interrupt = getattr(live.adapter, "encode_interrupt", None)
+        if process is not None and process.returncode is None and callable(interrupt):
+            await process.write_line(interrupt(f"octipus-stop-{live.run.id}"))
+        async with anyio.create_task_group() as tg:
+            if process is not None:
+                tg.start_soon(process.stop, reason)
+            for child in list(live.children):
+                tg.start_soon(
+                    self._stop_live, child, RunStatus.CANCELLED, f"its parent run {live.run.id} was stopped"
+                )
 
     # ------------------------------------------------------------------ ToolHost (bridge)
 
@@ -644,9 +668,11 @@ class RunManager:
             return {"childRunId": run.id, "role": request.role, "status": "running", "detached": True}
         parent.waiting_children += 1
         try:
-            return await self._run_child(parent, child)
+            summary = await self._run_child(parent, child)
         finally:
             parent.waiting_children -= 1
+        _refuse_if_stopping(parent)
+        return summary
 
     async def _run_child(self, parent: LiveRun, child: LiveRun) -> dict[str, Any]:
         """Execute a child to its end and publish its summary to the parent."""
@@ -702,6 +728,7 @@ class RunManager:
                     await parent.detached[cid].summary_ready.wait()
         finally:
             parent.waiting_children -= 1
+        _refuse_if_stopping(parent)
         children: list[dict[str, Any]] = []
         pending: list[dict[str, Any]] = []
         for cid in targets:
@@ -882,62 +909,70 @@ class RunManager:
             launch = await self._launch_prompt(live, plan, stored)
             # the record this run may replace: a child saves only if no retry took the key since
             expected = stored.vendor_session_id if stored is not None else None
-            async with open_bridge(identity, self, tools) as bridge:
-                for attempt in (1, 2):
-                    request = LaunchRequest(
-                        binary=binary,
-                        cwd=workspace,
-                        run_dir=run_dir,
-                        prompt=launch.text,
-                        vendor_session_id=plan.vendor_session_id,
-                        resume=plan.resume,
-                        model=session.model,
-                        permission_mode=mode,
-                        bridge=bridge.endpoint,
-                        env=vendor_env(self.base_env, options),
-                        additive_flags=adapter.check_additive_flags(flags),
-                        options=options,
-                        turn_limit=self._turn_limit(live, options),
-                        token_limit=_positive_int(options.get("maxTokens")),
-                        space=in_space,
-                        denied_native=denied_native,
-                        system_prompt=instructions,
-                    )
-                    await self._attempt(live, adapter, request, plan)
-                    signal = self._resumed_session_missing(adapter, live) if plan.resume else None
-                    if signal is None:
-                        break
-                    assert key is not None and plan.vendor_session_id is not None
-                    stale = plan.vendor_session_id
-                    await in_thread(
-                        functools.partial(
-                            self.store.drop_vendor_session, session.id, key, vendor_session_id=stale
+            try:
+                async with open_bridge(identity, self, tools) as bridge:
+                    for attempt in (1, 2):
+                        request = LaunchRequest(
+                            binary=binary,
+                            cwd=workspace,
+                            run_dir=run_dir,
+                            prompt=launch.text,
+                            vendor_session_id=plan.vendor_session_id,
+                            resume=plan.resume,
+                            model=session.model,
+                            permission_mode=mode,
+                            bridge=bridge.endpoint,
+                            env=vendor_env(self.base_env, options),
+                            additive_flags=adapter.check_additive_flags(flags),
+                            options=options,
+                            turn_limit=self._turn_limit(live, options),
+                            token_limit=_positive_int(options.get("maxTokens")),
+                            space=in_space,
+                            denied_native=denied_native,
+                            system_prompt=instructions,
                         )
+                        await self._attempt(live, adapter, request, plan)
+                        signal = self._resumed_session_missing(adapter, live) if plan.resume else None
+                        if signal is None:
+                            break
+                        assert key is not None and plan.vendor_session_id is not None
+                        stale = plan.vendor_session_id
+                        await in_thread(
+                            functools.partial(
+                                self.store.drop_vendor_session, session.id, key, vendor_session_id=stale
+                            )
+                        )
+                        expected = None
+                        if attempt == 2 or live.stop_status is not None:
+                            live.vendor_session_confirmed = None  # a failed attempt's id is never kept
+                            break
+                        # seed 003 "Cold fallback": drop the stale id, retry this turn exactly once, cold,
+                        # with the full prompt; the failed attempt's id is never kept
+                        await self.hub.emit(
+                            run.id,
+                            "notice",
+                            {
+                                "message": (
+                                    f"the vendor no longer has session {plan.vendor_session_id} ({signal}); the stored "
+                                    "id was dropped and this turn is retried once as a new vendor conversation with "
+                                    "the full prompt"
+                                ),
+                                "cold_fallback": True,
+                            },
+                        )
+                        _reset_attempt(live)
+                        plan = ResumePlan(adapter.new_session_id(), False)
+                        stored = None
+                        launch = await self._launch_prompt(live, plan, None)
+            finally:
+                # also when the run is cancelled mid-attempt (a child whose parent was stopped): the
+                # vendor process is stopped first, then the confirmed session is saved by the rules
+                with anyio.CancelScope(shield=True):
+                    if live.process is not None and live.process.returncode is None:
+                        await live.process.stop(live.stop_reason or "the run was cancelled")
+                    await self._save_session(
+                        live, session, adapter, key, fp, real, plan, launch, stored, expected
                     )
-                    expected = None
-                    if (
-                        attempt == 2 or live.stop_status is not None
-                    ):  # pragma: no cover - a cold attempt never resumes
-                        break
-                    # seed 003 "Cold fallback": drop the stale id, retry this turn exactly once, cold,
-                    # with the full prompt; the failed attempt's id is never kept
-                    await self.hub.emit(
-                        run.id,
-                        "notice",
-                        {
-                            "message": (
-                                f"the vendor no longer has session {plan.vendor_session_id} ({signal}); the stored "
-                                "id was dropped and this turn is retried once as a new vendor conversation with "
-                                "the full prompt"
-                            ),
-                            "cold_fallback": True,
-                        },
-                    )
-                    _reset_attempt(live)
-                    plan = ResumePlan(adapter.new_session_id(), False)
-                    stored = None
-                    launch = await self._launch_prompt(live, plan, None)
-            await self._save_session(live, session, adapter, key, fp, real, plan, launch, stored, expected)
         finally:
             if key is not None and is_child:
                 self._claims.release(key, run.id)
@@ -1021,14 +1056,7 @@ class RunManager:
                     run.id,
                     "notice",
                     {
-                        "message": (
-                            f"the launch carries {len(launch.carried)} earlier message(s) the vendor has not seen"
-                            + (
-                                f" and checkpoint {launch.checkpoint_id}"
-                                if launch.checkpoint_id is not None
-                                else ""
-                            )
-                        ),
+                        "message": _carried_text(launch),
                         "carried": list(launch.carried),
                         "checkpoint_id": launch.checkpoint_id,
                     },
@@ -1180,8 +1208,10 @@ class RunManager:
                 "notice",
                 {
                     "message": (
-                        "the vendor session of this run is not kept: the session was cleared (/clear) or the "
-                        "key was taken by another run meanwhile"
+                        "the vendor session of this run is not kept: the session was cleared (/clear) while it ran"
+                        if live.parent is None
+                        else f"the vendor session of this child is not kept under {live.lineage}: the session was "
+                        "cleared (/clear) or another run saved the key meanwhile"
                     )
                 },
             )
@@ -1508,6 +1538,25 @@ def _resumable(adapter: Adapter, options: Mapping[str, Any]) -> bool:
         return False
     per_transport = getattr(adapter, "resumable", None)
     return bool(per_transport(options)) if callable(per_transport) else True
+
+
+def _carried_text(launch: LaunchPrompt) -> str:
+    """The notice of what a launch carries besides the turn's own text."""
+    parts = []
+    if launch.checkpoint_id is not None:
+        parts.append(f"the summary of checkpoint {launch.checkpoint_id}")
+    if launch.carried:
+        count = len(launch.carried)
+        parts.append(f"{count} earlier message{'s' if count != 1 else ''} the vendor has not seen")
+    return "the launch carries " + " and ".join(parts)
+
+
+def _refuse_if_stopping(parent: LiveRun) -> None:
+    """A parent being stopped gets no child result to act on (its children were stopped too)."""
+    if parent.stop_status is not None:
+        raise ConflictError(
+            f"run {parent.run.id} is being stopped ({parent.stop_reason}); its children were stopped with it"
+        )
 
 
 def _reset_attempt(live: LiveRun) -> None:

@@ -537,12 +537,20 @@ def test_grandchild_keys_follow_the_parent_lineage(octipus: Callable[..., Env]) 
     assert sorted(records) == sorted([ADAPTER, f"{ADAPTER}::root>general:p1", grand_key]), records
 
 
-def test_stopping_the_root_cancels_its_running_child(octipus: Callable[..., Env]) -> None:
+def test_stopping_the_root_cancels_its_running_child(octipus: Callable[..., Env], tmp_path: Path) -> None:
     brief = "KID-K a long task."
+    # were the root to get the cancelled child's answer, it would write this file next: Claude
+    # approves a Write inside the workspace itself (acceptEdits), so only a prompt stop prevents it
+    after_stop = tmp_path / "d0" / "workspace" / "after-stop.txt"
+    write = {"type": "tool_use", "name": "Write", "input": {"file_path": str(after_stop), "content": "late"}}
     env = _start(
         octipus,
         {
-            "steps": [_spawn(role="coding", brief=brief, resumeKey="t1"), _text("root done")],
+            "steps": [
+                _spawn(role="coding", brief=brief, resumeKey="t1"),
+                {"content": [write]},
+                _text("root done"),
+            ],
             # the child's model answers long after the test ends (the server interrupts the wait)
             "conversations": [_conversation("KID-K", _text("k done", delay_seconds=60))],
         },
@@ -566,6 +574,9 @@ def test_stopping_the_root_cancels_its_running_child(octipus: Callable[..., Env]
     final_child = env.wait_final(child["id"])
     assert final_root["status"] == "cancelled", final_root
     assert final_child["status"] == "cancelled", final_child
+    assert env.daemon.workspace / "after-stop.txt" == after_stop
+    assert not after_stop.exists(), "the stopped root went on acting after the stop"
+    assert not [u for u in _kinds(env.events(root), "tool_use") if u.get("name") == "Write"]
     assert final_child["result_text"] is None
     assert _processes_mentioning(child["id"]) == [], "the cancelled child left a vendor process"
     assert _processes_mentioning(root) == [], "the stopped root left a vendor process"

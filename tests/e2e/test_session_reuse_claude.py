@@ -444,6 +444,30 @@ def test_compaction_publishes_a_checkpoint_and_the_next_turn_starts_cold_with_it
     assert not _carried(env, run5)
 
 
+def test_the_compact_turn_is_octipus_compaction_not_the_vendors(octipus: Callable[..., Env]) -> None:
+    """``/compact`` as a turn compacts through Octipus (the vendor's own /compact would rewrite a
+    conversation whose transcript Octipus keeps): no vendor process, a checkpoint, a cold next turn."""
+    env = octipus(_answers(3), extra_env={"OCTIPUS_AGENT__COMPACTIONKEEPTURNS": "1"})
+    session = env.new_session()
+    for marker in ("SLASH-ONE", "SLASH-TWO"):
+        _run, final, _ = _turn(env, session, _long(marker))
+        _ok(final)
+    before = len(env.model.message_requests)
+    command, final, _ = _turn(env, session, "/compact")
+    _ok(final)
+    assert len(env.model.message_requests) == before, "/compact reached the vendor"
+    assert _launches(env, command) == [] and final["pid"] is None
+    assert final["result_text"].startswith("checkpoint "), final["result_text"]
+    checkpoint = env.client.request("GET", f"/sessions/{session}/checkpoint")
+    assert final["result_text"].startswith(f"checkpoint {checkpoint['id']} published")
+    assert _root(env, session) is None  # rotated
+    assert "/compact" not in [m["text"] for m in _messages(env, session)]
+    run3, final3, requests3 = _turn(env, session, "SLASH-THREE next")
+    _ok(final3)
+    _cold_once(env, run3)
+    assert SUMMARY_HEADER in _text(requests3[-1])
+
+
 def test_an_ineffective_compaction_publishes_nothing_and_keeps_the_vendor_session(
     octipus: Callable[..., Env],
 ) -> None:
