@@ -416,7 +416,9 @@ def runs_list(
         table.add_row(
             r["id"],
             r["session_id"],
-            str(r["turn_index"]),
+            str(r["turn_index"])
+            if not r.get("parent_run_id")
+            else f"{r['turn_index']} ({r.get('role')} child)",
             r["status"],
             f"{r['input_tokens']}/{r['output_tokens']}",
             (r.get("reason") or "")[:60],
@@ -513,7 +515,17 @@ def sessions_show(session_id: str) -> None:
         print_json(client.request("GET", f"/sessions/{session_id}"))
         for r in client.request("GET", "/runs", params={"session_id": session_id}):
             print_json(
-                {"run": r["id"], "turn": r["turn_index"], "status": r["status"], "reason": r["reason"]}
+                {
+                    "run": r["id"],
+                    "turn": r["turn_index"],
+                    "status": r["status"],
+                    "reason": r["reason"],
+                    **(
+                        {"parent_run_id": r["parent_run_id"], "role": r["role"]}
+                        if r.get("parent_run_id")
+                        else {}
+                    ),
+                }
             )
     except OctipusError as exc:
         raise fail(exc) from None
