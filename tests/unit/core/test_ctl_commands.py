@@ -253,3 +253,28 @@ def test_render_policy_events(capsys: pytest.CaptureFixture[str]) -> None:
     assert "policy cli-native:Read /w/a.txt: deny (new: stored rule deny cli-native:Read [x])" in out
     assert "flow guard cli-native:WebFetch: secrets read" in out
     assert "flow label +secret -> session secret (after cli-native:Read: a .env)" in out
+
+
+def test_run_output_shows_compaction_and_child_events(capsys: pytest.CaptureFixture[str]) -> None:
+    ctl._render(
+        {
+            "kind": "compaction",
+            "data": {"published": True, "checkpoint_id": 3, "first_seq": 1, "through_seq": 6},
+        }
+    )
+    ctl._render(
+        {
+            "kind": "compaction",
+            "data": {"published": False, "reason": "nothing to compact: fewer than 3 turns"},
+        }
+    )
+    ctl._render(
+        {"kind": "child_spawned", "data": {"child_run_id": "c1", "role": "coding", "resume_key": "t1"}}
+    )
+    ctl._render(
+        {"kind": "child_finished", "data": {"child_run_id": "c1", "status": "succeeded", "resumed": True}}
+    )
+    out = capsys.readouterr().out
+    assert "checkpoint 3 covers messages 1-6" in out
+    assert "nothing published (nothing to compact: fewer than 3 turns)" in out
+    assert "child c1 (coding key t1) started" in out and "child c1 succeeded (resumed)" in out
