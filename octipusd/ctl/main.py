@@ -169,8 +169,9 @@ def _render(event: dict[str, Any]) -> None:
             console.print(f"[yellow]questions from the agent[/] ({safe(data.get('tool_id'))}) -> {how}")
         else:
             why = data.get("explanation") or data.get("reason")
+            whose = f" (child run {data['child_run_id']})" if data.get("child_run_id") else ""
             console.print(
-                f"[yellow]approval needed[/] {safe(data.get('tool_id'))} {safe(data.get('subject') or '')} "
+                f"[yellow]approval needed{whose}[/] {safe(data.get('tool_id'))} {safe(data.get('subject') or '')} "
                 f"-> octipusctl approvals approve {approval_id}" + (f" [dim]({safe(why)})[/]" if why else "")
             )
     elif kind == "approval_decided":
@@ -211,8 +212,13 @@ def _render(event: dict[str, Any]) -> None:
             key = f" key {safe(str(data['resume_key']))}" if data.get("resume_key") else ""
             console.print(f"[cyan]child {child}[/] ({safe(str(data.get('role')))}{key}) started")
         else:
-            how = "resumed" if data.get("resumed") else "new conversation"
-            console.print(f"[cyan]child {child}[/] {safe(str(data.get('status')))} ({how})")
+            status = str(data.get("status"))
+            how = (
+                (" (resumed)" if data.get("resumed") else " (new conversation)")
+                if status == "succeeded"
+                else ""
+            )
+            console.print(f"[cyan]child {child}[/] {safe(status)}{how}")
     elif kind == "error":
         label = "[red]vendor error[/]" if data.get("fatal") else "[yellow]vendor warning[/]"
         console.print(f"{label}: {safe(data.get('message', ''))}")

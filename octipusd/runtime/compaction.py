@@ -62,7 +62,7 @@ class CompactionReport:
 def describe_compaction(report: CompactionReport) -> str:
     """One line for people: what the checkpoint covers, or why nothing was published."""
     if not report.published:
-        return f"nothing compacted: {report.reason}"
+        return f"no checkpoint published: {report.reason}"
     rotated = (
         f"; the next turn of {', '.join(report.rotated)} starts a new vendor conversation from it"
         if report.rotated
@@ -154,10 +154,10 @@ def compact(
     prefix = compaction_prefix(uncovered, keep_turns)
     if not prefix:
         since = "since the last checkpoint" if previous is not None else "in this conversation"
-        turns = "turn" if keep_turns == 0 else f"{keep_turns + 1} turns"
+        need = "no turn" if keep_turns == 0 else f"fewer than {keep_turns + 1} turns"
         return CompactionReport(
             False,
-            reason=f"nothing to compact: fewer than {turns} {since} (a compaction keeps the last {keep_turns})",
+            reason=f"nothing to compact: {need} {since} (a compaction keeps the last {keep_turns} verbatim)",
         )
     covered_chars = sum(len(m.text) for m in prefix) + (len(previous.summary) if previous else 0)
     first_seq = previous.first_seq if previous is not None else prefix[0].seq
@@ -186,7 +186,7 @@ def compact(
             summary_chars=len(summary),
             reason=(
                 f"the summary ({len(summary)} characters) would not be shorter than what it covers "
-                f"({covered_chars}); short conversations are cheaper to resend as they are"
+                f"({covered_chars} characters); short conversations are cheaper to resend as they are"
             ),
         )
     existing = {record.key for record in store.list_vendor_sessions(session_id)}

@@ -219,7 +219,7 @@ class RunManager:
         self.gate = PermissionGate(
             store,
             broker,
-            hub.emit,
+            self._emit_to_followers,
             policy,
             flow_guard=flow_guard,
             plan_tools=frozenset(
@@ -250,6 +250,18 @@ class RunManager:
         self.compaction_keep_turns = compaction_keep_turns
 
     # ------------------------------------------------------------------ lifecycle
+
+    async def _emit_to_followers(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
+        """Store an event of the permission gate; a child's approval events are also published on
+        its root run (with ``child_run_id``), where the person following the turn can answer them."""
+        await self.hub.emit(run_id, kind, data)
+        live = self._live.get(run_id)
+        if live is None or live.parent is None or not kind.startswith("approval_"):
+            return
+        root = live.parent
+        while root.parent is not None:
+            root = root.parent
+        await self.hub.emit(root.run.id, kind, {**data, "child_run_id": run_id})
 
     def bind(self, task_group: anyio.abc.TaskGroup) -> None:
         """Attach the daemon's task group, in which runs execute."""
@@ -301,8 +313,11 @@ class RunManager:
             raise InvalidRequestError("prompt is empty; give the text of the turn")
         if not self._accepting or self._tg is None:
             raise ConflictError("octipusd is shutting down; start it again and repeat the turn")
-        if prompt.strip() in (CLEAR_COMMAND, COMPACT_COMMAND):
-            return await self._command_turn(session_id, author, prompt.strip())
+        command = prompt.strip().split(maxsplit=1)
+        if command[0] in (CLEAR_COMMAND, COMPACT_COMMAND):
+            return await self._command_turn(
+                session_id, author, command[0], command[1] if len(command) > 1 else None
+            )
         async with self._post_lock:
             session = await in_thread(self.store.get_session, session_id)
             if session.space_id is not None:
@@ -344,7 +359,7 @@ class RunManager:
         self._tg.start_soon(self._execute, live)
         return run
 
-    async def _command_turn(self, session_id: str, author: str | None, command: str) -> Run:
+    async def _command_turn(self, session_id: str, author: str | None, command: str, rest: str | None) -> Run:
         """A ``/clear`` or ``/compact`` turn: Octipus's own command, recorded as a finished run
         without spawning a vendor (a vendor's own ``/compact`` would rewrite a conversation
         Octipus keeps the transcript of)."""
@@ -366,8 +381,14 @@ class RunManager:
                 )
             report = await self.compact_session(session_id, keep_turns=self.compaction_keep_turns)
             text = describe_compaction(report)
+        if rest:  # the vendor's own /compact would rewrite the conversation Octipus keeps
+            text += f" (the words after {command} were not used: Octipus's own {command} takes none)"
         run = await in_thread(
-            self.store.create_run, session_id=session_id, prompt=command, owner=self.owner, author=author
+            self.store.create_run,
+            session_id=session_id,
+            prompt=f"{command} {rest}" if rest else command,
+            owner=self.owner,
+            author=author,
         )
         await self.hub.emit(run.id, "notice", {"message": text})
         final = await in_thread(

@@ -590,3 +590,37 @@ def test_stopping_the_root_cancels_its_running_child(octipus: Callable[..., Env]
     # a child stopped by a cancel keeps the session the vendor confirmed (seed 003)
     key = f"{ADAPTER}::root>coding:t1"
     assert _records(env, session)[key]["vendor_session_id"] == child["vendor_session_id"]
+
+
+def test_a_childs_approval_reaches_whoever_follows_the_root_turn(octipus: Callable[..., Env]) -> None:
+    """A child's approval is published on its root run too (with ``child_run_id``), so the person
+    following the turn sees it and can answer it; answering lets the child go on."""
+    bash = {
+        "type": "tool_use",
+        "name": "Bash",
+        "input": {
+            "command": 'bash -c "printf child-was-approved"',
+            "description": "x",
+        },  # a nested shell asks
+    }
+    env = _start(
+        octipus,
+        {
+            "steps": [_spawn(role="coding", brief="KID-APPROVE run one command."), _text("root done")],
+            "conversations": [_conversation("KID-APPROVE", {"content": [bash]}, _text("child done"))],
+        },
+    )
+    session = env.new_session()
+    root = env.post(session, "Delegate a command.")
+    mirrored = env.wait(
+        lambda: _kinds(env.events(root), "approval_requested"), what="the child's approval on the root run"
+    )
+    [request] = mirrored
+    [child] = _children(env, session)
+    assert request["child_run_id"] == child["id"] and request["tool_id"] == "cli-native:Bash"
+    env.answer(request["approval_id"], "approve")
+    assert env.wait_final(root)["status"] == "succeeded"
+    final_child = env.wait_final(child["id"])
+    assert final_child["status"] == "succeeded" and final_child["result_text"] == "child done"
+    results = [r for r in _kinds(env.events(child["id"]), "tool_result") if "child-was-approved" in str(r)]
+    assert results, "the approved command did not run"

@@ -462,6 +462,12 @@ def test_the_compact_turn_is_octipus_compaction_not_the_vendors(octipus: Callabl
     assert final["result_text"].startswith(f"checkpoint {checkpoint['id']} published")
     assert _root(env, session) is None  # rotated
     assert "/compact" not in [m["text"] for m in _messages(env, session)]
+    # with words after it, /compact is still Octipus's (the vendor never sees it) and says so
+    before = len(env.model.message_requests)
+    _cmd, worded, _ = _turn(env, session, "/compact keep the story details")
+    _ok(worded)
+    assert len(env.model.message_requests) == before
+    assert "were not used" in worded["result_text"], worded["result_text"]
     run3, final3, requests3 = _turn(env, session, "SLASH-THREE next")
     _ok(final3)
     _cold_once(env, run3)

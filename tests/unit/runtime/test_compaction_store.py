@@ -94,7 +94,7 @@ def test_an_ineffective_summary_rotates_nothing(store: Store, tmp_path: Path) ->
     report = compact(store, session, keep_turns=1, root_keys=ROOT_KEYS)
     assert not report.published and "would not be shorter" in (report.reason or "")
     assert "claude-code" in _keys(store, session)
-    assert describe_compaction(report).startswith("nothing compacted: ")
+    assert describe_compaction(report).startswith("no checkpoint published: ")
 
 
 def test_nothing_to_compact_says_how_many_turns_are_needed(store: Store, tmp_path: Path) -> None:
@@ -103,6 +103,11 @@ def test_nothing_to_compact_says_how_many_turns_are_needed(store: Store, tmp_pat
     assert not report.published
     assert (
         report.reason
-        == "nothing to compact: fewer than 3 turns in this conversation (a compaction keeps the last 2)"
+        == "nothing to compact: fewer than 3 turns in this conversation (a compaction keeps the last 2 verbatim)"
     )
     assert compact(store, session, keep_turns=0, root_keys=ROOT_KEYS).published
+    again = compact(store, session, keep_turns=0, root_keys=ROOT_KEYS)
+    assert (
+        again.reason
+        == "nothing to compact: no turn since the last checkpoint (a compaction keeps the last 0 verbatim)"
+    )
