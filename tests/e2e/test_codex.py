@@ -173,9 +173,10 @@ def test_usage_is_per_turn_on_a_resumed_thread(kit: VendorKit, tmp_path: Path) -
 
 
 def test_unknown_thread_gives_the_missing_session_signal(tmp_path: Path) -> None:
-    """A stored thread Codex no longer has: the run fails with Codex's text, the id is dropped, the
-    next turn starts a new thread."""
-    with octipus(KIT, tmp_path, [KIT.text("first"), KIT.text("cold again")]) as env:
+    """A stored thread Codex no longer has: Codex's own error is recognised, the id is dropped and the
+    turn is retried once on a new thread with the full prompt (seed 003 "Cold fallback"); the next
+    turn resumes the new thread."""
+    with octipus(KIT, tmp_path, [KIT.text("first"), KIT.text("resumed again")]) as env:
         session = env.new_session()
         first_run = env.post(session, "hello")
         first = env.wait_final(first_run)
@@ -186,12 +187,14 @@ def test_unknown_thread_gives_the_missing_session_signal(tmp_path: Path) -> None
         for state in codex_home.glob("*.sqlite*"):
             state.unlink()
         lost = env.wait_final(env.post(session, "do you remember?"))
-        assert lost["status"] == "failed" and lost["resumed"] is True, lost
-        assert lost["vendor_session_id"] == thread, lost
-        assert f"no rollout found for thread id {thread}" in lost["reason"], lost
-        (result,) = env.kinds(lost["id"], "result")
-        assert result["subtype"] == "resume_failed" and result["is_error"] is True
-        cold_run = env.wait(lambda: _post_when_idle(env, session, "start over"), 30, "the session to be idle")
-        cold = env.wait_final(cold_run)
-        assert cold["status"] == "succeeded", (cold, env.daemon.log()[-3000:])
-        assert cold["resumed"] is False and _thread_of(env, cold_run) != thread
+        assert lost["status"] == "succeeded" and lost["resumed"] is False, lost
+        assert lost["vendor_session_id"] and lost["vendor_session_id"] != thread, lost
+        failed, retried = env.kinds(lost["id"], "result")
+        assert failed["subtype"] == "resume_failed" and failed["is_error"] is True
+        assert retried["is_error"] is False
+        fallback = [n for n in env.kinds(lost["id"], "notice") if n.get("cold_fallback")]
+        assert len(fallback) == 1 and f"no rollout found for thread id {thread}" in fallback[0]["message"]
+        again_run = env.wait(lambda: _post_when_idle(env, session, "go on"), 30, "the session to be idle")
+        again = env.wait_final(again_run)
+        assert again["status"] == "succeeded", (again, env.daemon.log()[-3000:])
+        assert again["resumed"] is True and again["vendor_session_id"] == lost["vendor_session_id"]
