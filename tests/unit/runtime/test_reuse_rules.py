@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from octipusd.runtime.children import KeyClaims, child_scope, is_child_key
+from octipusd.runtime.children import ChildScope, KeyClaims, child_scope, is_child_key
 from octipusd.runtime.compaction import compaction_prefix, extractive_summary
 from octipusd.runtime.sessions import fingerprint
 from octipusd.runtime.transcript import render_launch_prompt
@@ -62,25 +62,31 @@ def test_a_cold_launch_carries_the_checkpoint_before_the_suffix() -> None:
     assert launch.text.index("SUMMARY") < launch.text.index("later") < launch.text.index("next")
 
 
+def _scope(**changes: object) -> ChildScope:
+    """:func:`child_scope` of a coding child of the root with key ``task-1``, with ``changes``."""
+    arguments: dict[str, object] = {
+        "adapter": "claude-code",
+        "supports_resume": True,
+        "parent_is_root": True,
+        "parent_role": "root",
+        "parent_lineage": None,
+        "role": "coding",
+        "resume_key": "task-1",
+    }
+    arguments.update(changes)
+    return child_scope(**arguments)  # type: ignore[arg-type]
+
+
 def test_root_parent_scopes_by_its_role() -> None:
-    scope = child_scope(
-        adapter="claude-code",
-        supports_resume=True,
-        parent_is_root=True,
-        parent_role="root",
-        parent_lineage=None,
-        role="coding",
-        resume_key="task-1",
-    )
+    scope = _scope()
     assert scope.lineage == "root>coding:task-1"
     assert scope.store_key == "claude-code::root>coding:task-1"
     assert is_child_key(scope.store_key)
 
 
 def test_keyed_parent_passes_its_lineage_to_grandchildren() -> None:
-    scope = child_scope(
+    scope = _scope(
         adapter="codex",
-        supports_resume=True,
         parent_is_root=False,
         parent_role="coding",
         parent_lineage="root>coding:task-1",
@@ -92,39 +98,15 @@ def test_keyed_parent_passes_its_lineage_to_grandchildren() -> None:
 
 
 def test_unkeyed_non_root_parent_gives_cold_children_with_a_reason() -> None:
-    scope = child_scope(
-        adapter="codex",
-        supports_resume=True,
-        parent_is_root=False,
-        parent_role="coding",
-        parent_lineage=None,
-        role="test",
-        resume_key="t2",
-    )
+    scope = _scope(adapter="codex", parent_is_root=False, parent_role="coding", role="test", resume_key="t2")
     assert scope.lineage is None and scope.store_key is None
     assert scope.ignored_reason is not None and "without a resumeKey" in scope.ignored_reason
 
 
 def test_no_key_or_no_resume_support_means_a_fresh_child() -> None:
-    fresh = child_scope(
-        adapter="claude-code",
-        supports_resume=True,
-        parent_is_root=True,
-        parent_role="root",
-        parent_lineage=None,
-        role="coding",
-        resume_key=None,
-    )
+    fresh = _scope(resume_key=None)
     assert fresh.store_key is None and fresh.ignored_reason is None
-    agy = child_scope(
-        adapter="antigravity",
-        supports_resume=False,
-        parent_is_root=True,
-        parent_role="root",
-        parent_lineage=None,
-        role="coding",
-        resume_key="k",
-    )
+    agy = _scope(adapter="antigravity", supports_resume=False, resume_key="k")
     assert agy.store_key is None and agy.ignored_reason is not None
 
 
@@ -204,13 +186,5 @@ def test_the_summary_names_every_covered_message() -> None:
 
 @pytest.mark.parametrize("key", ["a", "x" * 200, "A.b_c:d-9"])
 def test_child_keys_contain_the_separator(key: str) -> None:
-    scope = child_scope(
-        adapter="claude-code",
-        supports_resume=True,
-        parent_is_root=True,
-        parent_role="root",
-        parent_lineage=None,
-        role="coding",
-        resume_key=key,
-    )
+    scope = _scope(resume_key=key)
     assert scope.store_key is not None and scope.store_key.startswith("claude-code::root>coding:")
