@@ -42,6 +42,7 @@ from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
 from octipusd.runtime.events import EventHub
+from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.runs import RunManager
 from octipusd.settings import McpServerSettings, Settings, load_settings, socket_path, xdg_data_dir
 from octipusd.store.aio import in_thread
@@ -197,6 +198,7 @@ async def _serve(
         return connectors.contract_for(tool_id)
 
     journal = ActionJournal(store, owner)
+    left_in_flight = [a for a in orphans if a.dispatch is not None]
     operator = RecoveryOperator(store, contract_of, hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
     runs = RunManager(
@@ -259,6 +261,8 @@ async def _serve(
     try:
         async with anyio.create_task_group() as tg:
             runs.bind(tg)
+            if left_in_flight:  # before anyone can probe them: end what the stopped daemon left open
+                tg.start_soon(end_left_requests, store, connectors, left_in_flight)
             await tg.start(actions.worker.run)
 
             async def on_signals() -> None:

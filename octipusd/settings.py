@@ -268,11 +268,14 @@ class McpToolSettings(_Section):
         probe: Read-only verification tool of the same server, answering
             ``{"status": "applied" | "not_applied"}``.
         compensation: Tool of the same server that offsets the effect.
+        callTimeoutSeconds: Overrides the server's ``callTimeoutSeconds`` for this tool (its
+            declared deadline: until ``started`` plus it, a request may still land).
     """
 
     riskClass: RiskClassName | None = None
     owner: str | None = Field(default=None, min_length=1)
     deadlineSeconds: float | None = Field(default=None, gt=0)
+    callTimeoutSeconds: float | None = Field(default=None, gt=0, le=7200)
     idempotencyKey: str | None = Field(default=None, min_length=1)
     probe: McpToolCallSettings | None = None
     compensation: McpToolCallSettings | None = None
@@ -305,7 +308,17 @@ class McpServerSettings(_Section):
             journal and an ``isError`` result with ``_meta["octipus/recovery"].outcome ==
             "not_executed"`` count as proof that nothing ran. Applies on the next connection.
         connectTimeoutSeconds: Bound of connecting, the handshake and the tool listing.
-        callTimeoutSeconds: Bound of one ``tools/call``; past it the call is uncertain.
+        callTimeoutSeconds: Bound of one ``tools/call``; past it the call is uncertain. It is
+            also the call's in-flight bound: after a crash or a timeout, a probe's "not
+            applied" settles the action only once this long (plus the bridge's margin) has
+            passed since it started, unless its transport was ended.
+        terminationCancelsCalls: The server cancels every call of a session it was still
+            running when that session ends (an HTTP ``DELETE`` of the ``Mcp-Session-Id``, or
+            the stdio server's processes stopped), and does its work inside the call. Then a
+            restarted daemon that ended the session of a request it left in flight settles that
+            action by its probe at once instead of waiting out ``callTimeoutSeconds``. Off by
+            default; servers built on the MCP Python SDK's streamable HTTP session manager do
+            (checked with mcp 2.3); declare it only for a server known to.
         riskClass: Default risk class of the server's mutating tools (seed 004).
         owner: Default named owner of unresolved outcomes (None: the run's user).
         deadlineSeconds: Default escalation deadline of an unconfirmed action.
@@ -321,6 +334,7 @@ class McpServerSettings(_Section):
     headers: dict[str, str] = Field(default_factory=dict)
     enabled: bool = True
     trustRecoveryHints: bool = False
+    terminationCancelsCalls: bool = False
     connectTimeoutSeconds: float = Field(default=15.0, gt=0, le=300)
     callTimeoutSeconds: float = Field(default=300.0, gt=0, le=7200)
     riskClass: RiskClassName = "irreversible"

@@ -17,8 +17,11 @@ Responses: ``GET /actions`` is ``{"actions": [record...]}`` (oldest first; each 
 ``ToolAction.to_dict()`` plus ``blocking``: it requires a recovery review before the next
 mutation of its user and session); ``GET
 /actions/{id}`` is ``{"action": record, "receipts": [entry...], "explanation": text}``; the
-probe answers ``{"action_id", "status", "detail", "action"}`` (404 when the tool declares no
-probe, 409 when the action is not an unsettled uncertain one); compensate ``{"action_id",
+probe answers ``{"action_id", "status", "detail", "settled", "in_flight_until", "correction",
+"action"}`` (404 when the tool declares no probe, 409 when the action is not uncertain or is
+already compensated or contained; ``settled`` is false for a "not applied" answer while a request
+may still land until ``in_flight_until``; ``correction`` is true when an effect found after a
+"not applied" settlement reopened the action); compensate ``{"action_id",
 "detail", "action"}``; contain ``{"action": record}``; review the decided approval (kind
 ``action_recovery``, its ``action_ids``). A call answers ``{"invocation": ..., "replayed":
 bool, "approval": {...} | null}`` with 200 once the invocation is terminal and 202 while it
@@ -35,7 +38,9 @@ routes that need it answer 503 ``actions_unavailable``.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from fastapi import APIRouter, Request, Response
@@ -47,6 +52,7 @@ from octipusd.api.common import Services, checked_call, dump
 from octipusd.api.models import API_VERSION
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.journal.invocations import ActionService
+from octipusd.journal.operator import in_flight_warning
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAction, ToolInvocation
 from octipusd.store.records import Approval
@@ -62,10 +68,16 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
+log = logging.getLogger("octipusd.api")
+
 #: Most records ``GET /v1/actions`` returns at once.
 MAX_LIST = 1000
 #: Longest wait a call or a read of a call may ask for (seconds).
 MAX_WAIT_SECONDS = 300.0
+#: Recovery states a person may probe: unsettled, handed to the owner (the deadline escalates,
+#: it does not remove remedies), and verified (checked again: an effect that appeared since
+#: reopens the action).
+_PROBED_STATES = (None, "effect_unconfirmed", "recovering", "needs_operator", "verified")
 
 
 class ActionsUnavailableError(OctipusError):
@@ -228,6 +240,25 @@ def explain_action(action: ToolAction, *, live: bool = False, receipts: Sequence
                 else "; the last probe could not tell"
             )
         parts.append(f"Recovery state {action.recovery_state}: {meaning}{settled}.")
+        corrections = [r for r in receipts if r.kind == "correction"]
+        if corrections:
+            earlier = corrections[-1].data.get("earlier") or {}
+            parts.append(
+                f"It was verified as not applied at {earlier.get('at', 'an earlier time')}, but a later probe "
+                f"found the effect applied ({corrections[-1].created_at.isoformat()}); it was reopened for review."
+            )
+    if action.outcome in ("uncertain", "started") and not action.resolved:
+        if action.may_still_land(datetime.now(UTC)):
+            parts.append(
+                f"A dispatched request of it may still land: {in_flight_warning(action.in_flight_until)}; "
+                "until then a probe that finds nothing does not settle it, and a retry with the same "
+                "idempotency key is refused."
+            )
+        elif action.dispatch_ended_at is not None:
+            parts.append(
+                f"Octipus ended its request's transport at {action.dispatch_ended_at.isoformat(timespec='seconds')}; "
+                "no request of it can land any more."
+            )
     if action.review_id:
         when = f" at {action.reviewed_at.isoformat()}" if action.reviewed_at else ""
         parts.append(
@@ -430,13 +461,14 @@ def action_router(services: Services) -> APIRouter:
         action = await in_thread(store.get_action, action_id)
         if action.outcome not in ("uncertain", "started"):
             raise ConflictError(f"action {action.id} is {action.outcome}; only uncertain actions are probed")
-        if action.recovery_state not in (None, "effect_unconfirmed", "recovering"):
+        if action.recovery_state not in _PROBED_STATES:
             raise ConflictError(
                 f"action {action.id} is already {action.recovery_state}; a probe would change nothing"
             )
         try:
             contract = operator.contracts(action.tool)
         except Exception:
+            log.warning("the contract of %s could not be read", action.tool, exc_info=True)
             contract = None
         if contract is None or contract.probe is None:
             raise NotFoundError(
@@ -444,14 +476,19 @@ def action_router(services: Services) -> APIRouter:
                 f"with `octipusctl actions contain {action.id} --note TEXT` or review it with "
                 f"`octipusctl actions review --session {action.session_id or 'ID'} --approve`"
             )
-        result = await operator.probe(action)
-        if result is None:
+        verdict = await operator.probe(action, explicit=True)
+        if verdict is None:
             raise ConflictError(f"action {action.id} changed meanwhile; it is no longer awaiting a probe")
         after = await in_thread(store.get_action, action_id)
         return {
             "action_id": action.id,
-            "status": str(result.status),
-            "detail": result.detail,
+            "status": str(verdict.result.status),
+            "detail": verdict.result.detail,
+            "settled": verdict.settled,
+            "in_flight_until": (
+                verdict.in_flight_until.isoformat(timespec="seconds") if verdict.in_flight_until else None
+            ),
+            "correction": verdict.correction,
             "action": after.to_dict(),
         }
 

@@ -18,6 +18,12 @@ happened) or ``recovering`` (a compensation is running) -> ``compensated``, ``co
 ``needs_operator`` (the probe stayed ambiguous past the deadline, or the compensation failed:
 the receipt goes to the named owner). ``verified``, ``compensated`` and ``contained`` resolve
 the action; the others keep blocking later mutations until a person reviews them.
+
+A probe's "not applied" settles an action only once no dispatched request of it can still land
+(seed 004: verification must be trustworthy before a retry): after its in-flight bound (the
+``started`` time plus the call's own deadline) has passed, or once Octipus has positively ended
+the request's transport (:class:`DispatchRef`, ended at restart). Before that the answer is kept
+as evidence and the action stays unconfirmed (:class:`ProbeVerdict`).
 """
 
 from __future__ import annotations
@@ -25,16 +31,21 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 __all__ = [
     "DEFAULT_DEADLINE_SECONDS",
     "ActionRef",
     "Compensation",
+    "DispatchEnd",
+    "DispatchKind",
+    "DispatchRef",
     "IdempotencyKey",
     "Probe",
     "ProbeResult",
     "ProbeStatus",
+    "ProbeVerdict",
     "RecoveryContract",
     "RecoveryState",
     "RiskClass",
@@ -89,6 +100,92 @@ class ProbeResult:
 
     status: ProbeStatus
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class ProbeVerdict:
+    """What one probe run established for the journal.
+
+    Attributes:
+        result: The probe's own answer.
+        settled: True when the answer settled the action (``verified``); False for ``unknown``,
+            and for ``not_applied`` while a dispatched request may still land.
+        in_flight_until: When no dispatched request of the action can land any more (None: its
+            transport was ended, or no bound is known), shown to the person while unsettled.
+        correction: True when an ``applied`` answer contradicted an earlier ``not_applied``
+            settlement: the action was reopened for review.
+    """
+
+    result: ProbeResult
+    settled: bool
+    in_flight_until: datetime | None = None
+    correction: bool = False
+
+
+class DispatchKind(enum.StrEnum):
+    """How a call's request reached the code that acts on it."""
+
+    MCP_HTTP = "mcp_http"  # a streamable HTTP session of an MCP server
+    MCP_STDIO = "mcp_stdio"  # a stdio MCP server process (found by its environment marker)
+
+
+@dataclass(frozen=True)
+class DispatchRef:
+    """Where a call's request went, recorded with ``started`` so a restarted daemon can end it.
+
+    Attributes:
+        kind: See :class:`DispatchKind`.
+        server: The MCP server's name in ``mcpServers`` (its URL and headers are read from the
+            configuration when the transport is ended).
+        session_id: ``Mcp-Session-Id`` of a streamable HTTP session.
+        marker: The environment marker (``OCTIPUS_RUN_ID``) of a stdio server's processes.
+    """
+
+    kind: DispatchKind
+    server: str
+    session_id: str | None = None
+    marker: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (a small JSON object)."""
+        out: dict[str, Any] = {"kind": str(self.kind), "server": self.server}
+        if self.session_id is not None:
+            out["session_id"] = self.session_id
+        if self.marker is not None:
+            out["marker"] = self.marker
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DispatchRef | None:
+        """Read the stored form; None when it is not one this version knows."""
+        try:
+            kind = DispatchKind(str(data.get("kind")))
+        except ValueError:
+            return None
+        server = data.get("server")
+        if not isinstance(server, str) or not server:
+            return None
+        session_id = data.get("session_id")
+        marker = data.get("marker")
+        return cls(
+            kind,
+            server,
+            session_id if isinstance(session_id, str) else None,
+            marker if isinstance(marker, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class DispatchEnd:
+    """What ending a stopped daemon's transport established.
+
+    Attributes:
+        ended: No request sent over it can land any more (the action's probe may settle it).
+        evidence: One line for the receipt.
+    """
+
+    ended: bool
+    evidence: str
 
 
 @dataclass(frozen=True)

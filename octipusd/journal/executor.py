@@ -4,8 +4,11 @@
 through its bridge, a person by hand, the approved-action recovery):
 
 1. ``started`` is written and committed with the call's contract (risk class, idempotency key,
-   owner, deadline; seed 004) and an argument hash, never the arguments. If that write fails the
-   body does not run (:class:`JournalUnavailableError`).
+   owner, deadline; seed 004), an argument hash (never the arguments), the call's in-flight
+   bound (``started`` plus its own deadline: until then a dispatched request may still land)
+   and where its request goes (:class:`~octipusd.journal.contracts.DispatchRef`, so a restarted
+   daemon can end it). If that write fails the body does not run
+   (:class:`JournalUnavailableError`).
 2. The body runs. Its end is classified (:func:`classify`): a plain return is ``completed``; a
    :class:`~octipusd.journal.outcomes.ToolOutcome` marked uncertain, a timeout, a cancellation
    after start and any other failure are ``uncertain``; only
@@ -31,7 +34,7 @@ from typing import Any
 import anyio
 
 from octipusd.errors import ConflictError, InvalidRequestError, OctipusError
-from octipusd.journal.contracts import RecoveryContract
+from octipusd.journal.contracts import DispatchRef, RecoveryContract
 from octipusd.journal.outcomes import ActionOutcome, NotExecutedError, Origin, ToolOutcome
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
@@ -239,6 +242,7 @@ class ActionJournal:
         *,
         timeout_seconds: float | None = None,
         commit: Commit | None = None,
+        dispatch: DispatchRef | None = None,
     ) -> Executed:
         """Run ``body`` inside the execution boundary.
 
@@ -248,9 +252,12 @@ class ActionJournal:
             arguments: The call's arguments (hashed, never stored).
             contract: The tool's recovery contract.
             body: The call itself; it raises on failure.
-            timeout_seconds: The body's own deadline, for the timeout message only.
+            timeout_seconds: The body's own deadline (seconds): the timeout message, and the
+                in-flight bound recorded with ``started`` (None: no bound is known, so a probe's
+                "not applied" never settles the action by itself).
             commit: Writes the outcome instead of ``Store.finish_action`` (a hand-started call
                 commits its outcome and its request status together).
+            dispatch: Where the call's request goes, recorded with ``started``.
 
         Returns:
             The :class:`Executed`; a failure of the body is a result, not an exception.
@@ -263,7 +270,11 @@ class ActionJournal:
         try:
             with anyio.fail_after(self.record_timeout_seconds):
                 action = await in_thread(
-                    lambda: self.store.start_action(**self._columns(scope, tool, arguments, contract))
+                    lambda: self.store.start_action(
+                        **self._columns(scope, tool, arguments, contract),
+                        in_flight_seconds=timeout_seconds,
+                        dispatch=dispatch.to_json() if dispatch is not None else None,
+                    )
                 )
         except ConflictError:
             raise

@@ -49,7 +49,7 @@ from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, O
 from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash, run_unjournaled
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.outcomes import ActionOutcome, Origin, ToolOutcome
-from octipusd.journal.review import REVIEW_BATCH, describe_actions, verified_duplicate
+from octipusd.journal.review import REVIEW_BATCH, REVIEW_NOTE, describe_actions, verified_duplicate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.policy.rules import Level, subject_of
@@ -255,7 +255,7 @@ class ActionService:
             tool_id="action_recovery",
             subject="Check earlier",
             reason="action_recovery · review of uncertain actions",
-            input={"actions": describe_actions(batch)},
+            input={"actions": describe_actions(batch, self.store.now()), "note": REVIEW_NOTE},
             explanation=f"{len(batch)} action(s) with uncertain effects",
             vendor_request_id=None,
             kind="action_recovery",
@@ -293,7 +293,7 @@ class ActionService:
                     if spec.mutating and not await self._recovery_clear(invocation, token):
                         return True  # handed to a recovery review
                     duplicate = await verified_duplicate(
-                        self.store,
+                        self.operator,
                         self._scope(invocation),
                         spec.tool_id,
                         invocation.arguments or {},
@@ -377,7 +377,8 @@ class ActionService:
                         "tool": invocation.tool,
                         "subject": subject_of(invocation.arguments or {}, ""),
                     },
-                    "actions": describe_actions(blocking),
+                    "actions": describe_actions(blocking, self.store.now()),
+                    "note": REVIEW_NOTE,
                 },
                 explanation=f"{len(blocking)} earlier action(s) have uncertain effects",
                 vendor_request_id=None,
@@ -448,6 +449,7 @@ class ActionService:
                 body,
                 timeout_seconds=spec.timeout_seconds,
                 commit=commit,
+                dispatch=spec.dispatch(),
             )
         except ConflictError as exc:  # the claim was lost before started: nothing ran
             log.warning("invocation %s not run: %s", invocation.id, exc.message)

@@ -26,14 +26,15 @@ from octipusd.journal.contracts import (
     ActionRef,
     ProbeResult,
     ProbeStatus,
+    ProbeVerdict,
     RecoveryContract,
     RecoveryState,
 )
 from octipusd.store.aio import in_thread
-from octipusd.store.journal_store import ToolAction
+from octipusd.store.journal_store import ActionReceipt, ToolAction
 from octipusd.store.repository import Store
 
-__all__ = ["ContractLookup", "Escalation", "RecoveryOperator"]
+__all__ = ["ContractLookup", "Escalation", "RecoveryOperator", "in_flight_note", "in_flight_warning"]
 
 log = logging.getLogger("octipusd.journal")
 
@@ -45,6 +46,25 @@ Notify = Callable[[str | None, str, dict[str, Any]], Awaitable[None]]
 #: Deadline of one probe or compensation (seconds).
 OPERATION_TIMEOUT_SECONDS = 60.0
 _UNSETTLED = (RecoveryState.EFFECT_UNCONFIRMED.value, RecoveryState.RECOVERING.value, None)
+#: States a person's remedies (an explicit probe, a compensation) still apply to: the deadline
+#: or a failed compensation escalates an action, it does not remove its remedies.
+_REMEDIABLE = (*_UNSETTLED, RecoveryState.NEEDS_OPERATOR.value)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat(timespec="seconds") if moment is not None else None
+
+
+def in_flight_warning(until: datetime | None) -> str:
+    """Says that a dispatched request of an action may still land, and until when."""
+    if until is None:
+        return "a request may still be in flight (no bound is known): a person decides"
+    return f"a request may still be in flight until {_iso(until)}"
+
+
+def in_flight_note(until: datetime | None) -> str:
+    """The evidence line of a "not applied" answer given while a request may still land."""
+    return f"not applied yet; {in_flight_warning(until)}"
 
 
 @dataclass(frozen=True)
@@ -91,39 +111,186 @@ class RecoveryOperator:
             log.warning("contract lookup of %s failed: %r", action.tool, exc)
             return None
 
-    async def probe(self, action: ToolAction) -> ProbeResult | None:
+    async def _run_probe(self, action: ToolAction, contract: RecoveryContract) -> ProbeResult:
+        assert contract.probe is not None
+        try:
+            with anyio.fail_after(OPERATION_TIMEOUT_SECONDS):
+                return await contract.probe(_ref(action))
+        except Exception as exc:
+            return ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {type(exc).__name__}: {exc}"[:300])
+
+    async def probe(self, action: ToolAction, *, explicit: bool = False) -> ProbeVerdict | None:
         """Run the action's verification probe once and record what it saw.
 
-        ``applied`` / ``not_applied`` settle the action (``verified``); ``unknown`` (an outage,
-        an ambiguous or partial effect) leaves it ``effect_unconfirmed``.
+        ``applied`` settles the action (``verified``). ``not_applied`` settles it only once no
+        dispatched request of it can still land (:meth:`ToolAction.may_still_land`: its
+        in-flight bound has passed or its transport was ended); before that the answer is kept
+        as evidence ("not applied yet; a request may still be in flight until T") and the action
+        stays unconfirmed. ``unknown`` (an outage, an ambiguous or partial effect) leaves it
+        unconfirmed. The action is read afresh first.
+
+        Args:
+            action: The action (only its id is trusted).
+            explicit: A person asked for this probe: an action handed to its owner
+                (``needs_operator``) can still be settled by it, and a settled ``not_applied``
+                is checked again (:meth:`recheck`).
 
         Returns:
-            The probe's result, or None when the tool declares no probe or the action is not
-            awaiting confirmation.
+            The verdict, or None when the tool declares no probe or the action is not awaiting
+            confirmation.
         """
-        if action.outcome not in ("uncertain", "started") or action.recovery_state not in _UNSETTLED:
+        try:
+            action = await in_thread(self.store.get_action, action.id)
+        except NotFoundError:
+            return None
+        if explicit and action.recovery_state == RecoveryState.VERIFIED.value:
+            return await self.recheck(action)
+        allowed = _REMEDIABLE if explicit else _UNSETTLED
+        if action.outcome not in ("uncertain", "started") or action.recovery_state not in allowed:
             return None
         contract = self._contract(action)
         if contract is None or contract.probe is None:
             return None
-        try:
-            with anyio.fail_after(OPERATION_TIMEOUT_SECONDS):
-                result = await contract.probe(_ref(action))
-        except Exception as exc:
-            result = ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {type(exc).__name__}: {exc}"[:300])
-        data = {"status": str(result.status), "detail": result.detail}
-        if result.status is ProbeStatus.UNKNOWN:
+        result = await self._run_probe(action, contract)
+        data: dict[str, Any] = {"status": str(result.status), "detail": result.detail}
+        now = self.store.now()
+        pending = action.may_still_land(now)
+        if result.status is ProbeStatus.NOT_APPLIED and pending:
+            data["in_flight_until"] = _iso(action.in_flight_until)
+            data["note"] = in_flight_note(action.in_flight_until)
+        if result.status is ProbeStatus.UNKNOWN or data.get("note"):
             await in_thread(lambda: self.store.add_receipt(action.id, kind="probe", data=data))
-        else:
-            await in_thread(
-                lambda: self.store.set_recovery_state(
-                    action.id, state=RecoveryState.VERIFIED.value, kind="probe", data=data, expect=_UNSETTLED
-                )
+            return ProbeVerdict(result, False, action.in_flight_until if pending else None)
+        moved = await in_thread(
+            lambda: self.store.set_recovery_state(
+                action.id, state=RecoveryState.VERIFIED.value, kind="probe", data=data, expect=allowed
             )
-        return result
+        )
+        return ProbeVerdict(result, moved)
+
+    async def recheck(self, action: ToolAction) -> ProbeVerdict | None:
+        """Probe a ``verified`` action again: an effect found after a ``not_applied`` settlement
+        reopens it (seed 004: the receipt never keeps saying "not applied" for an effect that
+        appeared).
+
+        The reopened action is ``needs_operator`` and blocks again; its ``correction`` receipt
+        entry names the earlier settlement and the new finding, and an ``action_escalated``
+        event goes to its run.
+
+        Returns:
+            The verdict (``correction`` set when it reopened the action), or None when the action
+            is not verified or its tool declares no probe.
+        """
+        if action.recovery_state != RecoveryState.VERIFIED.value:
+            return None
+        contract = self._contract(action)
+        if contract is None or contract.probe is None:
+            return None
+        earlier = await self.settled_probe(action)
+        result = await self._run_probe(action, contract)
+        data = {"status": str(result.status), "detail": result.detail, "recheck": True}
+        if (
+            result.status is not ProbeStatus.APPLIED
+            or earlier is None
+            or earlier.data.get("status") != "not_applied"
+        ):
+            await in_thread(lambda: self.store.add_receipt(action.id, kind="probe", data=data))
+            return ProbeVerdict(result, False)
+        reason = "the effect appeared after the action was verified as not applied; review it again"
+        correction: dict[str, Any] = {
+            "earlier": {
+                "receipt_id": earlier.id,
+                "at": earlier.created_at.isoformat(),
+                "status": "not_applied",
+                "detail": earlier.data.get("detail"),
+            },
+            "now": {"status": "applied", "detail": result.detail},
+            "reason": reason,
+        }
+        reopened = await in_thread(lambda: self.store.reopen_action(action.id, data=correction))
+        if reopened:
+            owner = self._owner(action, contract)
+            await self._escalate_event(action, owner, reason)
+        return ProbeVerdict(result, False, correction=reopened)
+
+    async def settled_probe(self, action: ToolAction) -> ActionReceipt | None:
+        """The receipt entry of the probe that settled a ``verified`` action (None: none)."""
+        receipts = await in_thread(self.store.list_receipts, action.id)
+        probes = [r for r in receipts if r.kind == "probe" and r.state == RecoveryState.VERIFIED.value]
+        return probes[-1] if probes else None
+
+    async def retry_refusal(self, *, user: str, session_id: str | None, tool_id: str, key: str) -> str | None:
+        """Query before retrying (seed 004): why a new call with idempotency key ``key`` must not run.
+
+        Looks at this user's and session's earlier uncertain calls of ``tool_id`` with that key:
+
+        * verified as applied: retrying would duplicate the effect;
+        * verified as not applied: checked again (:meth:`recheck`); an effect that appeared since
+          reopens the action and refuses the retry (skipped when a later call with the key ran,
+          whose effect the probe could not tell apart);
+        * otherwise (acknowledged by a review, not settled): probed now; applied refuses, and so
+          does any answer while a dispatched request of it may still land.
+
+        A *completed* earlier call is not considered: explicitly repeating a successful action
+        remains possible (seed 000 "Boundaries"); neither are compensated or contained ones.
+
+        Returns:
+            The refusal for the model or person, or None.
+        """
+        prior = await in_thread(
+            lambda: self.store.list_actions(
+                user=user, session_id=session_id, tool=tool_id, idempotency_key=key, limit=1000
+            )
+        )
+        for index, action in enumerate(prior):
+            if action.outcome not in ("uncertain", "started"):
+                continue
+            later = any(p.outcome != "not_executed" for p in prior[index + 1 :])
+            why = await self._refusal_of(action, key, later=later)
+            if why is not None:
+                return f"not repeated: an earlier {tool_id} call with idempotency key {key!r} (action {action.id}) {why}"
+        return None
+
+    async def _refusal_of(self, action: ToolAction, key: str, *, later: bool) -> str | None:
+        state = action.recovery_state
+        if state in (RecoveryState.COMPENSATED.value, RecoveryState.CONTAINED.value):
+            return None
+        if state == RecoveryState.VERIFIED.value:
+            settled = await self.settled_probe(action)
+            status = settled.data.get("status") if settled is not None else None
+            if status == "applied":
+                return (
+                    "timed out or failed ambiguously, and its verification probe found the effect applied; "
+                    "retrying would duplicate it"
+                )
+            if status == "not_applied" and not later:
+                verdict = await self.recheck(action)
+                if verdict is not None and verdict.correction:
+                    return (
+                        "was verified as not applied, but its effect has appeared since; the action is "
+                        "reopened for review (`octipusctl actions show " + action.id + "`)"
+                    )
+            return None
+        verdict = await self.probe(action)
+        if verdict is not None and verdict.settled:
+            if verdict.result.status is ProbeStatus.APPLIED:
+                return "had an uncertain outcome, and its verification probe found the effect applied; retrying would duplicate it"
+            return None
+        if action.may_still_land(self.store.now()):
+            until = action.in_flight_until
+            when = f"until {_iso(until)}" if until is not None else "until a person settles it"
+            return (
+                f"may still take effect: its request can still land {when}; retry after that, or once "
+                "its probe or a person has settled it"
+            )
+        return None
 
     async def compensate(self, action: ToolAction, *, by: str) -> str:
         """Run the action's declared compensation (a person asks for it).
+
+        Also for an action handed to its owner (``needs_operator``: escalated past its deadline,
+        reopened, or whose compensation failed before): the owner compensates it once the
+        backend is back.
 
         Returns:
             The compensation's one-line detail (state ``compensated``).
@@ -146,7 +313,12 @@ class RecoveryOperator:
                 state=RecoveryState.RECOVERING.value,
                 kind="compensation",
                 data={"started_by": by},
-                expect=(RecoveryState.EFFECT_UNCONFIRMED.value, RecoveryState.VERIFIED.value, None),
+                expect=(
+                    None,
+                    RecoveryState.EFFECT_UNCONFIRMED.value,
+                    RecoveryState.VERIFIED.value,
+                    RecoveryState.NEEDS_OPERATOR.value,
+                ),
             )
         )
         if not moved:
@@ -216,7 +388,7 @@ class RecoveryOperator:
         made: list[Escalation] = []
         for action in due:
             probed = await self.probe(action)
-            if probed is not None and probed.status is not ProbeStatus.UNKNOWN:
+            if probed is not None and probed.settled:
                 continue
             contract = self._contract(action)
             owner = self._owner(action, contract)

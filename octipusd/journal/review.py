@@ -8,7 +8,8 @@ Before a mutating call runs, :meth:`RecoveryGate.check`:
    running in this process), oldest first, in batches of at most 20;
 3. probes those whose tool declares a verification probe (seed 004: an ``effect_unconfirmed``
    action is probed before any retry); a probe that settles a record removes it from the
-   review;
+   review. A "not applied" answer settles nothing while a dispatched request of the action may
+   still land: the review shows until when (``in_flight_until``);
 4. asks a person for a recovery review covering exactly that batch (approval kind
    ``action_recovery``); unattended work cannot approve its own recovery and reports that
    review is required; a denial refuses the call and keeps the evidence;
@@ -24,17 +25,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from octipusd.journal.contracts import RecoveryContract, RiskClass
 from octipusd.journal.executor import ActionJournal, ActionScope
-from octipusd.journal.operator import RecoveryOperator
+from octipusd.journal.operator import RecoveryOperator, in_flight_warning
 from octipusd.policy.gate import CallContext, GateResult
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
 
-__all__ = ["REVIEW_BATCH", "RecoveryAsker", "RecoveryGate", "describe_actions", "verified_duplicate"]
+__all__ = [
+    "REVIEW_BATCH",
+    "REVIEW_NOTE",
+    "RecoveryAsker",
+    "RecoveryGate",
+    "describe_actions",
+    "verified_duplicate",
+]
 
 log = logging.getLogger("octipusd.journal")
 
@@ -63,32 +72,56 @@ class RecoveryAsker(Protocol):
         ...
 
 
-def describe_actions(actions: list[ToolAction]) -> list[dict[str, Any]]:
-    """What a reviewer is shown of each record (never argument bodies)."""
-    return [
-        {
-            "action_id": a.id,
-            "tool": a.tool,
-            "outcome": a.outcome if a.outcome != "started" else "started (no outcome recorded)",
-            "detail": a.detail,
-            "risk_class": a.risk_class,
-            "recovery_state": a.recovery_state,
-            "idempotency_key": a.idempotency_key,
-            "started_at": a.started_at.isoformat(),
-            "run_id": a.run_id,
-        }
-        for a in actions
-    ]
+def describe_actions(actions: list[ToolAction], now: datetime | None = None) -> list[dict[str, Any]]:
+    """What a reviewer is shown of each record (never argument bodies).
+
+    A record whose dispatched request may still land carries ``in_flight_until`` and a
+    ``note`` saying so (None when no request of it can land any more).
+    """
+    moment = now or datetime.now(UTC)
+    out = []
+    for a in actions:
+        pending = a.may_still_land(moment)
+        out.append(
+            {
+                "action_id": a.id,
+                "tool": a.tool,
+                "outcome": a.outcome if a.outcome != "started" else "started (no outcome recorded)",
+                "detail": a.detail,
+                "risk_class": a.risk_class,
+                "recovery_state": a.recovery_state,
+                "idempotency_key": a.idempotency_key,
+                "started_at": a.started_at.isoformat(),
+                "run_id": a.run_id,
+                "in_flight_until": (
+                    a.in_flight_until.isoformat(timespec="seconds")
+                    if pending and a.in_flight_until is not None
+                    else None
+                ),
+                "note": in_flight_warning(a.in_flight_until) if pending else None,
+            }
+        )
+    return out
+
+
+#: What approving a recovery review means, shown with every review.
+REVIEW_NOTE = (
+    "Check whether these actions already took effect before allowing further changes. "
+    "Approving permits further mutations; it does not prove the earlier actions failed. A retry "
+    "with the same idempotency key as an action whose request may still land (in_flight_until) "
+    "is refused until then. Denying refuses this call and keeps the evidence."
+)
 
 
 async def verified_duplicate(
-    store: Store, scope: ActionScope, tool_id: str, arguments: Mapping[str, Any], contract: RecoveryContract
+    operator: RecoveryOperator,
+    scope: ActionScope,
+    tool_id: str,
+    arguments: Mapping[str, Any],
+    contract: RecoveryContract,
 ) -> str | None:
-    """Refuse a blind retry: the same idempotency key as an uncertain action that a probe
-    verified as applied (seed 004: query before retrying; a duplicate-effect block).
-
-    A *completed* earlier call with the same key is not blocked: explicitly repeating a
-    successful action remains possible (seed 000 "Boundaries").
+    """Refuse a blind retry of an uncertain call with the same idempotency key (seed 004: query
+    before retrying; a duplicate-effect block). See :meth:`RecoveryOperator.retry_refusal`.
 
     Returns:
         Why the call is refused, or None.
@@ -98,30 +131,13 @@ async def verified_duplicate(
     try:
         key = contract.idempotency_key(arguments)
     except Exception:
+        log.warning("the idempotency key of %s could not be read", tool_id, exc_info=True)
         return None
     if not key:
         return None
-    prior = await in_thread(
-        lambda: store.list_actions(
-            user=scope.user,
-            session_id=scope.session_id,
-            tool=tool_id,
-            idempotency_key=key,
-            outcome="uncertain",
-        )
+    return await operator.retry_refusal(
+        user=scope.user, session_id=scope.session_id, tool_id=tool_id, key=key
     )
-    for action in prior:
-        if action.recovery_state != "verified":
-            continue
-        receipts = await in_thread(store.list_receipts, action.id)
-        probes = [r for r in receipts if r.kind == "probe" and r.state == "verified"]
-        if probes and probes[-1].data.get("status") == "applied":
-            return (
-                f"not repeated: an earlier {tool_id} call with idempotency key {key!r} (action {action.id}) "
-                "timed out or failed ambiguously, and its verification probe found the effect applied; "
-                "retrying would duplicate it"
-            )
-    return None
 
 
 class RecoveryGate:
@@ -197,7 +213,7 @@ class RecoveryGate:
             blocking = await self.unresolved(scope)
             if not blocking:
                 # after the probes: a blind retry of an effect verified as applied is refused
-                duplicate = await verified_duplicate(self.store, scope, tool_id, arguments, contract)
+                duplicate = await verified_duplicate(self.operator, scope, tool_id, arguments, contract)
                 if duplicate is not None:
                     return GateResult(False, duplicate)
                 reason = (
@@ -209,8 +225,8 @@ class RecoveryGate:
                 settled = False
                 for action in fresh:
                     probed.add(action.id)
-                    result = await self.operator.probe(action)
-                    if result is not None and result.status.value != "unknown":
+                    verdict = await self.operator.probe(action)
+                    if verdict is not None and verdict.settled:
                         settled = True
                 if settled:
                     continue
@@ -224,12 +240,8 @@ class RecoveryGate:
                 return await self._refuse_unattended(ctx, tool_id, note)
             summary = {
                 "proposed": {"tool": tool_id},
-                "actions": describe_actions(blocking),
-                "note": (
-                    "Check whether these actions already took effect before allowing further changes. "
-                    "Approving permits further mutations, including a retry; it does not prove the earlier "
-                    "actions failed. Denying refuses this call and keeps the evidence."
-                ),
+                "actions": describe_actions(blocking, self.store.now()),
+                "note": REVIEW_NOTE,
             }
             explanation = (
                 f"{len(ids)} earlier action(s) of this user and session have uncertain effects; "

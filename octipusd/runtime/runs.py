@@ -588,7 +588,13 @@ class RunManager:
         spec = live.tools.get(tool_id) if live is not None else None
         contract = spec.recovery_contract if spec is not None else UNDECLARED_CONTRACT
         return await self.journal.execute(
-            self._scope(identity), tool_id, arguments, contract, body, timeout_seconds=timeout_seconds
+            self._scope(identity),
+            tool_id,
+            arguments,
+            contract,
+            body,
+            timeout_seconds=timeout_seconds,
+            dispatch=spec.dispatch() if spec is not None else None,
         )
 
     @staticmethod

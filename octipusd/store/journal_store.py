@@ -102,6 +102,10 @@ class ToolAction:
         reviewed_at: When.
         started_at: When ``started`` was written.
         finished_at: When the outcome was written.
+        in_flight_until: When no dispatched request of the call can land any more (None: no
+            bound is known).
+        dispatch: Where its request went (a JSON object, see ``DispatchRef``), if recorded.
+        dispatch_ended_at: When Octipus positively ended that transport (None: it did not).
     """
 
     id: str
@@ -129,6 +133,16 @@ class ToolAction:
     reviewed_at: datetime | None
     started_at: datetime
     finished_at: datetime | None
+    in_flight_until: datetime | None
+    dispatch: dict[str, Any] | None
+    dispatch_ended_at: datetime | None
+
+    def may_still_land(self, now: datetime) -> bool:
+        """True while a dispatched request of this call may still take effect: its transport was
+        not ended by Octipus and its in-flight bound has not passed (or none is known)."""
+        if self.dispatch_ended_at is not None:
+            return False
+        return self.in_flight_until is None or now < self.in_flight_until
 
     @property
     def resolved(self) -> bool:
@@ -243,7 +257,9 @@ class ToolInvocation:
 
 
 def _action(row: ToolActionRow) -> ToolAction:
-    return ToolAction(**{name: getattr(row, name) for name in ToolAction.__slots__})
+    values = {name: getattr(row, name) for name in ToolAction.__slots__}
+    values["dispatch"] = json.loads(row.dispatch) if row.dispatch is not None else None
+    return ToolAction(**values)
 
 
 def _receipt(row: ActionReceiptRow) -> ActionReceipt:
@@ -310,6 +326,8 @@ class JournalStoreMixin:
         invocation: tuple[str, str] | None = None,
         outcome: str = "started",
         detail: str | None = None,
+        in_flight_seconds: float | None = None,
+        dispatch: dict[str, Any] | None = None,
     ) -> ToolAction:
         """Write and commit a journal record before the tool body runs.
 
@@ -330,6 +348,9 @@ class JournalStoreMixin:
             outcome: ``started`` (the normal case), or ``not_executed`` to record a call
                 refused before execution (a policy rejection) in one write.
             detail: Evidence for a ``not_executed`` record.
+            in_flight_seconds: The call's own deadline (seconds): until ``started`` plus this,
+                a dispatched request may still land (None: no bound is known).
+            dispatch: Where the request goes (``DispatchRef.to_json()``), if known now.
 
         Returns:
             The record.
@@ -363,6 +384,10 @@ class JournalStoreMixin:
             detail=detail,
             started_at=now,
             finished_at=now if outcome != "started" else None,
+            in_flight_until=now + timedelta(seconds=in_flight_seconds)
+            if in_flight_seconds is not None
+            else None,
+            dispatch=_json(dispatch) if dispatch is not None else None,
         )
         with self._tx(f"recording {tool} in the action journal", write=True) as db:
             db.add(row)
@@ -629,6 +654,63 @@ class JournalStoreMixin:
                     action_id=action_id, kind=kind, state=state, data=_json(data), created_at=self._clock()
                 )
             )
+
+    def end_dispatch(self, action_id: str, *, data: dict[str, Any]) -> bool:
+        """Record that Octipus positively ended the transport of an action's request.
+
+        From then on no dispatched request of it can land, so a probe's ``not_applied`` settles
+        it. Written once (the first end counts), with a ``dispatch_ended`` receipt entry.
+
+        Returns:
+            True if this call recorded it.
+        """
+        now = self._clock()
+        with self._tx(f"recording the end of action {action_id}'s transport", write=True) as db:
+            result = db.exec(
+                update(ToolActionRow)
+                .where(col(ToolActionRow.id) == action_id, col(ToolActionRow.dispatch_ended_at).is_(None))
+                .values(dispatch_ended_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            if not result.rowcount:
+                return False
+            db.add(
+                ActionReceiptRow(
+                    action_id=action_id, kind="dispatch_ended", state=None, data=_json(data), created_at=now
+                )
+            )
+            return True
+
+    def reopen_action(self, action_id: str, *, data: dict[str, Any]) -> bool:
+        """Reopen a settled action whose effect appeared after it was settled as not applied.
+
+        The action goes to ``needs_operator``, loses the review that acknowledged it (it blocks
+        later mutations again until a person reviews it) and gets a ``correction`` receipt
+        entry (``data`` names the earlier and the new evidence).
+
+        Returns:
+            True if it was reopened (False: it was no longer ``verified``).
+        """
+        now = self._clock()
+        with self._tx(f"reopening action {action_id}", write=True) as db:
+            result = db.exec(
+                update(ToolActionRow)
+                .where(col(ToolActionRow.id) == action_id, col(ToolActionRow.recovery_state) == "verified")
+                .values(recovery_state="needs_operator", review_id=None, reviewed_by=None, reviewed_at=None)
+                .execution_options(synchronize_session=False)
+            )
+            if not result.rowcount:
+                return False
+            db.add(
+                ActionReceiptRow(
+                    action_id=action_id,
+                    kind="correction",
+                    state="needs_operator",
+                    data=_json(data),
+                    created_at=now,
+                )
+            )
+            return True
 
     def list_receipts(self, action_id: str) -> list[ActionReceipt]:
         """Return an action's receipt entries in order."""

@@ -395,7 +395,10 @@ class ToolActionRow(SQLModel, table=True):
     call), ``completed``, ``not_executed`` or ``uncertain``; ``recovery_state`` follows seed
     004's state machine for uncertain actions; ``review_id`` is the recovery review (an
     approval) that acknowledged it. ``owner`` is the daemon instance that ran it (orphans after
-    a restart). ``invocation_id`` links a call a person started by hand.
+    a restart). ``invocation_id`` links a call a person started by hand. ``in_flight_until`` is
+    when no dispatched request of the call can land any more (``started_at`` plus the call's
+    deadline; NULL: no bound known), ``dispatch`` where its request went (JSON, e.g. an MCP
+    session id) and ``dispatch_ended_at`` when Octipus positively ended that transport.
     """
 
     __tablename__ = "tool_actions"
@@ -425,6 +428,9 @@ class ToolActionRow(SQLModel, table=True):
     reviewed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     started_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    in_flight_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    dispatch: str | None = Field(default=None, sa_type=sa.Text)
+    dispatch_ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class ActionReceiptRow(SQLModel, table=True):

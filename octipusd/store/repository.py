@@ -322,6 +322,10 @@ class Store(PolicyStoreMixin, JournalStoreMixin, ReuseStoreMixin):
         self._write_lock = threading.Lock()
         self._closed = False
 
+    def now(self) -> datetime:
+        """The store's clock (aware UTC): the time its records are written with."""
+        return self._clock()
+
     @classmethod
     def open(cls, url: str, *, clock: Callable[[], datetime] | None = None) -> Store:
         """Create the engine for ``url``, migrate the schema to the newest revision, return a store.

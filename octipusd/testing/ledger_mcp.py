@@ -26,7 +26,10 @@ content and ``structuredContent``):
 Fault injection: the ``--faults`` JSON file is read afresh on every call (a test may rewrite it
 between calls), ``{"<tool>": {"mode": MODE, "seconds": N}}``. Modes:
 
-* ``hang_before``: sleep N s, then behave normally;
+* ``hang_before``: sleep N s, then behave normally (a cancellation, e.g. the client's
+  ``notifications/cancelled`` or the end of its session, stops the call before its effect);
+* ``hold_before``: the same, deaf to cancellation and to the end of its session: the effect
+  lands after N s whatever the client did (a server that hands its work elsewhere);
 * ``hang_after``: do the effect, then sleep N s before answering (timeout after acceptance);
 * ``error_after``: do the effect, then answer ``isError``;
 * ``fail_second_step``: (``append_pair``) write the first line only, then answer ``isError``;
@@ -185,6 +188,10 @@ async def _run(
     mode, seconds = _fault(faults, tool)
     if mode == "hang_before":
         await anyio.sleep(seconds)
+    elif mode == "hold_before":
+        with anyio.CancelScope(shield=True):  # deaf to cancellation and session termination
+            await anyio.sleep(seconds)
+            return _ok(await effect())
     elif mode == "not_executed":
         return _error(f"{tool} refused before its mutation boundary; nothing was written", NOT_EXECUTED_META)
     elif mode == "unavailable":
@@ -351,7 +358,7 @@ if __name__ == "__main__":
 
 
 def start_http_server(
-    ledger: Path, faults: Path, port_file: Path, *, timeout_seconds: float = 15.0
+    ledger: Path, faults: Path, port_file: Path, *, timeout_seconds: float = 15.0, port: int = 0
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start this server over streamable HTTP on 127.0.0.1 in its own process.
 
@@ -360,6 +367,8 @@ def start_http_server(
         faults: The faults file (read on every call).
         port_file: Where the server writes its port once it listens.
         timeout_seconds: How long it may take to start (seconds).
+        port: The port to listen on (0: the kernel picks one); a server started again on the
+            port of a stopped one is the same backend coming back.
 
     Returns:
         The process and the MCP URL ``http://127.0.0.1:<port>/mcp``.
@@ -368,7 +377,9 @@ def start_http_server(
         RuntimeError: it exited or did not listen in time (it is killed).
     """
     command = [sys.executable, "-m", "octipusd.testing.ledger_mcp", "--ledger", str(ledger)]
-    command += ["--faults", str(faults), "--transport", "http", "--port", "0", "--port-file", str(port_file)]
+    command += ["--faults", str(faults), "--transport", "http", "--port", str(port)]
+    command += ["--port-file", str(port_file)]
+    port_file.unlink(missing_ok=True)  # a stale port file would name a stopped server
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout_seconds
     while not port_file.exists():

@@ -18,7 +18,7 @@ from typing import Any
 from octipusd.bridge.host import ToolHost
 from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity
 from octipusd.errors import InvalidRequestError
-from octipusd.journal.contracts import RecoveryContract, RiskClass
+from octipusd.journal.contracts import DispatchRef, RecoveryContract, RiskClass
 from octipusd.journal.outcomes import ToolOutcome
 
 #: What a handler returns: plain text, or a JSON object (sent as JSON-encoded text).
@@ -62,6 +62,9 @@ class ToolSpec:
             differs from ``name``: an MCP connector tool is published as ``server__tool`` (the
             ``container__action`` form vendors accept as a tool name) and identified as
             ``server.tool`` (seed 000: "New MCP journal entries identify server.tool").
+        dispatch_ref: Where a call made now sends its request (an MCP connector's session),
+            recorded with the journal's ``started`` so a restarted daemon can end a request
+            it left in flight; None for tools whose work runs in Octipus's own processes.
     """
 
     name: str
@@ -74,6 +77,11 @@ class ToolSpec:
     internal: bool = False
     contract: RecoveryContract | None = field(default=None, compare=False)
     identity: str | None = None
+    dispatch_ref: Callable[[], DispatchRef | None] | None = field(default=None, compare=False)
+
+    def dispatch(self) -> DispatchRef | None:
+        """Where a call made now goes (see ``dispatch_ref``)."""
+        return self.dispatch_ref() if self.dispatch_ref is not None else None
 
     @property
     def tool_id(self) -> str:

@@ -49,6 +49,7 @@ import json
 import logging
 import math
 import os
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -80,6 +81,9 @@ from octipusd.errors import NotFoundError, OctipusError
 from octipusd.journal.contracts import (
     ActionRef,
     Compensation,
+    DispatchEnd,
+    DispatchKind,
+    DispatchRef,
     IdempotencyKey,
     Probe,
     ProbeResult,
@@ -88,6 +92,7 @@ from octipusd.journal.contracts import (
     RiskClass,
 )
 from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
+from octipusd.runner.process import RUN_MARKER
 from octipusd.settings import IDEMPOTENCY_KEY_PLACEHOLDER, McpServerSettings, McpToolCallSettings
 from octipusd.tools.base import ToolHandler, ToolResult, ToolSpec
 
@@ -103,6 +108,13 @@ logger = logging.getLogger(__name__)
 
 #: The ``_meta`` key of a server's recovery declaration (seed 000).
 RECOVERY_META_KEY = "octipus/recovery"
+#: The streamable HTTP session header (MCP-SPEC 2025-11-25 "Session Management").
+MCP_SESSION_HEADER = "mcp-session-id"
+#: Bound of one session termination (an HTTP DELETE) at restart (seconds).
+TERMINATE_TIMEOUT_SECONDS = 10.0
+#: After a server confirmed the end of a session, time for a call it was cancelling to unwind
+#: before a probe looks (seconds).
+TERMINATE_SETTLE_SECONDS = 1.0
 #: Extra seconds the bridge allows a connector call beyond ``callTimeoutSeconds``.
 BRIDGE_TIMEOUT_MARGIN_SECONDS = 5.0
 #: Backstop beyond ``callTimeoutSeconds`` on the whole call (the SDK's read timeout starts
@@ -244,23 +256,31 @@ class _TrackingWriteStream:
 
 
 class _ConnectTrackingTransport(httpx2.AsyncBaseTransport):
-    """An httpx2 transport that marks the current call undelivered when its POST cannot connect.
+    """An httpx2 transport that marks the current call undelivered when its POST cannot connect,
+    and notes the server's ``Mcp-Session-Id``.
 
     ``httpx2.ConnectError`` is raised before any request byte is written (no TCP/TLS connection
-    was established), so the server cannot have received the ``tools/call``.
+    was established), so the server cannot have received the ``tools/call``. The session id is
+    recorded with every journaled call (:class:`DispatchRef`), so that a restarted daemon can
+    terminate the session of a request it left in flight.
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
         self._inner = inner
+        self.session_id: str | None = None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            return await self._inner.handle_async_request(request)
+            response = await self._inner.handle_async_request(request)
         except httpx2.ConnectError:
             tracker = _TRACKER.get()
             if tracker is not None and tracker.state is _Handoff.SENT and _posts_tools_call(request):
                 tracker.state = _Handoff.REFUSED
             raise
+        session_id = response.headers.get(MCP_SESSION_HEADER)
+        if session_id:
+            self.session_id = session_id
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -281,7 +301,11 @@ def _posts_tools_call(request: httpx2.Request) -> bool:
 
 @dataclass(eq=False)
 class _Connection:
-    """One open client session to one server."""
+    """One open client session to one server.
+
+    ``http`` is the HTTP transport wrapper (it knows the session id); ``marker`` the
+    environment marker of a stdio server's processes.
+    """
 
     server: str
     settings: McpServerSettings
@@ -289,6 +313,16 @@ class _Connection:
     writer: _TrackingWriteStream
     tools: tuple[McpTool, ...]
     closed: bool = False
+    http: _ConnectTrackingTransport | None = None
+    marker: str | None = None
+
+    def dispatch_ref(self) -> DispatchRef | None:
+        """Where a call made now goes (recorded with its ``started``)."""
+        if self.http is not None:
+            return DispatchRef(DispatchKind.MCP_HTTP, self.server, session_id=self.http.session_id)
+        if self.marker is not None:
+            return DispatchRef(DispatchKind.MCP_STDIO, self.server, marker=self.marker)
+        return None
 
 
 @dataclass(eq=False)
@@ -391,6 +425,20 @@ def _declares_not_executed(result: CallToolResult) -> bool:
 # ---------------------------------------------------------------------------- calls
 
 
+def _call_timeout(cfg: McpServerSettings, tool: str) -> float:
+    """The call deadline of ``tool`` (seconds): its own ``callTimeoutSeconds`` or the server's."""
+    override = cfg.tools.get(tool)
+    if override is not None and override.callTimeoutSeconds is not None:
+        return override.callTimeoutSeconds
+    return cfg.callTimeoutSeconds
+
+
+def _max_call_timeout(cfg: McpServerSettings) -> float:
+    """The longest call deadline of any tool of the server (seconds)."""
+    own = [t.callTimeoutSeconds for t in cfg.tools.values() if t.callTimeoutSeconds is not None]
+    return max([cfg.callTimeoutSeconds, *own])
+
+
 async def _call(
     connection: _Connection, tool: str, arguments: dict[str, Any]
 ) -> tuple[CallToolResult | None, BaseException | None, _CallTracker, bool]:
@@ -402,7 +450,7 @@ async def _call(
     tracker = _CallTracker()
     if connection.closed:
         return None, None, tracker, False
-    timeout = connection.settings.callTimeoutSeconds
+    timeout = _call_timeout(connection.settings, tool)
     sent_before = connection.writer.tools_calls
     token = _TRACKER.set(tracker)
     result: CallToolResult | None = None
@@ -443,7 +491,7 @@ async def _invoke(connection: _Connection, tool: str, arguments: dict[str, Any])
                 f"{tool_id} was not called: the request could not be sent to MCP server {server!r} "
                 f"({_describe(failure)}); nothing reached the server"
             ) from failure
-        return _uncertain_failure(tool_id, connection.settings.callTimeoutSeconds, failure)
+        return _uncertain_failure(tool_id, _call_timeout(connection.settings, tool), failure)
     text = _result_text(result)
     if not result.is_error:
         if isinstance(result.structured_content, dict):
@@ -699,10 +747,13 @@ class ConnectorRegistry:
         self, stack: contextlib.AsyncExitStack, slot: _Slot, pumps: anyio.abc.TaskGroup
     ) -> _Connection:
         cfg = slot.settings
+        http: _ConnectTrackingTransport | None = None
+        marker: str | None = None
         if cfg.transport == "stdio":
             assert cfg.command is not None  # enforced by McpServerSettings
+            marker = f"connector-{uuid.uuid4().hex}"
             params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None, cwd=cfg.cwd
+                command=cfg.command, args=list(cfg.args), env={**cfg.env, RUN_MARKER: marker}, cwd=cfg.cwd
             )
             read_fd, write_fd = os.pipe()
             slot.stderr_done = anyio.Event()
@@ -715,12 +766,13 @@ class ConnectorRegistry:
                 )
         else:
             assert cfg.url is not None  # enforced by McpServerSettings
+            http = _ConnectTrackingTransport(httpx2.AsyncHTTPTransport())
             client = httpx2.AsyncClient(
                 headers=dict(cfg.headers),
                 timeout=httpx2.Timeout(
-                    cfg.connectTimeoutSeconds, read=max(300.0, cfg.callTimeoutSeconds + 30.0)
+                    cfg.connectTimeoutSeconds, read=max(300.0, _max_call_timeout(cfg) + 30.0)
                 ),
-                transport=_ConnectTrackingTransport(httpx2.AsyncHTTPTransport()),
+                transport=http,
             )
             await stack.enter_async_context(client)
             read_stream, write_stream = await stack.enter_async_context(
@@ -732,7 +784,59 @@ class ConnectorRegistry:
         )
         await session.initialize()
         tools = await _list_tools(session)
-        return _Connection(slot.server, cfg, session, writer, tuple(tools))
+        return _Connection(slot.server, cfg, session, writer, tuple(tools), http=http, marker=marker)
+
+    # ------------------------------------------------------------------ ending a stopped daemon's sessions
+
+    def cancels_on_termination(self, server: str) -> bool:
+        """True when the configured ``server`` declares ``terminationCancelsCalls``."""
+        cfg = dict(self._servers()).get(server)
+        return cfg is not None and cfg.terminationCancelsCalls
+
+    async def terminate_session(self, server: str, session_id: str) -> DispatchEnd:
+        """End a streamable HTTP session a stopped daemon left open (an HTTP ``DELETE``).
+
+        The request goes to the server's configured URL with its configured headers. An answer
+        of 200/202/204 (the session was ended) or 404 (the server no longer knows it: it was
+        ended, or the server restarted) ends the session's calls only for a server that declares
+        ``terminationCancelsCalls``; then this waits :data:`TERMINATE_SETTLE_SECONDS` for a
+        cancelled call to unwind. 405 means the server does not end sessions on request.
+
+        Returns:
+            Whether no request of that session can land any more, and the evidence. Never
+            raises for a failed request (the evidence says what failed).
+        """
+        cfg = dict(self._servers()).get(server)
+        if cfg is None or cfg.transport != "http" or cfg.url is None:
+            return DispatchEnd(
+                False, f"MCP server {server!r} is no longer configured for http; session not ended"
+            )
+        try:
+            async with httpx2.AsyncClient(
+                headers=dict(cfg.headers), timeout=TERMINATE_TIMEOUT_SECONDS, follow_redirects=False
+            ) as client:
+                response = await client.delete(cfg.url, headers={MCP_SESSION_HEADER: session_id})
+        except httpx2.HTTPError as exc:
+            return DispatchEnd(
+                False, _one_line(f"ending session {session_id} of {server!r} failed: {_describe(exc)}")
+            )
+        status = response.status_code
+        if status in (200, 202, 204):
+            evidence = f"MCP server {server!r} ended session {session_id} (HTTP {status})"
+        elif status == 404:
+            evidence = f"MCP server {server!r} no longer knows session {session_id} (HTTP 404)"
+        elif status == 405:
+            evidence = f"MCP server {server!r} does not end sessions on request (HTTP 405)"
+        else:
+            evidence = f"MCP server {server!r} answered HTTP {status} to ending session {session_id}"
+        ended = cfg.terminationCancelsCalls and status in (200, 202, 204, 404)
+        if status in (200, 202, 204, 404) and not cfg.terminationCancelsCalls:
+            evidence += (
+                "; it does not declare terminationCancelsCalls, so a call it was running may still land"
+            )
+        if ended:
+            await anyio.sleep(TERMINATE_SETTLE_SECONDS)
+        return DispatchEnd(ended, evidence)
 
     # ------------------------------------------------------------------ contracts
 
@@ -897,7 +1001,8 @@ class ConnectorRegistry:
             input_schema=schema,
             handler=_make_handler(connection, tool.name),
             read_only=read_only,
-            timeout_seconds=connection.settings.callTimeoutSeconds + BRIDGE_TIMEOUT_MARGIN_SECONDS,
+            timeout_seconds=_call_timeout(connection.settings, tool.name) + BRIDGE_TIMEOUT_MARGIN_SECONDS,
             contract=None if read_only else self._contract(server, tool.name, connection.settings),
             identity=f"{server}.{tool.name}",
+            dispatch_ref=connection.dispatch_ref,
         )

@@ -277,9 +277,19 @@ class Bench:
         )
 
     def uncertain(
-        self, *, user: str = "alice", session_id: str | None = None, tool: str = SHELL_RUN.tool_id
+        self,
+        *,
+        user: str = "alice",
+        session_id: str | None = None,
+        tool: str = SHELL_RUN.tool_id,
+        in_flight_seconds: float | None = 0.0,
+        idempotency_key: str | None = None,
     ) -> ToolAction:
-        """Write one uncertain record directly (started, then uncertain), as a lost call leaves it."""
+        """Write one uncertain record directly (started, then uncertain), as a lost call leaves it.
+
+        ``in_flight_seconds`` is the call's deadline: by default 0 (no request of it can still
+        land, as after a call that timed out at its own deadline).
+        """
         sid = session_id or self.session_id
         action = self.store.start_action(
             user=user,
@@ -292,6 +302,8 @@ class Bench:
             risk_class="containable",
             owner=self.owner,
             deadline_seconds=3600.0,
+            in_flight_seconds=in_flight_seconds,
+            idempotency_key=idempotency_key,
         )
         assert self.store.finish_action(action.id, outcome="uncertain", detail="timed out")
         return self.store.get_action(action.id)

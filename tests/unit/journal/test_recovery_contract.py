@@ -35,6 +35,7 @@ from octipusd.store import Store
 from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server
 from octipusd.tools import ToolSpec
 from octipusd.tools.connectors import ConnectorRegistry
+from tests.unit.journal.conftest import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -119,7 +120,15 @@ class World:
             with anyio.fail_after(spec.timeout_seconds):
                 return await spec.handler(self.identity, FakeToolHost(), dict(args))
 
-        return await self.journal.execute(self.scope, spec.tool_id, args, spec.recovery_contract, body)
+        return await self.journal.execute(
+            self.scope,
+            spec.tool_id,
+            args,
+            spec.recovery_contract,
+            body,
+            timeout_seconds=spec.timeout_seconds,
+            dispatch=spec.dispatch(),
+        )
 
     def actions(self) -> list[Any]:
         return self.store.list_actions(session_id=self.scope.session_id)
@@ -161,17 +170,28 @@ async def test_1_timeout_before_the_request_leaves(world: World) -> None:
 async def test_1b_a_request_that_left_but_got_no_answer_is_probed_not_assumed_failed(world: World) -> None:
     async with world.registry.connect_all() as connected:
         append = _specs(connected.tools)["ledger.append_entry"]
-        world.fault(append_entry="hang_before")
+        world.fault(append_entry="hold_before")  # the server holds the request 3 s, then applies it
         key = _key()
         done = await world.call(append, {"key": key, "text": "x"})
         assert done.outcome is ActionOutcome.UNCERTAIN, done  # never labelled failed
+        first = world.store.get_action(done.action_id or "")
+        assert first.in_flight_until == first.started_at + timedelta(seconds=append.timeout_seconds)
+        assert first.dispatch is not None and first.dispatch["kind"] == "mcp_http"
+        assert first.dispatch["session_id"]  # the streamable HTTP session, recorded with started
         world.fault()
-        # the probe finds nothing applied: settled by evidence, a retry is safe and allowed
-        retry = await world.call(append, {"key": key, "text": "x"})
-    assert retry.outcome is ActionOutcome.COMPLETED
-    first = world.store.get_action(done.action_id or "")
-    assert first.recovery_state == "verified" and first.outcome == "uncertain"
-    assert "probe" in world.receipt_kinds(first.id)
+        # the probe finds nothing yet, but the request may still land: evidence, not a settlement
+        refused = await world.check(append, {"key": key, "text": "x"})
+        assert not refused.allowed and "review required" in refused.reason
+        probe = [r for r in world.store.list_receipts(first.id) if r.kind == "probe"][-1]
+        assert probe.state is None and probe.data["status"] == "not_applied"
+        assert probe.data["note"].startswith("not applied yet; a request may still be in flight until ")
+        assert world.store.get_action(first.id).recovery_state == "effect_unconfirmed"
+        await wait_until(lambda: world.count(key) == 1, within=10)  # the held request lands
+        # now the probe finds it: verified applied, and the retry is refused as a duplicate
+        duplicate = await world.check(append, {"key": key, "text": "x"})
+    assert not duplicate.allowed and "retrying would duplicate it" in duplicate.reason, duplicate
+    settled = world.store.get_action(first.id)
+    assert settled.recovery_state == "verified" and settled.outcome == "uncertain"
     assert world.count(key) == 1
 
 
