@@ -52,7 +52,7 @@ from octipusd.api.common import Services, checked_call, dump
 from octipusd.api.models import API_VERSION
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.journal.invocations import ActionService
-from octipusd.journal.operator import in_flight_warning
+from octipusd.journal.operator import in_flight_time, in_flight_warning
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAction, ToolInvocation
 from octipusd.store.records import Approval
@@ -485,9 +485,7 @@ def action_router(services: Services) -> APIRouter:
             "status": str(verdict.result.status),
             "detail": verdict.result.detail,
             "settled": verdict.settled,
-            "in_flight_until": (
-                verdict.in_flight_until.isoformat(timespec="seconds") if verdict.in_flight_until else None
-            ),
+            "in_flight_until": in_flight_time(verdict.in_flight_until) if verdict.in_flight_until else None,
             "correction": verdict.correction,
             "action": after.to_dict(),
         }

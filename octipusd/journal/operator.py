@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -34,7 +34,14 @@ from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
 from octipusd.store.repository import Store
 
-__all__ = ["ContractLookup", "Escalation", "RecoveryOperator", "in_flight_note", "in_flight_warning"]
+__all__ = [
+    "ContractLookup",
+    "Escalation",
+    "RecoveryOperator",
+    "in_flight_note",
+    "in_flight_time",
+    "in_flight_warning",
+]
 
 log = logging.getLogger("octipusd.journal")
 
@@ -52,7 +59,15 @@ _REMEDIABLE = (*_UNSETTLED, RecoveryState.NEEDS_OPERATOR.value)
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat(timespec="seconds") if moment is not None else None
+    return in_flight_time(moment) if moment is not None else None
+
+
+def in_flight_time(moment: datetime) -> str:
+    """An in-flight bound as shown to people (ISO 8601, rounded *up* to the second, so that the
+    time shown is never before the real bound)."""
+    if moment.microsecond:
+        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
+    return moment.isoformat(timespec="seconds")
 
 
 def in_flight_warning(until: datetime | None) -> str:

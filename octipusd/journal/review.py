@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from octipusd.journal.contracts import RecoveryContract, RiskClass
 from octipusd.journal.executor import ActionJournal, ActionScope
-from octipusd.journal.operator import RecoveryOperator, in_flight_warning
+from octipusd.journal.operator import RecoveryOperator, in_flight_time, in_flight_warning
 from octipusd.policy.gate import CallContext, GateResult
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
@@ -94,9 +94,7 @@ def describe_actions(actions: list[ToolAction], now: datetime | None = None) -> 
                 "started_at": a.started_at.isoformat(),
                 "run_id": a.run_id,
                 "in_flight_until": (
-                    a.in_flight_until.isoformat(timespec="seconds")
-                    if pending and a.in_flight_until is not None
-                    else None
+                    in_flight_time(a.in_flight_until) if pending and a.in_flight_until is not None else None
                 ),
                 "note": in_flight_warning(a.in_flight_until) if pending else None,
             }
