@@ -173,6 +173,9 @@ def actions_show(action_id: IdArg, as_json: JsonOption = False) -> None:
         ("reviewed", f"{a['review_id']} by {a.get('reviewed_by')} at {a.get('reviewed_at')}" if a.get("review_id") else None),
         ("owner", a.get("recovery_owner") or f"{a.get('user')} (the user it ran for)"),
         ("deadline", a.get("deadline_at")),
+        ("in flight until", a.get("in_flight_until") if a.get("outcome") in ("uncertain", "started") else None),
+        ("request went to", _dispatch_text(a.get("dispatch"))),
+        ("transport ended", a.get("dispatch_ended_at")),
         ("started", a.get("started_at")),
         ("finished", a.get("finished_at")),
         ("daemon", a.get("owner")),
@@ -192,6 +195,18 @@ def actions_show(action_id: IdArg, as_json: JsonOption = False) -> None:
             safe(r.get("created_at")),
         )
     console.print(table if receipts else "receipt: no entries")
+
+
+def _dispatch_text(dispatch: Any) -> str | None:
+    """Where a call's request went, in words (None when not recorded)."""
+    if not isinstance(dispatch, dict):
+        return None
+    server = dispatch.get("server")
+    if dispatch.get("kind") == "mcp_http":
+        return f"MCP server {server} over HTTP, session {dispatch.get('session_id') or '(none)'}"
+    if dispatch.get("kind") == "mcp_stdio":
+        return f"stdio MCP server {server} (processes marked {dispatch.get('marker')})"
+    return json.dumps(dispatch)
 
 
 @actions_app.command("review")
@@ -242,6 +257,18 @@ def actions_probe(action_id: IdArg, as_json: JsonOption = False) -> None:
         + (f" ({safe(r['detail'])})" if r.get("detail") else "")
         + f"; recovery state {safe(state)}"
     )
+    if r.get("correction"):
+        console.print(
+            "[red]the effect appeared after the action was verified as not applied[/]: it is reopened and "
+            f"blocks mutations again; octipusctl actions show {r['action_id']}"
+        )
+    elif r["status"] == "not_applied" and not r.get("settled"):
+        until = r.get("in_flight_until")
+        console.print(
+            "[yellow]not settled[/]: a request of it may still land"
+            + (f" until {safe(until)}" if until else " (no bound is known)")
+            + "; probe again after that, or review it"
+        )
 
 
 @actions_app.command("compensate")

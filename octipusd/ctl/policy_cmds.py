@@ -86,12 +86,16 @@ def _print_review(a: dict[str, Any]) -> None:
                 safe(x.get("started_at")),
             )
         console.print(table)
+        for x in actions:
+            if x.get("note"):  # a dispatched request of it may still land
+                console.print(f"  [yellow]{safe(x.get('action_id'))}: {safe(x['note'])}[/]")
     else:
         console.print("  covered actions: none recorded")
     if a["status"] == "pending":
         console.print(
-            "approving permits further mutations (a retry too) but does not prove these actions failed; "
-            "denying refuses the proposed call and keeps the evidence. Details: octipusctl actions show ACTION_ID"
+            "approving permits further mutations but does not prove these actions failed (a retry with the "
+            "idempotency key of an action still in flight is refused until its time); denying refuses the "
+            "proposed call and keeps the evidence. Details: octipusctl actions show ACTION_ID"
         )
         console.print(
             f"answer: octipusctl approvals approve {a['id']} | octipusctl approvals deny {a['id']} "

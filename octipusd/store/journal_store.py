@@ -614,26 +614,48 @@ class JournalStoreMixin:
         Returns:
             True if changed.
         """
-        now = self._clock()
-        with self._tx(f"changing the recovery state of action {action_id}", write=True) as db:
-            query = update(ToolActionRow).where(col(ToolActionRow.id) == action_id)
-            if expect is not None:
-                allowed = [s for s in expect if s is not None]
-                if None in expect:
-                    query = query.where(
-                        or_(
-                            col(ToolActionRow.recovery_state).is_(None),
-                            col(ToolActionRow.recovery_state).in_(allowed),
-                        )
-                    )
-                else:
-                    query = query.where(col(ToolActionRow.recovery_state).in_(allowed))
-            result = db.exec(query.values(recovery_state=state).execution_options(synchronize_session=False))
+        conditions: list[Any] = []
+        if expect is not None:
+            allowed = [s for s in expect if s is not None]
+            state_in = col(ToolActionRow.recovery_state).in_(allowed)
+            conditions.append(
+                or_(col(ToolActionRow.recovery_state).is_(None), state_in) if None in expect else state_in
+            )
+        return self._change_action(
+            f"changing the recovery state of action {action_id}",
+            action_id,
+            conditions,
+            {"recovery_state": state},
+            kind=kind,
+            state=state,
+            data=data or {},
+        )
+
+    def _change_action(
+        self,
+        what: str,
+        action_id: str,
+        conditions: list[Any],
+        values: dict[str, Any],
+        *,
+        kind: str,
+        state: str | None,
+        data: dict[str, Any],
+    ) -> bool:
+        """Update one action where ``conditions`` hold and append a receipt entry, in one
+        transaction; False (nothing written) when the conditions did not hold."""
+        with self._tx(what, write=True) as db:
+            result = db.exec(
+                update(ToolActionRow)
+                .where(col(ToolActionRow.id) == action_id, *conditions)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
             if not result.rowcount:
                 return False
             db.add(
                 ActionReceiptRow(
-                    action_id=action_id, kind=kind, state=state, data=_json(data or {}), created_at=now
+                    action_id=action_id, kind=kind, state=state, data=_json(data), created_at=self._clock()
                 )
             )
             return True
@@ -664,22 +686,15 @@ class JournalStoreMixin:
         Returns:
             True if this call recorded it.
         """
-        now = self._clock()
-        with self._tx(f"recording the end of action {action_id}'s transport", write=True) as db:
-            result = db.exec(
-                update(ToolActionRow)
-                .where(col(ToolActionRow.id) == action_id, col(ToolActionRow.dispatch_ended_at).is_(None))
-                .values(dispatch_ended_at=now)
-                .execution_options(synchronize_session=False)
-            )
-            if not result.rowcount:
-                return False
-            db.add(
-                ActionReceiptRow(
-                    action_id=action_id, kind="dispatch_ended", state=None, data=_json(data), created_at=now
-                )
-            )
-            return True
+        return self._change_action(
+            f"recording the end of action {action_id}'s transport",
+            action_id,
+            [col(ToolActionRow.dispatch_ended_at).is_(None)],
+            {"dispatch_ended_at": self._clock()},
+            kind="dispatch_ended",
+            state=None,
+            data=data,
+        )
 
     def reopen_action(self, action_id: str, *, data: dict[str, Any]) -> bool:
         """Reopen a settled action whose effect appeared after it was settled as not applied.
@@ -691,26 +706,15 @@ class JournalStoreMixin:
         Returns:
             True if it was reopened (False: it was no longer ``verified``).
         """
-        now = self._clock()
-        with self._tx(f"reopening action {action_id}", write=True) as db:
-            result = db.exec(
-                update(ToolActionRow)
-                .where(col(ToolActionRow.id) == action_id, col(ToolActionRow.recovery_state) == "verified")
-                .values(recovery_state="needs_operator", review_id=None, reviewed_by=None, reviewed_at=None)
-                .execution_options(synchronize_session=False)
-            )
-            if not result.rowcount:
-                return False
-            db.add(
-                ActionReceiptRow(
-                    action_id=action_id,
-                    kind="correction",
-                    state="needs_operator",
-                    data=_json(data),
-                    created_at=now,
-                )
-            )
-            return True
+        return self._change_action(
+            f"reopening action {action_id}",
+            action_id,
+            [col(ToolActionRow.recovery_state) == "verified"],
+            {"recovery_state": "needs_operator", "review_id": None, "reviewed_by": None, "reviewed_at": None},
+            kind="correction",
+            state="needs_operator",
+            data=data,
+        )
 
     def list_receipts(self, action_id: str) -> list[ActionReceipt]:
         """Return an action's receipt entries in order."""

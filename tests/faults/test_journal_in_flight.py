@@ -10,11 +10,9 @@ be trustworthy before a retry). On SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import pytest
 from octipusd.journal.operator import in_flight_time
 from octipusd.testing.harness import DaemonHarness
 from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server
+from tests.faults.daemon_calls import api, kill_while_posting, wait
 
 #: No model is used: every call is started by hand.
 UNUSED_MODEL = "http://127.0.0.1:9"
@@ -100,25 +99,6 @@ def _daemon(root: Path, store_url: str, daemons: list[DaemonHarness]) -> DaemonH
     return daemon.start()
 
 
-def _api(daemon: DaemonHarness) -> httpx.Client:
-    return httpx.Client(
-        transport=httpx.HTTPTransport(uds=str(daemon.socket)),
-        base_url="http://octipusd/v1",
-        timeout=60.0,
-        headers={"X-Octipus-Client": "fault-test"},
-    )
-
-
-def _wait(predicate: Callable[[], Any], what: str, daemon: DaemonHarness, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{daemon.log()[-4000:]}")
-
-
 def _call(session_id: str, key: str, request_id: str, wait_seconds: float = 0.0) -> dict[str, Any]:
     return {
         "session_id": session_id,
@@ -130,7 +110,7 @@ def _call(session_id: str, key: str, request_id: str, wait_seconds: float = 0.0)
 
 
 def _prepare(daemon: DaemonHarness) -> str:
-    with _api(daemon) as http:
+    with api(daemon) as http:
         session = http.post("/sessions", json={"workspace": str(daemon.workspace)})
         assert session.status_code in (200, 201), session.text
         rule = http.post("/rules", json={"level": "allow", "rule": "ledger.append_entry"})
@@ -139,22 +119,9 @@ def _prepare(daemon: DaemonHarness) -> str:
 
 
 def _kill_during_call(daemon: DaemonHarness, call: dict[str, Any]) -> None:
-    """Post ``call``, SIGKILL the daemon 1.5 s later (the server is holding it), check no answer came."""
-    answered: list[object] = []
-
-    def post() -> None:
-        with _api(daemon) as http:
-            try:
-                answered.append(http.post("/actions/calls", json=call, timeout=120.0))
-            except httpx.HTTPError as exc:  # the daemon dies under the request
-                answered.append(exc)
-
-    poster = threading.Thread(target=post, daemon=True)
-    poster.start()
-    time.sleep(1.5)
-    daemon.stop(sig=signal.SIGKILL)
-    poster.join(timeout=30)
-    assert len(answered) == 1 and isinstance(answered[0], httpx.HTTPError), answered
+    """Post ``call`` and SIGKILL the daemon 1.5 s later, while the server is holding it."""
+    posted = time.monotonic()
+    kill_while_posting(daemon, "/actions/calls", call, lambda: time.monotonic() - posted >= 1.5)
 
 
 def _the_action(http: httpx.Client, session_id: str) -> dict[str, Any]:
@@ -177,12 +144,12 @@ def test_a_terminated_session_ends_the_orphaned_request_and_the_retry_runs_once(
 
     again = _daemon(root, store_url, daemons)
     ledger.clear()
-    with _api(again) as http:
+    with api(again) as http:
         action = _the_action(http, session_id)
         assert action["outcome"] == "uncertain" and action["dispatch"]["kind"] == "mcp_http"
         assert action["dispatch"]["session_id"], action  # recorded with started
         # the restarted daemon terminates the dead daemon's MCP session before anyone probes
-        ended = _wait(
+        ended = wait(
             lambda: http.get(f"/actions/{action['id']}").json()["action"]["dispatch_ended_at"],
             "the orphaned session to be terminated",
             again,
@@ -227,13 +194,13 @@ def test_a_request_that_can_still_land_keeps_the_action_blocking_until_its_deadl
 
     again = _daemon(root, store_url, daemons)
     ledger.clear()
-    with _api(again) as http:
+    with api(again) as http:
         action = _the_action(http, session_id)
         exact = datetime.fromisoformat(action["in_flight_until"])
         started = datetime.fromisoformat(action["started_at"])
         assert (exact - started).total_seconds() == pytest.approx(20.0)  # its call deadline + the margin
         until = in_flight_time(exact)  # as people are shown it: never before the real bound
-        _wait(
+        wait(
             lambda: any(
                 r["kind"] == "dispatch" for r in http.get(f"/actions/{action['id']}").json()["receipts"]
             ),
@@ -266,7 +233,7 @@ def test_a_request_that_can_still_land_keeps_the_action_blocking_until_its_deadl
         answered = http.post(f"/approvals/{review['id']}", json={"decision": "approve"})
         assert answered.status_code == 200, answered.text
         invocation = retried.json()["invocation"]["id"]
-        ended = _wait(
+        ended = wait(
             lambda: (
                 (i := http.get(f"/actions/calls/{invocation}").json()["invocation"])["status"]
                 in ("not_executed", "completed")
@@ -280,7 +247,7 @@ def test_a_request_that_can_still_land_keeps_the_action_blocking_until_its_deadl
         assert ledger.count(key) == 0
 
         # the held request lands; the probe finds it, and the next retry is refused as a duplicate
-        _wait(lambda: ledger.count(key) == 1, "the held request to land", again, timeout=20)
+        wait(lambda: ledger.count(key) == 1, "the held request to land", again, timeout=20)
         third = http.post("/actions/calls", json=_call(session_id, key, "r3", wait_seconds=30))
         assert third.status_code == 200, third.text
         assert third.json()["invocation"]["status"] == "not_executed", third.json()
@@ -300,7 +267,7 @@ def test_the_owner_compensates_an_escalated_action_once_the_backend_is_back(
     session_id = _prepare(daemon)
     key = f"order-{uuid.uuid4().hex[:8]}"
     ledger.fault("append_entry", "hang_after", 6)  # the effect happens, the answer does not come
-    with _api(daemon) as http:
+    with api(daemon) as http:
         done = http.post("/actions/calls", json=_call(session_id, key, "r1", wait_seconds=30))
         assert done.status_code == 200, done.text
         assert done.json()["invocation"]["status"] == "uncertain", done.json()
@@ -308,7 +275,7 @@ def test_the_owner_compensates_an_escalated_action_once_the_backend_is_back(
         assert ledger.count(key) == 1
         ledger.stop()  # the backend goes down: probes and compensations cannot reach it
 
-        escalated = _wait(
+        escalated = wait(
             lambda: (
                 (a := http.get(f"/actions/{action_id}").json()["action"])["recovery_state"]
                 == "needs_operator"

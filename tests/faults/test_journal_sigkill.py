@@ -9,45 +9,22 @@ are counted in a ledger file it appends to.
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import psutil
 import pytest
 
 from octipusd.testing.harness import DaemonHarness
+from tests.faults.daemon_calls import api, kill_while_posting, wait
 
 #: No model is used: the call is started by hand, no run talks to a vendor.
 UNUSED_MODEL = "http://127.0.0.1:9"
 LEDGER = "ledger.txt"
 
 
-def api(daemon: DaemonHarness) -> httpx.Client:
-    return httpx.Client(
-        transport=httpx.HTTPTransport(uds=str(daemon.socket)),
-        base_url="http://octipusd/v1",
-        timeout=30.0,
-        headers={"X-Octipus-Client": "fault-test"},
-    )
-
-
 def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-def wait(predicate: Callable[[], Any], what: str, daemon: DaemonHarness, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{daemon.log()[-4000:]}")
 
 
 def _in_workspace(workspace: Path) -> list[psutil.Process]:
@@ -95,22 +72,7 @@ def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
         "arguments": {"command": f"echo x >> {LEDGER}; sleep 30; echo late >> {LEDGER}"},
         "request_id": "r1",
     }
-    answered: list[object] = []
-
-    def post_call() -> None:
-        with api(first) as http:
-            try:
-                answered.append(http.post("/actions/calls", json=call, timeout=120.0))
-            except httpx.HTTPError as exc:  # the daemon dies under the request
-                answered.append(exc)
-
-    poster = threading.Thread(target=post_call, daemon=True)
-    poster.start()
-    wait(lambda: lines(ledger) == 1, "the command to append to the ledger", first)
-    first.stop(sig=signal.SIGKILL)
-    poster.join(timeout=30)
-    assert not poster.is_alive()
-    assert len(answered) == 1 and isinstance(answered[0], httpx.HTTPError), answered  # no answer came
+    kill_while_posting(first, "/actions/calls", call, lambda: lines(ledger) == 1)
     assert _in_workspace(first.workspace), "the killed daemon's job outlives it until the restart"
 
     again = DaemonHarness(root, UNUSED_MODEL)

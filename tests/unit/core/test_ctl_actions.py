@@ -111,6 +111,9 @@ def action(**fields: Any) -> dict[str, Any]:
         "reviewed_at": None,
         "started_at": NOW,
         "finished_at": NOW,
+        "in_flight_until": NOW,
+        "dispatch": None,
+        "dispatch_ended_at": None,
         "blocking": True,
     }
     return {**base, **fields}
@@ -398,6 +401,9 @@ def _record(**fields: Any) -> ToolAction:
         "reviewed_at": None,
         "started_at": now,
         "finished_at": now,
+        "in_flight_until": now,
+        "dispatch": None,
+        "dispatch_ended_at": None,
     }
     return ToolAction(**{**base, **fields})
 
@@ -439,3 +445,58 @@ def test_the_explanation_names_what_the_last_probe_found() -> None:
     probe = ActionReceipt(1, "a", "probe", "verified", {"status": "applied"}, datetime.now(UTC))
     text = explain_action(_record(recovery_state="verified"), receipts=[probe])
     assert "the last probe found the effect applied" in text
+
+
+def test_a_request_that_may_still_land_is_shown_with_until_when(runner: CliRunner, fake: Any) -> None:
+    until = "2026-01-01T00:05:05+00:00"
+    dispatch = {"kind": "mcp_http", "server": "ledger", "session_id": "f" * 32}
+    in_flight = action(tool="ledger.append_entry", in_flight_until=until, dispatch=dispatch)
+    note = f"a request may still be in flight until {until}"
+    review = {**REVIEW_APPROVAL, "input": {**REVIEW_APPROVAL["input"]}}
+    review["input"]["actions"] = [
+        {**REVIEW_APPROVAL["input"]["actions"][0], "in_flight_until": until, "note": note}
+    ]
+    fake(
+        {
+            f"GET /actions/{ACTION}": {"action": in_flight, "receipts": [], "explanation": "EXPLAINED"},
+            f"POST /actions/{ACTION}/probe": {
+                "action_id": ACTION,
+                "status": "not_applied",
+                "detail": "probe ledger.find_entry: not applied",
+                "settled": False,
+                "in_flight_until": until,
+                "correction": False,
+                "action": in_flight,
+            },
+            f"GET /approvals/{APPROVAL}": review,
+        }
+    )
+    shown = invoke(runner, "actions", "show", ACTION)
+    assert shown.exit_code == 0, shown.output
+    assert f"in flight until: {until}" in shown.output
+    assert f"MCP server ledger over HTTP, session {'f' * 32}" in shown.output
+    probed = invoke(runner, "actions", "probe", ACTION)
+    assert probed.exit_code == 0, probed.output
+    assert "the probe says not_applied" in probed.output
+    assert f"not settled: a request of it may still land until {until}" in " ".join(probed.output.split())
+    asked = invoke(runner, "approvals", "show", APPROVAL)
+    assert asked.exit_code == 0, asked.output
+    assert f"{ACTION}: {note}" in " ".join(asked.output.split())
+    assert "refused until its time" in " ".join(asked.output.split())
+
+
+def test_the_explanation_says_until_when_a_request_may_still_land() -> None:
+    from octipusd.store.journal_store import ActionReceipt
+
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    pending = explain_action(_record(in_flight_until=later))
+    assert "A dispatched request of it may still land: a request may still be in flight until" in pending
+    assert "a retry with the same idempotency key is refused" in pending
+    ended = explain_action(_record(in_flight_until=later, dispatch_ended_at=datetime.now(UTC)))
+    assert "ended its request's transport" in ended and "may still land" not in ended
+    settled = ActionReceipt(1, ACTION, "probe", "verified", {"status": "not_applied"}, datetime.now(UTC))
+    correction = ActionReceipt(
+        2, ACTION, "correction", "needs_operator", {"earlier": {"at": "EARLIER"}}, datetime.now(UTC)
+    )
+    reopened = explain_action(_record(recovery_state="needs_operator"), receipts=[settled, correction])
+    assert "verified as not applied at EARLIER, but a later probe found the effect applied" in reopened
