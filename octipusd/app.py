@@ -198,7 +198,7 @@ async def _serve(
         return connectors.contract_for(tool_id)
 
     journal = ActionJournal(store, owner)
-    left_in_flight = [a for a in orphans if a.dispatch is not None]
+    left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
     operator = RecoveryOperator(store, contract_of, hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
     runs = RunManager(
@@ -261,7 +261,9 @@ async def _serve(
     try:
         async with anyio.create_task_group() as tg:
             runs.bind(tg)
-            if left_in_flight:  # before anyone can probe them: end what the stopped daemon left open
+            if left_in_flight:
+                # end what a stopped daemon left open; a probe that runs before this is done finds
+                # the action still in flight, which only keeps it blocking a little longer
                 tg.start_soon(end_left_requests, store, connectors, left_in_flight)
             await tg.start(actions.worker.run)
 

@@ -200,7 +200,13 @@ _STATES: dict[str, str] = {
 }
 
 
-def explain_action(action: ToolAction, *, live: bool = False, receipts: Sequence[ActionReceipt] = ()) -> str:
+def explain_action(
+    action: ToolAction,
+    *,
+    live: bool = False,
+    receipts: Sequence[ActionReceipt] = (),
+    now: datetime | None = None,
+) -> str:
     """One paragraph saying what an action's record means (seed 000 and seed 004 wording).
 
     Covers the outcome, the recovery state, the review that acknowledged it (if any), whether
@@ -211,6 +217,7 @@ def explain_action(action: ToolAction, *, live: bool = False, receipts: Sequence
         live: The action is running in this daemon now (a ``started`` record that is not an
             orphan).
         receipts: Its receipt entries (the last probe's answer is named).
+        now: The store's time (whether a request of it may still land); default: the system clock.
 
     Returns:
         The paragraph (plain text).
@@ -248,7 +255,7 @@ def explain_action(action: ToolAction, *, live: bool = False, receipts: Sequence
                 f"found the effect applied ({corrections[-1].created_at.isoformat()}); it was reopened for review."
             )
     if action.outcome in ("uncertain", "started") and not action.resolved:
-        if action.may_still_land(datetime.now(UTC)):
+        if action.may_still_land(now or datetime.now(UTC)):
             parts.append(
                 f"A dispatched request of it may still land: {in_flight_warning(action.in_flight_until)}; "
                 "until then a probe that finds nothing does not settle it, and a retry with the same "
@@ -256,8 +263,8 @@ def explain_action(action: ToolAction, *, live: bool = False, receipts: Sequence
             )
         elif action.dispatch_ended_at is not None:
             parts.append(
-                f"Octipus ended its request's transport at {action.dispatch_ended_at.isoformat(timespec='seconds')}; "
-                "no request of it can land any more."
+                f"No request of it can land any more (since {action.dispatch_ended_at.isoformat(timespec='seconds')}: "
+                "it answered, or Octipus ended its transport)."
             )
     if action.review_id:
         when = f" at {action.reviewed_at.isoformat()}" if action.reviewed_at else ""
@@ -452,7 +459,7 @@ def action_router(services: Services) -> APIRouter:
         return {
             "action": _action_view(action, live),
             "receipts": [r.to_dict() for r in receipts],
-            "explanation": explain_action(action, live=action.id in live, receipts=receipts),
+            "explanation": explain_action(action, live=action.id in live, receipts=receipts, now=store.now()),
         }
 
     @router.post("/actions/{action_id}/probe")

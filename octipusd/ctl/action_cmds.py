@@ -175,7 +175,7 @@ def actions_show(action_id: IdArg, as_json: JsonOption = False) -> None:
         ("deadline", a.get("deadline_at")),
         ("in flight until", a.get("in_flight_until") if a.get("outcome") in ("uncertain", "started") else None),
         ("request went to", _dispatch_text(a.get("dispatch"))),
-        ("transport ended", a.get("dispatch_ended_at")),
+        ("request over", a.get("dispatch_ended_at")),
         ("started", a.get("started_at")),
         ("finished", a.get("finished_at")),
         ("daemon", a.get("owner")),

@@ -138,26 +138,28 @@ class DispatchRef:
         server: The MCP server's name in ``mcpServers`` (its URL and headers are read from the
             configuration when the transport is ended).
         session_id: ``Mcp-Session-Id`` of a streamable HTTP session.
+        url_sha256: SHA-256 (hex) of the URL the session was opened on (the URL itself may hold
+            a credential): a session is ended only at that same URL.
         marker: The environment marker (``OCTIPUS_RUN_ID``) of a stdio server's processes.
     """
 
     kind: DispatchKind
     server: str
     session_id: str | None = None
+    url_sha256: str | None = None
     marker: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (a small JSON object)."""
         out: dict[str, Any] = {"kind": str(self.kind), "server": self.server}
-        if self.session_id is not None:
-            out["session_id"] = self.session_id
-        if self.marker is not None:
-            out["marker"] = self.marker
+        optional = {"session_id": self.session_id, "url_sha256": self.url_sha256, "marker": self.marker}
+        out.update({name: value for name, value in optional.items() if value is not None})
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DispatchRef | None:
-        """Read the stored form; None when it is not one this version knows."""
+        """Read the stored form; None when it is not one this version knows (or a stdio form
+        without its marker)."""
         try:
             kind = DispatchKind(str(data.get("kind")))
         except ValueError:
@@ -165,14 +167,12 @@ class DispatchRef:
         server = data.get("server")
         if not isinstance(server, str) or not server:
             return None
-        session_id = data.get("session_id")
-        marker = data.get("marker")
-        return cls(
-            kind,
-            server,
-            session_id if isinstance(session_id, str) else None,
-            marker if isinstance(marker, str) else None,
-        )
+        text = {
+            k: v for k in ("session_id", "url_sha256", "marker") if isinstance(v := data.get(k), str) and v
+        }
+        if kind is DispatchKind.MCP_STDIO and "marker" not in text:
+            return None  # without its marker a stdio server's processes cannot be told apart
+        return cls(kind, server, text.get("session_id"), text.get("url_sha256"), text.get("marker"))
 
 
 @dataclass(frozen=True)

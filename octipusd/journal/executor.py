@@ -124,6 +124,9 @@ class Executed:
         detail: One line of evidence (also stored on the record).
         action_id: The journal record (None when the call was not journaled).
         recorded: False when the outcome write failed (the ``started`` record then blocks).
+        answered: The call is over (it returned, or Octipus stopped it): no request of it can
+            land any more. False after a timeout, a cancellation or a failure of the body, and
+            for a :class:`ToolOutcome` marked ``in_flight``.
     """
 
     value: str | dict[str, Any]
@@ -132,6 +135,7 @@ class Executed:
     detail: str | None
     action_id: str | None = None
     recorded: bool = True
+    answered: bool = False
 
 
 def describe_failure(tool: str, exc: BaseException, timeout_seconds: float | None = None) -> str:
@@ -165,15 +169,18 @@ def classify(
     if exc is not None:
         message = describe_failure(tool, exc, kw.get("timeout_seconds"))
         if isinstance(exc, NotExecutedError):
-            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:300])
+            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:300], answered=True)
         detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:300]
         return Executed(message, True, ActionOutcome.UNCERTAIN, detail)
     if isinstance(value, ToolOutcome):
+        answered = not value.in_flight
         if value.uncertain is not None:
             detail = value.uncertain if value.detail is None else f"{value.uncertain} ({value.detail})"
-            return Executed(value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:300])
-        return Executed(value.value, value.is_error, ActionOutcome.COMPLETED, value.detail)
-    return Executed(value if value is not None else "", False, ActionOutcome.COMPLETED, None)
+            return Executed(
+                value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:300], answered=answered
+            )
+        return Executed(value.value, value.is_error, ActionOutcome.COMPLETED, value.detail, answered=answered)
+    return Executed(value if value is not None else "", False, ActionOutcome.COMPLETED, None, answered=True)
 
 
 async def run_unjournaled(tool: str, body: Body, timeout_seconds: float | None = None) -> Executed:
@@ -304,26 +311,32 @@ class ActionJournal:
             with anyio.CancelScope(shield=True):
                 recorded = await self._finish(action.id, executed, commit)
             return Executed(
-                executed.value, executed.is_error, executed.outcome, executed.detail, action.id, recorded
+                executed.value,
+                executed.is_error,
+                executed.outcome,
+                executed.detail,
+                action.id,
+                recorded,
+                executed.answered,
             )
         finally:
             self.live.discard(action.id)
 
     async def _finish(self, action_id: str, executed: Executed, commit: Commit | None) -> bool:
         outcome, detail = executed.outcome, executed.detail
-        if outcome is ActionOutcome.UNCERTAIN and self.on_uncertain is not None:
-            self.on_uncertain()
         try:
             with anyio.fail_after(self.record_timeout_seconds):
                 if commit is not None:
                     written = await in_thread(commit, outcome, detail, executed)
                     if not written:
                         log.warning("the outcome of action %s was not written: its claim changed", action_id)
-                    return written
-                await in_thread(
-                    lambda: self.store.finish_action(action_id, outcome=str(outcome), detail=detail)
-                )
-            return True
+                else:
+                    await in_thread(
+                        lambda: self.store.finish_action(
+                            action_id, outcome=str(outcome), detail=detail, answered=executed.answered
+                        )
+                    )
+                    written = True
         except Exception as exc:
             log.error(
                 "the outcome (%s) of action %s could not be recorded: %r; its started record now "
@@ -332,7 +345,10 @@ class ActionJournal:
                 action_id,
                 exc,
             )
-            return False
+            written = False
+        if outcome is ActionOutcome.UNCERTAIN and self.on_uncertain is not None:
+            self.on_uncertain()  # after the write: its escalation deadline is now in the store
+        return written
 
     def _columns(
         self, scope: ActionScope, tool: str, arguments: Mapping[str, Any], contract: RecoveryContract

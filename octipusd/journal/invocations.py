@@ -49,7 +49,8 @@ from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, O
 from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash, run_unjournaled
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.outcomes import ActionOutcome, Origin, ToolOutcome
-from octipusd.journal.review import REVIEW_BATCH, REVIEW_NOTE, describe_actions, verified_duplicate
+from octipusd.journal.retry import duplicate_refusal
+from octipusd.journal.review import REVIEW_BATCH, REVIEW_NOTE, describe_actions
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.policy.rules import Level, subject_of
@@ -292,12 +293,13 @@ class ActionService:
                     # reading tools stay available while a recovery review is owed (seed 000)
                     if spec.mutating and not await self._recovery_clear(invocation, token):
                         return True  # handed to a recovery review
-                    duplicate = await verified_duplicate(
+                    duplicate = await duplicate_refusal(
                         self.operator,
                         self._scope(invocation),
                         spec.tool_id,
                         invocation.arguments or {},
                         spec.recovery_contract,
+                        live=self.journal.live,
                     )
                 except (NotFoundError, InvalidRequestError) as exc:
                     await self._end_not_executed(invocation, token, exc.message)
@@ -425,6 +427,7 @@ class ActionService:
                 error=detail if outcome is not ActionOutcome.COMPLETED else None,
                 outcome=str(outcome),
                 detail=detail,
+                answered=executed.answered,
             )
 
         if not spec.mutating:  # a trusted read-only connector tool: checking external state

@@ -52,10 +52,27 @@ Notify = Callable[[str | None, str, dict[str, Any]], Awaitable[None]]
 
 #: Deadline of one probe or compensation (seconds).
 OPERATION_TIMEOUT_SECONDS = 60.0
+#: Most earlier calls of one user, tool and idempotency key read to judge a retry or a recheck.
+SAME_KEY_LIMIT = 1000
 _UNSETTLED = (RecoveryState.EFFECT_UNCONFIRMED.value, RecoveryState.RECOVERING.value, None)
 #: States a person's remedies (an explicit probe, a compensation) still apply to: the deadline
 #: or a failed compensation escalates an action, it does not remove its remedies.
 _REMEDIABLE = (*_UNSETTLED, RecoveryState.NEEDS_OPERATOR.value)
+
+
+#: States a compensation may start from (not while one runs).
+_COMPENSABLE = (
+    None,
+    RecoveryState.EFFECT_UNCONFIRMED.value,
+    RecoveryState.VERIFIED.value,
+    RecoveryState.NEEDS_OPERATOR.value,
+)
+
+
+def _why(exc: BaseException) -> str:
+    """One line naming a failure (its Octipus message when it has one)."""
+    text = exc.message if isinstance(exc, OctipusError) else str(exc)
+    return f"{type(exc).__name__}: {text}"[:300]
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -138,17 +155,19 @@ class RecoveryOperator:
         """Run the action's verification probe once and record what it saw.
 
         ``applied`` settles the action (``verified``). ``not_applied`` settles it only once no
-        dispatched request of it can still land (:meth:`ToolAction.may_still_land`: its
-        in-flight bound has passed or its transport was ended); before that the answer is kept
-        as evidence ("not applied yet; a request may still be in flight until T") and the action
-        stays unconfirmed. ``unknown`` (an outage, an ambiguous or partial effect) leaves it
-        unconfirmed. The action is read afresh first.
+        dispatched request of it can still land (:meth:`ToolAction.may_still_land`, judged at
+        the moment the probe *started*: its in-flight bound had passed or its transport was
+        ended); before that the answer is kept as evidence ("not applied yet; a request may
+        still be in flight until T") and the action stays unconfirmed. ``unknown`` (an outage,
+        an ambiguous or partial effect) leaves it unconfirmed, and so does any answer while a
+        compensation runs (``recovering``: the compensation may have removed the effect). The
+        action is read afresh first.
 
         Args:
             action: The action (only its id is trusted).
             explicit: A person asked for this probe: an action handed to its owner
-                (``needs_operator``) can still be settled by it, and a settled ``not_applied``
-                is checked again (:meth:`recheck`).
+                (``needs_operator``) can still be settled by it, and a ``verified`` one is
+                checked again (:meth:`recheck`).
 
         Returns:
             The verdict, or None when the tool declares no probe or the action is not awaiting
@@ -166,19 +185,21 @@ class RecoveryOperator:
         contract = self._contract(action)
         if contract is None or contract.probe is None:
             return None
+        pending = action.may_still_land(self.store.now())  # before the probe looks
         result = await self._run_probe(action, contract)
         data: dict[str, Any] = {"status": str(result.status), "detail": result.detail}
-        now = self.store.now()
-        pending = action.may_still_land(now)
         if result.status is ProbeStatus.NOT_APPLIED and pending:
             data["in_flight_until"] = _iso(action.in_flight_until)
             data["note"] = in_flight_note(action.in_flight_until)
-        if result.status is ProbeStatus.UNKNOWN or data.get("note"):
+        elif action.recovery_state == RecoveryState.RECOVERING.value:
+            data["note"] = "a compensation is running; the answer is kept as evidence only"
+        if result.status is ProbeStatus.UNKNOWN or "note" in data:
             await in_thread(lambda: self.store.add_receipt(action.id, kind="probe", data=data))
             return ProbeVerdict(result, False, action.in_flight_until if pending else None)
+        settle = tuple(s for s in allowed if s != RecoveryState.RECOVERING.value)
         moved = await in_thread(
             lambda: self.store.set_recovery_state(
-                action.id, state=RecoveryState.VERIFIED.value, kind="probe", data=data, expect=allowed
+                action.id, state=RecoveryState.VERIFIED.value, kind="probe", data=data, expect=settle
             )
         )
         return ProbeVerdict(result, moved)
@@ -190,7 +211,8 @@ class RecoveryOperator:
 
         The reopened action is ``needs_operator`` and blocks again; its ``correction`` receipt
         entry names the earlier settlement and the new finding, and an ``action_escalated``
-        event goes to its run.
+        event goes to its run. When a later call of the same tool with the same idempotency key
+        ran (its effect is indistinguishable to the probe), the answer is only recorded.
 
         Returns:
             The verdict (``correction`` set when it reopened the action), or None when the action
@@ -203,12 +225,16 @@ class RecoveryOperator:
             return None
         earlier = await self.settled_probe(action)
         result = await self._run_probe(action, contract)
-        data = {"status": str(result.status), "detail": result.detail, "recheck": True}
-        if (
-            result.status is not ProbeStatus.APPLIED
-            or earlier is None
-            or earlier.data.get("status") != "not_applied"
-        ):
+        data: dict[str, Any] = {"status": str(result.status), "detail": result.detail, "recheck": True}
+        contradicts = (
+            result.status is ProbeStatus.APPLIED
+            and earlier is not None
+            and earlier.data.get("status") == ProbeStatus.NOT_APPLIED.value
+        )
+        if contradicts and await self._later_call_ran(action):
+            data["note"] = "a later call with the same idempotency key ran; its effect cannot be told apart"
+            contradicts = False
+        if not contradicts or earlier is None:
             await in_thread(lambda: self.store.add_receipt(action.id, kind="probe", data=data))
             return ProbeVerdict(result, False)
         reason = "the effect appeared after the action was verified as not applied; review it again"
@@ -216,89 +242,57 @@ class RecoveryOperator:
             "earlier": {
                 "receipt_id": earlier.id,
                 "at": earlier.created_at.isoformat(),
-                "status": "not_applied",
+                "status": ProbeStatus.NOT_APPLIED.value,
                 "detail": earlier.data.get("detail"),
             },
-            "now": {"status": "applied", "detail": result.detail},
+            "now": {"status": ProbeStatus.APPLIED.value, "detail": result.detail},
             "reason": reason,
         }
         reopened = await in_thread(lambda: self.store.reopen_action(action.id, data=correction))
         if reopened:
-            owner = self._owner(action, contract)
-            await self._escalate_event(action, owner, reason)
+            await self._escalate_event(action, self._owner(action, contract), reason)
         return ProbeVerdict(result, False, correction=reopened)
+
+    async def _later_call_ran(self, action: ToolAction) -> bool:
+        """True when a call of the same user, tool and idempotency key started after ``action``
+        and was not proven unexecuted."""
+        if action.idempotency_key is None:
+            return False
+        same = await in_thread(
+            lambda: self.store.list_actions(
+                user=action.user,
+                tool=action.tool,
+                idempotency_key=action.idempotency_key,
+                limit=SAME_KEY_LIMIT,
+            )
+        )
+        mine = next((i for i, a in enumerate(same) if a.id == action.id), None)
+        if mine is None:
+            return True  # not among the oldest SAME_KEY_LIMIT: be conservative
+        return any(a.outcome != "not_executed" for a in same[mine + 1 :])
+
+    async def look(self, action: ToolAction) -> ProbeResult | None:
+        """Run the action's probe and record its answer as evidence only (the state is unchanged).
+
+        For actions handed to their owner, before a retry: seeing the effect there refuses the
+        retry without settling the action behind the owner's back.
+
+        Returns:
+            The probe's answer, or None when the tool declares no probe.
+        """
+        contract = self._contract(action)
+        if contract is None or contract.probe is None:
+            return None
+        result = await self._run_probe(action, contract)
+        data = {"status": str(result.status), "detail": result.detail, "note": "checked before a retry"}
+        await in_thread(lambda: self.store.add_receipt(action.id, kind="probe", data=data))
+        return result
 
     async def settled_probe(self, action: ToolAction) -> ActionReceipt | None:
         """The receipt entry of the probe that settled a ``verified`` action (None: none)."""
         receipts = await in_thread(self.store.list_receipts, action.id)
         probes = [r for r in receipts if r.kind == "probe" and r.state == RecoveryState.VERIFIED.value]
         return probes[-1] if probes else None
-
-    async def retry_refusal(self, *, user: str, session_id: str | None, tool_id: str, key: str) -> str | None:
-        """Query before retrying (seed 004): why a new call with idempotency key ``key`` must not run.
-
-        Looks at this user's and session's earlier uncertain calls of ``tool_id`` with that key:
-
-        * verified as applied: retrying would duplicate the effect;
-        * verified as not applied: checked again (:meth:`recheck`); an effect that appeared since
-          reopens the action and refuses the retry (skipped when a later call with the key ran,
-          whose effect the probe could not tell apart);
-        * otherwise (acknowledged by a review, not settled): probed now; applied refuses, and so
-          does any answer while a dispatched request of it may still land.
-
-        A *completed* earlier call is not considered: explicitly repeating a successful action
-        remains possible (seed 000 "Boundaries"); neither are compensated or contained ones.
-
-        Returns:
-            The refusal for the model or person, or None.
-        """
-        prior = await in_thread(
-            lambda: self.store.list_actions(
-                user=user, session_id=session_id, tool=tool_id, idempotency_key=key, limit=1000
-            )
-        )
-        for index, action in enumerate(prior):
-            if action.outcome not in ("uncertain", "started"):
-                continue
-            later = any(p.outcome != "not_executed" for p in prior[index + 1 :])
-            why = await self._refusal_of(action, key, later=later)
-            if why is not None:
-                return f"not repeated: an earlier {tool_id} call with idempotency key {key!r} (action {action.id}) {why}"
-        return None
-
-    async def _refusal_of(self, action: ToolAction, key: str, *, later: bool) -> str | None:
-        state = action.recovery_state
-        if state in (RecoveryState.COMPENSATED.value, RecoveryState.CONTAINED.value):
-            return None
-        if state == RecoveryState.VERIFIED.value:
-            settled = await self.settled_probe(action)
-            status = settled.data.get("status") if settled is not None else None
-            if status == "applied":
-                return (
-                    "timed out or failed ambiguously, and its verification probe found the effect applied; "
-                    "retrying would duplicate it"
-                )
-            if status == "not_applied" and not later:
-                verdict = await self.recheck(action)
-                if verdict is not None and verdict.correction:
-                    return (
-                        "was verified as not applied, but its effect has appeared since; the action is "
-                        "reopened for review (`octipusctl actions show " + action.id + "`)"
-                    )
-            return None
-        verdict = await self.probe(action)
-        if verdict is not None and verdict.settled:
-            if verdict.result.status is ProbeStatus.APPLIED:
-                return "had an uncertain outcome, and its verification probe found the effect applied; retrying would duplicate it"
-            return None
-        if action.may_still_land(self.store.now()):
-            until = action.in_flight_until
-            when = f"until {_iso(until)}" if until is not None else "until a person settles it"
-            return (
-                f"may still take effect: its request can still land {when}; retry after that, or once "
-                "its probe or a person has settled it"
-            )
-        return None
 
     async def compensate(self, action: ToolAction, *, by: str) -> str:
         """Run the action's declared compensation (a person asks for it).
@@ -312,9 +306,12 @@ class RecoveryOperator:
 
         Raises:
             NotFoundError: the tool declares no compensation.
-            ConflictError: the action is not uncertain, or already settled or being recovered.
+            ConflictError: the action is not uncertain, already compensated, contained or being
+                compensated, or a request of it may still land (an offset made now would not
+                cover an effect that lands later).
             OctipusError: the compensation failed; the action is now ``needs_operator``.
         """
+        action = await in_thread(self.store.get_action, action.id)
         if action.outcome not in ("uncertain", "started"):
             raise ConflictError(
                 f"action {action.id} is {action.outcome}; only uncertain actions are compensated"
@@ -322,40 +319,30 @@ class RecoveryOperator:
         contract = self._contract(action)
         if contract is None or contract.compensation is None:
             raise NotFoundError(f"{action.tool} declares no compensation; review the action instead")
+        if action.may_still_land(self.store.now()):
+            raise ConflictError(
+                f"action {action.id} is not compensated now: {in_flight_warning(action.in_flight_until)}, and "
+                "an offset made before it lands would not cover it; compensate after that, or contain it"
+            )
         moved = await in_thread(
             lambda: self.store.set_recovery_state(
                 action.id,
                 state=RecoveryState.RECOVERING.value,
                 kind="compensation",
                 data={"started_by": by},
-                expect=(
-                    None,
-                    RecoveryState.EFFECT_UNCONFIRMED.value,
-                    RecoveryState.VERIFIED.value,
-                    RecoveryState.NEEDS_OPERATOR.value,
-                ),
+                expect=_COMPENSABLE,
             )
         )
         if not moved:
-            raise ConflictError(
-                f"action {action.id} is already {action.recovery_state}; nothing to compensate"
-            )
+            now = await in_thread(self.store.get_action, action.id)
+            raise ConflictError(f"action {action.id} is already {now.recovery_state}; nothing to compensate")
         try:
             with anyio.fail_after(OPERATION_TIMEOUT_SECONDS):
                 detail = await contract.compensation(_ref(action))
         except Exception as exc:
-            why = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"[:300]
-            await in_thread(
-                lambda: self.store.set_recovery_state(
-                    action.id,
-                    state=RecoveryState.NEEDS_OPERATOR.value,
-                    kind="compensation",
-                    data={"failed": why, "by": by},
-                )
-            )
-            await self._escalate_event(action, self._owner(action, contract), f"compensation failed: {why}")
+            await self._compensation_failed(action, contract, exc, by=by)
             raise OctipusError(
-                f"the compensation of action {action.id} failed ({why}); it now needs an operator"
+                f"the compensation of action {action.id} failed ({_why(exc)}); it now needs an operator"
             ) from exc
         await in_thread(
             lambda: self.store.set_recovery_state(
@@ -366,6 +353,22 @@ class RecoveryOperator:
             )
         )
         return str(detail)
+
+    async def _compensation_failed(
+        self, action: ToolAction, contract: RecoveryContract, exc: Exception, *, by: str
+    ) -> None:
+        """Hand the action to its owner after a failed compensation (the failure is the evidence)."""
+        why = _why(exc)
+        log.warning("the compensation of action %s failed: %s", action.id, why, exc_info=exc)
+        await in_thread(
+            lambda: self.store.set_recovery_state(
+                action.id,
+                state=RecoveryState.NEEDS_OPERATOR.value,
+                kind="compensation",
+                data={"failed": why, "by": by},
+            )
+        )
+        await self._escalate_event(action, self._owner(action, contract), f"compensation failed: {why}")
 
     async def contain(self, action: ToolAction, *, by: str, note: str) -> None:
         """Record that a person contained the effect (state ``contained``).

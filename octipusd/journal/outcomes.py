@@ -76,9 +76,13 @@ class ToolOutcome:
         is_error: Mark the MCP result ``isError`` (the model sees an error).
         detail: Short evidence kept on the journal record (an exit code, an error class), never
             the result body.
+        in_flight: No answer came and the request may still be running where it was sent (a
+            connector call that timed out or lost its connection): the action stays in flight
+            until its bound. False means the call is over (it answered, or Octipus stopped it).
     """
 
     value: str | dict[str, Any]
     uncertain: str | None = None
     is_error: bool = False
     detail: str | None = None
+    in_flight: bool = False

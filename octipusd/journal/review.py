@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from octipusd.journal.contracts import RecoveryContract, RiskClass
 from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator, in_flight_time, in_flight_warning
+from octipusd.journal.retry import duplicate_refusal
 from octipusd.policy.gate import CallContext, GateResult
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
@@ -42,7 +43,6 @@ __all__ = [
     "RecoveryAsker",
     "RecoveryGate",
     "describe_actions",
-    "verified_duplicate",
 ]
 
 log = logging.getLogger("octipusd.journal")
@@ -72,16 +72,15 @@ class RecoveryAsker(Protocol):
         ...
 
 
-def describe_actions(actions: list[ToolAction], now: datetime | None = None) -> list[dict[str, Any]]:
+def describe_actions(actions: list[ToolAction], now: datetime) -> list[dict[str, Any]]:
     """What a reviewer is shown of each record (never argument bodies).
 
     A record whose dispatched request may still land carries ``in_flight_until`` and a
     ``note`` saying so (None when no request of it can land any more).
     """
-    moment = now or datetime.now(UTC)
     out = []
     for a in actions:
-        pending = a.may_still_land(moment)
+        pending = a.may_still_land(now)
         out.append(
             {
                 "action_id": a.id,
@@ -109,33 +108,6 @@ REVIEW_NOTE = (
     "with the same idempotency key as an action whose request may still land (in_flight_until) "
     "is refused until then. Denying refuses this call and keeps the evidence."
 )
-
-
-async def verified_duplicate(
-    operator: RecoveryOperator,
-    scope: ActionScope,
-    tool_id: str,
-    arguments: Mapping[str, Any],
-    contract: RecoveryContract,
-) -> str | None:
-    """Refuse a blind retry of an uncertain call with the same idempotency key (seed 004: query
-    before retrying; a duplicate-effect block). See :meth:`RecoveryOperator.retry_refusal`.
-
-    Returns:
-        Why the call is refused, or None.
-    """
-    if contract.idempotency_key is None:
-        return None
-    try:
-        key = contract.idempotency_key(arguments)
-    except Exception:
-        log.warning("the idempotency key of %s could not be read", tool_id, exc_info=True)
-        return None
-    if not key:
-        return None
-    return await operator.retry_refusal(
-        user=scope.user, session_id=scope.session_id, tool_id=tool_id, key=key
-    )
 
 
 class RecoveryGate:
@@ -211,7 +183,9 @@ class RecoveryGate:
             blocking = await self.unresolved(scope)
             if not blocking:
                 # after the probes: a blind retry of an effect verified as applied is refused
-                duplicate = await verified_duplicate(self.operator, scope, tool_id, arguments, contract)
+                duplicate = await duplicate_refusal(
+                    self.operator, scope, tool_id, arguments, contract, live=self.journal.live
+                )
                 if duplicate is not None:
                     return GateResult(False, duplicate)
                 reason = (

@@ -74,9 +74,12 @@ class LineFramer:
 def run_processes(run_id: str) -> list[psutil.Process]:
     """Return every live process whose environment carries ``OCTIPUS_RUN_ID=<run_id>``.
 
-    Processes whose environment cannot be read (other users, races) are skipped.
+    Processes whose environment cannot be read (other users, races) are skipped. An empty
+    ``run_id`` matches nothing (it would otherwise match every unmarked process).
     """
     found: list[psutil.Process] = []
+    if not run_id:
+        return found
     me = os.getpid()
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == me:

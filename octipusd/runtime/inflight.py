@@ -75,14 +75,12 @@ async def end_left_requests(
 
 
 async def _end(connectors: ConnectorRegistry, ref: DispatchRef) -> DispatchEnd:
+    """End one transport: terminate an HTTP session, or kill a stdio server's leftover processes."""
     if ref.kind is DispatchKind.MCP_HTTP:
-        if ref.session_id is None:
-            return DispatchEnd(
-                False, f"MCP server {ref.server!r} gave no session id; there is no session to end"
-            )
-        return await connectors.terminate_session(ref.server, ref.session_id)
-    assert ref.marker is not None  # DispatchKind.MCP_STDIO
+        return await connectors.terminate_session(ref.server, ref)
     marker = ref.marker
+    if not marker:  # DispatchRef.from_json refuses this; never scan for an empty marker
+        return DispatchEnd(False, f"stdio MCP server {ref.server!r}: no process marker was recorded")
     killed = await anyio.to_thread.run_sync(kill_run_tree, marker, None)
     if killed:
         await anyio.sleep(KILL_SETTLE_SECONDS)

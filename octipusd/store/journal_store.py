@@ -17,6 +17,7 @@ commit together (:meth:`JournalStoreMixin.finish_invocation`).
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
@@ -40,6 +41,8 @@ __all__ = [
     "ToolAction",
     "ToolInvocation",
 ]
+
+log = logging.getLogger("octipusd.store")
 
 #: ``tool_actions.outcome`` values (seed 000).
 ACTION_OUTCOMES: tuple[str, ...] = ("started", "completed", "not_executed", "uncertain")
@@ -258,8 +261,22 @@ class ToolInvocation:
 
 def _action(row: ToolActionRow) -> ToolAction:
     values = {name: getattr(row, name) for name in ToolAction.__slots__}
-    values["dispatch"] = json.loads(row.dispatch) if row.dispatch is not None else None
+    values["dispatch"] = _dispatch(row)
     return ToolAction(**values)
+
+
+def _dispatch(row: ToolActionRow) -> dict[str, Any] | None:
+    """The stored dispatch object; a value that is not a JSON object reads as none (logged)."""
+    if row.dispatch is None:
+        return None
+    try:
+        value = json.loads(row.dispatch)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        log.warning("action %s: its recorded dispatch is not a JSON object; ignored", row.id)
+        return None
+    return value
 
 
 def _receipt(row: ActionReceiptRow) -> ActionReceipt:
@@ -420,7 +437,13 @@ class JournalStoreMixin:
         return _action(row)
 
     def finish_action(
-        self, action_id: str, *, outcome: str, detail: str | None, data: dict[str, Any] | None = None
+        self,
+        action_id: str,
+        *,
+        outcome: str,
+        detail: str | None,
+        data: dict[str, Any] | None = None,
+        answered: bool = False,
     ) -> bool:
         """Record the outcome of a ``started`` action, exactly once.
 
@@ -429,6 +452,8 @@ class JournalStoreMixin:
             outcome: ``completed``, ``not_executed`` or ``uncertain``.
             detail: One line of evidence (no result bodies).
             data: Extra receipt evidence (small JSON object).
+            answered: The call is over (it answered, or Octipus stopped it): no request of it
+                can land any more, so ``dispatch_ended_at`` is set too.
 
         Returns:
             True if this call wrote the outcome; False if the record had already left
@@ -440,15 +465,26 @@ class JournalStoreMixin:
                 mutations pending review).
         """
         with self._tx(f"recording the outcome of action {action_id}", write=True) as db:
-            return self._finish_action(db, action_id, outcome=outcome, detail=detail, data=data)
+            return self._finish_action(
+                db, action_id, outcome=outcome, detail=detail, data=data, answered=answered
+            )
 
     def _finish_action(
-        self, db: DbSession, action_id: str, *, outcome: str, detail: str | None, data: dict[str, Any] | None
+        self,
+        db: DbSession,
+        action_id: str,
+        *,
+        outcome: str,
+        detail: str | None,
+        data: dict[str, Any] | None,
+        answered: bool = False,
     ) -> bool:
         if outcome not in ("completed", "not_executed", "uncertain"):
             raise ValueError(f"an outcome is completed, not_executed or uncertain, got {outcome!r}")
         now = self._clock()
         values: dict[str, Any] = {"outcome": outcome, "detail": detail, "finished_at": now}
+        if answered:
+            values["dispatch_ended_at"] = now
         state = None
         if outcome == "uncertain":
             state = "effect_unconfirmed"
@@ -565,6 +601,23 @@ class JournalStoreMixin:
             )
         query = query.order_by(col(ToolActionRow.started_at), col(ToolActionRow.id)).limit(limit)
         with self._tx("reading unresolved actions") as db:
+            return [_action(r) for r in db.exec(query).all()]
+
+    def open_dispatches(self, now: datetime) -> list[ToolAction]:
+        """Unresolved actions whose request may still land on a transport Octipus has not ended
+        (a recorded dispatch, no ``dispatch_ended_at``, the in-flight bound not passed), oldest
+        first: at start-up, what a stopped daemon left in flight."""
+        query = (
+            select(ToolActionRow)
+            .where(
+                _unresolved(),
+                col(ToolActionRow.dispatch).is_not(None),
+                col(ToolActionRow.dispatch_ended_at).is_(None),
+                or_(col(ToolActionRow.in_flight_until).is_(None), col(ToolActionRow.in_flight_until) > now),
+            )
+            .order_by(col(ToolActionRow.started_at), col(ToolActionRow.id))
+        )
+        with self._tx("reading actions whose request may still land") as db:
             return [_action(r) for r in db.exec(query).all()]
 
     def orphan_started_actions(self, *, owner: str) -> list[ToolAction]:
@@ -1193,6 +1246,7 @@ class JournalStoreMixin:
         error: str | None,
         outcome: str | None = None,
         detail: str | None = None,
+        answered: bool = False,
     ) -> bool:
         """Commit an invocation's end and its action's outcome together (seed 001).
 
@@ -1206,6 +1260,7 @@ class JournalStoreMixin:
             error: Why it did not run or why it is uncertain.
             outcome: The journal outcome of its action (when an action was started).
             detail: Journal evidence.
+            answered: The call is over (see :meth:`finish_action`).
 
         Returns:
             True if written.
@@ -1222,7 +1277,9 @@ class JournalStoreMixin:
             if row is None or row.claim_token != token or row.status != "executing":
                 return False
             if row.action_id is not None and outcome is not None:
-                self._finish_action(db, row.action_id, outcome=outcome, detail=detail, data=None)
+                self._finish_action(
+                    db, row.action_id, outcome=outcome, detail=detail, data=None, answered=answered
+                )
             db.exec(
                 update(ToolInvocationRow)
                 .where(

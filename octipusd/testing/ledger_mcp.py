@@ -40,7 +40,9 @@ between calls), ``{"<tool>": {"mode": MODE, "seconds": N}}``. Modes:
 * ``unavailable``: answer ``isError`` "backend unavailable" without doing anything (a probe or
   compensation backend outage).
 
-A missing or unreadable faults file means no faults.
+An entry may also name ``"received": PATH`` (touched when the call arrives, before any hold) and
+``"release": PATH`` (a hold ends as soon as that file exists). A missing or unreadable faults file
+means no faults.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -164,19 +167,43 @@ def _error(text: str, meta: dict[str, Any] | None = None) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=text)], is_error=True, _meta=meta)
 
 
-def _fault(faults: Path | None, tool: str) -> tuple[str, float]:
-    """Return ``(mode, seconds)`` configured for ``tool`` (``("", 0)`` when none)."""
+@dataclass(frozen=True)
+class _Fault:
+    """One tool's configured fault (see the module docstring)."""
+
+    mode: str = ""
+    seconds: float = 0.0
+    received: Path | None = None  # touched when the call arrives
+    release: Path | None = None  # a hold ends early once this file exists
+
+    async def hold(self) -> None:
+        """Sleep ``seconds``, or until ``release`` exists, whichever comes first."""
+        deadline = time.monotonic() + self.seconds
+        while time.monotonic() < deadline:
+            if self.release is not None and self.release.exists():
+                return
+            await anyio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+
+
+def _fault(faults: Path | None, tool: str) -> _Fault:
+    """The fault configured for ``tool`` (none when the file is missing or unreadable)."""
     if faults is None:
-        return "", 0.0
+        return _Fault()
     try:
         data = json.loads(faults.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return "", 0.0
+        return _Fault()
     entry = data.get(tool) if isinstance(data, dict) else None
     if not isinstance(entry, dict):
-        return "", 0.0
+        return _Fault()
     seconds = entry.get("seconds", 0)
-    return str(entry.get("mode", "")), float(seconds) if isinstance(seconds, int | float) else 0.0
+    received, release = entry.get("received"), entry.get("release")
+    return _Fault(
+        str(entry.get("mode", "")),
+        float(seconds) if isinstance(seconds, int | float) else 0.0,
+        Path(received) if isinstance(received, str) else None,
+        Path(release) if isinstance(release, str) else None,
+    )
 
 
 async def _run(
@@ -185,12 +212,15 @@ async def _run(
     effect: Callable[[], Awaitable[dict[str, Any]]],
     second_step_failure: Callable[[], Awaitable[None]] | None = None,
 ) -> CallToolResult:
-    mode, seconds = _fault(faults, tool)
+    fault = _fault(faults, tool)
+    mode, seconds = fault.mode, fault.seconds
+    if fault.received is not None:
+        fault.received.touch()
     if mode == "hang_before":
-        await anyio.sleep(seconds)
+        await fault.hold()
     elif mode == "hold_before":
         with anyio.CancelScope(shield=True):  # deaf to cancellation and session termination
-            await anyio.sleep(seconds)
+            await fault.hold()
             return _ok(await effect())
     elif mode == "not_executed":
         return _error(f"{tool} refused before its mutation boundary; nothing was written", NOT_EXECUTED_META)

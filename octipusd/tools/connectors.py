@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import hashlib
 import json
 import logging
 import math
@@ -102,6 +103,7 @@ __all__ = [
     "ConnectorRegistry",
     "ConnectorSet",
     "ConnectorUnavailableError",
+    "url_digest",
 ]
 
 logger = logging.getLogger(__name__)
@@ -319,7 +321,12 @@ class _Connection:
     def dispatch_ref(self) -> DispatchRef | None:
         """Where a call made now goes (recorded with its ``started``)."""
         if self.http is not None:
-            return DispatchRef(DispatchKind.MCP_HTTP, self.server, session_id=self.http.session_id)
+            return DispatchRef(
+                DispatchKind.MCP_HTTP,
+                self.server,
+                session_id=self.http.session_id,
+                url_sha256=url_digest(self.settings.url or ""),
+            )
         if self.marker is not None:
             return DispatchRef(DispatchKind.MCP_STDIO, self.server, marker=self.marker)
         return None
@@ -425,6 +432,11 @@ def _declares_not_executed(result: CallToolResult) -> bool:
 # ---------------------------------------------------------------------------- calls
 
 
+def url_digest(url: str) -> str:
+    """SHA-256 (hex) of a server URL, recorded instead of the URL (which may hold a credential)."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
 def _call_timeout(cfg: McpServerSettings, tool: str) -> float:
     """The call deadline of ``tool`` (seconds): its own ``callTimeoutSeconds`` or the server's."""
     override = cfg.tools.get(tool)
@@ -523,7 +535,7 @@ def _uncertain_failure(tool_id: str, timeout: float, failure: BaseException) -> 
     detail = type(leaf).__name__
     if isinstance(leaf, MCPError):
         detail = f"MCPError {leaf.code}"
-    return ToolOutcome(message, uncertain=uncertain, is_error=True, detail=detail)
+    return ToolOutcome(message, uncertain=uncertain, is_error=True, detail=detail, in_flight=True)
 
 
 def _make_handler(connection: _Connection, tool: str) -> ToolHandler:
@@ -793,14 +805,21 @@ class ConnectorRegistry:
         cfg = dict(self._servers()).get(server)
         return cfg is not None and cfg.terminationCancelsCalls
 
-    async def terminate_session(self, server: str, session_id: str) -> DispatchEnd:
+    async def terminate_session(self, server: str, ref: DispatchRef) -> DispatchEnd:
         """End a streamable HTTP session a stopped daemon left open (an HTTP ``DELETE``).
 
-        The request goes to the server's configured URL with its configured headers. An answer
-        of 200/202/204 (the session was ended) or 404 (the server no longer knows it: it was
-        ended, or the server restarted) ends the session's calls only for a server that declares
-        ``terminationCancelsCalls``; then this waits :data:`TERMINATE_SETTLE_SECONDS` for a
-        cancelled call to unwind. 405 means the server does not end sessions on request.
+        The request goes to the server's configured URL with its configured headers, only when
+        that URL is the one the session was opened on. An answer of 200/202/204 (the session
+        was ended) or 404 (the server no longer knows it: it was ended, or the server restarted)
+        ends the session's calls only for a server that declares ``terminationCancelsCalls``;
+        then this waits :data:`TERMINATE_SETTLE_SECONDS` for a cancelled call to unwind (the MCP
+        Python SDK answers the ``DELETE`` before the call it cancels has unwound). 405 means the
+        server does not end sessions on request. The whole request is bounded by
+        :data:`TERMINATE_TIMEOUT_SECONDS`.
+
+        Args:
+            server: The server's name in ``mcpServers``.
+            ref: The recorded dispatch (its session id and URL digest).
 
         Returns:
             Whether no request of that session can land any more, and the evidence. Never
@@ -811,16 +830,31 @@ class ConnectorRegistry:
             return DispatchEnd(
                 False, f"MCP server {server!r} is no longer configured for http; session not ended"
             )
-        try:
-            async with httpx2.AsyncClient(
-                headers=dict(cfg.headers), timeout=TERMINATE_TIMEOUT_SECONDS, follow_redirects=False
-            ) as client:
-                response = await client.delete(cfg.url, headers={MCP_SESSION_HEADER: session_id})
-        except httpx2.HTTPError as exc:
+        if ref.session_id is None:
+            return DispatchEnd(False, f"MCP server {server!r} gave no session id; there is no session to end")
+        if ref.url_sha256 != url_digest(cfg.url):
             return DispatchEnd(
-                False, _one_line(f"ending session {session_id} of {server!r} failed: {_describe(exc)}")
+                False,
+                f"MCP server {server!r} is configured with another URL now; session {ref.session_id} not ended",
             )
-        status = response.status_code
+        try:
+            with anyio.fail_after(TERMINATE_TIMEOUT_SECONDS):
+                async with httpx2.AsyncClient(
+                    headers=dict(cfg.headers), timeout=TERMINATE_TIMEOUT_SECONDS, follow_redirects=False
+                ) as client:
+                    response = await client.delete(cfg.url, headers={MCP_SESSION_HEADER: ref.session_id})
+        except (httpx2.HTTPError, TimeoutError) as exc:
+            return DispatchEnd(
+                False, _one_line(f"ending session {ref.session_id} of {server!r} failed: {_describe(exc)}")
+            )
+        return await self._termination_answer(cfg, server, ref.session_id, response.status_code)
+
+    @staticmethod
+    async def _termination_answer(
+        cfg: McpServerSettings, server: str, session_id: str, status: int
+    ) -> DispatchEnd:
+        """What a server's answer to ending a session establishes (see :meth:`terminate_session`)."""
+        gone = status in (200, 202, 204, 404)
         if status in (200, 202, 204):
             evidence = f"MCP server {server!r} ended session {session_id} (HTTP {status})"
         elif status == 404:
@@ -829,11 +863,11 @@ class ConnectorRegistry:
             evidence = f"MCP server {server!r} does not end sessions on request (HTTP 405)"
         else:
             evidence = f"MCP server {server!r} answered HTTP {status} to ending session {session_id}"
-        ended = cfg.terminationCancelsCalls and status in (200, 202, 204, 404)
-        if status in (200, 202, 204, 404) and not cfg.terminationCancelsCalls:
+        if gone and not cfg.terminationCancelsCalls:
             evidence += (
                 "; it does not declare terminationCancelsCalls, so a call it was running may still land"
             )
+        ended = gone and cfg.terminationCancelsCalls
         if ended:
             await anyio.sleep(TERMINATE_SETTLE_SECONDS)
         return DispatchEnd(ended, evidence)

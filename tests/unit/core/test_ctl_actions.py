@@ -493,7 +493,7 @@ def test_the_explanation_says_until_when_a_request_may_still_land() -> None:
     assert "A dispatched request of it may still land: a request may still be in flight until" in pending
     assert "a retry with the same idempotency key is refused" in pending
     ended = explain_action(_record(in_flight_until=later, dispatch_ended_at=datetime.now(UTC)))
-    assert "ended its request's transport" in ended and "may still land" not in ended
+    assert "No request of it can land any more" in ended and "may still land" not in ended
     settled = ActionReceipt(1, ACTION, "probe", "verified", {"status": "not_applied"}, datetime.now(UTC))
     correction = ActionReceipt(
         2, ACTION, "correction", "needs_operator", {"earlier": {"at": "EARLIER"}}, datetime.now(UTC)

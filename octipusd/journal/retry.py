@@ -1,0 +1,151 @@
+"""Query before retrying (seed 004): the duplicate-effect block of a call with an idempotency key.
+
+Before a call whose contract declares an idempotency key runs, :func:`duplicate_refusal` looks at
+the user's earlier uncertain calls of the same tool with the same key (in any session: the effect
+is the same whichever session retries it) and refuses the new call when one of them:
+
+* is still running in this daemon;
+* was found applied by its probe (settled ``verified``, or reopened by a ``correction``), or is
+  found applied now (acknowledged by a review but unsettled, or handed to its owner: probed
+  again first) -- retrying would duplicate the effect;
+* was verified as not applied and its effect has appeared since (:meth:`RecoveryOperator.recheck`
+  reopens it);
+* may still take effect: a dispatched request of it can still land (its in-flight bound has not
+  passed and its transport was not ended), whatever a review said.
+
+A *completed* earlier call is not considered: explicitly repeating a successful action remains
+possible (seed 000 "Boundaries"); neither are compensated or contained ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from octipusd.journal.contracts import ProbeStatus, RecoveryContract, RecoveryState
+from octipusd.journal.executor import ActionScope
+from octipusd.journal.operator import SAME_KEY_LIMIT, RecoveryOperator, in_flight_time
+from octipusd.store.aio import in_thread
+from octipusd.store.journal_store import ActionReceipt, ToolAction
+
+__all__ = ["duplicate_refusal", "retry_refusal"]
+
+log = logging.getLogger("octipusd.journal")
+
+_DUPLICATE = "had an uncertain outcome, and its verification probe found the effect applied; retrying would duplicate it"
+_REMEDIED = (RecoveryState.COMPENSATED.value, RecoveryState.CONTAINED.value)
+
+
+async def duplicate_refusal(
+    operator: RecoveryOperator,
+    scope: ActionScope,
+    tool_id: str,
+    arguments: Mapping[str, Any],
+    contract: RecoveryContract,
+    *,
+    live: Collection[str],
+) -> str | None:
+    """Why a call of ``tool_id`` with ``arguments`` must not run now (see the module docstring).
+
+    Args:
+        operator: Probes and rechecks the earlier actions.
+        scope: Who calls (the user's earlier calls are considered).
+        tool_id: The proposed call's tool.
+        arguments: Its input (the key is read from it by the contract).
+        contract: Its recovery contract (no idempotency key: nothing to compare, None).
+        live: Ids of the actions running in this daemon now.
+
+    Returns:
+        The refusal for the model or person, or None.
+    """
+    if contract.idempotency_key is None:
+        return None
+    try:
+        key = contract.idempotency_key(arguments)
+    except Exception:  # a broken key function: the call proceeds as one without a key
+        log.warning("the idempotency key of %s could not be read", tool_id, exc_info=True)
+        return None
+    if not key:
+        return None
+    return await retry_refusal(operator, user=scope.user, tool_id=tool_id, key=key, live=live)
+
+
+async def retry_refusal(
+    operator: RecoveryOperator, *, user: str, tool_id: str, key: str, live: Collection[str]
+) -> str | None:
+    """Why a new call of ``tool_id`` with idempotency key ``key`` by ``user`` must not run.
+
+    Probes may run (each bounded by the operator's own deadline) and their answers are recorded.
+
+    Returns:
+        The refusal, naming the earlier action, or None.
+    """
+    store = operator.store
+    prior = await in_thread(
+        lambda: store.list_actions(user=user, tool=tool_id, idempotency_key=key, limit=SAME_KEY_LIMIT)
+    )
+    for index, action in enumerate(prior):
+        if action.outcome not in ("uncertain", "started"):
+            continue
+        later = any(p.outcome != "not_executed" for p in prior[index + 1 :])
+        why = await _refusal_of(operator, action, later=later, live=live)
+        if why is not None:
+            return f"not repeated: an earlier {tool_id} call with idempotency key {key!r} (action {action.id}) {why}"
+    return None
+
+
+def _found_applied(receipts: list[ActionReceipt]) -> bool:
+    """The receipt holds evidence that the effect happened: a settling probe that found it, or a
+    correction (an effect that appeared after a "not applied" settlement)."""
+    for r in receipts:
+        if r.kind == "correction":
+            return True
+        if (
+            r.kind == "probe"
+            and r.state == RecoveryState.VERIFIED.value
+            and r.data.get("status") == "applied"
+        ):
+            return True
+    return False
+
+
+async def _refusal_of(
+    operator: RecoveryOperator, action: ToolAction, *, later: bool, live: Collection[str]
+) -> str | None:
+    """Why ``action`` forbids a retry with its key now (None: it does not)."""
+    if action.outcome == "started" and action.id in live:
+        return "is running now; wait for its outcome"
+    if action.recovery_state in _REMEDIED:
+        return None
+    receipts = await in_thread(operator.store.list_receipts, action.id)
+    if _found_applied(receipts):
+        return _DUPLICATE
+    if action.recovery_state == RecoveryState.VERIFIED.value:
+        if later:
+            return None  # a later call with the key ran: the probe cannot tell the two apart
+        verdict = await operator.recheck(action)
+        if verdict is not None and verdict.correction:
+            return (
+                "was verified as not applied, but its effect has appeared since; the action is reopened "
+                f"for review (`octipusctl actions show {action.id}`)"
+            )
+        return None
+    if action.recovery_state == RecoveryState.NEEDS_OPERATOR.value:
+        looked = await operator.look(action)
+    else:  # acknowledged by a review but unsettled: probe it now (it may settle)
+        verdict = await operator.probe(action)
+        looked = verdict.result if verdict is not None else None
+        if verdict is not None and verdict.settled and looked is not None:
+            return _DUPLICATE if looked.status is ProbeStatus.APPLIED else None
+    if looked is not None and looked.status is ProbeStatus.APPLIED:
+        return _DUPLICATE  # even when a concurrent check settled it first
+    fresh = await in_thread(operator.store.get_action, action.id)
+    if fresh.may_still_land(operator.store.now()):
+        until = fresh.in_flight_until
+        when = f"until {in_flight_time(until)}" if until is not None else "until a person settles it"
+        return (
+            f"may still take effect: its request can still land {when}; retry after that, or once its probe "
+            "or a person has settled it"
+        )
+    return None
