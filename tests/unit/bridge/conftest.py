@@ -16,11 +16,6 @@ from octipusd.bridge.identity import RunIdentity
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def make_identity(tmp_path: Path) -> Callable[..., RunIdentity]:
     """Build a :class:`RunIdentity` whose workspace is a fresh folder under ``tmp_path``."""
 

@@ -43,21 +43,6 @@ WITHIN = 15.0
 LEDGER = "ledger.txt"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    """A migrated store on a fresh database (SQLite and PostgreSQL)."""
-    opened = Store.open(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 class Recorder:
     """The components' ``emit``: records ``(run_id, kind, data)``; a test can wait for a kind."""
 

@@ -28,20 +28,6 @@ from tests.unit.journal.conftest import wait_until
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    opened = Store.open(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 class Server:
     def __init__(self, folder: Path) -> None:
         self.ledger = folder / "ledger.tsv"

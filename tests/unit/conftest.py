@@ -1,4 +1,4 @@
-"""Fixtures of the store tests: an open :class:`Store` on each backend."""
+"""Fixtures every unit test folder shares: the anyio backend and an open store on each backend."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from octipusd.store import Store
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 @pytest.fixture
