@@ -311,7 +311,9 @@ class McpServerSettings(_Section):
         callTimeoutSeconds: Bound of one ``tools/call``; past it the call is uncertain. It is
             also the call's in-flight bound: after a crash or a timeout, a probe's "not
             applied" settles the action only once this long (plus the bridge's margin) has
-            passed since it started, unless its transport was ended.
+            passed since it started, unless its transport was ended. That bound assumes the
+            server does not go on with a call longer than this: set it to at least the longest
+            time the server may work on one call.
         terminationCancelsCalls: The server cancels every call of a session it was still
             running when that session ends (an HTTP ``DELETE`` of the ``Mcp-Session-Id``, or
             the stdio server's processes stopped), and does its work inside the call. Then a

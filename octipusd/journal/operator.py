@@ -148,8 +148,9 @@ class RecoveryOperator:
         try:
             with anyio.fail_after(OPERATION_TIMEOUT_SECONDS):
                 return await contract.probe(_ref(action))
-        except Exception as exc:
-            return ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {type(exc).__name__}: {exc}"[:300])
+        except Exception as exc:  # the failure is the evidence: the answer is "unknown"
+            log.warning("the probe of action %s failed", action.id, exc_info=exc)
+            return ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {_why(exc)}"[:300])
 
     async def probe(self, action: ToolAction, *, explicit: bool = False) -> ProbeVerdict | None:
         """Run the action's verification probe once and record what it saw.

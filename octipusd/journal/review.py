@@ -209,6 +209,12 @@ class RecoveryGate:
                     f"({', '.join(ids)}); a person must review them (`octipusctl actions list --unresolved`) "
                     "before further changes, and this session is unattended"
                 )
+                now = self.store.now()
+                landing = [a for a in blocking if a.may_still_land(now)]
+                if landing:
+                    note += "; " + "; ".join(
+                        f"{a.id}: {in_flight_warning(a.in_flight_until)}" for a in landing
+                    )
                 return await self._refuse_unattended(ctx, tool_id, note)
             summary = {
                 "proposed": {"tool": tool_id},

@@ -370,3 +370,11 @@ async def test_the_owner_compensates_once_the_backend_is_back(
     assert receipt.kind == "compensation" and receipt.state == "compensated"
     assert receipt.data == {"detail": "message 42 retracted", "by": "alice"}
     assert blocking_ids(bench) == []
+
+
+async def test_an_unattended_refusal_says_until_when_a_request_may_still_land(bench: Bench) -> None:
+    register(bench, Backend(ProbeStatus.NOT_APPLIED))
+    action = bench.uncertain(tool=TOOL, in_flight_seconds=600)
+    refused = await bench.check(bench.ctx(attended=False))
+    assert not refused.allowed and refused.reason.startswith("review required: 1 earlier action(s)")
+    assert f"{action.id}: a request may still be in flight until {iso(action)}" in refused.reason
