@@ -52,7 +52,7 @@ Notify = Callable[[str | None, str, dict[str, Any]], Awaitable[None]]
 
 #: Deadline of one probe or compensation (seconds).
 OPERATION_TIMEOUT_SECONDS = 60.0
-#: Most earlier calls of one user, tool and idempotency key read to judge a retry or a recheck.
+#: Most earlier uncertain calls of one user, tool and idempotency key read to judge a retry.
 SAME_KEY_LIMIT = 1000
 _UNSETTLED = (RecoveryState.EFFECT_UNCONFIRMED.value, RecoveryState.RECOVERING.value, None)
 #: States a person's remedies (an explicit probe, a compensation) still apply to: the deadline
@@ -232,7 +232,7 @@ class RecoveryOperator:
             and earlier is not None
             and earlier.data.get("status") == ProbeStatus.NOT_APPLIED.value
         )
-        if contradicts and await self._later_call_ran(action):
+        if contradicts and await in_thread(self.store.later_call_with_key, action):
             data["note"] = "a later call with the same idempotency key ran; its effect cannot be told apart"
             contradicts = False
         if not contradicts or earlier is None:
@@ -253,24 +253,6 @@ class RecoveryOperator:
         if reopened:
             await self._escalate_event(action, self._owner(action, contract), reason)
         return ProbeVerdict(result, False, correction=reopened)
-
-    async def _later_call_ran(self, action: ToolAction) -> bool:
-        """True when a call of the same user, tool and idempotency key started after ``action``
-        and was not proven unexecuted."""
-        if action.idempotency_key is None:
-            return False
-        same = await in_thread(
-            lambda: self.store.list_actions(
-                user=action.user,
-                tool=action.tool,
-                idempotency_key=action.idempotency_key,
-                limit=SAME_KEY_LIMIT,
-            )
-        )
-        mine = next((i for i, a in enumerate(same) if a.id == action.id), None)
-        if mine is None:
-            return True  # not among the oldest SAME_KEY_LIMIT: be conservative
-        return any(a.outcome != "not_executed" for a in same[mine + 1 :])
 
     async def look(self, action: ToolAction) -> ProbeResult | None:
         """Run the action's probe and record its answer as evidence only (the state is unchanged).

@@ -83,13 +83,10 @@ async def retry_refusal(
     """
     store = operator.store
     prior = await in_thread(
-        lambda: store.list_actions(user=user, tool=tool_id, idempotency_key=key, limit=SAME_KEY_LIMIT)
+        lambda: store.uncertain_with_key(user=user, tool=tool_id, key=key, limit=SAME_KEY_LIMIT)
     )
-    for index, action in enumerate(prior):
-        if action.outcome not in ("uncertain", "started"):
-            continue
-        later = any(p.outcome != "not_executed" for p in prior[index + 1 :])
-        why = await _refusal_of(operator, action, later=later, live=live)
+    for action in prior:
+        why = await _refusal_of(operator, action, live=live)
         if why is not None:
             return f"not repeated: an earlier {tool_id} call with idempotency key {key!r} (action {action.id}) {why}"
     return None
@@ -110,9 +107,7 @@ def _found_applied(receipts: list[ActionReceipt]) -> bool:
     return False
 
 
-async def _refusal_of(
-    operator: RecoveryOperator, action: ToolAction, *, later: bool, live: Collection[str]
-) -> str | None:
+async def _refusal_of(operator: RecoveryOperator, action: ToolAction, *, live: Collection[str]) -> str | None:
     """Why ``action`` forbids a retry with its key now (None: it does not)."""
     if action.outcome == "started" and action.id in live:
         return "is running now; wait for its outcome"
@@ -122,7 +117,7 @@ async def _refusal_of(
     if _found_applied(receipts):
         return _DUPLICATE
     if action.recovery_state == RecoveryState.VERIFIED.value:
-        if later:
+        if await in_thread(operator.store.later_call_with_key, action):
             return None  # a later call with the key ran: the probe cannot tell the two apart
         verdict = await operator.recheck(action)
         if verdict is not None and verdict.correction:

@@ -575,6 +575,47 @@ class JournalStoreMixin:
         with self._tx("listing actions") as db:
             return [_action(r) for r in db.exec(query).all()]
 
+    def uncertain_with_key(self, *, user: str, tool: str, key: str, limit: int) -> list[ToolAction]:
+        """The user's ``uncertain`` and ``started`` calls of ``tool`` with idempotency key ``key``,
+        in every session, oldest first (at most ``limit``): what a retry with that key is judged
+        against."""
+        query = (
+            select(ToolActionRow)
+            .where(
+                col(ToolActionRow.user) == user,
+                col(ToolActionRow.outcome).in_(("uncertain", "started")),
+                col(ToolActionRow.tool) == tool,
+                col(ToolActionRow.idempotency_key) == key,
+            )
+            .order_by(col(ToolActionRow.started_at), col(ToolActionRow.id))
+            .limit(limit)
+        )
+        with self._tx("reading earlier calls with an idempotency key") as db:
+            return [_action(r) for r in db.exec(query).all()]
+
+    def later_call_with_key(self, action: ToolAction) -> bool:
+        """True when a call of the same user, tool and idempotency key as ``action`` started after
+        it and was not proven unexecuted (its effect is indistinguishable to a probe)."""
+        if action.idempotency_key is None:
+            return False
+        after = or_(
+            col(ToolActionRow.started_at) > action.started_at,
+            (col(ToolActionRow.started_at) == action.started_at) & (col(ToolActionRow.id) > action.id),
+        )
+        query = (
+            select(ToolActionRow.id)
+            .where(
+                col(ToolActionRow.user) == action.user,
+                col(ToolActionRow.tool) == action.tool,
+                col(ToolActionRow.idempotency_key) == action.idempotency_key,
+                col(ToolActionRow.outcome) != "not_executed",
+                after,
+            )
+            .limit(1)
+        )
+        with self._tx("reading later calls with an idempotency key") as db:
+            return db.exec(query).first() is not None
+
     def blocking_actions(
         self, *, user: str, session_id: str | None, live: Collection[str] = (), limit: int = 20
     ) -> list[ToolAction]:
