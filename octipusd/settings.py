@@ -96,6 +96,7 @@ ACCEPTED: dict[str, str] = {
     "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
     "transport": "stdio (with command) or http (with url)",
     "trustRecoveryHints": "true or false (default false)",
+    "terminationCancelsCalls": "true or false (default false; a TOML boolean, not a string)",
     "connectTimeoutSeconds": "seconds greater than 0 and at most 300",
     "callTimeoutSeconds": "seconds greater than 0 and at most 7200",
     "riskClass": "reversible, compensatable, containable or irreversible",
@@ -335,8 +336,9 @@ class McpServerSettings(_Section):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     enabled: bool = True
-    trustRecoveryHints: bool = False
-    terminationCancelsCalls: bool = False
+    # declarations of trust: a TOML boolean only, never a string or number coerced to one
+    trustRecoveryHints: bool = Field(default=False, strict=True)
+    terminationCancelsCalls: bool = Field(default=False, strict=True)
     connectTimeoutSeconds: float = Field(default=15.0, gt=0, le=300)
     callTimeoutSeconds: float = Field(default=300.0, gt=0, le=7200)
     riskClass: RiskClassName = "irreversible"

@@ -200,6 +200,34 @@ _STATES: dict[str, str] = {
 }
 
 
+def _explain_state(action: ToolAction, receipts: Sequence[ActionReceipt]) -> str:
+    """The sentences on an action's recovery state: what the state means and what the latest
+    evidence (the last probe, or a correction after it) found."""
+    state = str(action.recovery_state)
+    meaning = _STATES.get(state, "a recovery state of this daemon's version")
+    evidence = [r for r in receipts if r.kind in ("probe", "correction")]
+    last = evidence[-1] if evidence else None
+    if last is not None and last.kind == "correction":
+        earlier = last.data.get("earlier") or {}
+        if state == "needs_operator":
+            meaning = "it went to its owner for review"
+        meaning += (
+            f"; it was verified as not applied at {earlier.get('at', 'an earlier time')}, but a later probe found "
+            f"the effect applied ({last.created_at.isoformat(timespec='seconds')}), so it was reopened"
+        )
+    elif last is not None and state not in ("compensated", "contained"):
+        seen = str(last.data.get("status", "unknown")).replace("_", " ")
+        meaning += (
+            f"; the last probe found the effect {seen}"
+            if seen != "unknown"
+            else "; the last probe could not tell"
+        )
+        if last.data.get("note"):
+            meaning += f" ({last.data['note']})"
+    settled = " (this settles it)" if state in RESOLVED_STATES else ""
+    return f"Recovery state {state}: {meaning}{settled}."
+
+
 def explain_action(
     action: ToolAction,
     *,
@@ -236,24 +264,7 @@ def explain_action(
     if action.detail:
         parts.append(f"Evidence: {action.detail}.")
     if action.recovery_state:
-        meaning = _STATES.get(action.recovery_state, "a recovery state of this daemon's version")
-        settled = " (this settles it)" if action.recovery_state in RESOLVED_STATES else ""
-        probes = [r for r in receipts if r.kind == "probe"]
-        if probes:
-            seen = str(probes[-1].data.get("status", "unknown")).replace("_", " ")
-            meaning += (
-                f"; the last probe found the effect {seen}"
-                if seen != "unknown"
-                else "; the last probe could not tell"
-            )
-        parts.append(f"Recovery state {action.recovery_state}: {meaning}{settled}.")
-        corrections = [r for r in receipts if r.kind == "correction"]
-        if corrections:
-            earlier = corrections[-1].data.get("earlier") or {}
-            parts.append(
-                f"It was verified as not applied at {earlier.get('at', 'an earlier time')}, but a later probe "
-                f"found the effect applied ({corrections[-1].created_at.isoformat()}); it was reopened for review."
-            )
+        parts.append(_explain_state(action, receipts))
     if action.outcome in ("uncertain", "started") and not action.resolved:
         if action.may_still_land(now or datetime.now(UTC)):
             parts.append(

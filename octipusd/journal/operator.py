@@ -290,8 +290,8 @@ class RecoveryOperator:
         Raises:
             NotFoundError: the tool declares no compensation.
             ConflictError: the action is not uncertain, already compensated, contained or being
-                compensated, or a request of it may still land (an offset made now would not
-                cover an effect that lands later).
+                compensated, a request of it may still land (an offset made now would not cover
+                an effect that lands later), or a later call with the same key ran.
             OctipusError: the compensation failed; the action is now ``needs_operator``.
         """
         action = await in_thread(self.store.get_action, action.id)
@@ -302,11 +302,7 @@ class RecoveryOperator:
         contract = self._contract(action)
         if contract is None or contract.compensation is None:
             raise NotFoundError(f"{action.tool} declares no compensation; review the action instead")
-        if action.may_still_land(self.store.now()):
-            raise ConflictError(
-                f"action {action.id} is not compensated now: {in_flight_warning(action.in_flight_until)}, and "
-                "an offset made before it lands would not cover it; compensate after that, or contain it"
-            )
+        await self._check_compensable(action)
         moved = await in_thread(
             lambda: self.store.set_recovery_state(
                 action.id,
@@ -336,6 +332,28 @@ class RecoveryOperator:
             )
         )
         return str(detail)
+
+    async def _check_compensable(self, action: ToolAction) -> None:
+        """Refuse a compensation that would not offset exactly this action's effect.
+
+        Raises:
+            ConflictError: a request of it may still land (unless its probe already found the
+                effect: the request has landed), or a later call with the same idempotency key
+                ran (a keyed compensation would offset that call's effect too).
+        """
+        if action.may_still_land(self.store.now()):
+            settled = await self.settled_probe(action)
+            if settled is None or settled.data.get("status") != ProbeStatus.APPLIED.value:
+                raise ConflictError(
+                    f"action {action.id} is not compensated now: {in_flight_warning(action.in_flight_until)}, "
+                    "and an offset made before it lands would not cover it; compensate after that, or contain it"
+                )
+        if await in_thread(self.store.later_call_with_key, action):
+            raise ConflictError(
+                f"action {action.id} is not compensated: a later call with the same idempotency key "
+                f"({action.idempotency_key!r}) ran, and its compensation would offset that call's effect too; "
+                f"check the effect yourself, then `octipusctl actions contain {action.id} --note TEXT`"
+            )
 
     async def _compensation_failed(
         self, action: ToolAction, contract: RecoveryContract, exc: Exception, *, by: str

@@ -102,6 +102,18 @@ enabled = false
         ),
         ('[mcpServers.a]\ntransport = "stdio"\ncommand = "x"\ncallTimeoutSeconds = 0\n', "greater than 0"),
         (
+            '[mcpServers.a]\ntransport = "stdio"\ncommand = "x"\nterminationCancelsCalls = "yes"\n',
+            "mcpServers.a.terminationCancelsCalls: Input should be a valid boolean",
+        ),
+        (
+            '[mcpServers.a]\ntransport = "stdio"\ncommand = "x"\ntrustRecoveryHints = 1\n',
+            "mcpServers.a.trustRecoveryHints: Input should be a valid boolean",
+        ),
+        (
+            '[mcpServers.a]\ntransport = "stdio"\ncommand = "x"\n[mcpServers.a.tools.t]\ncallTimeoutSeconds = -5\n',
+            "mcpServers.a.tools.t.callTimeoutSeconds",
+        ),
+        (
             '[mcpServers.a]\ntransport = "stdio"\ncommand = "x"\ntrustHints = true\n',
             "mcpServers.a.trustHints: unknown",
         ),

@@ -500,3 +500,11 @@ def test_the_explanation_says_until_when_a_request_may_still_land() -> None:
     )
     reopened = explain_action(_record(recovery_state="needs_operator"), receipts=[settled, correction])
     assert "verified as not applied at EARLIER, but a later probe found the effect applied" in reopened
+    assert "went to its owner for review" in reopened and "ambiguous past the deadline" not in reopened
+    assert "the last probe found the effect not applied" not in reopened
+    compensated = explain_action(_record(recovery_state="compensated"), receipts=[settled])
+    assert "offset the effect (this settles it)" in compensated and "last probe" not in compensated
+    noted = ActionReceipt(3, ACTION, "probe", None, {"status": "applied", "note": "NOTE"}, datetime.now(UTC))
+    assert "the last probe found the effect applied (NOTE)" in explain_action(
+        _record(recovery_state="verified"), receipts=[settled, noted]
+    )

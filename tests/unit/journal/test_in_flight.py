@@ -378,3 +378,50 @@ async def test_an_unattended_refusal_says_until_when_a_request_may_still_land(be
     refused = await bench.check(bench.ctx(attended=False))
     assert not refused.allowed and refused.reason.startswith("review required: 1 earlier action(s)")
     assert f"{action.id}: a request may still be in flight until {iso(action)}" in refused.reason
+
+
+async def test_a_compensation_offsets_only_this_actions_effect(bench: Bench) -> None:
+    ran: list[str] = []
+
+    async def compensation(ref: ActionRef) -> str:
+        ran.append(ref.action_id)
+        return "retracted"
+
+    backend = Backend(ProbeStatus.APPLIED)
+    bench.contracts[TOOL] = RecoveryContract(
+        RiskClass.COMPENSATABLE, idempotency_key=key_of, probe=backend.probe, compensation=compensation
+    )
+    # in flight, nothing seen yet: an offset now would not cover what may still land
+    waiting = bench.uncertain(tool=TOOL, in_flight_seconds=600, idempotency_key="k1")
+    bench.contracts[TOOL] = RecoveryContract(
+        RiskClass.COMPENSATABLE, idempotency_key=key_of, compensation=compensation
+    )
+    with pytest.raises(ConflictError, match="may still be in flight until"):
+        await bench.operator.compensate(waiting, by="alice")
+    # in flight, but its probe found the effect: the request has landed, it can be offset
+    bench.contracts[TOOL] = RecoveryContract(
+        RiskClass.COMPENSATABLE, idempotency_key=key_of, probe=backend.probe, compensation=compensation
+    )
+    verdict = await bench.operator.probe(waiting)
+    assert verdict is not None and verdict.settled
+    assert await bench.operator.compensate(waiting, by="alice") == "retracted"
+    # a later call with the same key ran: a keyed compensation would offset its effect too
+    earlier = bench.uncertain(tool=TOOL, idempotency_key="k2")
+    later = bench.store.start_action(
+        user="alice",
+        session_id=bench.session_id,
+        run_id=None,
+        agent="worker-alice",
+        origin="agent",
+        tool=TOOL,
+        args_hash="1" * 64,
+        risk_class="compensatable",
+        owner=bench.owner,
+        deadline_seconds=3600.0,
+        idempotency_key="k2",
+    )
+    assert bench.store.finish_action(later.id, outcome="completed", detail=None)
+    with pytest.raises(ConflictError, match="a later call with the same idempotency key"):
+        await bench.operator.compensate(earlier, by="alice")
+    assert ran == [waiting.id]
+    assert bench.store.get_action(earlier.id).recovery_state == "effect_unconfirmed"
