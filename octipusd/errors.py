@@ -10,6 +10,7 @@ codes) plus a human message that says what was wrong and what to do::
     │   ├── DatabaseLockedError        database_locked   1    -
     │   └── NotFoundError              not_found         1   404
     ├── ConflictError                  conflict          1   409
+    │   └── KeyInUseError              key_in_use        1   409
     ├── InvalidRequestError            invalid_request   2   400
     ├── ExecutableNotFoundError        executable_not_found 1 422
     ├── AdapterError                   adapter_error     1   422
@@ -81,6 +82,13 @@ class ConflictError(OctipusError):
 
     code = "conflict"
     http_status = 409
+
+
+class KeyInUseError(ConflictError):
+    """A call with this idempotency key is running, or an earlier one is being compensated, so
+    the new call was not run (seed 004: one key, one effect at a time)."""
+
+    code = "key_in_use"
 
 
 class ForbiddenError(OctipusError):

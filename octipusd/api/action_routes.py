@@ -265,7 +265,7 @@ def explain_action(
         parts.append(f"Evidence: {action.detail}.")
     if action.recovery_state:
         parts.append(_explain_state(action, receipts))
-    if action.outcome in ("uncertain", "started") and not action.resolved:
+    if action.outcome in ("uncertain", "started") and action.recovery_state not in RESOLVED_STATES:
         if action.may_still_land(now or datetime.now(UTC)):
             parts.append(
                 f"A dispatched request of it may still land: {in_flight_warning(action.in_flight_until)}; "
@@ -473,10 +473,18 @@ def action_router(services: Services) -> APIRouter:
             "explanation": explain_action(action, live=action.id in live, receipts=receipts, now=store.now()),
         }
 
+    def not_running(action: ToolAction) -> None:
+        if action.outcome == "started" and action.id in live_actions():
+            raise ConflictError(
+                f"action {action.id} is running in this daemon now; wait for its outcome "
+                f"(`octipusctl actions show {action.id}`)"
+            )
+
     @router.post("/actions/{action_id}/probe")
     async def probe(action_id: str) -> Any:
         operator = need_actions().operator
         action = await in_thread(store.get_action, action_id)
+        not_running(action)
         if action.outcome not in ("uncertain", "started"):
             raise ConflictError(f"action {action.id} is {action.outcome}; only uncertain actions are probed")
         if action.recovery_state not in _PROBED_STATES:
@@ -512,6 +520,7 @@ def action_router(services: Services) -> APIRouter:
     async def compensate(action_id: str, request: Request) -> Any:
         operator = need_actions().operator
         action = await in_thread(store.get_action, action_id)
+        not_running(action)
         detail = await operator.compensate(action, by=decided_by(request))
         after = await in_thread(store.get_action, action_id)
         return {"action_id": action.id, "detail": detail, "action": after.to_dict()}
@@ -527,6 +536,7 @@ def action_router(services: Services) -> APIRouter:
             )
         operator = need_actions().operator
         action = await in_thread(store.get_action, action_id)
+        not_running(action)
         await operator.contain(action, by=decided_by(request), note=note)
         return {"action": (await in_thread(store.get_action, action_id)).to_dict()}
 

@@ -124,9 +124,9 @@ class Executed:
         detail: One line of evidence (also stored on the record).
         action_id: The journal record (None when the call was not journaled).
         recorded: False when the outcome write failed (the ``started`` record then blocks).
-        answered: The call is over (it returned, or Octipus stopped it): no request of it can
-            land any more. False after a timeout, a cancellation or a failure of the body, and
-            for a :class:`ToolOutcome` marked ``in_flight``.
+        answered: The call is over (it returned, Octipus stopped it, or it provably never left):
+            no request of it can land any more. False after a timeout, a cancellation or any
+            other failure of the body, and for a :class:`ToolOutcome` marked ``in_flight``.
     """
 
     value: str | dict[str, Any]

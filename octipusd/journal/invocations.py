@@ -45,7 +45,7 @@ import anyio
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
-from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
+from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash, run_unjournaled
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.outcomes import ActionOutcome, Origin, ToolOutcome
@@ -454,6 +454,8 @@ class ActionService:
                 commit=commit,
                 dispatch=spec.dispatch(),
             )
+        except KeyInUseError as exc:  # its key is busy: nothing ran, and it ends here
+            await self._end_not_executed(invocation, token, exc.message, refused=True)
         except ConflictError as exc:  # the claim was lost before started: nothing ran
             log.warning("invocation %s not run: %s", invocation.id, exc.message)
 

@@ -2,7 +2,8 @@
 
 :class:`RecoveryOperator` drives an uncertain action's recovery state from evidence, never
 from exceptions: it runs the tool's verification probe (``effect_unconfirmed`` -> ``verified``
-when the probe says applied or not applied; an ambiguous or failed probe leaves it
+when the probe says applied, or not applied once no dispatched request of the action can still
+land; an ambiguous or failed probe, or "not applied" while a request may still land, leaves it
 unconfirmed), its compensation (``recovering`` -> ``compensated``, or ``needs_operator`` when
 the compensation fails), records containment by a person (``contained``), and hands actions
 still unconfirmed past their deadline to their named owner (``needs_operator``, with the
@@ -203,6 +204,9 @@ class RecoveryOperator:
                 action.id, state=RecoveryState.VERIFIED.value, kind="probe", data=data, expect=settle
             )
         )
+        if not moved:  # a concurrent probe or a person settled it first: say what it is now
+            await in_thread(lambda: self.store.add_receipt(action.id, kind="probe", data=data))
+            moved = (await in_thread(self.store.get_action, action.id)).resolved
         return ProbeVerdict(result, moved)
 
     async def recheck(self, action: ToolAction) -> ProbeVerdict | None:
@@ -252,6 +256,8 @@ class RecoveryOperator:
         reopened = await in_thread(lambda: self.store.reopen_action(action.id, data=correction))
         if reopened:
             await self._escalate_event(action, self._owner(action, contract), reason)
+        else:  # it left verified meanwhile: keep the finding anyway
+            await in_thread(lambda: self.store.add_receipt(action.id, kind="probe", data=data))
         return ProbeVerdict(result, False, correction=reopened)
 
     async def look(self, action: ToolAction) -> ProbeResult | None:
@@ -303,16 +309,16 @@ class RecoveryOperator:
         if contract is None or contract.compensation is None:
             raise NotFoundError(f"{action.tool} declares no compensation; review the action instead")
         await self._check_compensable(action)
-        moved = await in_thread(
-            lambda: self.store.set_recovery_state(
-                action.id,
-                state=RecoveryState.RECOVERING.value,
-                kind="compensation",
-                data={"started_by": by},
-                expect=_COMPENSABLE,
-            )
+        begun = await in_thread(
+            lambda: self.store.begin_compensation(action.id, expect=_COMPENSABLE, data={"started_by": by})
         )
-        if not moved:
+        if begun == "later":
+            raise ConflictError(
+                f"action {action.id} is not compensated: a later call with the same idempotency key "
+                f"({action.idempotency_key!r}) ran, and its compensation would offset that call's effect too; "
+                f"check the effect yourself, then `octipusctl actions contain {action.id} --note TEXT`"
+            )
+        if begun != "started":
             now = await in_thread(self.store.get_action, action.id)
             raise ConflictError(f"action {action.id} is already {now.recovery_state}; nothing to compensate")
         try:
@@ -329,6 +335,7 @@ class RecoveryOperator:
                 state=RecoveryState.COMPENSATED.value,
                 kind="compensation",
                 data={"detail": str(detail)[:300], "by": by},
+                expect=(RecoveryState.RECOVERING.value,),
             )
         )
         return str(detail)
@@ -338,8 +345,8 @@ class RecoveryOperator:
 
         Raises:
             ConflictError: a request of it may still land (unless its probe already found the
-                effect: the request has landed), or a later call with the same idempotency key
-                ran (a keyed compensation would offset that call's effect too).
+                effect: the request has landed). (A later call with the same key is checked when
+                the compensation begins, in the same transaction.)
         """
         if action.may_still_land(self.store.now()):
             settled = await self.settled_probe(action)
@@ -348,12 +355,6 @@ class RecoveryOperator:
                     f"action {action.id} is not compensated now: {in_flight_warning(action.in_flight_until)}, "
                     "and an offset made before it lands would not cover it; compensate after that, or contain it"
                 )
-        if await in_thread(self.store.later_call_with_key, action):
-            raise ConflictError(
-                f"action {action.id} is not compensated: a later call with the same idempotency key "
-                f"({action.idempotency_key!r}) ran, and its compensation would offset that call's effect too; "
-                f"check the effect yourself, then `octipusctl actions contain {action.id} --note TEXT`"
-            )
 
     async def _compensation_failed(
         self, action: ToolAction, contract: RecoveryContract, exc: Exception, *, by: str
@@ -367,6 +368,7 @@ class RecoveryOperator:
                 state=RecoveryState.NEEDS_OPERATOR.value,
                 kind="compensation",
                 data={"failed": why, "by": by},
+                expect=(RecoveryState.RECOVERING.value,),
             )
         )
         await self._escalate_event(action, self._owner(action, contract), f"compensation failed: {why}")
@@ -427,7 +429,7 @@ class RecoveryOperator:
                 "reason": "still unconfirmed past its deadline",
                 "deadline_at": str(action.deadline_at),
             },
-            expect=_UNSETTLED,
+            expect=(None, RecoveryState.EFFECT_UNCONFIRMED.value),  # never a running compensation
         )
 
     @staticmethod

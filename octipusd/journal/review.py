@@ -184,7 +184,7 @@ class RecoveryGate:
             if not blocking:
                 # after the probes: a blind retry of an effect verified as applied is refused
                 duplicate = await duplicate_refusal(
-                    self.operator, scope, tool_id, arguments, contract, live=self.journal.live
+                    self.operator, scope, tool_id, arguments, contract, live=self.journal.live, fresh=probed
                 )
                 if duplicate is not None:
                     return GateResult(False, duplicate)

@@ -5,8 +5,10 @@ HTTP server keeps handling a request whose client went away, and a stdio server 
 its client. Until that request can no longer land, a probe's "not applied" proves nothing
 (seed 004), so :class:`~octipusd.journal.operator.RecoveryOperator` keeps such an action
 unconfirmed until its in-flight bound has passed, or until Octipus has positively ended the
-request's transport. :func:`end_left_requests` does that at start-up for the orphaned actions,
-from the :class:`~octipusd.journal.contracts.DispatchRef` recorded with their ``started``:
+request's transport. :func:`end_left_requests` does that at start-up for every unresolved action
+whose request may still land on a transport not yet ended (the stopped daemon's orphans, and
+earlier ones whose end failed), from the :class:`~octipusd.journal.contracts.DispatchRef`
+recorded with their ``started``:
 
 * ``mcp_http``: the session is terminated (``DELETE`` with its ``Mcp-Session-Id``);
 * ``mcp_stdio``: the server's leftover processes (found by their environment marker) are
@@ -44,7 +46,8 @@ KILL_SETTLE_SECONDS = 0.5
 async def end_left_requests(
     store: Store, connectors: ConnectorRegistry, actions: Sequence[ToolAction]
 ) -> None:
-    """End the transports of the orphaned ``actions`` and record what that established.
+    """End the transports of ``actions`` (see :meth:`Store.open_dispatches`) and record what that
+    established.
 
     Each distinct transport is ended once. An action whose transport is now provably ended gets
     ``dispatch_ended_at`` and a ``dispatch_ended`` receipt entry; the others a ``dispatch``

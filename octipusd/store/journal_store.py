@@ -16,6 +16,7 @@ commit together (:meth:`JournalStoreMixin.finish_invocation`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import uuid
@@ -25,11 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, func, or_, update
+from sqlalchemy import delete, func, or_, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, KeyInUseError, NotFoundError
 from octipusd.store.models import ActionReceiptRow, ToolActionRow, ToolInvocationRow
 
 __all__ = [
@@ -317,6 +318,7 @@ class JournalStoreMixin:
 
     if TYPE_CHECKING:
         _clock: Callable[[], datetime]
+        _sqlite: bool
 
         def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
 
@@ -374,12 +376,13 @@ class JournalStoreMixin:
 
         Raises:
             ValueError: an unknown outcome.
+            KeyInUseError: a call of ``tool`` with ``idempotency_key`` by ``user`` is running, or
+                an earlier one is being compensated (the tool must not run).
             ConflictError: the invocation's claim was lost (the tool must not run).
             StoreError: the database failed (the tool must not run).
         """
         if outcome not in ("started", "not_executed"):
             raise ValueError(f"a new action starts as 'started' or 'not_executed', got {outcome!r}")
-        now = self._clock()
         row = ToolActionRow(
             id=_new_id(),
             user=user,
@@ -399,14 +402,16 @@ class JournalStoreMixin:
             owner=owner,
             outcome=outcome,
             detail=detail,
-            started_at=now,
-            finished_at=now if outcome != "started" else None,
-            in_flight_until=now + timedelta(seconds=in_flight_seconds)
-            if in_flight_seconds is not None
-            else None,
             dispatch=_json(dispatch) if dispatch is not None else None,
         )
         with self._tx(f"recording {tool} in the action journal", write=True) as db:
+            if idempotency_key is not None and outcome == "started":
+                self._claim_key(db, user, tool, idempotency_key)
+            now = self._clock()  # after any wait for the write lock: the bound starts here
+            row.started_at = now
+            row.finished_at = now if outcome != "started" else None
+            if in_flight_seconds is not None:
+                row.in_flight_until = now + timedelta(seconds=in_flight_seconds)
             db.add(row)
             db.flush()
             if invocation is not None:
@@ -435,6 +440,69 @@ class JournalStoreMixin:
                 )
             )
         return _action(row)
+
+    def _lock_key(self, db: DbSession, user: str, tool: str, key: str) -> None:
+        """Serialise the writers of one user's tool and idempotency key until the transaction ends
+        (a PostgreSQL advisory transaction lock; SQLite writes are serial already)."""
+        if self._sqlite:
+            return
+        digest = hashlib.sha256(f"{user}\0{tool}\0{key}".encode()).digest()
+        db.connection().execute(
+            text("SELECT pg_advisory_xact_lock(:k)"), {"k": int.from_bytes(digest[:8], "big", signed=True)}
+        )
+
+    def _claim_key(self, db: DbSession, user: str, tool: str, key: str) -> None:
+        """Inside a write transaction: refuse a new call while another call with the same user,
+        tool and idempotency key is ``started`` or being compensated."""
+        self._lock_key(db, user, tool, key)
+        busy = db.exec(
+            select(ToolActionRow.id, ToolActionRow.outcome).where(
+                col(ToolActionRow.user) == user,
+                col(ToolActionRow.tool) == tool,
+                col(ToolActionRow.idempotency_key) == key,
+                or_(
+                    col(ToolActionRow.outcome) == "started", col(ToolActionRow.recovery_state) == "recovering"
+                ),
+            )
+        ).first()
+        if busy is not None:
+            what = "is running" if busy[1] == "started" else "is being compensated"
+            raise KeyInUseError(
+                f"{tool} was not run: an earlier call with idempotency key {key!r} (action {busy[0]}) {what}; "
+                "retry once its outcome is known"
+            )
+
+    def begin_compensation(
+        self, action_id: str, *, expect: Collection[str | None], data: dict[str, Any]
+    ) -> str:
+        """Move an action to ``recovering`` for its compensation, in one transaction with the check
+        that no later call with its idempotency key ran (a keyed compensation would offset that
+        call's effect too).
+
+        Returns:
+            ``"started"``, ``"state"`` (it was not in one of ``expect``) or ``"later"`` (a later
+            call with the key ran); nothing is written unless ``"started"``.
+        """
+        with self._tx(f"starting the compensation of action {action_id}", write=True) as db:
+            row = db.get(ToolActionRow, action_id)
+            if row is None or row.recovery_state not in expect:
+                return "state"
+            if row.idempotency_key is not None:
+                self._lock_key(db, row.user, row.tool, row.idempotency_key)
+                if db.exec(select(ToolActionRow.id).where(*self._later_than(_action(row))).limit(1)).first():
+                    return "later"
+            row.recovery_state = "recovering"
+            db.add(row)
+            db.add(
+                ActionReceiptRow(
+                    action_id=action_id,
+                    kind="compensation",
+                    state="recovering",
+                    data=_json(data),
+                    created_at=self._clock(),
+                )
+            )
+            return "started"
 
     def finish_action(
         self,
@@ -487,11 +555,12 @@ class JournalStoreMixin:
             values["dispatch_ended_at"] = now
         state = None
         if outcome == "uncertain":
-            state = "effect_unconfirmed"
             row = db.get(ToolActionRow, action_id)
-            seconds = row.deadline_seconds if row is not None else 3600.0
-            values["recovery_state"] = state
-            values["deadline_at"] = now + timedelta(seconds=seconds)
+            if row is None or row.recovery_state is None:  # a person's remedy meanwhile is kept
+                state = "effect_unconfirmed"
+                seconds = row.deadline_seconds if row is not None else 3600.0
+                values["recovery_state"] = state
+                values["deadline_at"] = now + timedelta(seconds=seconds)
         result = db.exec(
             update(ToolActionRow)
             .where(col(ToolActionRow.id) == action_id, col(ToolActionRow.outcome) == "started")
@@ -593,26 +662,26 @@ class JournalStoreMixin:
         with self._tx("reading earlier calls with an idempotency key") as db:
             return [_action(r) for r in db.exec(query).all()]
 
+    @staticmethod
+    def _later_than(action: ToolAction) -> list[Any]:
+        """Conditions: a call of the same user, tool and key as ``action``, other than it, started
+        no earlier (a tie counts as later, both ways), not proven unexecuted."""
+        return [
+            col(ToolActionRow.user) == action.user,
+            col(ToolActionRow.tool) == action.tool,
+            col(ToolActionRow.idempotency_key) == action.idempotency_key,
+            col(ToolActionRow.outcome) != "not_executed",
+            col(ToolActionRow.id) != action.id,
+            col(ToolActionRow.started_at) >= action.started_at,
+        ]
+
     def later_call_with_key(self, action: ToolAction) -> bool:
-        """True when a call of the same user, tool and idempotency key as ``action`` started after
-        it and was not proven unexecuted (its effect is indistinguishable to a probe)."""
+        """True when a call of the same user, tool and idempotency key as ``action`` started no
+        earlier than it (a tie counts) and was not proven unexecuted: its effect is
+        indistinguishable to a probe."""
         if action.idempotency_key is None:
             return False
-        after = or_(
-            col(ToolActionRow.started_at) > action.started_at,
-            (col(ToolActionRow.started_at) == action.started_at) & (col(ToolActionRow.id) > action.id),
-        )
-        query = (
-            select(ToolActionRow.id)
-            .where(
-                col(ToolActionRow.user) == action.user,
-                col(ToolActionRow.tool) == action.tool,
-                col(ToolActionRow.idempotency_key) == action.idempotency_key,
-                col(ToolActionRow.outcome) != "not_executed",
-                after,
-            )
-            .limit(1)
-        )
+        query = select(ToolActionRow.id).where(*self._later_than(action)).limit(1)
         with self._tx("reading later calls with an idempotency key") as db:
             return db.exec(query).first() is not None
 

@@ -402,6 +402,7 @@ class ToolActionRow(SQLModel, table=True):
     """
 
     __tablename__ = "tool_actions"
+    __table_args__ = (sa.Index("ix_tool_actions_user_tool_key", "user", "tool", "idempotency_key"),)
 
     id: str = Field(primary_key=True, sa_type=_ID)
     user: str = Field(sa_type=sa.Text, index=True)

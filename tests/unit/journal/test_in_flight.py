@@ -425,3 +425,105 @@ async def test_a_compensation_offsets_only_this_actions_effect(bench: Bench) -> 
         await bench.operator.compensate(earlier, by="alice")
     assert ran == [waiting.id]
     assert bench.store.get_action(earlier.id).recovery_state == "effect_unconfirmed"
+
+
+# ------------------------------------------------------------------ one key, one effect at a time
+
+
+def _start(bench: Bench, key: str, *, session_id: str | None = None) -> ToolAction:
+    return bench.store.start_action(
+        user="alice",
+        session_id=session_id or bench.session_id,
+        run_id=None,
+        agent="worker-alice",
+        origin="agent",
+        tool=TOOL,
+        args_hash="2" * 64,
+        risk_class="compensatable",
+        owner=bench.owner,
+        deadline_seconds=3600.0,
+        idempotency_key=key,
+        in_flight_seconds=60.0,
+    )
+
+
+async def test_a_key_runs_one_call_at_a_time_and_never_during_its_compensation(bench: Bench) -> None:
+    from octipusd.errors import KeyInUseError
+
+    running = _start(bench, "k")
+    with pytest.raises(KeyInUseError, match=f"action {running.id}\\) is running"):
+        _start(bench, "k")
+    _start(bench, "other")  # another key is free
+    assert bench.store.finish_action(running.id, outcome="uncertain", detail="timed out")
+    # the uncertain one is being compensated: neither a new call nor a retry check lets one through
+    assert (
+        bench.store.begin_compensation(running.id, expect=(None, "effect_unconfirmed"), data={}) == "started"
+    )
+    with pytest.raises(KeyInUseError, match="is being compensated"):
+        _start(bench, "k")
+    register(bench, Backend(ProbeStatus.NOT_APPLIED))
+    other, _ = bench.new_session()  # its own session waits for a review; another one checks the key
+    refused = await bench.check(
+        bench.ctx(session_id=other),
+        session_id=other,
+        tool=TOOL,
+        arguments={"key": "k"},
+        contract=bench.contracts[TOOL],
+    )
+    assert not refused.allowed and "is being compensated now" in refused.reason, refused
+    # a deadline never hands a running compensation to its owner
+    assert not bench.store.set_recovery_state(
+        running.id, state="needs_operator", kind="escalated", data={}, expect=(None, "effect_unconfirmed")
+    )
+
+
+async def test_an_unsettled_action_of_another_session_refuses_its_key(bench: Bench) -> None:
+    register(bench, Backend(ProbeStatus.UNKNOWN))  # its backend cannot tell
+    action = bench.uncertain(tool=TOOL, idempotency_key="k")
+    other, _ = bench.new_session()
+    refused = await bench.check(
+        bench.ctx(session_id=other),
+        session_id=other,
+        tool=TOOL,
+        arguments={"key": "k"},
+        contract=bench.contracts[TOOL],
+    )
+    assert not refused.allowed
+    assert f"(action {action.id}) has an uncertain outcome nobody has settled or reviewed" in refused.reason
+    allowed = await bench.check(
+        bench.ctx(session_id=other),
+        session_id=other,
+        tool=TOOL,
+        arguments={"key": "k2"},
+        contract=bench.contracts[TOOL],
+    )
+    assert allowed.allowed, allowed
+
+
+async def test_a_later_call_with_the_key_blocks_the_compensation_in_its_transaction(bench: Bench) -> None:
+    earlier = bench.uncertain(tool=TOOL, idempotency_key="k")
+    later = _start(bench, "k2")
+    assert (
+        bench.store.begin_compensation(earlier.id, expect=(None, "effect_unconfirmed"), data={}) == "started"
+    )
+    assert bench.store.set_recovery_state(earlier.id, state="needs_operator", kind="compensation", data={})
+    # a tie on started_at counts as later, both ways
+    tied = _start(bench, "k3")
+    assert bench.store.finish_action(tied.id, outcome="uncertain", detail="x")
+    twin = bench.store.get_action(tied.id)
+    assert bench.store.later_call_with_key(twin) is False
+    assert later.id != twin.id
+    made = _start(bench, "k")  # a later call with the first key
+    assert bench.store.finish_action(made.id, outcome="completed", detail=None)
+    assert bench.store.begin_compensation(earlier.id, expect=("needs_operator",), data={}) == "later"
+    assert bench.store.get_action(earlier.id).recovery_state == "needs_operator"  # nothing written
+
+
+async def test_a_persons_remedy_on_a_call_that_then_ends_uncertain_is_kept(bench: Bench) -> None:
+    action = _start(bench, "k")
+    assert bench.store.set_recovery_state(
+        action.id, state="contained", kind="contained", data={"by": "alice"}
+    )
+    assert bench.store.finish_action(action.id, outcome="uncertain", detail="timed out")
+    kept = bench.store.get_action(action.id)
+    assert kept.outcome == "uncertain" and kept.recovery_state == "contained" and kept.resolved

@@ -3,9 +3,11 @@
 Hand-written (issue 11). New columns of ``tool_actions``: ``in_flight_until`` (when no
 dispatched request of the call can land any more), ``dispatch`` (JSON: where the request went,
 e.g. a streamable HTTP MCP session id) and ``dispatch_ended_at`` (when Octipus positively ended
-that transport). Existing records were written by a daemon that did not record the bound:
+that transport); an index on ``(user, tool, idempotency_key)`` for the checks before a retry.
+Existing records were written by a daemon that did not record the bound:
 finished or settled ones get ``in_flight_until = started_at`` (nothing depends on it any more);
-unresolved ones (``started`` or ``uncertain``, not reviewed, not settled) get ``started_at`` plus
+unsettled ones (``started`` or ``uncertain`` not verified, compensated or contained, reviewed or
+not: a same-key retry is judged by the bound whatever a review said) get ``started_at`` plus
 the longest call deadline a connector can have (``callTimeoutSeconds`` at most 7200 s, plus the
 bridge's 5 s), since their request may still be in flight.
 
@@ -32,6 +34,7 @@ _TS = sa.DateTime(timezone=True)
 #: plus the bridge's margin.
 _LONGEST_CALL_SECONDS = 7200.0 + 5.0
 _RESOLVED = ("verified", "compensated", "contained")
+_KEY_INDEX = "ix_tool_actions_user_tool_key"
 
 
 def upgrade() -> None:
@@ -39,6 +42,7 @@ def upgrade() -> None:
     op.add_column("tool_actions", sa.Column("in_flight_until", _TS, nullable=True))
     op.add_column("tool_actions", sa.Column("dispatch", sa.Text(), nullable=True))
     op.add_column("tool_actions", sa.Column("dispatch_ended_at", _TS, nullable=True))
+    op.create_index(_KEY_INDEX, "tool_actions", ["user", "tool", "idempotency_key"])
     op.execute("UPDATE tool_actions SET in_flight_until = started_at")
     actions = sa.table(
         "tool_actions",
@@ -53,7 +57,6 @@ def upgrade() -> None:
     unresolved = bind.execute(
         sa.select(actions.c.id, actions.c.started_at).where(
             actions.c.outcome.in_(("started", "uncertain")),
-            actions.c.review_id.is_(None),
             sa.or_(actions.c.recovery_state.is_(None), actions.c.recovery_state.not_in(_RESOLVED)),
         )
     ).all()
@@ -67,6 +70,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop the columns."""
+    op.drop_index(_KEY_INDEX, table_name="tool_actions")
     with op.batch_alter_table("tool_actions") as batch:
         batch.drop_column("dispatch_ended_at")
         batch.drop_column("dispatch")
