@@ -66,6 +66,23 @@ def iso(action: ToolAction) -> str:
     return in_flight_time(action.in_flight_until)
 
 
+def _start(bench: Bench, key: str, *, session_id: str | None = None) -> ToolAction:
+    return bench.store.start_action(
+        user="alice",
+        session_id=session_id or bench.session_id,
+        run_id=None,
+        agent="worker-alice",
+        origin="agent",
+        tool=TOOL,
+        args_hash="2" * 64,
+        risk_class="compensatable",
+        owner=bench.owner,
+        deadline_seconds=3600.0,
+        idempotency_key=key,
+        in_flight_seconds=60.0,
+    )
+
+
 def blocking_ids(bench: Bench) -> list[str]:
     return [a.id for a in bench.store.blocking_actions(user="alice", session_id=bench.session_id)]
 
@@ -272,19 +289,7 @@ async def test_a_later_completed_call_with_the_key_skips_the_recheck(bench: Benc
     assert (await bench.operator.probe(action)) is not None
     assert bench.store.get_action(action.id).recovery_state == "verified"
 
-    later = bench.store.start_action(
-        user="alice",
-        session_id=bench.session_id,
-        run_id=bench.run_id,
-        agent="worker-alice",
-        origin="agent",
-        tool=TOOL,
-        args_hash="1" * 64,
-        risk_class="compensatable",
-        owner=bench.owner,
-        deadline_seconds=3600.0,
-        idempotency_key="K",
-    )
+    later = _start(bench, "K")
     assert bench.store.finish_action(later.id, outcome="completed", detail=None)
 
     backend.status = ProbeStatus.APPLIED  # the later call's effect: the probe cannot tell them apart
@@ -407,19 +412,7 @@ async def test_a_compensation_offsets_only_this_actions_effect(bench: Bench) -> 
     assert await bench.operator.compensate(waiting, by="alice") == "retracted"
     # a later call with the same key ran: a keyed compensation would offset its effect too
     earlier = bench.uncertain(tool=TOOL, idempotency_key="k2")
-    later = bench.store.start_action(
-        user="alice",
-        session_id=bench.session_id,
-        run_id=None,
-        agent="worker-alice",
-        origin="agent",
-        tool=TOOL,
-        args_hash="1" * 64,
-        risk_class="compensatable",
-        owner=bench.owner,
-        deadline_seconds=3600.0,
-        idempotency_key="k2",
-    )
+    later = _start(bench, "k2")
     assert bench.store.finish_action(later.id, outcome="completed", detail=None)
     with pytest.raises(ConflictError, match="a later call with the same idempotency key"):
         await bench.operator.compensate(earlier, by="alice")
@@ -428,23 +421,6 @@ async def test_a_compensation_offsets_only_this_actions_effect(bench: Bench) -> 
 
 
 # ------------------------------------------------------------------ one key, one effect at a time
-
-
-def _start(bench: Bench, key: str, *, session_id: str | None = None) -> ToolAction:
-    return bench.store.start_action(
-        user="alice",
-        session_id=session_id or bench.session_id,
-        run_id=None,
-        agent="worker-alice",
-        origin="agent",
-        tool=TOOL,
-        args_hash="2" * 64,
-        risk_class="compensatable",
-        owner=bench.owner,
-        deadline_seconds=3600.0,
-        idempotency_key=key,
-        in_flight_seconds=60.0,
-    )
 
 
 async def test_a_key_runs_one_call_at_a_time_and_never_during_its_compensation(bench: Bench) -> None:
