@@ -114,8 +114,49 @@ class McpServersSource:
         ]
 
 
+class StopSignal:
+    """SIGTERM/SIGINT, taken from the very start of :func:`serve` to its end.
+
+    Before the API serves, a signal cancels start-up (its ``finally`` blocks close the socket, the
+    store and the database lock: a clean stop at any moment); once it serves, it sets
+    :attr:`received` for the graceful shutdown of the runs and the server.
+
+    Attributes:
+        received: Set when a signal arrived; :attr:`name` says which.
+        name: ``SIGTERM`` or ``SIGINT`` once received.
+    """
+
+    def __init__(self) -> None:
+        self.received = anyio.Event()
+        self.name = ""
+        self._startup: anyio.CancelScope | None = None
+
+    def guard_startup(self, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` if a signal arrives (or arrived) before :meth:`serving`."""
+        self._startup = scope
+        if self.received.is_set():
+            scope.cancel()
+
+    def serving(self) -> None:
+        """Start-up is over: from now on a signal only sets :attr:`received`."""
+        self._startup = None
+
+    async def watch(self, signals: AsyncIterator[int]) -> None:
+        """Take the first signal (the receiver keeps catching later ones, so they do no harm)."""
+        async for signum in signals:
+            self.name = signal.Signals(signum).name
+            log.info("received %s", self.name)
+            self.received.set()
+            if self._startup is not None:
+                self._startup.cancel()
+            return
+
+
 async def serve(settings: Settings, config_file: Path | None = None) -> None:
     """Run the daemon until SIGTERM/SIGINT.
+
+    The signals are taken before anything else (the database lock, the store, the socket), so a
+    stop during start-up ends it cleanly, as one during shutdown does.
 
     Args:
         settings: The settings read at start-up.
@@ -124,6 +165,26 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
     Raises:
         OctipusError: start-up failed (database locked, socket in use...).
     """
+    stop = StopSignal()
+    failed: OctipusError | None = None
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as watcher:
+            watcher.start_soon(stop.watch, signals)
+            try:
+                with anyio.CancelScope() as startup:
+                    stop.guard_startup(startup)
+                    await _serve_settings(settings, config_file, stop)
+                if startup.cancelled_caught:
+                    log.info("start-up stopped by %s", stop.name)
+            except OctipusError as exc:  # raised as itself, not inside the watcher's group
+                failed = exc
+            finally:
+                watcher.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+
+
+async def _serve_settings(settings: Settings, config_file: Path | None, stop: StopSignal) -> None:
     try:
         policy = Policy.from_setting(settings.permissions.rules)
     except ValueError as exc:
@@ -136,15 +197,22 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
     try:
         store = await in_thread(Store.open, url)
         try:
-            await _serve(settings, store, data_dir, policy, McpServersSource(settings, config_file))
+            await _serve(settings, store, data_dir, policy, McpServersSource(settings, config_file), stop)
         finally:
-            await in_thread(store.close)
+            with anyio.CancelScope(shield=True):
+                await in_thread(store.close)
     finally:
-        await in_thread(lock.release)
+        with anyio.CancelScope(shield=True):
+            await in_thread(lock.release)
 
 
 async def _serve(
-    settings: Settings, store: Store, data_dir: Path, policy: Policy, mcp_servers: McpServersSource
+    settings: Settings,
+    store: Store,
+    data_dir: Path,
+    policy: Policy,
+    mcp_servers: McpServersSource,
+    stop: StopSignal,
 ) -> None:
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     interrupted = await in_thread(
@@ -267,16 +335,14 @@ async def _serve(
                 tg.start_soon(end_left_requests, store, connectors, left_in_flight)
             await tg.start(actions.worker.run)
 
-            async def on_signals() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for signum in signals:
-                        name = signal.Signals(signum).name
-                        log.info("received %s: stopping %d live run(s)", name, len(runs.live_runs()))
-                        await runs.shutdown(f"octipusd received {name} and stopped the run")
-                        server.should_exit = True
-                        return
+            async def on_stop() -> None:
+                await stop.received.wait()
+                log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
+                await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
+                server.should_exit = True
 
-            tg.start_soon(on_signals)
+            tg.start_soon(on_stop)
+            stop.serving()
             await server.serve(sockets=[sock])
             tg.cancel_scope.cancel()
     finally:
