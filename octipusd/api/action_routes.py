@@ -54,7 +54,8 @@ from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, O
 from octipusd.journal.invocations import ActionService
 from octipusd.journal.operator import in_flight_time, in_flight_warning
 from octipusd.store.aio import in_thread
-from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAction, ToolInvocation
+from octipusd.store.invocation_store import ToolInvocation
+from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAction
 from octipusd.store.records import Approval
 
 __all__ = [

@@ -55,7 +55,7 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.policy.rules import Level, subject_of
 from octipusd.store.aio import in_thread
-from octipusd.store.journal_store import ToolInvocation
+from octipusd.store.invocation_store import ToolInvocation
 from octipusd.store.records import Approval
 from octipusd.store.repository import Store
 from octipusd.tools.base import ToolSpec

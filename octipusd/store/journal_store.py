@@ -1,9 +1,8 @@
 """Store methods for the action journal (mixed into :class:`Store`).
 
 Tables ``tool_actions`` (seed 000: one row per mutating tool call, no argument or result
-bodies), ``action_receipts`` (seed 004: the append-only receipt of each action) and
-``tool_invocations`` (seed 001: calls a person started by hand, which may owe an execution
-once approved). Same conventions as ``repository.py``: one committed transaction per method,
+bodies) and ``action_receipts`` (seed 004: the append-only receipt of each action); the calls a
+person starts by hand (``tool_invocations``) are in :mod:`octipusd.store.invocation_store`. Same conventions as ``repository.py``: one committed transaction per method,
 frozen records out, every "exactly once" change a conditional ``UPDATE`` whose row count says
 who won.
 
@@ -11,7 +10,7 @@ Outcome writes: :meth:`JournalStoreMixin.start_action` commits ``started`` befor
 body runs; :meth:`JournalStoreMixin.finish_action` changes only a record still ``started``
 (a duplicated completion changes nothing). A call started by hand binds its action to its
 exact claim in the same transaction as ``started``, and its outcome and its request status
-commit together (:meth:`JournalStoreMixin.finish_invocation`).
+commit together (:meth:`InvocationStoreMixin.finish_invocation`).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, or_, text, update
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, KeyInUseError, NotFoundError
@@ -35,12 +33,10 @@ from octipusd.store.models import ActionReceiptRow, ToolActionRow, ToolInvocatio
 
 __all__ = [
     "ACTION_OUTCOMES",
-    "INVOCATION_STATUSES",
     "RESOLVED_STATES",
     "ActionReceipt",
     "JournalStoreMixin",
     "ToolAction",
-    "ToolInvocation",
 ]
 
 log = logging.getLogger("octipusd.store")
@@ -49,23 +45,6 @@ log = logging.getLogger("octipusd.store")
 ACTION_OUTCOMES: tuple[str, ...] = ("started", "completed", "not_executed", "uncertain")
 #: Recovery states that settle an uncertain action (seed 004): it no longer blocks mutations.
 RESOLVED_STATES: tuple[str, ...] = ("verified", "compensated", "contained")
-#: ``tool_invocations.status`` values. ``awaiting_approval`` -> ``approved`` -> ``executing``
-#: (claimed) -> ``completed`` / ``not_executed`` / ``uncertain``; or ``denied``, ``expired``,
-#: ``cancelled`` without running.
-INVOCATION_STATUSES: tuple[str, ...] = (
-    "awaiting_approval",
-    "approved",
-    "executing",
-    "completed",
-    "not_executed",
-    "uncertain",
-    "denied",
-    "expired",
-    "cancelled",
-)
-_TERMINAL_INVOCATION = frozenset({"completed", "not_executed", "uncertain", "denied", "expired", "cancelled"})
-#: Longest result text kept on an invocation (characters); longer results are cut with a note.
-INVOCATION_RESULT_LIMIT = 64 * 1024
 
 
 def _new_id() -> str:
@@ -198,68 +177,6 @@ class ActionReceipt:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolInvocation:
-    """A tool call a person started by hand (seed 001's "Test-tab" call).
-
-    Attributes:
-        id: 32 hex characters.
-        request_id: The client's idempotency key, unique per user (None: none given).
-        user: Who started it.
-        session_id: The session it runs in (workspace, journal scope).
-        tool: The tool id (``shell__run``, ``server.tool``).
-        arguments: The arguments while the call is owed (None once it ended).
-        args_hash: SHA-256 of the canonical JSON arguments.
-        status: See :data:`INVOCATION_STATUSES`.
-        approval_id: The approval it waits for or waited for.
-        claim_token: The exact claim of the executor dispatching it.
-        claimed_at: When the claim was taken.
-        claimed_by: The daemon instance holding the claim.
-        action_id: Its journal record once ``started`` was written.
-        result: The result text (at most 64 KiB) once it ended.
-        is_error: The result is an error result.
-        error: Why it did not run or what is uncertain.
-        created_at: When it was requested.
-        updated_at: Last change.
-        finished_at: When it reached a terminal status.
-    """
-
-    id: str
-    request_id: str | None
-    user: str
-    session_id: str
-    tool: str
-    arguments: dict[str, Any] | None
-    args_hash: str
-    status: str
-    approval_id: str | None
-    claim_token: str | None
-    claimed_at: datetime | None
-    claimed_by: str | None
-    action_id: str | None
-    result: str | None
-    is_error: bool
-    error: str | None
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
-
-    @property
-    def terminal(self) -> bool:
-        """True once the invocation can no longer change."""
-        return self.status in _TERMINAL_INVOCATION
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready view without the claim token and the arguments."""
-        out: dict[str, Any] = {}
-        for name in self.__slots__:
-            if name in ("claim_token", "arguments"):
-                continue
-            value = getattr(self, name)
-            out[name] = value.isoformat() if isinstance(value, datetime) else value
-        return out
-
-
 def _action(row: ToolActionRow) -> ToolAction:
     values = {name: getattr(row, name) for name in ToolAction.__slots__}
     values["dispatch"] = _dispatch(row)
@@ -292,12 +209,6 @@ def _receipt(row: ActionReceiptRow) -> ActionReceipt:
     )
 
 
-def _invocation(row: ToolInvocationRow) -> ToolInvocation:
-    values = {name: getattr(row, name) for name in ToolInvocation.__slots__}
-    values["arguments"] = json.loads(row.arguments) if row.arguments is not None else None
-    return ToolInvocation(**values)
-
-
 def _unresolved() -> Any:
     """SQL condition: an action that blocks mutations unless it is still running here."""
     return (
@@ -311,7 +222,7 @@ def _unresolved() -> Any:
 
 
 class JournalStoreMixin:
-    """Journal records, receipts and hand-started invocations; see the module docstring.
+    """Journal records and their receipts; see the module docstring.
 
     Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``.
     """
@@ -321,6 +232,10 @@ class JournalStoreMixin:
         _sqlite: bool
 
         def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
+
+        def _follow_approval(
+            self, db: DbSession, approval_id: str, status: str, reason: str | None
+        ) -> None: ...
 
     # Actions -----------------------------------------------------------------------------
 
@@ -471,38 +386,6 @@ class JournalStoreMixin:
                 f"{tool} was not run: an earlier call with idempotency key {key!r} (action {busy[0]}) {what}; "
                 "retry once its outcome is known"
             )
-
-    def begin_compensation(
-        self, action_id: str, *, expect: Collection[str | None], data: dict[str, Any]
-    ) -> str:
-        """Move an action to ``recovering`` for its compensation, in one transaction with the check
-        that no later call with its idempotency key ran (a keyed compensation would offset that
-        call's effect too).
-
-        Returns:
-            ``"started"``, ``"state"`` (it was not in one of ``expect``) or ``"later"`` (a later
-            call with the key ran); nothing is written unless ``"started"``.
-        """
-        with self._tx(f"starting the compensation of action {action_id}", write=True) as db:
-            row = db.get(ToolActionRow, action_id)
-            if row is None or row.recovery_state not in expect:
-                return "state"
-            if row.idempotency_key is not None:
-                self._lock_key(db, row.user, row.tool, row.idempotency_key)
-                if db.exec(select(ToolActionRow.id).where(*self._later_than(_action(row))).limit(1)).first():
-                    return "later"
-            row.recovery_state = "recovering"
-            db.add(row)
-            db.add(
-                ActionReceiptRow(
-                    action_id=action_id,
-                    kind="compensation",
-                    state="recovering",
-                    data=_json(data),
-                    created_at=self._clock(),
-                )
-            )
-            return "started"
 
     def finish_action(
         self,
@@ -713,23 +596,6 @@ class JournalStoreMixin:
         with self._tx("reading unresolved actions") as db:
             return [_action(r) for r in db.exec(query).all()]
 
-    def open_dispatches(self, now: datetime) -> list[ToolAction]:
-        """Unresolved actions whose request may still land on a transport Octipus has not ended
-        (a recorded dispatch, no ``dispatch_ended_at``, the in-flight bound not passed), oldest
-        first: at start-up, what a stopped daemon left in flight."""
-        query = (
-            select(ToolActionRow)
-            .where(
-                _unresolved(),
-                col(ToolActionRow.dispatch).is_not(None),
-                col(ToolActionRow.dispatch_ended_at).is_(None),
-                or_(col(ToolActionRow.in_flight_until).is_(None), col(ToolActionRow.in_flight_until) > now),
-            )
-            .order_by(col(ToolActionRow.started_at), col(ToolActionRow.id))
-        )
-        with self._tx("reading actions whose request may still land") as db:
-            return [_action(r) for r in db.exec(query).all()]
-
     def orphan_started_actions(self, *, owner: str) -> list[ToolAction]:
         """Mark ``started`` records of other daemon instances ``uncertain`` (run at start-up).
 
@@ -754,162 +620,6 @@ class JournalStoreMixin:
             db.expire_all()  # the UPDATEs bypassed the identity map
             out = [db.get(ToolActionRow, i) for i in changed]
             return [_action(r) for r in out if r is not None]
-
-    def set_recovery_state(
-        self,
-        action_id: str,
-        *,
-        state: str,
-        kind: str,
-        data: dict[str, Any] | None = None,
-        expect: Collection[str | None] | None = None,
-    ) -> bool:
-        """Move an uncertain action to a new recovery state and append the receipt entry.
-
-        Args:
-            action_id: The action.
-            state: The new seed 004 state.
-            kind: Receipt kind (``probe``, ``compensation``, ``escalated``, ``contained``...).
-            data: Receipt evidence.
-            expect: Change only from one of these states (None: from any); a lost race
-                returns False and writes nothing.
-
-        Returns:
-            True if changed.
-        """
-        conditions: list[Any] = []
-        if expect is not None:
-            allowed = [s for s in expect if s is not None]
-            state_in = col(ToolActionRow.recovery_state).in_(allowed)
-            conditions.append(
-                or_(col(ToolActionRow.recovery_state).is_(None), state_in) if None in expect else state_in
-            )
-        return self._change_action(
-            f"changing the recovery state of action {action_id}",
-            action_id,
-            conditions,
-            {"recovery_state": state},
-            kind=kind,
-            state=state,
-            data=data or {},
-        )
-
-    def _change_action(
-        self,
-        what: str,
-        action_id: str,
-        conditions: list[Any],
-        values: dict[str, Any],
-        *,
-        kind: str,
-        state: str | None,
-        data: dict[str, Any],
-    ) -> bool:
-        """Update one action where ``conditions`` hold and append a receipt entry, in one
-        transaction; False (nothing written) when the conditions did not hold."""
-        with self._tx(what, write=True) as db:
-            result = db.exec(
-                update(ToolActionRow)
-                .where(col(ToolActionRow.id) == action_id, *conditions)
-                .values(**values)
-                .execution_options(synchronize_session=False)
-            )
-            if not result.rowcount:
-                return False
-            db.add(
-                ActionReceiptRow(
-                    action_id=action_id, kind=kind, state=state, data=_json(data), created_at=self._clock()
-                )
-            )
-            return True
-
-    def add_receipt(
-        self, action_id: str, *, kind: str, data: dict[str, Any], state: str | None = None
-    ) -> None:
-        """Append one receipt entry without changing the action.
-
-        Raises:
-            NotFoundError: no such action.
-        """
-        with self._tx(f"adding to the receipt of action {action_id}", write=True) as db:
-            if db.get(ToolActionRow, action_id) is None:
-                raise NotFoundError(f"action {action_id} not found")
-            db.add(
-                ActionReceiptRow(
-                    action_id=action_id, kind=kind, state=state, data=_json(data), created_at=self._clock()
-                )
-            )
-
-    def end_dispatch(self, action_id: str, *, data: dict[str, Any]) -> bool:
-        """Record that Octipus positively ended the transport of an action's request.
-
-        From then on no dispatched request of it can land, so a probe's ``not_applied`` settles
-        it. Written once (the first end counts), with a ``dispatch_ended`` receipt entry.
-
-        Returns:
-            True if this call recorded it.
-        """
-        return self._change_action(
-            f"recording the end of action {action_id}'s transport",
-            action_id,
-            [col(ToolActionRow.dispatch_ended_at).is_(None)],
-            {"dispatch_ended_at": self._clock()},
-            kind="dispatch_ended",
-            state=None,
-            data=data,
-        )
-
-    def reopen_action(self, action_id: str, *, data: dict[str, Any]) -> bool:
-        """Reopen a settled action whose effect appeared after it was settled as not applied.
-
-        The action goes to ``needs_operator``, loses the review that acknowledged it (it blocks
-        later mutations again until a person reviews it) and gets a ``correction`` receipt
-        entry (``data`` names the earlier and the new evidence).
-
-        Returns:
-            True if it was reopened (False: it was no longer ``verified``).
-        """
-        return self._change_action(
-            f"reopening action {action_id}",
-            action_id,
-            [col(ToolActionRow.recovery_state) == "verified"],
-            {"recovery_state": "needs_operator", "review_id": None, "reviewed_by": None, "reviewed_at": None},
-            kind="correction",
-            state="needs_operator",
-            data=data,
-        )
-
-    def list_receipts(self, action_id: str) -> list[ActionReceipt]:
-        """Return an action's receipt entries in order."""
-        with self._tx(f"reading the receipt of action {action_id}") as db:
-            rows = db.exec(
-                select(ActionReceiptRow)
-                .where(col(ActionReceiptRow.action_id) == action_id)
-                .order_by(col(ActionReceiptRow.id))
-            ).all()
-            return [_receipt(r) for r in rows]
-
-    def due_actions(self, now: datetime) -> list[ToolAction]:
-        """Unresolved uncertain actions whose escalation deadline has passed, still unconfirmed."""
-        with self._tx("reading actions past their deadline") as db:
-            rows = db.exec(
-                select(ToolActionRow).where(
-                    _unresolved(),
-                    col(ToolActionRow.recovery_state).in_(("effect_unconfirmed", "recovering")),
-                    col(ToolActionRow.deadline_at) <= now,
-                )
-            ).all()
-            return [_action(r) for r in rows]
-
-    def next_action_deadline(self) -> datetime | None:
-        """The earliest deadline of an unresolved, unconfirmed action (None: nothing owed)."""
-        with self._tx("reading the next action deadline") as db:
-            value = db.exec(
-                select(func.min(ToolActionRow.deadline_at)).where(
-                    _unresolved(), col(ToolActionRow.recovery_state).in_(("effect_unconfirmed", "recovering"))
-                )
-            ).first()
-            return value if isinstance(value, datetime) else None
 
     def expire_runless_approvals(self, now: datetime) -> list[str]:
         """Mark pending approvals that belong to no run and are past ``expires_at`` expired.
@@ -1035,415 +745,3 @@ class JournalStoreMixin:
             db.exec(delete(ToolActionRow).where(col(ToolActionRow.id).in_(chunk)))
 
     # Invocations -------------------------------------------------------------------------
-
-    def create_invocation(
-        self,
-        *,
-        user: str,
-        session_id: str,
-        tool: str,
-        arguments: dict[str, Any],
-        args_hash: str,
-        request_id: str | None,
-        status: str,
-    ) -> tuple[ToolInvocation, bool]:
-        """Record a hand-started call, or return the one already recorded for ``request_id``.
-
-        Args:
-            user: Who starts it.
-            session_id: Its session.
-            tool: Tool id.
-            arguments: Its arguments (kept until it ends).
-            args_hash: SHA-256 of the canonical JSON arguments.
-            request_id: The client's idempotency key (None: every request is new).
-            status: ``awaiting_approval``, ``approved`` or ``denied``.
-
-        Returns:
-            ``(invocation, created)``; ``created`` is False when ``request_id`` was seen before
-            (a client retry after a lost acknowledgement: nothing new runs).
-
-        Raises:
-            ConflictError: ``request_id`` was used before for a different tool or arguments.
-            ValueError: an unknown status.
-        """
-        if status not in INVOCATION_STATUSES:
-            raise ValueError(f"unknown invocation status {status!r}")
-        now = self._clock()
-        row = ToolInvocationRow(
-            id=_new_id(),
-            request_id=request_id,
-            user=user,
-            session_id=session_id,
-            tool=tool,
-            arguments=_json(arguments),
-            args_hash=args_hash,
-            status=status,
-            is_error=False,
-            created_at=now,
-            updated_at=now,
-        )
-        try:
-            with self._tx(f"recording a call of {tool}", write=True) as db:
-                db.add(row)
-            return _invocation(row), True
-        except Exception as exc:
-            cause = exc.__cause__
-            if request_id is None or not isinstance(cause, IntegrityError):
-                raise
-        existing = self.find_invocation(user, request_id)
-        if existing is None:  # pragma: no cover - the unique key said it exists
-            raise ConflictError(f"request {request_id} conflicts with a concurrent request; retry it")
-        if existing.tool != tool or existing.args_hash != args_hash:
-            raise ConflictError(
-                f"request id {request_id!r} was already used for another call ({existing.tool}, "
-                f"invocation {existing.id}); use a new request id for a different call"
-            )
-        return existing, False
-
-    def find_invocation(self, user: str, request_id: str) -> ToolInvocation | None:
-        """The invocation ``user`` recorded under ``request_id``, if any."""
-        with self._tx("reading an invocation by request id") as db:
-            row = db.exec(
-                select(ToolInvocationRow).where(
-                    col(ToolInvocationRow.user) == user, col(ToolInvocationRow.request_id) == request_id
-                )
-            ).first()
-            return _invocation(row) if row is not None else None
-
-    def get_invocation(self, invocation_id: str) -> ToolInvocation:
-        """Return one invocation.
-
-        Raises:
-            NotFoundError: no such invocation.
-        """
-        with self._tx(f"reading invocation {invocation_id}") as db:
-            row = db.get(ToolInvocationRow, invocation_id)
-            if row is None:
-                raise NotFoundError(f"invocation {invocation_id} not found")
-            return _invocation(row)
-
-    def list_invocations(
-        self, *, user: str | None = None, session_id: str | None = None, limit: int = 100
-    ) -> list[ToolInvocation]:
-        """Hand-started invocations, newest first."""
-        query = select(ToolInvocationRow)
-        if user is not None:
-            query = query.where(col(ToolInvocationRow.user) == user)
-        if session_id is not None:
-            query = query.where(col(ToolInvocationRow.session_id) == session_id)
-        query = query.order_by(col(ToolInvocationRow.created_at).desc(), col(ToolInvocationRow.id).desc())
-        with self._tx("listing invocations") as db:
-            return [_invocation(r) for r in db.exec(query.limit(limit)).all()]
-
-    def set_invocation_approval(self, invocation_id: str, approval_id: str) -> None:
-        """Link an invocation awaiting approval to its approval record."""
-        with self._tx(f"linking invocation {invocation_id}", write=True) as db:
-            db.exec(
-                update(ToolInvocationRow)
-                .where(col(ToolInvocationRow.id) == invocation_id)
-                .values(approval_id=approval_id, updated_at=self._clock())
-                .execution_options(synchronize_session=False)
-            )
-
-    def _follow_approval(self, db: DbSession, approval_id: str, status: str, reason: str | None) -> None:
-        """Inside an approval's decision: move its invocation from ``awaiting_approval``."""
-        target = {
-            "approved": "approved",
-            "denied": "denied",
-            "expired": "expired",
-            "cancelled": "cancelled",
-        }.get(status)
-        if target is None:
-            return
-        values: dict[str, Any] = {"status": target, "updated_at": self._clock()}
-        if target != "approved":
-            values.update(
-                finished_at=self._clock(), arguments=None, error=reason or f"the approval was {target}"
-            )
-        db.exec(
-            update(ToolInvocationRow)
-            .where(
-                col(ToolInvocationRow.approval_id) == approval_id,
-                col(ToolInvocationRow.status) == "awaiting_approval",
-            )
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-
-    def owed_invocation_users(self) -> list[str]:
-        """Users with approved invocations that owe an execution (start-up discovery)."""
-        with self._tx("finding owed invocations") as db:
-            rows = db.exec(
-                select(ToolInvocationRow.user).where(col(ToolInvocationRow.status) == "approved").distinct()
-            ).all()
-            return sorted(rows)
-
-    def owed_invocations(
-        self, user: str, *, after: str | None = None, limit: int = 50
-    ) -> list[ToolInvocation]:
-        """One page of ``user``'s approved invocations, in id order (scoped read, seed 001)."""
-        query = select(ToolInvocationRow).where(
-            col(ToolInvocationRow.user) == user, col(ToolInvocationRow.status) == "approved"
-        )
-        if after is not None:
-            query = query.where(col(ToolInvocationRow.id) > after)
-        with self._tx(f"reading owed invocations of {user}") as db:
-            rows = db.exec(query.order_by(col(ToolInvocationRow.id)).limit(limit)).all()
-            return [_invocation(r) for r in rows]
-
-    def claim_invocation(self, invocation_id: str, *, token: str, owner: str) -> bool:
-        """Take the exact claim on an approved invocation before dispatch (seed 001).
-
-        One conditional ``UPDATE ... WHERE status = 'approved'``: of two recoverers exactly one
-        wins.
-
-        Returns:
-            True if this caller holds the claim.
-        """
-        now = self._clock()
-        with self._tx(f"claiming invocation {invocation_id}", write=True) as db:
-            result = db.exec(
-                update(ToolInvocationRow)
-                .where(
-                    col(ToolInvocationRow.id) == invocation_id, col(ToolInvocationRow.status) == "approved"
-                )
-                .values(
-                    status="executing", claim_token=token, claimed_at=now, claimed_by=owner, updated_at=now
-                )
-                .execution_options(synchronize_session=False)
-            )
-            return bool(result.rowcount)
-
-    def invocation_claimed(self, invocation_id: str, token: str) -> bool:
-        """True while ``token`` still holds the claim and nothing was dispatched."""
-        with self._tx(f"checking the claim on invocation {invocation_id}") as db:
-            row = db.get(ToolInvocationRow, invocation_id)
-            return (
-                row is not None
-                and row.status == "executing"
-                and row.claim_token == token
-                and row.action_id is None
-            )
-
-    def release_invocation_claim(self, invocation_id: str, token: str, *, reason: str) -> bool:
-        """Give back a claim after a preparation failure (nothing was dispatched).
-
-        Only the exact claim, and only while no action was started for it: the invocation
-        returns to ``approved`` and stays recoverable.
-
-        Returns:
-            True if released; False if the claim had changed or the call had started.
-        """
-        return self._unclaim(invocation_id, token, "releasing the claim on", status="approved", error=reason)
-
-    def requeue_invocation_for_review(self, invocation_id: str, token: str, approval_id: str) -> bool:
-        """Hand a claimed, undispatched invocation back to wait for a recovery review.
-
-        Only the exact claim, and only while no action started: the invocation returns to
-        ``awaiting_approval`` on ``approval_id`` (its decision makes it ``approved`` again).
-
-        Returns:
-            True if requeued.
-        """
-        return self._unclaim(
-            invocation_id, token, "requeueing for review", status="awaiting_approval", approval_id=approval_id
-        )
-
-    def _unclaim(self, invocation_id: str, token: str, what: str, **values: Any) -> bool:
-        """Drop the exact, undispatched claim ``token`` and set ``values``; True if it held."""
-        with self._tx(f"{what} invocation {invocation_id}", write=True) as db:
-            result = db.exec(
-                update(ToolInvocationRow)
-                .where(
-                    col(ToolInvocationRow.id) == invocation_id,
-                    col(ToolInvocationRow.status) == "executing",
-                    col(ToolInvocationRow.claim_token) == token,
-                    col(ToolInvocationRow.action_id).is_(None),
-                )
-                .values(
-                    claim_token=None, claimed_at=None, claimed_by=None, updated_at=self._clock(), **values
-                )
-                .execution_options(synchronize_session=False)
-            )
-            return bool(result.rowcount)
-
-    def cancel_invocation(self, invocation_id: str, *, by: str) -> ToolInvocation:
-        """Withdraw a hand-started call that has not started (awaiting approval or approved).
-
-        Its pending approval, if any, is cancelled in the same transaction.
-
-        Returns:
-            The invocation, now ``cancelled``.
-
-        Raises:
-            NotFoundError: no such invocation.
-            ConflictError: it is running or already ended (the message says which).
-        """
-        from octipusd.store.models import ApprovalRow
-
-        now = self._clock()
-        with self._tx(f"cancelling invocation {invocation_id}", write=True) as db:
-            result = db.exec(
-                update(ToolInvocationRow)
-                .where(
-                    col(ToolInvocationRow.id) == invocation_id,
-                    col(ToolInvocationRow.status).in_(("awaiting_approval", "approved")),
-                )
-                .values(
-                    status="cancelled",
-                    arguments=None,
-                    error=f"cancelled by {by} before it ran",
-                    finished_at=now,
-                    updated_at=now,
-                )
-                .execution_options(synchronize_session=False)
-            )
-            db.expire_all()
-            row = db.get(ToolInvocationRow, invocation_id)
-            if row is None:
-                raise NotFoundError(f"invocation {invocation_id} not found")
-            if not result.rowcount:
-                raise ConflictError(
-                    f"invocation {invocation_id} is {row.status}; only a call awaiting approval or approved "
-                    "(not yet running) can be cancelled"
-                )
-            if row.approval_id is not None:
-                db.exec(
-                    update(ApprovalRow)
-                    .where(col(ApprovalRow.id) == row.approval_id, col(ApprovalRow.status) == "pending")
-                    .values(
-                        status="cancelled",
-                        decided_by=by,
-                        decision_reason="the call was cancelled",
-                        decided_at=now,
-                    )
-                    .execution_options(synchronize_session=False)
-                )
-            return _invocation(row)
-
-    def refuse_invocation(self, invocation_id: str, reason: str) -> None:
-        """End a ``denied`` invocation at once (policy rejection: nothing ran)."""
-        now = self._clock()
-        with self._tx(f"refusing invocation {invocation_id}", write=True) as db:
-            db.exec(
-                update(ToolInvocationRow)
-                .where(col(ToolInvocationRow.id) == invocation_id, col(ToolInvocationRow.status) == "denied")
-                .values(error=reason, arguments=None, finished_at=now, updated_at=now, is_error=True)
-                .execution_options(synchronize_session=False)
-            )
-
-    def owed_users_of_session(self, session_id: str) -> list[str]:
-        """Users with approved invocations in ``session_id`` (scoped signal, seed 001)."""
-        with self._tx("finding owed invocations of a session") as db:
-            rows = db.exec(
-                select(ToolInvocationRow.user)
-                .where(
-                    col(ToolInvocationRow.session_id) == session_id,
-                    col(ToolInvocationRow.status) == "approved",
-                )
-                .distinct()
-            ).all()
-            return sorted(rows)
-
-    def finish_invocation(
-        self,
-        invocation_id: str,
-        token: str,
-        *,
-        status: str,
-        result: str | None,
-        is_error: bool,
-        error: str | None,
-        outcome: str | None = None,
-        detail: str | None = None,
-        answered: bool = False,
-    ) -> bool:
-        """Commit an invocation's end and its action's outcome together (seed 001).
-
-        Args:
-            invocation_id: The invocation.
-            token: The claim it was dispatched under; a different current claim (fenced by the
-                token) changes nothing.
-            status: ``completed``, ``not_executed`` or ``uncertain``.
-            result: The result text (cut at 64 KiB).
-            is_error: The result is an error result.
-            error: Why it did not run or why it is uncertain.
-            outcome: The journal outcome of its action (when an action was started).
-            detail: Journal evidence.
-            answered: The call is over (see :meth:`finish_action`).
-
-        Returns:
-            True if written.
-        """
-        if status not in ("completed", "not_executed", "uncertain"):
-            raise ValueError(f"an invocation ends completed, not_executed or uncertain, got {status!r}")
-        if result is not None and len(result) > INVOCATION_RESULT_LIMIT:
-            result = (
-                result[:INVOCATION_RESULT_LIMIT] + f"\n[result cut at {INVOCATION_RESULT_LIMIT} characters]"
-            )
-        now = self._clock()
-        with self._tx(f"recording the end of invocation {invocation_id}", write=True) as db:
-            row = db.get(ToolInvocationRow, invocation_id)
-            if row is None or row.claim_token != token or row.status != "executing":
-                return False
-            if row.action_id is not None and outcome is not None:
-                self._finish_action(
-                    db, row.action_id, outcome=outcome, detail=detail, data=None, answered=answered
-                )
-            db.exec(
-                update(ToolInvocationRow)
-                .where(
-                    col(ToolInvocationRow.id) == invocation_id, col(ToolInvocationRow.claim_token) == token
-                )
-                .values(
-                    status=status,
-                    result=result,
-                    is_error=is_error,
-                    error=error,
-                    arguments=None,
-                    finished_at=now,
-                    updated_at=now,
-                )
-                .execution_options(synchronize_session=False)
-            )
-            return True
-
-    def quarantine_invocations(self, *, owner: str) -> list[ToolInvocation]:
-        """At start-up: settle invocations claimed by another (stopped) daemon instance.
-
-        A claim without a started action never dispatched (``started`` is written in the
-        claim's own transaction before the call), so it goes back to ``approved``; a claim
-        whose action started may have run, so the invocation becomes ``uncertain`` and is
-        never dispatched again (seed 001: no replay of an uncertain provider call).
-
-        Returns:
-            The invocations changed, as they are now.
-        """
-        now = self._clock()
-        with self._tx("settling invocations of a stopped daemon", write=True) as db:
-            rows = db.exec(
-                select(ToolInvocationRow).where(
-                    col(ToolInvocationRow.status) == "executing",
-                    or_(
-                        col(ToolInvocationRow.claimed_by).is_(None),
-                        col(ToolInvocationRow.claimed_by) != owner,
-                    ),
-                )
-            ).all()
-            for row in rows:
-                if row.action_id is None:
-                    row.status = "approved"
-                    row.claim_token = None
-                    row.claimed_at = None
-                    row.claimed_by = None
-                else:
-                    row.status = "uncertain"
-                    row.error = (
-                        "the daemon stopped while this call was running; it may have run and is not repeated"
-                    )
-                    row.arguments = None
-                    row.finished_at = now
-                row.updated_at = now
-                db.add(row)
-            db.flush()
-            return [_invocation(r) for r in rows]

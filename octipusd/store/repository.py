@@ -43,6 +43,7 @@ from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError, StoreError
 from octipusd.store.engine import WRITE_OPTION, display_url, make_engine
+from octipusd.store.invocation_store import InvocationStoreMixin
 from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
 from octipusd.store.models import (
@@ -71,6 +72,7 @@ from octipusd.store.records import (
     Session,
     WorkPlan,
 )
+from octipusd.store.recovery_store import RecoveryStoreMixin
 from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.validation import (
     check_additive_flags_shape,
@@ -294,11 +296,13 @@ def _check_limit(limit: int) -> None:
         raise ValueError(f"limit must be at least 1, got {limit}")
 
 
-class Store(PolicyStoreMixin, JournalStoreMixin, ReuseStoreMixin):
+class Store(PolicyStoreMixin, JournalStoreMixin, RecoveryStoreMixin, InvocationStoreMixin, ReuseStoreMixin):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 
     Policy and spaces come from :class:`~octipusd.store.policy_store.PolicyStoreMixin`, the
-    action journal from :class:`~octipusd.store.journal_store.JournalStoreMixin`, and session
+    action journal from :class:`~octipusd.store.journal_store.JournalStoreMixin`, the recovery of
+    uncertain actions from :class:`~octipusd.store.recovery_store.RecoveryStoreMixin`, calls started
+    by hand from :class:`~octipusd.store.invocation_store.InvocationStoreMixin`, and session
     reuse (vendor sessions, transcript, checkpoints, ``/clear``) from
     :class:`~octipusd.store.reuse_store.ReuseStoreMixin`.
 

@@ -15,7 +15,6 @@ binaries; ``scripts/conformance-latest`` runs the same against the newest publis
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -137,15 +136,7 @@ class Octipus:
 
     def wait(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
         """Poll ``predicate`` every 50 ms until truthy; AssertionError with the daemon log on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(
-            f"timed out after {timeout:g} s waiting for {what}; daemon log:\n{self.daemon.log()[-4000:]}"
-        )
+        return self.daemon.wait_until(predicate, timeout, what)
 
     def wait_final(self, run_id: str, timeout: float = 120.0) -> dict[str, Any]:
         """Wait for the run's terminal status and return the run."""

@@ -16,9 +16,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from octipus_claude_code.launch import QUIET_ENV as CLAUDE_QUIET_ENV
 
@@ -125,6 +126,23 @@ class DaemonHarness:
             return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def wait_until(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Poll ``predicate`` every 50 ms until truthy and return its value.
+
+        Raises:
+            AssertionError: it stayed falsy for ``timeout`` seconds (the message names ``what``
+                and holds the end of the daemon's log).
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(
+            f"timed out after {timeout:g} s waiting for {what}; daemon log:\n{self.log()[-4000:]}"
+        )
 
     def client(self) -> Client:
         """A new API client on the daemon's socket."""

@@ -41,7 +41,8 @@ between calls), ``{"<tool>": {"mode": MODE, "seconds": N}}``. Modes:
   compensation backend outage).
 
 An entry may also name ``"received": PATH`` (touched when the call arrives, before any hold) and
-``"release": PATH`` (a hold ends as soon as that file exists). A missing or unreadable faults file
+``"release": PATH`` (a hold ends as soon as that file exists) and ``"cancelled": PATH`` (touched
+when a ``hang_before`` hold is cancelled: its effect will not happen). A missing or unreadable faults file
 means no faults.
 """
 
@@ -77,6 +78,7 @@ __all__ = [
     "read_ledger",
     "start_http_server",
     "stop_server",
+    "write_fault",
 ]
 
 #: The trusted-server declaration that a call stopped before its mutation boundary (seed 000).
@@ -175,14 +177,39 @@ class _Fault:
     seconds: float = 0.0
     received: Path | None = None  # touched when the call arrives
     release: Path | None = None  # a hold ends early once this file exists
+    cancelled: Path | None = None  # touched when a hold is cancelled (the effect will not happen)
 
     async def hold(self) -> None:
-        """Sleep ``seconds``, or until ``release`` exists, whichever comes first."""
+        """Sleep ``seconds``, or until ``release`` exists, whichever comes first; touch
+        ``cancelled`` if the call is cancelled meanwhile."""
         deadline = time.monotonic() + self.seconds
-        while time.monotonic() < deadline:
-            if self.release is not None and self.release.exists():
-                return
-            await anyio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+        try:
+            while time.monotonic() < deadline:
+                if self.release is not None and self.release.exists():
+                    return
+                await anyio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+        except anyio.get_cancelled_exc_class():
+            if self.cancelled is not None:
+                self.cancelled.touch()
+            raise
+
+
+#: The files a fault entry may name (see the module docstring).
+_FAULT_FILES = ("received", "release", "cancelled")
+
+
+def write_fault(faults: Path, tool: str, mode: str, seconds: float = 0.0, **files: Path) -> None:
+    """Configure ``tool``'s next calls: write the faults file with one entry (see the module
+    docstring; ``files`` are ``received``, ``release`` and ``cancelled``).
+
+    Raises:
+        TypeError: a file name other than those.
+    """
+    unknown = sorted(set(files) - set(_FAULT_FILES))
+    if unknown:
+        raise TypeError(f"unknown fault files {unknown}; known: {', '.join(_FAULT_FILES)}")
+    entry: dict[str, Any] = {"mode": mode, "seconds": seconds, **{k: str(v) for k, v in files.items()}}
+    faults.write_text(json.dumps({tool: entry}), encoding="utf-8")
 
 
 def _fault(faults: Path | None, tool: str) -> _Fault:
@@ -197,12 +224,13 @@ def _fault(faults: Path | None, tool: str) -> _Fault:
     if not isinstance(entry, dict):
         return _Fault()
     seconds = entry.get("seconds", 0)
-    received, release = entry.get("received"), entry.get("release")
+    paths = {name: Path(v) if isinstance(v := entry.get(name), str) else None for name in _FAULT_FILES}
     return _Fault(
         str(entry.get("mode", "")),
         float(seconds) if isinstance(seconds, int | float) else 0.0,
-        Path(received) if isinstance(received, str) else None,
-        Path(release) if isinstance(release, str) else None,
+        paths["received"],
+        paths["release"],
+        paths["cancelled"],
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,15 +47,7 @@ class Env:
         return list(self.client.request("GET", f"/runs/{run_id}/events", params={"limit": 100000}))
 
     def wait(self, predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(
-            f"timed out after {timeout:g} s waiting for {what}; daemon log:\n{self.daemon.log()[-4000:]}"
-        )
+        return self.daemon.wait_until(predicate, timeout, what)
 
     def wait_final(self, run_id: str, timeout: float = 90.0) -> dict[str, Any]:
         return dict(

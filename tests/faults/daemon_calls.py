@@ -1,19 +1,22 @@
 """Helpers of the fault tests that drive a real daemon: its API client, waiting on a condition,
-and killing it while a call is being answered."""
+killing it while a call is being answered, and the processes a killed daemon left in a
+workspace. The ``daemons`` fixture lives in ``conftest.py``."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from octipusd.testing.harness import DaemonHarness
 
-__all__ = ["api", "kill_while_posting", "wait"]
+__all__ = ["api", "in_workspace", "kill_while_posting", "wait"]
 
 
 def api(daemon: DaemonHarness) -> httpx.Client:
@@ -27,14 +30,18 @@ def api(daemon: DaemonHarness) -> httpx.Client:
 
 
 def wait(predicate: Callable[[], Any], what: str, daemon: DaemonHarness, timeout: float = 30.0) -> Any:
-    """Poll ``predicate`` every 50 ms until truthy; AssertionError with the daemon log on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{daemon.log()[-4000:]}")
+    """Poll ``predicate`` until truthy (:meth:`DaemonHarness.wait_until`)."""
+    return daemon.wait_until(predicate, timeout, what)
+
+
+def in_workspace(workspace: Path) -> list[psutil.Process]:
+    """The live processes whose working directory is ``workspace``."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if Path(proc.cwd()) == workspace.resolve() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
 
 
 def kill_while_posting(

@@ -10,8 +10,6 @@ be trustworthy before a retry). On SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -23,7 +21,7 @@ import pytest
 
 from octipusd.journal.operator import in_flight_time
 from octipusd.testing.harness import DaemonHarness
-from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server
+from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server, write_fault
 from tests.faults.daemon_calls import api, kill_while_posting, wait
 
 #: No model is used: every call is started by hand.
@@ -43,15 +41,18 @@ class Ledger:
 
         self.received = folder / "received"  # the server touches it when the held call arrives
         self.release = folder / "release"  # the server's hold ends once it exists
+        self.cancelled = folder / "cancelled"  # the server touches it when a held call is cancelled
 
     def fault(self, tool: str, mode: str, seconds: float) -> None:
-        entry = {
-            "mode": mode,
-            "seconds": seconds,
-            "received": str(self.received),
-            "release": str(self.release),
-        }
-        self.faults.write_text(json.dumps({tool: entry}))
+        write_fault(
+            self.faults,
+            tool,
+            mode,
+            seconds,
+            received=self.received,
+            release=self.release,
+            cancelled=self.cancelled,
+        )
 
     def clear(self) -> None:
         self.faults.write_text("{}")
@@ -73,16 +74,6 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
         yield served
     finally:
         served.stop()
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[DaemonHarness]]:
-    started: list[DaemonHarness] = []
-    try:
-        yield started
-    finally:
-        for daemon in started:
-            daemon.stop()
 
 
 def _config(root: Path, url: str, *, cancels: bool, call_timeout: float, deadline: float = 3600.0) -> None:
@@ -182,9 +173,9 @@ def test_a_terminated_session_ends_the_orphaned_request_and_the_retry_runs_once(
             "detail": probe["data"]["detail"],
             "recheck": True,
         }
-    # releasing the held request lands nothing: it was cancelled with its session
+    # the held request was cancelled with its session: it never lands
+    wait(ledger.cancelled.exists, "the server to cancel the held request", again)
     ledger.release.touch()
-    time.sleep(1.0)
     assert ledger.count(key) == 1
 
 

@@ -8,15 +8,10 @@ are counted in a ledger file it appends to.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
-import pytest
-
 from octipusd.testing.harness import DaemonHarness
-from tests.faults.daemon_calls import api, kill_while_posting, wait
+from tests.faults.daemon_calls import api, in_workspace, kill_while_posting, wait
 
 #: No model is used: the call is started by hand, no run talks to a vendor.
 UNUSED_MODEL = "http://127.0.0.1:9"
@@ -25,30 +20,6 @@ LEDGER = "ledger.txt"
 
 def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-def _in_workspace(workspace: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            if Path(proc.cwd()) == workspace.resolve() and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-    return found
-
-
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[list[DaemonHarness]]:
-    """Daemons started by the test (stopped at the end) and the command left behind by the kill."""
-    started: list[DaemonHarness] = []
-    try:
-        yield started
-    finally:
-        for daemon in started:
-            daemon.stop()
-            # the killed daemon's command (its own process group) outlives it: stop it
-            for proc in _in_workspace(daemon.workspace):
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
 
 
 def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
@@ -73,14 +44,14 @@ def test_sigkill_during_a_call_leaves_it_uncertain_and_it_is_not_run_again(
         "request_id": "r1",
     }
     kill_while_posting(first, "/actions/calls", call, lambda: lines(ledger) == 1)
-    assert _in_workspace(first.workspace), "the killed daemon's job outlives it until the restart"
+    assert in_workspace(first.workspace), "the killed daemon's job outlives it until the restart"
 
     again = DaemonHarness(root, UNUSED_MODEL)
     daemons.append(again)
     again.start()
     # the restarted daemon stops the orphaned job before anyone can review its action: it cannot
     # go on acting (its "late" line never comes)
-    wait(lambda: not _in_workspace(first.workspace), "the orphaned job to be stopped", again, timeout=10)
+    wait(lambda: not in_workspace(first.workspace), "the orphaned job to be stopped", again, timeout=10)
     with api(again) as http:
         listed = http.get("/actions", params={"session_id": session_id})
         assert listed.status_code == 200, listed.text

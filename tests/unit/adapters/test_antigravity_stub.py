@@ -269,11 +269,6 @@ def test_kit_groups_steps_into_invocations() -> None:
 # ------------------------------------------------------------------ the adapter driving the stub
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def _run_spec(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> tuple[int, bytes, bytes]:
     """Start like the runner but with an inherited stdin pipe that is never written or closed."""
     process = await anyio.open_process(

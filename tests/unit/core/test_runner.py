@@ -15,11 +15,6 @@ from octipusd.runner.process import LineFramer, VendorProcess, run_processes
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @given(st.lists(st.binary(max_size=50).filter(lambda b: b"\n" not in b), max_size=20), st.integers(1, 7))
 def test_framer_reassembles_lines_split_anywhere(lines: list[bytes], cut: int) -> None:
     stream = b"".join(line + b"\n" for line in lines)

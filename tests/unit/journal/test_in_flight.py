@@ -83,6 +83,23 @@ def _start(bench: Bench, key: str, *, session_id: str | None = None) -> ToolActi
     )
 
 
+def assert_last_receipt(
+    bench: Bench, action_id: str, kind: str, state: str | None, data: dict[str, Any]
+) -> None:
+    """The action's newest receipt entry is exactly this."""
+    receipt = bench.store.list_receipts(action_id)[-1]
+    assert (receipt.kind, receipt.state, receipt.data) == (kind, state, data)
+
+
+def assert_settled(bench: Bench, action_id: str, state: str, kind: str, data: dict[str, Any]) -> None:
+    """The action is settled in ``state`` by the receipt entry (``kind``, ``data``), and nothing
+    of the session blocks any more."""
+    action = bench.store.get_action(action_id)
+    assert action.recovery_state == state and action.resolved
+    assert_last_receipt(bench, action_id, kind, state, data)
+    assert blocking_ids(bench) == []
+
+
 def blocking_ids(bench: Bench) -> list[str]:
     return [a.id for a in bench.store.blocking_actions(user="alice", session_id=bench.session_id)]
 
@@ -118,12 +135,9 @@ async def test_not_applied_while_in_flight_is_kept_as_evidence_and_applied_settl
     verdict = await bench.operator.probe(action)
     assert verdict is not None and verdict.settled is True
     assert verdict.result.status is ProbeStatus.APPLIED and verdict.in_flight_until is None
-    settled = bench.store.get_action(action.id)
-    assert settled.recovery_state == "verified" and settled.resolved
-    receipt = bench.store.list_receipts(action.id)[-1]
-    assert receipt.kind == "probe" and receipt.state == "verified"
-    assert receipt.data == {"status": "applied", "detail": "message 42 looked up"}
-    assert blocking_ids(bench) == []
+    assert_settled(
+        bench, action.id, "verified", "probe", {"status": "applied", "detail": "message 42 looked up"}
+    )
     assert len(backend.seen) == 2
 
 
@@ -142,12 +156,9 @@ async def test_not_applied_settles_once_the_in_flight_bound_has_passed(bench: Be
     verdict = await bench.operator.probe(action)
     assert verdict is not None and verdict.settled is True, verdict
     assert verdict.in_flight_until is None
-    settled = bench.store.get_action(action.id)
-    assert settled.recovery_state == "verified" and settled.resolved
-    receipt = bench.store.list_receipts(action.id)[-1]
-    assert receipt.kind == "probe" and receipt.state == "verified"
-    assert receipt.data == {"status": "not_applied", "detail": "message 42 looked up"}
-    assert blocking_ids(bench) == []
+    assert_settled(
+        bench, action.id, "verified", "probe", {"status": "not_applied", "detail": "message 42 looked up"}
+    )
 
 
 async def test_not_applied_settles_at_once_when_the_transport_was_ended(bench: Bench) -> None:
@@ -167,9 +178,9 @@ async def test_not_applied_settles_at_once_when_the_transport_was_ended(bench: B
     settled = bench.store.get_action(action.id)
     assert settled.recovery_state == "verified" and settled.resolved
     assert settled.dispatch_ended_at == ended.dispatch_ended_at  # the second end changed nothing
-    receipt = bench.store.list_receipts(action.id)[-1]
-    assert receipt.kind == "probe" and receipt.state == "verified"
-    assert receipt.data == {"status": "not_applied", "detail": "message 42 looked up"}
+    assert_last_receipt(
+        bench, action.id, "probe", "verified", {"status": "not_applied", "detail": "message 42 looked up"}
+    )
 
 
 # ------------------------------------------------------------------ 4: what the review shows
@@ -369,12 +380,9 @@ async def test_the_owner_compensates_once_the_backend_is_back(
     await bench.wait_until(lambda: bool(done))
 
     assert done == ["message 42 retracted"]
-    compensated = bench.store.get_action(action.id)
-    assert compensated.recovery_state == "compensated" and compensated.resolved
-    receipt = bench.store.list_receipts(action.id)[-1]
-    assert receipt.kind == "compensation" and receipt.state == "compensated"
-    assert receipt.data == {"detail": "message 42 retracted", "by": "alice"}
-    assert blocking_ids(bench) == []
+    assert_settled(
+        bench, action.id, "compensated", "compensation", {"detail": "message 42 retracted", "by": "alice"}
+    )
 
 
 async def test_an_unattended_refusal_says_until_when_a_request_may_still_land(bench: Bench) -> None:

@@ -16,7 +16,7 @@ import pytest
 from octipusd.errors import ConflictError, NotFoundError, OctipusError, StoreError
 from octipusd.journal.executor import args_hash
 from octipusd.journal.invocations import PreparationError
-from octipusd.store.journal_store import ToolInvocation
+from octipusd.store.invocation_store import ToolInvocation
 from octipusd.tools import SHELL_RUN, ToolSpec
 from tests.unit.journal.conftest import builtin_resolver
 from tests.unit.store.racing import race

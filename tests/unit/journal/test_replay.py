@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anyio
 import pytest
 
@@ -13,15 +11,6 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.store import Store
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def replay_store(store_url: str) -> Iterator[Store]:
-    opened = Store.open(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _action(store: Store, session_id: str, pipeline_id: str, outcome: str = "completed") -> str:
@@ -52,23 +41,23 @@ async def _pending(store: Store) -> str:
             await anyio.sleep(0.02)
 
 
-async def test_a_pipeline_paused_before_any_stage_needs_no_review(replay_store: Store) -> None:
-    session = replay_store.create_session(workspace="/w", adapter="claude-code")
-    reviews = ReplayReviews(replay_store, ApprovalBroker(replay_store, 30))
+async def test_a_pipeline_paused_before_any_stage_needs_no_review(store: Store) -> None:
+    session = store.create_session(workspace="/w", adapter="claude-code")
+    reviews = ReplayReviews(store, ApprovalBroker(store, 30))
     decision = await reviews.review(
         pipeline_id="p1", session_id=session.id, user="alice", attended=True, has_previous_execution=False
     )
     assert decision.allowed and decision.approval_id is None
-    assert replay_store.list_approvals() == []
+    assert store.list_approvals() == []
 
 
 @pytest.mark.parametrize("approve", [True, False])
-async def test_replay_review_covers_prior_records_and_warns(replay_store: Store, approve: bool) -> None:
-    session = replay_store.create_session(workspace="/w", adapter="claude-code")
-    ids = [_action(replay_store, session.id, "p1"), _action(replay_store, session.id, "p1", "uncertain")]
-    _action(replay_store, session.id, "other")
-    broker = ApprovalBroker(replay_store, 30)
-    reviews = ReplayReviews(replay_store, broker)
+async def test_replay_review_covers_prior_records_and_warns(store: Store, approve: bool) -> None:
+    session = store.create_session(workspace="/w", adapter="claude-code")
+    ids = [_action(store, session.id, "p1"), _action(store, session.id, "p1", "uncertain")]
+    _action(store, session.id, "other")
+    broker = ApprovalBroker(store, 30)
+    reviews = ReplayReviews(store, broker)
     results = []
 
     async def resume() -> None:
@@ -84,8 +73,8 @@ async def test_replay_review_covers_prior_records_and_warns(replay_store: Store,
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(resume)
-        approval_id = await _pending(replay_store)
-        approval = replay_store.get_approval(approval_id)
+        approval_id = await _pending(store)
+        approval = store.get_approval(approval_id)
         assert approval.subject == "Review pipeline replay"
         assert sorted(approval.action_ids) == sorted(ids)
         assert MISSING_RECORDS_WARNING in (approval.explanation or "")
@@ -105,15 +94,15 @@ async def test_replay_review_covers_prior_records_and_warns(replay_store: Store,
     if not approve:
         assert "checkpoints are unchanged" in decision.reason
     # a replay review acknowledges nothing: the uncertain record stays unresolved
-    assert replay_store.get_action(ids[1]).review_id is None
+    assert store.get_action(ids[1]).review_id is None
 
 
-async def test_unattended_work_cannot_approve_its_own_replay(replay_store: Store) -> None:
-    session = replay_store.create_session(workspace="/w", adapter="claude-code")
-    _action(replay_store, session.id, "p1")
-    reviews = ReplayReviews(replay_store, ApprovalBroker(replay_store, 30))
+async def test_unattended_work_cannot_approve_its_own_replay(store: Store) -> None:
+    session = store.create_session(workspace="/w", adapter="claude-code")
+    _action(store, session.id, "p1")
+    reviews = ReplayReviews(store, ApprovalBroker(store, 30))
     decision = await reviews.review(
         pipeline_id="p1", session_id=session.id, user="alice", attended=False, has_previous_execution=True
     )
     assert not decision.allowed and "review required" in decision.reason
-    assert replay_store.list_approvals() == []
+    assert store.list_approvals() == []

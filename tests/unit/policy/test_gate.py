@@ -9,7 +9,7 @@ guard:``).
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,21 +44,6 @@ QUESTIONS: dict[str, Any] = {
         }
     ]
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    """A migrated store on a fresh database (SQLite and PostgreSQL)."""
-    opened = Store.open(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 class Recorder:

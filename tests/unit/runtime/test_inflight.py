@@ -3,7 +3,6 @@ ledger MCP server over HTTP, stdio leftovers found by their marker, and what eac
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from octipusd.runner.process import RUN_MARKER, run_processes
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.settings import McpServerSettings
 from octipusd.store import Store
-from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server
+from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server, write_fault
 from octipusd.tools.connectors import MCP_SESSION_HEADER, ConnectorRegistry, url_digest
 from tests.unit.journal.conftest import wait_until
 
@@ -34,12 +33,20 @@ class Server:
         self.faults = folder / "faults.json"
         self.release = folder / "release"
         self.received = folder / "received"
+        self.cancelled = folder / "cancelled"
         self.faults.write_text("{}")
         self.proc, self.url = start_http_server(self.ledger, self.faults, folder / "port")
 
     def hold(self, mode: str) -> None:
-        entry = {"mode": mode, "seconds": 30, "received": str(self.received), "release": str(self.release)}
-        self.faults.write_text(json.dumps({"append_entry": entry}))
+        write_fault(
+            self.faults,
+            "append_entry",
+            mode,
+            30,
+            received=self.received,
+            release=self.release,
+            cancelled=self.cancelled,
+        )
 
 
 @pytest.fixture
@@ -133,8 +140,8 @@ async def test_a_terminated_session_of_a_declaring_server_ends_its_held_call(
         (ended,) = [e for k, e in _kinds(store, action_id) if k == "dispatch_ended"]
         assert ended == f"MCP server 'ledger' ended session {session_id} (HTTP 200)"
     assert store.open_dispatches(store.now()) == []
-    server.release.touch()  # the held call was cancelled with its session: nothing lands
-    await anyio.sleep(0.5)
+    await wait_until(server.cancelled.exists, within=10)  # the held call was cancelled with its session
+    server.release.touch()
     assert count_lines(server.ledger) == 0
 
 
@@ -189,7 +196,7 @@ async def test_nothing_is_counted_as_ended_without_a_confirmed_end(
 async def test_a_stdio_servers_leftovers_are_killed_by_their_marker(store: Store, cancels: bool) -> None:
     marker = f"connector-{uuid.uuid4().hex}"
     leftover = await anyio.open_process(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],  # lives until killed
         env={RUN_MARKER: marker, "PATH": "/usr/bin:/bin"},
     )
     try:

@@ -10,11 +10,6 @@ from octipusd.bridge.identity import RunIdentity
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def identity(tmp_path: Path) -> RunIdentity:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
