@@ -15,12 +15,13 @@ with psutil), mark their runs ``interrupted`` with the reason, close the server,
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import os
 import secrets
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -36,14 +37,17 @@ from octipusd.journal.contracts import RecoveryContract
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.invocations import ActionService, manual_run_id
 from octipusd.journal.operator import RecoveryOperator
+from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
+from octipusd.policy.gate import PermissionGate
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
-from octipusd.runtime.runs import RunManager
+from octipusd.runtime.manager import RunManager
+from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
 from octipusd.settings import McpServerSettings, Settings, load_settings, socket_path, xdg_data_dir
 from octipusd.store.aio import in_thread
 from octipusd.store.engine import default_sqlite_url
@@ -78,6 +82,57 @@ def vendor_base_env(search_path: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = search_path
     return env
+
+
+def build_runs(
+    settings: Settings,
+    *,
+    store: Store,
+    hub: EventHub,
+    broker: ApprovalBroker,
+    policy: Policy,
+    adapters: Mapping[str, Adapter],
+    resolutions: Mapping[str, Resolution],
+    data_dir: Path,
+    owner: str,
+    base_env: Mapping[str, str],
+    journal: ActionJournal,
+    operator: RecoveryOperator,
+    connectors: ConnectorRegistry,
+    config_notices: Callable[[], list[str]],
+) -> tuple[RunManager, PermissionGate]:
+    """Compose the run core: the registry of live runs, the permission gate, the run services."""
+    registry = RunRegistry()
+    gate = PermissionGate(
+        store,
+        broker,
+        followers_emitter(hub, registry),
+        policy,
+        flow_guard=FlowGuardMode(settings.agent.flowGuard),
+        plan_tools=frozenset(t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"),
+    )
+    services = RunServices(
+        store=store,
+        hub=hub,
+        broker=broker,
+        gate=gate,
+        journal=journal,
+        operator=operator,
+        recovery=RecoveryGate(store, journal, gate, operator, hub.emit),
+        adapters=adapters,
+        resolutions=resolutions,
+        data_dir=data_dir,
+        owner=owner,
+        user=getpass.getuser(),
+        base_env=dict(base_env),
+        limits=RunLimits(run_timeout_s=settings.daemon.runTimeoutSeconds),
+        prompt_dumps=settings.agent.promptDumps,
+        connectors=connectors,
+        config_notices=config_notices,
+        compaction_threshold=settings.agent.compactionThresholdChars,
+        compaction_keep_turns=settings.agent.compactionKeepTurns,
+    )
+    return RunManager(services, registry), gate
 
 
 class McpServersSource:
@@ -269,7 +324,8 @@ async def _serve(
     left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
     operator = RecoveryOperator(store, contract_of, hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
-    runs = RunManager(
+    runs, gate = build_runs(
+        settings,
         store=store,
         hub=hub,
         broker=broker,
@@ -279,11 +335,6 @@ async def _serve(
         data_dir=data_dir,
         owner=owner,
         base_env=vendor_base_env(search),
-        prompt_dumps=settings.agent.promptDumps,
-        compaction_threshold=settings.agent.compactionThresholdChars,
-        compaction_keep_turns=settings.agent.compactionKeepTurns,
-        run_timeout=settings.daemon.runTimeoutSeconds,
-        flow_guard=FlowGuardMode(settings.agent.flowGuard),
         journal=journal,
         operator=operator,
         connectors=connectors,
@@ -313,14 +364,24 @@ async def _serve(
         store=store,
         journal=journal,
         operator=operator,
-        gate=runs.gate,
+        gate=gate,
         broker=broker,
         resolve=resolve_tool,
         owner=owner,
     )
     journal.on_uncertain = actions.worker.signal_deadline
     app = create_app(
-        Services(store=store, runs=runs, hub=hub, broker=broker, resolutions=resolutions, actions=actions)
+        Services(
+            store=store,
+            runs=runs,
+            gate=gate,
+            adapters=adapters,
+            user=runs.services.user,
+            hub=hub,
+            broker=broker,
+            resolutions=resolutions,
+            actions=actions,
+        )
     )
     path = socket_path(settings)
     sock = bind_unix_socket(path)

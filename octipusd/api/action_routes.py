@@ -365,7 +365,7 @@ def action_router(services: Services) -> APIRouter:
         return set(services.actions.journal.live) if services.actions is not None else set()
 
     def decided_by(request: Request) -> str:
-        return f"{runs.user} via {request.headers.get('x-octipus-client', 'api')}"
+        return f"{services.user} via {request.headers.get('x-octipus-client', 'api')}"
 
     async def approval_of(invocation: ToolInvocation) -> Approval | None:
         if invocation.approval_id is None:
@@ -390,7 +390,7 @@ def action_router(services: Services) -> APIRouter:
         body = await _parse(request, CallCreate)
         actions = need_actions()
         invocation, created = await actions.submit(
-            user=runs.user,
+            user=services.user,
             session_id=body.session_id,
             tool=body.tool,
             arguments=body.arguments,
@@ -426,7 +426,7 @@ def action_router(services: Services) -> APIRouter:
     async def review(request: Request) -> Any:
         body = await _parse(request, ReviewRequest)
         approval = await need_actions().review(
-            user=runs.user,
+            user=services.user,
             session_id=body.session_id,
             approve=body.decision == "approve",
             decided_by=decided_by(request),

@@ -441,15 +441,15 @@ def create_app(services: Services) -> FastAPI:
                     "or use another model row"
                 )
             adapter, model, mode = row.adapter, row.model, row.permission_mode
-        if adapter not in runs.adapters:
+        if adapter not in services.adapters:
             source = f"model row {row.name!r} uses adapter" if row is not None else "unknown adapter"
             raise InvalidRequestError(
-                f"{source} {adapter!r}, which is not installed; installed adapters: {', '.join(sorted(runs.adapters))}"
+                f"{source} {adapter!r}, which is not installed; installed adapters: {', '.join(sorted(services.adapters))}"
             )
         space_id: str | None = None
         if body.space is not None:
             space = await in_thread(store.get_space, body.space)
-            check_space_model(space, row, runs.adapters.get(adapter))
+            check_space_model(space, row, services.adapters.get(adapter))
             space_id = space.id
         session = await checked_call(
             store.create_session,
@@ -526,12 +526,14 @@ def create_app(services: Services) -> FastAPI:
     def _row_out(row: ModelRow) -> ModelRowOut:
         data = dump(row)
         data["additive_flags"] = list(row.additive_flags)
-        data["capabilities"] = capabilities_for(row.adapter, runs.adapters.get(row.adapter), row.cli_agent)
+        data["capabilities"] = capabilities_for(
+            row.adapter, services.adapters.get(row.adapter), row.cli_agent
+        )
         return ModelRowOut(**{k: v for k, v in data.items() if k in ModelRowOut.model_fields})
 
     @app.post(f"/{API_VERSION}/models", status_code=201)
     async def create_model_row(body: ModelRowCreate) -> ModelRowOut:
-        checked = validate_model_row(body.model_dump(), runs.adapters)
+        checked = validate_model_row(body.model_dump(), services.adapters)
         return _row_out(await checked_call(store.create_model_row, **checked))
 
     @app.get(f"/{API_VERSION}/models")
@@ -561,7 +563,7 @@ def create_app(services: Services) -> FastAPI:
             "metadata": current.metadata,
             **given,
         }
-        checked = validate_model_row(merged, runs.adapters)
+        checked = validate_model_row(merged, services.adapters)
         changes = {k: checked[k] for k in given}
         if "adapter" in given:  # the stored flags must suit the new adapter, normalized by it
             changes["additive_flags"] = checked["additive_flags"]

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
+from octipusd.adapter import Adapter
 from octipusd.errors import InvalidRequestError
 from octipusd.journal.invocations import ActionService
 from octipusd.policy.approvals import ApprovalBroker
+from octipusd.policy.gate import PermissionGate
 from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
-from octipusd.runtime.runs import RunManager
+from octipusd.runtime.manager import RunManager
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
 
@@ -30,6 +32,9 @@ class Services:
 
     store: Store
     runs: RunManager
+    gate: PermissionGate
+    adapters: Mapping[str, Adapter]
+    user: str
     hub: EventHub
     broker: ApprovalBroker
     resolutions: dict[str, Resolution]

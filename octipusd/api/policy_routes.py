@@ -102,7 +102,7 @@ def _answers_for(approval: Approval, body: ApprovalAnswer) -> dict[str, Any] | N
 def policy_router(services: Services) -> APIRouter:
     """Routes for approvals, rules and grants over ``services``."""
     router = APIRouter(prefix=f"/{API_VERSION}")
-    store, runs, broker = services.store, services.runs, services.broker
+    store, broker = services.store, services.broker
 
     @router.get("/approvals")
     async def list_approvals(status: str | None = "pending", run_id: str | None = None) -> list[ApprovalOut]:
@@ -132,7 +132,7 @@ def policy_router(services: Services) -> APIRouter:
         decided = await broker.answer(
             approval_id,
             approve=body.decision == "approve",
-            decided_by=f"{runs.user} via {client}",
+            decided_by=f"{services.user} via {client}",
             reason=body.reason,
             answers=answers,
             grant=grant,
@@ -141,7 +141,7 @@ def policy_router(services: Services) -> APIRouter:
 
     @router.get("/rules")
     async def list_rules() -> RulesOut:
-        policy = runs.gate.base
+        policy = services.gate.base
         configured: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
         for rule in policy.rules.rules:
             configured[str(rule.level)].append(rule.text)
@@ -152,7 +152,7 @@ def policy_router(services: Services) -> APIRouter:
             configured=configured,
             stored=[out(RuleOut, r) for r in stored],
             grants=[out(GrantOut, g) for g in grants],
-            flow_guard=str(runs.gate.flow_guard),
+            flow_guard=str(services.gate.flow_guard),
         )
 
     @router.post("/rules", status_code=201)
@@ -165,7 +165,7 @@ def policy_router(services: Services) -> APIRouter:
         if unmatchable is not None:
             raise InvalidRequestError(f"rule {body.rule!r} {unmatchable}")
         stored = await checked_call(
-            store.add_rule, level=body.level, rule=rule.text.strip(), created_by=runs.user
+            store.add_rule, level=body.level, rule=rule.text.strip(), created_by=services.user
         )
         return out(RuleOut, stored)
 
@@ -182,14 +182,14 @@ def policy_router(services: Services) -> APIRouter:
             session = await in_thread(store.get_session, body.session_id)
             workspace = workspace or session.workspace
             label = session.flow_label
-        policy = await runs.gate.current_policy()
+        policy = await services.gate.current_policy()
         result = policy.explain(
             body.tool_id, body.arguments, body.action, session_id=body.session_id, workspace=workspace
         )
         classification = classify(native_flow_id(body.tool_id), body.arguments)
         escalation = FlowState(flags=from_label(label)).check(classification)
         result["flow_guard"] = {
-            "mode": str(runs.gate.flow_guard),
+            "mode": str(services.gate.flow_guard),
             "session_flags": sorted(from_label(label)),
             "call_sets": sorted(str(f) for f in classification.flags),
             "egress": str(classification.egress),
@@ -211,13 +211,13 @@ def policy_router(services: Services) -> APIRouter:
             workspace=body.workspace,
             expires_at=datetime.now(UTC) + timedelta(seconds=body.ttl_seconds) if body.ttl_seconds else None,
             max_uses=body.max_uses,
-            created_by=runs.user,
+            created_by=services.user,
             note=body.note,
         )
         return out(GrantOut, grant)
 
     @router.delete("/grants/{grant_id}")
     async def revoke_grant(grant_id: str) -> GrantOut:
-        return out(GrantOut, await in_thread(store.revoke_grant, grant_id, revoked_by=runs.user))
+        return out(GrantOut, await in_thread(store.revoke_grant, grant_id, revoked_by=services.user))
 
     return router

@@ -35,11 +35,11 @@ def _space_out(space: Space) -> SpaceOut:
 def space_router(services: Services) -> APIRouter:
     """Routes for spaces over ``services``."""
     router = APIRouter(prefix=f"/{API_VERSION}")
-    store, runs = services.store, services.runs
+    store = services.store
 
     @router.post("/spaces", status_code=201)
     async def create_space(body: SpaceCreate) -> SpaceOut:
-        return _space_out(await checked_call(store.create_space, name=body.name, created_by=runs.user))
+        return _space_out(await checked_call(store.create_space, name=body.name, created_by=services.user))
 
     @router.get("/spaces")
     async def list_spaces() -> list[SpaceOut]:

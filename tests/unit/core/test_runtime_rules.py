@@ -7,7 +7,7 @@ from pathlib import Path
 
 from octipusd.adapter import ResultEvent
 from octipusd.runtime.env import vendor_env
-from octipusd.runtime.runs import result_failure
+from octipusd.runtime.outcome import result_failure
 from octipusd.runtime.sessions import fingerprint, plan_resume
 from octipusd.store.records import VendorSession
 

@@ -1,0 +1,197 @@
+"""Child agents of one run (seed 003 "Plans, feedback and delegation").
+
+A child is a run of its own (``parent_run_id``, ``role``, ``resume_key``) on the session's
+adapter and model, in the parent's permission and plan mode, with its own bridge and the child
+tool set, executed by a :class:`~octipusd.runtime.supervisor.RunSupervisor` whose parent is this
+run. A waiting ``spawn_child`` or ``collect_children`` is a delegation wait (excluded from the
+active-work time). Children still pending when the parent ends are cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from octipusd.bridge.host import ChildRequest
+from octipusd.errors import ConflictError, InvalidRequestError
+from octipusd.runtime.children import MAX_DEPTH
+from octipusd.store.aio import in_thread
+from octipusd.store.records import RunStatus
+
+if TYPE_CHECKING:
+    from octipusd.runtime.supervisor import RunSupervisor
+
+__all__ = ["Delegation"]
+
+
+class Delegation:
+    """The children of one run, their summaries, and the waits for them.
+
+    Attributes:
+        waiting: Delegation waits in progress (the watchdog does not count their time).
+        summary: This run's own summary for its parent, once it ended.
+        summary_ready: Set when :attr:`summary` is.
+    """
+
+    def __init__(self, supervisor: RunSupervisor) -> None:
+        self._run = supervisor
+        self._children: list[RunSupervisor] = []
+        self._detached: dict[str, RunSupervisor] = {}
+        self.waiting = 0
+        self.summary: dict[str, Any] | None = None
+        self.summary_ready = anyio.Event()
+
+    def live_children(self) -> list[RunSupervisor]:
+        """The children still running."""
+        return list(self._children)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The still-pending children, as the run context lists them."""
+        return [{"childRunId": c.run.id, "role": c.role, "status": str(c.run.status)} for c in self._children]
+
+    def _refuse_if_stopping(self) -> None:
+        """A parent being stopped gets no child result to act on (its children were stopped too)."""
+        parent = self._run
+        if parent.stop_status is not None:
+            raise ConflictError(
+                f"run {parent.run.id} is being stopped ({parent.stop_reason}); its children were stopped with it"
+            )
+
+    async def spawn(self, request: ChildRequest) -> dict[str, Any]:
+        """Run one child agent to its end, or start it detached (``spawn_child``).
+
+        Returns:
+            The child's summary, or ``{"childRunId", "role", "status": "running", "detached": true}``.
+
+        Raises:
+            ConflictError: the parent run is not live or is stopping.
+            InvalidRequestError: the depth limit is reached.
+        """
+        parent = self._run
+        if parent.registry.get(parent.run.id) is None or parent.stop_status is not None:
+            raise ConflictError(f"run {parent.run.id} is not live; a child needs a running parent")
+        if parent.depth >= MAX_DEPTH:
+            raise InvalidRequestError(
+                f"a child at depth {parent.depth} may not spawn children (the depth limit is {MAX_DEPTH})"
+            )
+        store = parent.services.store
+        run = await in_thread(
+            lambda: store.create_run(
+                session_id=parent.session_id,
+                prompt=request.brief,
+                owner=parent.services.owner,
+                plan_mode=parent.run.plan_mode,
+                parent_run_id=parent.run.id,
+                role=request.role,
+            )
+        )
+        child = parent.child(run, request)
+        parent.registry.add(child)
+        self._children.append(child)
+        await parent.services.hub.emit(
+            parent.run.id,
+            "child_spawned",
+            {
+                "child_run_id": run.id,
+                "role": request.role,
+                "resume_key": request.resume_key,
+                "detach": request.detach,
+            },
+        )
+        if request.detach:
+            self._detached[run.id] = child
+            parent.registry.start_soon(self._run_child, child)
+            return {"childRunId": run.id, "role": request.role, "status": "running", "detached": True}
+        self.waiting += 1
+        try:
+            summary = await self._run_child(child)
+        finally:
+            self.waiting -= 1
+        self._refuse_if_stopping()
+        return summary
+
+    async def _run_child(self, child: RunSupervisor) -> dict[str, Any]:
+        """Execute a child to its end and publish its summary to the parent."""
+        parent = self._run
+        try:
+            await child.execute()
+        finally:
+            with contextlib.suppress(ValueError):
+                self._children.remove(child)
+            final = child.run
+            summary = {
+                "childRunId": final.id,
+                "role": child.role,
+                "status": str(final.status),
+                "resumed": final.resumed,
+                "vendorSessionId": final.vendor_session_id,
+                "resumeKey": child.lineage,
+                "result": final.result_text,
+                "reason": final.reason,
+            }
+            child.delegation.summary = summary
+            child.delegation.summary_ready.set()
+            with anyio.CancelScope(shield=True):
+                await parent.services.hub.emit(
+                    parent.run.id, "child_finished", {"child_run_id": final.id, **summary}
+                )
+        return summary
+
+    async def collect(self, child_run_ids: Sequence[str] | None, timeout_seconds: float) -> dict[str, Any]:
+        """Wait for detached children and hand out their summaries, each once (``collect_children``).
+
+        Children still running at the deadline are listed as pending.
+
+        Raises:
+            ConflictError: the run is not live (or is stopping).
+            InvalidRequestError: an id that is not an uncollected detached child of this run.
+        """
+        parent = self._run
+        if parent.registry.get(parent.run.id) is None:
+            raise ConflictError(f"run {parent.run.id} is not live")
+        targets = list(child_run_ids) if child_run_ids is not None else list(self._detached)
+        unknown = [cid for cid in targets if cid not in self._detached]
+        if unknown:
+            raise InvalidRequestError(
+                f"childRunIds: {', '.join(unknown)} is not an uncollected detached child of this run "
+                f"(uncollected: {', '.join(self._detached) or 'none'})"
+            )
+        self.waiting += 1
+        try:
+            with anyio.move_on_after(timeout_seconds):
+                for cid in targets:
+                    await self._detached[cid].delegation.summary_ready.wait()
+        finally:
+            self.waiting -= 1
+        self._refuse_if_stopping()
+        children: list[dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []
+        for cid in targets:
+            child = self._detached[cid]
+            if child.delegation.summary is not None:
+                children.append(child.delegation.summary)
+                del self._detached[cid]
+            else:
+                pending.append({"childRunId": cid, "role": child.role, "status": str(child.run.status)})
+        return {"children": children, "pending": pending}
+
+    async def end_children(self) -> None:
+        """At the parent's end: cancel the pending children (seed 003) and report the uncollected."""
+        parent = self._run
+        pending = list(self._children)
+        for child in pending:
+            await child.stop(
+                RunStatus.CANCELLED, f"its parent run {parent.run.id} ended before collecting it"
+            )
+        if pending:
+            with anyio.move_on_after(parent.services.limits.children_end_s):
+                for child in pending:
+                    await child.delegation.summary_ready.wait()
+        uncollected = [
+            c.delegation.summary for c in self._detached.values() if c.delegation.summary is not None
+        ]
+        if uncollected:
+            await parent.services.hub.emit(parent.run.id, "children_uncollected", {"children": uncollected})

@@ -1,0 +1,135 @@
+"""The bridge's host for one run: what Octipus tool calls of that run reach in the daemon.
+
+:class:`RunHost` implements :class:`~octipusd.bridge.host.ToolHost` for exactly one
+:class:`~octipusd.runtime.supervisor.RunSupervisor`; the bridge of the run is opened with it, so
+no call looks its run up by id. Every method answers for the run it is bound to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from octipusd.bridge.host import AuthorizationResult, ChildRequest
+from octipusd.bridge.identity import RunIdentity
+from octipusd.journal.executor import ActionScope, Body, Executed
+from octipusd.journal.outcomes import Origin
+from octipusd.store.aio import in_thread
+from octipusd.tools.base import UNDECLARED_CONTRACT
+
+if TYPE_CHECKING:
+    from octipusd.runtime.supervisor import RunSupervisor
+
+__all__ = ["RunHost", "action_scope"]
+
+
+def action_scope(identity: RunIdentity) -> ActionScope:
+    """The journal scope of an agent's call."""
+    return ActionScope(
+        user=identity.user,
+        session_id=identity.session_id,
+        run_id=identity.run_id,
+        agent=identity.worker_id,
+        origin=Origin.AGENT,
+    )
+
+
+class RunHost:
+    """The :class:`~octipusd.bridge.host.ToolHost` of one run.
+
+    Args:
+        supervisor: The run the bridge belongs to.
+    """
+
+    def __init__(self, supervisor: RunSupervisor) -> None:
+        self._run = supervisor
+
+    def _live(self) -> bool:
+        return self._run.registry.get(self._run.run.id) is self._run
+
+    async def authorize(
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+    ) -> AuthorizationResult:
+        """Permission check of an Octipus tool call arriving on the bridge.
+
+        The permission gate decides first; a mutating tool then passes the recovery review gate
+        (seed 000) and its contract's unattended rule (seed 004). A refused mutating call is
+        recorded in the journal as ``not_executed``.
+        """
+        run = self._run
+        if not self._live():
+            return AuthorizationResult(False, "the run is no longer live")
+        result = await run.relay.decide(tool_id, arguments, action=None, vendor_request_id=None)
+        spec = run.tools.get(tool_id)
+        if spec is None or not spec.mutating:
+            return AuthorizationResult(result.allowed, result.reason)
+        scope = action_scope(identity)
+        contract = spec.recovery_contract
+        if result.allowed:
+            result = await run.services.recovery.check(
+                run.relay.context(), scope, tool_id, arguments, contract
+            )
+            if result.expired:
+                await run.relay.expired(result)
+        if not result.allowed:
+            await run.services.journal.refused(scope, tool_id, arguments, contract, result.reason)
+        return AuthorizationResult(result.allowed, result.reason)
+
+    async def run_action(
+        self,
+        identity: RunIdentity,
+        tool_id: str,
+        arguments: dict[str, Any],
+        body: Body,
+        timeout_seconds: float | None,
+    ) -> Executed:
+        """Run a mutating call's body inside the journal's execution boundary."""
+        spec = self._run.tools.get(tool_id)
+        contract = spec.recovery_contract if spec is not None else UNDECLARED_CONTRACT
+        return await self._run.services.journal.execute(
+            action_scope(identity),
+            tool_id,
+            arguments,
+            contract,
+            body,
+            timeout_seconds=timeout_seconds,
+            dispatch=spec.dispatch() if spec is not None else None,
+        )
+
+    async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
+        """The session's durable work plan, or None."""
+        plan = await in_thread(self._run.services.store.get_work_plan, identity.session_id)
+        return None if plan is None else dict(plan.plan)
+
+    async def save_work_plan(self, identity: RunIdentity, plan: dict[str, Any]) -> dict[str, Any]:
+        """Save the session's work plan and publish it."""
+        saved = await in_thread(self._run.services.store.save_work_plan, identity.session_id, plan)
+        await self._run.notice("work plan updated", plan=saved.plan)
+        return dict(saved.plan)
+
+    async def run_context(self, identity: RunIdentity) -> dict[str, Any]:
+        """Plan, feedback history, queued guidance and pending children of the run."""
+        plan = await self.get_work_plan(identity)
+        run = self._run
+        live = self._live()
+        return {
+            "plan": plan,
+            "feedback": [],
+            "guidance": list(run.guidance) if live else [],
+            "pendingChildren": run.delegation.pending() if live else [],
+        }
+
+    async def spawn_child(self, identity: RunIdentity, request: ChildRequest) -> dict[str, Any]:
+        """Run one child agent (seed 003 "Plans, feedback and delegation"); see
+        :meth:`octipusd.runtime.delegation.Delegation.spawn`."""
+        return await self._run.delegation.spawn(request)
+
+    async def collect_children(
+        self, identity: RunIdentity, child_run_ids: Sequence[str] | None, timeout_seconds: float
+    ) -> dict[str, Any]:
+        """Wait for the run's detached children; see :meth:`octipusd.runtime.delegation.Delegation.collect`."""
+        return await self._run.delegation.collect(child_run_ids, timeout_seconds)
+
+    async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
+        """Store a bridge event on the run."""
+        await self._run.services.hub.emit(identity.run_id, "bridge_call", {"event": kind, **data})

@@ -1,0 +1,176 @@
+"""The frozen plan of one turn: everything a run needs, read once before it starts.
+
+:func:`read_basis` reads the session, its model row, its space and the adapter's binary and
+checks them (a missing adapter, binary or workspace fails the run before anything is
+connected); :func:`plan_turn` adds the run's tools (Octipus's and the connected ``mcpServers``
+ones), the stable instructions, the resolved workspace and the session fingerprint (seed 003
+"Session reuse"). The supervisor then never re-reads the session, row or space during the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from octipusd.adapter import Adapter, PermissionMode
+from octipusd.errors import ConflictError, ExecutableNotFoundError, NotFoundError
+from octipusd.policy.spaces import check_space_model
+from octipusd.runner.executables import Resolution, resolve_executable
+from octipusd.runtime.children import LAZY_DISCOVERY_TOOLS, MAX_DEPTH
+from octipusd.runtime.sessions import fingerprint, provider_identity
+from octipusd.store.aio import in_thread
+from octipusd.store.records import ModelRow, Run, Session
+from octipusd.store.repository import Store
+from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, ToolSpec, child_tools
+from octipusd.tools.connectors import ConnectorSet
+
+__all__ = ["TurnBasis", "TurnPlan", "model_row", "plan_turn", "positive_int", "read_basis"]
+
+
+@dataclass(frozen=True)
+class TurnBasis:
+    """What the session says about this turn, checked.
+
+    Attributes:
+        session: The session as read when the turn started.
+        adapter: Its adapter.
+        row: Its model row, or None (no row, or deleted: the session keeps a copy).
+        options: The row's ``metadata.cliAgent`` merged with the session's options.
+        flags: The row's additive CLI flags.
+        binary: The vendor binary to execute.
+        workspace: The session's workspace.
+        mode: The vendor permission mode of this invocation (plan mode overrides the row's).
+        in_space: Whether the session belongs to a space.
+    """
+
+    session: Session
+    adapter: Adapter
+    row: ModelRow | None
+    options: Mapping[str, Any]
+    flags: tuple[str, ...]
+    binary: str
+    workspace: Path
+    mode: PermissionMode
+    in_space: bool
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """The frozen plan of a turn (:class:`TurnBasis` plus the run's tools and fingerprint).
+
+    Attributes:
+        basis: The checked session facts.
+        tools: The tools the run's bridge exposes.
+        instructions: The stable role prompt of a child (None for a root run).
+        real_workspace: The workspace with symlinks resolved (Claude scopes resume by it).
+        fingerprint: The session fingerprint of this invocation (seed 003).
+    """
+
+    basis: TurnBasis
+    tools: tuple[ToolSpec, ...]
+    instructions: str | None
+    real_workspace: Path
+    fingerprint: str
+
+    @property
+    def session(self) -> Session:
+        return self.basis.session
+
+    @property
+    def adapter(self) -> Adapter:
+        return self.basis.adapter
+
+
+async def model_row(store: Store, session: Session) -> ModelRow | None:
+    """The session's model row, or None (no row, or deleted meanwhile: the session keeps a copy)."""
+    if session.model_row_id is None:
+        return None
+    try:
+        return await in_thread(store.get_model_row, session.model_row_id)
+    except NotFoundError:
+        return None
+
+
+async def read_basis(
+    store: Store, adapters: Mapping[str, Adapter], resolutions: Mapping[str, Resolution], run: Run
+) -> TurnBasis:
+    """Read and check what a turn of ``run``'s session needs.
+
+    Raises:
+        ConflictError: the adapter is not installed, the workspace is gone, or (in a space) the
+            row lost ``sharedUse`` or the adapter its space mode.
+        ExecutableNotFoundError: the vendor binary cannot be resolved.
+        NotFoundError: the session is gone.
+    """
+    session = await in_thread(store.get_session, run.session_id)
+    adapter = adapters.get(session.adapter)
+    if adapter is None:
+        raise ConflictError(f"session uses adapter {session.adapter!r}, which is not installed")
+    row = await model_row(store, session)
+    resolution = resolutions.get(adapter.name)
+    if resolution is None:
+        raise ExecutableNotFoundError(f"no executable resolution for adapter {adapter.name}")
+    if row is not None and row.binary:  # the row's own binary overrides cliModels.<cli>.binaryPath
+        resolution = await anyio.to_thread.run_sync(
+            resolve_executable, adapter.name, row.binary, resolution.searched_path
+        )
+    binary = resolution.require()
+    workspace = Path(session.workspace)
+    if not await anyio.Path(workspace).is_dir():
+        raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
+    if session.space_id is not None:  # the row may have lost sharedUse, the adapter its space mode
+        check_space_model(await in_thread(store.get_space, session.space_id), row, adapter)
+    return TurnBasis(
+        session=session,
+        adapter=adapter,
+        row=row,
+        options={**(row.cli_agent if row else {}), **session.options},
+        flags=tuple(row.additive_flags) if row else (),
+        binary=binary,
+        workspace=workspace,
+        # plan mode overrides the row's vendor permission mode for this invocation (seed 003)
+        mode=PermissionMode.PLAN if run.plan_mode else PermissionMode(session.permission_mode),
+        in_space=session.space_id is not None,
+    )
+
+
+async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, role: str | None) -> TurnPlan:
+    """Freeze the plan: tools, instructions and fingerprint of this invocation.
+
+    Args:
+        basis: The checked session facts.
+        connected: The run's connected ``mcpServers`` tools.
+        depth: The run's depth (0 for a root run).
+        role: A child's role, None for a root run.
+    """
+    is_child = role is not None
+    own = child_tools(depth < MAX_DEPTH) if is_child else DEFAULT_TOOLS
+    tools = (*own, *connected.tools)
+    tool_names = [t.name for t in tools if not (is_child and t.name in LAZY_DISCOVERY_TOOLS)]
+    instructions = CHILD_ROLES.get(role) if role is not None else None
+    # Claude's resume is scoped to the real working directory (observed.md §1.7): a workspace
+    # path whose target moved is a different conversation scope, detected before spawning
+    real = await anyio.to_thread.run_sync(basis.workspace.resolve)
+    mode = basis.mode
+    fp = fingerprint(
+        adapter=basis.adapter.name,
+        model=basis.session.model,
+        # a space changes what the vendor may do natively: a conversation made outside one is
+        # never resumed inside it, nor the reverse
+        permission_mode=f"{mode}:space" if basis.in_space else str(mode),
+        workspace=real,
+        instructions=instructions,
+        tool_names=tool_names,
+        provider=provider_identity(basis.options),
+        role=role,
+    )
+    return TurnPlan(basis=basis, tools=tools, instructions=instructions, real_workspace=real, fingerprint=fp)
+
+
+def positive_int(value: Any) -> int | None:
+    """``metadata.cliAgent.maxTurns`` / ``maxTokens`` as a positive int, else None (vendor default)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

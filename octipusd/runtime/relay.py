@@ -1,0 +1,124 @@
+"""The permission relay of one run: the vendor's permission requests become Octipus approvals.
+
+A vendor asks before a native tool runs (``cli-native:<Tool>``); the relay decides through the
+permission gate (rules, grants, flow guard, approvals) and writes the adapter's answer to the
+vendor's stdin. A ``control_cancel_request`` for the same request id cancels the wait (its
+approval is marked cancelled) and nothing is answered. An approval of a managed run that
+expires fails the run (seed 003 "Permissions and limits").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from octipusd.adapter import PermissionDecision, PermissionRequestEvent
+from octipusd.policy.gate import CallContext, GateResult
+
+if TYPE_CHECKING:
+    from octipusd.runtime.supervisor import RunSupervisor
+
+__all__ = ["BRIDGE_NAME", "BRIDGE_PREFIX", "PermissionRelay"]
+
+#: MCP server name of the bridge as vendors see it.
+BRIDGE_NAME = "octipus"
+#: Tool ids of the bridge, as Claude names them.
+BRIDGE_PREFIX = f"mcp__{BRIDGE_NAME}__"
+
+
+class PermissionRelay:
+    """Answers one run's vendor permission requests through Octipus policy.
+
+    Args:
+        supervisor: The run.
+    """
+
+    def __init__(self, supervisor: RunSupervisor) -> None:
+        self._run = supervisor
+        self._waits: dict[str, anyio.CancelScope] = {}
+        self._context: CallContext | None = None
+
+    def context(self) -> CallContext:
+        """The gate's view of the run (made once, when the run's identity is known)."""
+        if self._context is None:
+            run = self._run
+            identity = run.identity
+            self._context = CallContext(
+                run_id=run.run.id,
+                session_id=run.session_id,
+                workspace=str(identity.workspace) if identity is not None else "",
+                attended=run.attended,
+                on_waiting=run.set_waiting,
+                review_required=run.review_required,
+                space=run.space,
+                plan=run.run.plan_mode,
+            )
+        return self._context
+
+    def cancel(self, request_id: str) -> None:
+        """The vendor abandoned a request: stop waiting for its answer (sources.md §1.6)."""
+        scope = self._waits.pop(request_id, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def relay(self, event: PermissionRequestEvent) -> None:
+        """Decide a vendor permission request and answer it (cancellable by :meth:`cancel`)."""
+        with anyio.CancelScope() as scope:
+            self._waits[event.request_id] = scope
+            try:
+                await self._answer(event)
+            finally:
+                self._waits.pop(event.request_id, None)
+
+    async def _answer(self, event: PermissionRequestEvent) -> None:
+        run = self._run
+        process, adapter = run.attempt.process, run.adapter
+        assert process is not None and adapter is not None
+        tool_id = f"cli-native:{event.tool_name}"
+        updated_input: dict[str, Any] | None = None
+        if event.tool_name.startswith(BRIDGE_PREFIX):
+            name = event.tool_name.removeprefix(BRIDGE_PREFIX)
+            allowed = any(t.name == name for t in run.tools.values()) and run.stop_status is None
+            reason = (
+                f"allow: {event.tool_name} is an Octipus tool of this run (Octipus policy applies on the bridge)"
+                if allowed
+                else f"deny: {event.tool_name} is not registered for this run"
+            )
+        else:
+            result = await self.decide(
+                tool_id, event.input, action=event.tool_name, vendor_request_id=event.request_id
+            )
+            allowed, reason, updated_input = result.allowed, result.reason, result.updated_input
+        await run.services.hub.emit(
+            run.run.id,
+            "permission_decision",
+            {"tool_id": tool_id, "request_id": event.request_id, "allowed": allowed, "reason": reason},
+        )
+        decision = PermissionDecision(
+            allow=allowed, message=reason, updated_input=(updated_input or event.input) if allowed else None
+        )
+        await process.write_line(adapter.encode_permission_response(event, decision))
+
+    async def decide(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        action: str | None,
+        vendor_request_id: str | None,
+    ) -> GateResult:
+        """Decide one call through the permission gate; an expired approval fails the run."""
+        result = await self._run.services.gate.decide(
+            self.context(), tool_id, arguments, action=action, vendor_request_id=vendor_request_id
+        )
+        if result.expired:
+            await self.expired(result)
+        return result
+
+    async def expired(self, result: GateResult) -> None:
+        """An approval of a managed run expired: the run fails (seed 003)."""
+        run = self._run
+        run.fail(result.reason)
+        await run.services.broker.cancel_run(run.run.id, "the run failed: an approval expired")

@@ -1,0 +1,242 @@
+"""Session reuse of one run: its reuse key, what its launch carries, and what it saves.
+
+Seed 003 "Session reuse" to "Resuming child sessions per role and task": the session's messages
+are kept (``session_messages``); a resumed launch carries the messages after the vendor record's
+acknowledged cursor, a cold one the latest checkpoint plus every message after it. A root run's
+reuse key is its adapter's name; a keyed child's is its scoped lineage key, claimed in memory so
+two live children never share a vendor conversation. ``/clear`` starts a new clear generation:
+nothing an older turn saves afterwards is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from octipusd.adapter import Adapter, LaunchRequest, Usage
+from octipusd.runtime.children import MAX_CHILD_SESSIONS, child_scope
+from octipusd.runtime.outcome import result_failed
+from octipusd.runtime.prompts import dump_prompt
+from octipusd.runtime.sessions import ResumePlan
+from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
+from octipusd.store.aio import in_thread
+from octipusd.store.records import Run, VendorSession
+from octipusd.store.repository import Store
+
+if TYPE_CHECKING:
+    from octipusd.runtime.planning import TurnPlan
+    from octipusd.runtime.supervisor import RunSupervisor
+
+__all__ = ["ReuseState", "launch_prompt", "resumable", "reuse_key", "save_session", "turn_usage"]
+
+log = logging.getLogger("octipusd.runtime")
+
+#: Earlier runs of a session read to sum a vendor thread's usage before this turn.
+USAGE_HISTORY_RUNS = 10_000
+
+
+@dataclass
+class ReuseState:
+    """What the run resumes and may save, updated by a cold retry.
+
+    Attributes:
+        key: The reuse record key, or None (the run neither resumes nor saves).
+        resume: Resume or cold start, and the vendor session id to use.
+        stored: The record the run started from, or None.
+        launch: What the current launch sends.
+        expected: The record id this run may replace (a child saves only if no retry took the key
+            since), or None.
+    """
+
+    key: str | None
+    resume: ResumePlan
+    stored: VendorSession | None
+    launch: LaunchPrompt
+    expected: str | None
+
+
+def resumable(adapter: Adapter, options: Mapping[str, Any]) -> bool:
+    """Whether this launch of ``adapter`` takes part in session reuse (seed 003): the adapter
+    supports it and, where the adapter decides per transport (``resumable``), this one does."""
+    if not adapter.supports_resume:
+        return False
+    per_transport = getattr(adapter, "resumable", None)
+    return bool(per_transport(options)) if callable(per_transport) else True
+
+
+async def reuse_key(run: RunSupervisor, adapter: Adapter, options: Mapping[str, Any]) -> str | None:
+    """The reuse record key of a run: the adapter name for a root, a claimed child key for a keyed
+    child, None when the run neither resumes nor saves (seed 003)."""
+    if run.parent is None:
+        return adapter.name if resumable(adapter, options) else None
+    parent, request = run.parent, run.child_request
+    scope = child_scope(
+        adapter=adapter.name,
+        supports_resume=resumable(adapter, options),
+        parent_is_root=parent.parent is None,
+        parent_role=parent.role,
+        parent_lineage=parent.lineage,
+        role=run.role,
+        resume_key=request.resume_key if request is not None else None,
+    )
+    if scope.ignored_reason is not None:
+        log.info("run %s: resumeKey ignored: %s", run.run.id, scope.ignored_reason)
+        await run.notice(f"resumeKey ignored: {scope.ignored_reason}")
+    run.lineage = scope.lineage
+    if scope.lineage is not None:
+        run.run = await in_thread(run.services.store.update_run, run.run.id, resume_key=scope.lineage)
+    if scope.store_key is None:
+        return None
+    if not run.services.claims.claim(scope.store_key, run.run.id):
+        # two concurrent children with one key never share a vendor conversation
+        await run.notice(
+            f"another live agent holds resume key {scope.lineage}; this child starts a new vendor "
+            "conversation and does not save it under the key"
+        )
+        return None
+    return scope.store_key
+
+
+async def launch_prompt(run: RunSupervisor, resume: ResumePlan, stored: VendorSession | None) -> LaunchPrompt:
+    """What this launch sends (seed 003 "What resume actually saves").
+
+    A child sends its brief (its role prompt is a stable instruction, in the fingerprint); a root
+    turn carries the messages the vendor has not seen, after the checkpoint a cold start uses.
+    """
+    store, record = run.services.store, run.run
+    if run.parent is not None:
+        launch = LaunchPrompt(record.prompt)
+    else:
+        checkpoint = None
+        if resume.resume and stored is not None:
+            after = stored.cursor
+        else:
+            checkpoint = await in_thread(store.latest_checkpoint, record.session_id, run.generation)
+            after = checkpoint.through_seq if checkpoint is not None else 0
+        through = (run.user_seq - 1) if run.user_seq is not None else None
+        unseen = await in_thread(
+            lambda: store.list_messages(
+                record.session_id, generation=run.generation, after_seq=after, through_seq=through
+            )
+        )
+        if run.user_seq is None:  # posted in a generation cleared meanwhile: nothing to carry
+            unseen, checkpoint = [], None
+        launch = render_launch_prompt(record.prompt, unseen=unseen, checkpoint=checkpoint)
+        if launch.carried or launch.checkpoint_id is not None:
+            await run.notice(
+                _carried_text(launch), carried=list(launch.carried), checkpoint_id=launch.checkpoint_id
+            )
+    if run.services.prompt_dumps:
+        await anyio.to_thread.run_sync(dump_prompt, record.id, launch.text)
+    return launch
+
+
+async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) -> None:
+    """Keep the transcript and the vendor session for the next turn (seed 003).
+
+    A root turn's accepted answer joins the transcript; the vendor session is saved whenever the
+    vendor confirmed it in this run (even when the turn then failed or was interrupted: the vendor
+    holds that conversation). A child saves only if no retry took its key since, and drops its key
+    when it exceeded its token budget.
+    """
+    store, record, session = run.services.store, run.run, plan.session
+    result, key = run.attempt.result, state.key
+    answered = result is not None and bool(result.text) and not result_failed(result)
+    if run.parent is None:
+        assistant = None
+        if answered:
+            assert result is not None and result.text is not None
+            assistant = await in_thread(
+                store.append_message,
+                session.id,
+                role="assistant",
+                text=result.text,
+                run_id=record.id,
+                adapter=plan.adapter.name,
+                generation=run.generation,
+            )
+        if key is None or not run.attempt.confirmed:
+            return
+        stored = state.stored
+        cursor = (
+            assistant.seq if assistant is not None else (run.user_seq or (stored.cursor if stored else 0))
+        )
+        checkpoint_id = (
+            stored.checkpoint_id if state.resume.resume and stored is not None else state.launch.checkpoint_id
+        )
+        extra: dict[str, Any] = {"cursor": cursor, "checkpoint_id": checkpoint_id}
+    else:
+        if key is None:
+            return
+        if run.budget_exceeded:  # the next run on the task starts cold, not from spent context
+            await in_thread(store.drop_vendor_session, session.id, key)
+            await run.notice(f"token budget exceeded: resume key {run.lineage} dropped")
+            return
+        if not run.attempt.confirmed:
+            return
+        # a child stopped by a cancel, a timeout or a turn limit still saves, but only if the vendor
+        # confirmed the session in this run and no retry has taken the key since
+        extra = {"expect_vendor_session_id": state.expected, "max_children": MAX_CHILD_SESSIONS}
+    confirmed = run.attempt.confirmed
+    saved = await in_thread(
+        lambda: store.save_vendor_session(
+            session_id=session.id,
+            key=key,
+            vendor_session_id=confirmed,
+            fingerprint=plan.fingerprint,
+            cwd=str(plan.real_workspace),
+            generation=run.generation,
+            **extra,
+        )
+    )
+    if saved is None:
+        await run.notice(
+            "the vendor session of this run is not kept: the session was cleared (/clear) while it ran"
+            if run.parent is None
+            else f"the vendor session of this child is not kept under {run.lineage}: the session was "
+            "cleared (/clear) or another run saved the key meanwhile"
+        )
+
+
+async def turn_usage(store: Store, adapter: Adapter, request: LaunchRequest, usage: Usage, run: Run) -> Usage:
+    """This turn's usage (tokens), when the vendor reports a thread total instead.
+
+    ``codex exec`` reports usage cumulative per thread across resumes (observed.md §2.3); the
+    adapter says so (``usage_is_cumulative``). Every earlier run of the same vendor session is
+    stored with its own turn's usage, so the turn's figure is the reported total minus their sum.
+    """
+    cumulative = getattr(adapter, "usage_is_cumulative", None)
+    if not (callable(cumulative) and cumulative(request) and request.vendor_session_id):
+        return usage
+    runs = await in_thread(store.list_runs, session_id=run.session_id, limit=USAGE_HISTORY_RUNS)
+    prior = Usage()
+    for earlier in runs:
+        if earlier.id != run.id and earlier.vendor_session_id == request.vendor_session_id:
+            prior = prior + Usage(
+                earlier.input_tokens,
+                earlier.output_tokens,
+                earlier.cache_creation_input_tokens,
+                earlier.cache_read_input_tokens,
+            )
+    return Usage(
+        max(0, usage.input_tokens - prior.input_tokens),
+        max(0, usage.output_tokens - prior.output_tokens),
+        max(0, usage.cache_creation_input_tokens - prior.cache_creation_input_tokens),
+        max(0, usage.cache_read_input_tokens - prior.cache_read_input_tokens),
+        usage.estimated,
+    )
+
+
+def _carried_text(launch: LaunchPrompt) -> str:
+    """The notice of what a launch carries besides the turn's own text."""
+    parts = []
+    if launch.checkpoint_id is not None:
+        parts.append(f"the summary of checkpoint {launch.checkpoint_id}")
+    if launch.carried:
+        count = len(launch.carried)
+        parts.append(f"{count} earlier message{'s' if count != 1 else ''} the vendor has not seen")
+    return "the launch carries " + " and ".join(parts)

@@ -1,0 +1,205 @@
+"""What every run of this daemon shares: its collaborators, the registry of live runs, the locks.
+
+:class:`RunServices` is built once by the composition root (``octipusd.app``) and handed to
+:class:`~octipusd.runtime.manager.RunManager` and every
+:class:`~octipusd.runtime.supervisor.RunSupervisor`; :class:`RunRegistry` is the one table of
+the runs executing now (root runs and children), with the per-session locks that serialize a
+session's turns and its maintenance.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from octipusd.adapter import Adapter
+from octipusd.errors import ConflictError
+from octipusd.journal.executor import ActionJournal
+from octipusd.journal.operator import RecoveryOperator
+from octipusd.journal.review import RecoveryGate
+from octipusd.policy.approvals import ApprovalBroker
+from octipusd.policy.gate import PermissionGate
+from octipusd.runner.executables import Resolution
+from octipusd.runtime.children import KeyClaims
+from octipusd.runtime.compaction import CompactionReport, compact
+from octipusd.runtime.events import EventHub
+from octipusd.store.aio import in_thread
+from octipusd.store.repository import Store
+from octipusd.tools.connectors import ConnectorRegistry
+
+if TYPE_CHECKING:
+    from octipusd.runtime.supervisor import RunSupervisor
+
+__all__ = ["RunLimits", "RunRegistry", "RunServices", "followers_emitter"]
+
+log = logging.getLogger("octipusd.runtime")
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """The limits of one run, each in its unit (the operator's settings give the tunable ones).
+
+    Attributes:
+        run_timeout_s: Active-work limit of a run (seconds; approval and delegation waits excluded).
+        exit_after_result_s: Seconds a vendor may take to exit after its result and stdin EOF.
+        children_end_s: Seconds a finishing parent waits for its cancelled children's summaries.
+        stop_wait_s: Seconds ``stop`` waits for the run to be finished before answering.
+        shutdown_grace_s: Seconds a daemon shutdown waits for the live runs' cleanup.
+        watchdog_tick_s: Granularity of the active-work clock (seconds).
+    """
+
+    run_timeout_s: float = 3600.0
+    exit_after_result_s: float = 30.0
+    children_end_s: float = 30.0
+    stop_wait_s: float = 20.0
+    shutdown_grace_s: float = 15.0
+    watchdog_tick_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class RunServices:
+    """The collaborators of every run (built by the composition root).
+
+    Attributes:
+        store: The store.
+        hub: Event persistence and fan-out.
+        broker: Approvals.
+        gate: The permission gate (rules, grants, flow guard, approvals).
+        journal: The action journal's execution boundary.
+        operator: Probes and compensations of uncertain actions.
+        recovery: The recovery review gate of mutating calls (seed 000).
+        adapters: Registry name -> adapter.
+        resolutions: Registry name -> executable resolution (from start-up).
+        data_dir: Octipus data directory (run folders live under ``runs/``).
+        owner: This daemon instance's id (stored on runs for orphan detection).
+        user: The daemon's user (the identity of the runs it executes).
+        base_env: The environment vendor processes start from.
+        limits: The run limits.
+        prompt_dumps: ``agent.promptDumps``.
+        connectors: The configured MCP servers whose tools every run's bridge exposes (None: none).
+        config_notices: Problems of the settings file, shown as run notices.
+        compaction_threshold: Uncovered transcript characters after which a finished root turn
+            compacts its session (0: never automatically).
+        compaction_keep_turns: Recent user turns an automatic compaction keeps verbatim.
+    """
+
+    store: Store
+    hub: EventHub
+    broker: ApprovalBroker
+    gate: PermissionGate
+    journal: ActionJournal
+    operator: RecoveryOperator
+    recovery: RecoveryGate
+    adapters: Mapping[str, Adapter]
+    resolutions: Mapping[str, Resolution]
+    data_dir: Path
+    owner: str
+    user: str
+    base_env: Mapping[str, str]
+    limits: RunLimits = RunLimits()
+    prompt_dumps: bool = True
+    connectors: ConnectorRegistry | None = None
+    config_notices: Callable[[], list[str]] | None = None
+    compaction_threshold: int = 200_000
+    compaction_keep_turns: int = 2
+    claims: KeyClaims = field(default_factory=KeyClaims)
+
+    async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
+        """Compact a session's transcript now (the caller holds the session's lock)."""
+        root_keys = [name for name, adapter in self.adapters.items() if adapter.supports_resume]
+        report = await in_thread(
+            lambda: compact(self.store, session_id, keep_turns=keep_turns, root_keys=root_keys)
+        )
+        log.info("compaction of session %s: %s", session_id, report)
+        return report
+
+
+class RunRegistry:
+    """The runs this daemon executes now, the session locks, and the task group runs live in."""
+
+    def __init__(self) -> None:
+        self._live: dict[str, RunSupervisor] = {}
+        self._session_locks: dict[str, anyio.Lock] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def bind(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Attach the daemon's task group, in which runs execute."""
+        self._tg = task_group
+
+    @property
+    def bound(self) -> bool:
+        """Whether a task group is attached (runs can start)."""
+        return self._tg is not None
+
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Start a task in the daemon's task group.
+
+        Raises:
+            ConflictError: no task group is attached (the daemon is not serving).
+        """
+        if self._tg is None:
+            raise ConflictError("octipusd is not serving runs now; start it again and repeat the request")
+        self._tg.start_soon(fn, *args)
+
+    def add(self, supervisor: RunSupervisor) -> None:
+        """Register a live run."""
+        self._live[supervisor.run.id] = supervisor
+
+    def remove(self, run_id: str) -> None:
+        """Forget a run (it ended); idempotent."""
+        self._live.pop(run_id, None)
+
+    def get(self, run_id: str) -> RunSupervisor | None:
+        """The live run with this id, or None."""
+        return self._live.get(run_id)
+
+    def ids(self) -> list[str]:
+        """Ids of the runs executing now."""
+        return list(self._live)
+
+    def __iter__(self) -> Iterator[RunSupervisor]:
+        return iter(list(self._live.values()))
+
+    def of_session(self, session_id: str, *, roots_only: bool = False) -> RunSupervisor | None:
+        """The (first) live run of a session, or None."""
+        return next(
+            (
+                s
+                for s in self._live.values()
+                if s.session_id == session_id and not (roots_only and s.parent is not None)
+            ),
+            None,
+        )
+
+    def session_lock(self, session_id: str) -> anyio.Lock:
+        """The lock that serializes a session's turns and its maintenance."""
+        lock = self._session_locks.get(session_id)
+        if lock is None:
+            lock = self._session_locks[session_id] = anyio.Lock()
+        return lock
+
+
+def followers_emitter(
+    hub: EventHub, registry: RunRegistry
+) -> Callable[[str, str, dict[str, Any]], Awaitable[None]]:
+    """The permission gate's event sink: store the event on its run; a child's approval events are
+    also published on its root run (with ``child_run_id``), where the person following the turn
+    can answer them."""
+
+    async def emit(run_id: str, kind: str, data: dict[str, Any]) -> None:
+        await hub.emit(run_id, kind, data)
+        live = registry.get(run_id)
+        if live is None or live.parent is None or not kind.startswith("approval_"):
+            return
+        root = live.parent
+        while root.parent is not None:
+            root = root.parent
+        await hub.emit(root.run.id, kind, {**data, "child_run_id": run_id})
+
+    return emit

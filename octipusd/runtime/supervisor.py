@@ -1,0 +1,703 @@
+"""One run, one object: the supervisor of a run from its plan to its final status.
+
+A :class:`RunSupervisor` owns one run (a root turn or a child agent): its state, its attempts
+(one vendor invocation, plus at most one cold retry when a resumed vendor session is gone, seed
+003 "Cold fallback"), the handling of each vendor event type, the active-work watchdog, its
+stop, and :meth:`RunSupervisor.finish`, which stores what :func:`~octipusd.runtime.outcome.final_status`
+derives from what happened. The bridge gets :class:`~octipusd.runtime.host.RunHost`, bound to
+this run; permission requests the vendor relays go through
+:class:`~octipusd.runtime.relay.PermissionRelay`; session reuse is in :mod:`octipusd.runtime.reuse`.
+
+A stop really stops: once a stop (a person's, a timeout, a failure, a daemon shutdown) begins,
+nothing the vendor prints afterwards is accepted into the run: no events (one notice says how
+many were discarded), no result, no usage, no transcript message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from octipusd.adapter import (
+    Adapter,
+    ControlCancelEvent,
+    LaunchRequest,
+    PermissionRequestEvent,
+    ResultEvent,
+    SessionEvent,
+    StatusEvent,
+    StdinWriteEvent,
+    StreamParser,
+    ToolUseEvent,
+    UnknownEvent,
+    Usage,
+    VendorEvent,
+)
+from octipusd.bridge.host import ChildRequest
+from octipusd.bridge.identity import RunIdentity
+from octipusd.bridge.server import Bridge, open_bridge
+from octipusd.errors import ExecutableNotFoundError, OctipusError
+from octipusd.runner.process import VendorProcess
+from octipusd.runtime.compaction import uncovered_chars
+from octipusd.runtime.delegation import Delegation
+from octipusd.runtime.env import vendor_env
+from octipusd.runtime.events import NOT_STORED
+from octipusd.runtime.host import RunHost
+from octipusd.runtime.outcome import Happened, final_status, result_failure
+from octipusd.runtime.planning import TurnPlan, plan_turn, positive_int, read_basis
+from octipusd.runtime.relay import BRIDGE_NAME, BRIDGE_PREFIX, PermissionRelay
+from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session, turn_usage
+from octipusd.runtime.sessions import ResumePlan, plan_resume
+from octipusd.store.aio import in_thread
+from octipusd.store.records import Run, RunStatus
+from octipusd.tools import ROOT_ROLE, ToolSpec
+from octipusd.tools.connectors import ConnectorSet
+
+if TYPE_CHECKING:
+    from octipusd.runtime.services import RunRegistry, RunServices
+
+__all__ = ["BRIDGE_NAME", "BRIDGE_PREFIX", "Attempt", "RunSupervisor"]
+
+log = logging.getLogger("octipusd.runtime")
+
+#: Bridge statuses in a vendor's session announcement that fail the run (observed.md §1.5: the
+#: binary itself still exits 0 when its MCP server failed).
+FAILED_BRIDGE_STATUSES = frozenset({"failed", "needs-auth", "missing"})
+
+
+@dataclass
+class Attempt:
+    """The state of one vendor invocation (a cold retry starts a new one).
+
+    Attributes:
+        process: The vendor process, once started.
+        parser: The adapter's parser of this invocation.
+        result: The vendor's accepted result (the last one, when guidance added turns).
+        confirmed: The vendor session id the vendor confirmed in this invocation.
+        session_missing: A vendor signal that the resumed session is gone (Codex's other thread).
+        results_seen: Results received so far.
+        expected_results: Results that end the invocation (guidance sent meanwhile adds some).
+        stopping: Why a stop began, once it did: nothing printed afterwards is accepted.
+        usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
+        discarded: Events printed after the stop began, dropped.
+    """
+
+    process: VendorProcess | None = None
+    parser: StreamParser | None = None
+    result: ResultEvent | None = None
+    confirmed: str | None = None
+    session_missing: str | None = None
+    results_seen: int = 0
+    expected_results: int = 1
+    stopping: str | None = None
+    usage_at_stop: Usage | None = None
+    discarded: int = 0
+
+    def usage(self) -> Usage:
+        """The usage accepted from this invocation."""
+        if self.usage_at_stop is not None:
+            return self.usage_at_stop
+        return self.parser.total_usage() if self.parser is not None else Usage()
+
+
+class RunSupervisor:
+    """Owns one run of this daemon, from its frozen plan to its final status.
+
+    Args:
+        services: The daemon's shared collaborators.
+        registry: The registry of live runs (this run is in it while it executes).
+        run: The stored run (status ``queued``).
+        attended: Whether a person answers approvals in this session.
+        generation: The session's clear generation when the turn was posted.
+        user_seq: Seq of this turn's user message (root turns), or None.
+        parent: The parent run of a child agent, or None for a root run.
+        request: The ``spawn_child`` request of a child agent.
+    """
+
+    def __init__(
+        self,
+        services: RunServices,
+        registry: RunRegistry,
+        run: Run,
+        *,
+        attended: bool,
+        generation: int,
+        user_seq: int | None = None,
+        parent: RunSupervisor | None = None,
+        request: ChildRequest | None = None,
+    ) -> None:
+        self.services = services
+        self.registry = registry
+        self.run = run
+        self.session_id = run.session_id
+        self.attended = attended
+        self.generation = generation
+        self.user_seq = user_seq
+        self.parent = parent
+        self.depth: int = parent.depth + 1 if parent is not None else 0
+        self.child_request = request
+        self.role = request.role if request is not None else ROOT_ROLE
+        self.timeout = request.timeout_seconds if request is not None else None
+        self.lineage: str | None = None
+        self.identity: RunIdentity | None = None
+        self.adapter: Adapter | None = None
+        self.space = False
+        self.tools: dict[str, ToolSpec] = {}
+        self.attempt = Attempt()
+        self.failure: str | None = None
+        self.stop_status: RunStatus | None = None
+        self.stop_reason: str | None = None
+        self.review_required: list[str] = []
+        self.guidance: list[str] = []
+        self.waiting_approvals = 0
+        self.budget_exceeded = False
+        self.done = anyio.Event()
+        self.relay = PermissionRelay(self)
+        self.delegation = Delegation(self)
+        self.host = RunHost(self)
+
+    def child(self, run: Run, request: ChildRequest) -> RunSupervisor:
+        """A supervisor for a child agent of this run (same session, this run as its parent)."""
+        return RunSupervisor(
+            self.services,
+            self.registry,
+            run,
+            attended=self.attended,
+            generation=self.generation,
+            parent=self,
+            request=request,
+        )
+
+    # ------------------------------------------------------------------ execution
+
+    async def execute(self) -> None:
+        """Execute the run to its final status (stored, published); never raises but cancellation.
+
+        A root run holds its session's lock for the whole turn (turns and maintenance of a session
+        are serialized); a child runs inside its parent's turn. Whatever happens, the run is
+        finished (shielded) and leaves the registry.
+        """
+        if self.parent is not None:
+            await self._execute()
+            return
+        async with self.registry.session_lock(self.session_id):
+            await self._execute()
+
+    async def _execute(self) -> None:
+        run_id = self.run.id
+        try:
+            await self._turn()
+        except anyio.get_cancelled_exc_class():
+            if self.stop_status is None:  # a child whose parent's call went away
+                self.stop_status, self.stop_reason = RunStatus.CANCELLED, "its parent run ended"
+            raise
+        except OctipusError as exc:
+            self.failure = self.failure or exc.message
+        except ExceptionGroup as group:  # raised through a task group: keep a clear message
+            matched, _rest = group.split(OctipusError)
+            first = _first_leaf(matched) if matched is not None else None
+            if first is None:
+                log.exception("run %s crashed", run_id)
+            self.failure = self.failure or (
+                first.message if isinstance(first, OctipusError) else f"internal error: {group!r}"
+            )
+        except Exception as exc:
+            log.exception("run %s crashed", run_id)
+            self.failure = self.failure or f"internal error: {exc!r}"
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.finish()
+                finally:
+                    self.registry.remove(run_id)
+                    self.done.set()
+                    self.services.hub.notify(run_id)
+
+    async def _turn(self) -> None:
+        services = self.services
+        basis = await read_basis(services.store, services.adapters, services.resolutions, self.run)
+        self.adapter, self.space = basis.adapter, basis.in_space
+        async with self._connect() as connected:
+            plan = await plan_turn(
+                basis, connected, depth=self.depth, role=self.role if self.parent is not None else None
+            )
+            await self._run_plan(plan)
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[ConnectorSet]:
+        """The run's connector tools (``mcpServers``), connected for the run's lifetime."""
+        connectors = self.services.connectors
+        if connectors is None:
+            yield ConnectorSet(tools=(), notices=())
+            return
+        async with connectors.connect_all() as connected:
+            notices = self.services.config_notices
+            for message in (*(notices() if notices is not None else []), *connected.notices):
+                await self.notice(message)
+            yield connected
+
+    async def _run_plan(self, plan: TurnPlan) -> None:
+        """Open the bridge and run the attempts of the plan; save the session by the reuse rules.
+
+        The vendor process is stopped (shielded) before the session is saved, also when the run
+        is cancelled mid-attempt (a child whose parent was stopped).
+        """
+        services, run, session = self.services, self.run, plan.session
+        key = await reuse_key(self, plan.adapter, plan.basis.options)
+        try:
+            stored = await in_thread(services.store.get_vendor_session, session.id, key) if key else None
+            resume = plan_resume(stored, plan.fingerprint, plan.real_workspace, plan.adapter.new_session_id())
+            if resume.notice:
+                await self.notice(resume.notice)
+            run_dir = services.data_dir / "runs" / run.id
+            run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.identity = RunIdentity(
+                run_id=run.id,
+                session_id=session.id,
+                user=services.user,
+                worker_id=f"child:{run.id}" if self.parent is not None else f"root:{session.id}",
+                workspace=plan.basis.workspace,
+                attended=session.attended,
+            )
+            self.tools = {t.tool_id: t for t in plan.tools}
+            state = ReuseState(
+                key=key,
+                resume=resume,
+                stored=stored,
+                launch=await launch_prompt(self, resume, stored),
+                # the record this run may replace: a child saves only if no retry took the key since
+                expected=stored.vendor_session_id if stored is not None else None,
+            )
+            try:
+                async with open_bridge(self.identity, self.host, plan.tools) as bridge:
+                    await self._attempts(plan, bridge, state)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    process = self.attempt.process
+                    if process is not None and process.returncode is None:
+                        self.begin_stop(self.stop_reason or "the run was cancelled")
+                        await process.stop(self.stop_reason or "the run was cancelled")
+                    await save_session(self, plan, state)
+        finally:
+            if key is not None and self.parent is not None:
+                services.claims.release(key, run.id)
+
+    async def _attempts(self, plan: TurnPlan, bridge: Bridge, state: ReuseState) -> None:
+        """Invoke the vendor; when a resumed session is gone, drop it and retry once, cold."""
+        adapter, session = plan.adapter, plan.session
+        # Octipus's native denials go to the vendor's own deny list too: the vendor approves some
+        # calls itself and never relays them (seed 003: "a denial under either identity wins").
+        # Read at launch: a DENY added during the run holds at once for relayed calls, and for the
+        # calls the vendor approves itself from the next turn on.
+        policy = await self.services.gate.current_policy()
+        denied = tuple(policy.native_denials(session_id=session.id, workspace=str(plan.basis.workspace)))
+        for attempt in (1, 2):
+            await self._attempt(self._request(plan, bridge, state, denied), state.resume)
+            signal = self._session_gone() if state.resume.resume else None
+            if signal is None:
+                return
+            stale = state.resume.vendor_session_id
+            assert state.key is not None and stale is not None
+            drop = self.services.store.drop_vendor_session
+            await in_thread(functools.partial(drop, session.id, state.key, vendor_session_id=stale))
+            state.expected = None
+            if attempt == 2 or self.stop_status is not None:
+                self.attempt.confirmed = None  # a failed attempt's id is never kept
+                return
+            # seed 003 "Cold fallback": drop the stale id, retry this turn exactly once, cold, with
+            # the full prompt; the failed attempt's id is never kept
+            await self.notice(
+                f"the vendor no longer has session {stale} ({signal}); the stored id was dropped and this "
+                "turn is retried once as a new vendor conversation with the full prompt",
+                cold_fallback=True,
+            )
+            self.attempt, self.failure = Attempt(), None
+            state.resume, state.stored = ResumePlan(adapter.new_session_id(), False), None
+            state.launch = await launch_prompt(self, state.resume, None)
+
+    def _request(
+        self, plan: TurnPlan, bridge: Bridge, state: ReuseState, denied: tuple[str, ...]
+    ) -> LaunchRequest:
+        basis, request = plan.basis, self.child_request
+        turn_limit = request.max_turns if request is not None and request.max_turns is not None else None
+        return LaunchRequest(
+            binary=basis.binary,
+            cwd=basis.workspace,
+            run_dir=self.services.data_dir / "runs" / self.run.id,
+            prompt=state.launch.text,
+            vendor_session_id=state.resume.vendor_session_id,
+            resume=state.resume.resume,
+            model=basis.session.model,
+            permission_mode=basis.mode,
+            bridge=bridge.endpoint,
+            env=vendor_env(self.services.base_env, basis.options),
+            additive_flags=basis.adapter.check_additive_flags(basis.flags),
+            options=basis.options,
+            turn_limit=turn_limit or positive_int(basis.options.get("maxTurns")),
+            token_limit=positive_int(basis.options.get("maxTokens")),
+            space=basis.in_space,
+            denied_native=denied,
+            system_prompt=plan.instructions,
+        )
+
+    async def _attempt(self, request: LaunchRequest, resume: ResumePlan) -> None:
+        """One vendor invocation of the run: launch, stream, reap, account usage.
+
+        Raises:
+            AdapterError: the adapter refused the launch (nothing was started).
+            ExecutableNotFoundError: the binary could not be executed.
+        """
+        adapter = self.adapter
+        assert adapter is not None
+        spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
+        for message in spec.notices:
+            await self.notice(message)
+        if self.stop_status is not None:
+            return
+        async with anyio.create_task_group() as tg:
+            try:
+                process = await VendorProcess.start(spec, self.run.id)
+            except OSError as exc:
+                raise ExecutableNotFoundError(f"could not start {request.binary}: {exc}") from exc
+            self.attempt.process = process
+            await self._started(
+                process, resume, [a for a in spec.argv if all(s not in a for s in spec.secrets)]
+            )
+            if self.stop_status is not None:  # stopped while starting
+                self.begin_stop(self.stop_reason or "stopped")
+                await process.stop(self.stop_reason or "stopped")
+            tg.start_soon(process.pump_stderr)
+            tg.start_soon(self._watch_active_time)
+            parser = adapter.new_parser(request)
+            self.attempt.parser = parser
+            async for line in process.lines():
+                for event in parser.feed(line):
+                    await self._handle(event, tg)
+            with anyio.move_on_after(self.services.limits.exit_after_result_s):
+                await process.wait()
+            if process.returncode is None:
+                await process.stop("did not exit after its output ended")
+            await process.reap()
+            for event in parser.finish(process.returncode):
+                await self._handle(event, tg)
+            await self._account(adapter, request, process)
+            tg.cancel_scope.cancel()
+
+    async def _started(self, process: VendorProcess, resume: ResumePlan, argv: list[str]) -> None:
+        """Store and publish that the vendor runs (status ``running``)."""
+        self.run = await in_thread(
+            self.services.store.update_run,
+            self.run.id,
+            status=RunStatus.RUNNING,
+            pid=process.pid,
+            vendor_session_id=resume.vendor_session_id,
+            resumed=resume.resume,
+            started_at=datetime.now(UTC),
+        )
+        await self.services.hub.emit(
+            self.run.id,
+            "run_status",
+            {
+                "status": str(RunStatus.RUNNING),
+                "pid": process.pid,
+                "argv": argv,
+                "vendor_session_id": resume.vendor_session_id,
+                "resumed": resume.resume,
+            },
+        )
+
+    async def _account(self, adapter: Adapter, request: LaunchRequest, process: VendorProcess) -> None:
+        """Store the invocation's exit code, usage and result (only what was accepted)."""
+        attempt = self.attempt
+        if attempt.discarded:
+            await self.notice(
+                f"{attempt.discarded} event{'s' if attempt.discarded != 1 else ''} the vendor printed after the "
+                f"stop began ({attempt.stopping}) were discarded",
+                discarded=attempt.discarded,
+            )
+        usage = await turn_usage(self.services.store, adapter, request, attempt.usage(), self.run)
+        result = attempt.result
+        self.run = await in_thread(
+            self.services.store.update_run,
+            self.run.id,
+            exit_code=process.returncode,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            usage_estimated=usage.estimated,
+            cost_usd=result.cost_usd if result else None,
+            result_text=result.text if result else None,
+        )
+
+    # ------------------------------------------------------------------ vendor events
+
+    async def _handle(self, event: VendorEvent, tg: anyio.abc.TaskGroup) -> None:
+        """Store one vendor event and act on it; after a stop began, drop it (counted)."""
+        attempt = self.attempt
+        if attempt.stopping is not None:
+            attempt.discarded += 1
+            return
+        if event.kind not in NOT_STORED:
+            await self.services.hub.emit_vendor(self.run.id, event)
+        process, adapter = attempt.process, self.adapter
+        assert process is not None and adapter is not None
+        if isinstance(event, SessionEvent):
+            await self._on_session(event, tg)
+        elif isinstance(event, PermissionRequestEvent):
+            tg.start_soon(self.relay.relay, event)
+        elif isinstance(event, ToolUseEvent) and not event.name.startswith(BRIDGE_PREFIX):
+            # the flow guard watches the tool-use stream, so auto-allowed reads count too (seed 003)
+            await self.services.gate.observe(self.relay.context(), f"cli-native:{event.name}", event.input)
+        elif isinstance(event, ControlCancelEvent):
+            self.relay.cancel(event.request_id)  # the vendor abandoned it: answer nothing (sources.md §1.6)
+        elif isinstance(event, UnknownEvent) and event.type == "control_request" and event.raw:
+            request_id = str(event.raw.get("request_id", ""))
+            subtype = (event.raw.get("request") or {}).get("subtype")
+            await process.write_line(
+                adapter.encode_control_error(request_id, f"unsupported control request {subtype}")
+            )
+        elif isinstance(event, StatusEvent) and event.status.startswith("cold_start:") and self.run.resumed:
+            # the vendor answered the resume with another conversation: the stored one is gone (seed
+            # 003 "Cold fallback"); stop before the turn runs there, the turn is retried cold
+            attempt.session_missing = event.status
+            self._stop_vendor(tg, "the resumed vendor session is gone; retrying the turn cold")
+        elif isinstance(event, StdinWriteEvent):
+            if attempt.session_missing is None:
+                for line in event.lines:
+                    await process.write_line(line)
+        elif isinstance(event, ResultEvent):
+            attempt.result = event
+            attempt.results_seen += 1
+            if event.session_id and not event.is_error:
+                attempt.confirmed = event.session_id
+            if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results
+                await process.close_stdin()
+        self._check_token_budget(tg)
+
+    async def _on_session(self, event: SessionEvent, tg: anyio.abc.TaskGroup) -> None:
+        """The vendor announced its session: keep the id; a failed bridge fails the run."""
+        if event.session_id:
+            self.attempt.confirmed = event.session_id
+            if self.run.vendor_session_id != event.session_id:  # vendor-assigned (Codex, Vibe) or replaced
+                self.run = await in_thread(
+                    self.services.store.update_run, self.run.id, vendor_session_id=event.session_id
+                )
+        status = event.mcp_servers.get(BRIDGE_NAME, "missing")
+        if status in FAILED_BRIDGE_STATUSES and self.failure is None:
+            self.failure = (
+                f"the vendor reports the Octipus bridge as {status} (system/init mcp_servers); "
+                "the run cannot use Octipus tools"
+            )
+            self._stop_vendor(tg, self.failure)
+
+    def _check_token_budget(self, tg: anyio.abc.TaskGroup) -> None:
+        """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then
+        dropped). Counted: input, output and cache tokens the vendor reported so far."""
+        request = self.child_request
+        if request is None or request.token_budget is None or self.budget_exceeded:
+            return
+        usage = self.attempt.usage()
+        used = (
+            usage.input_tokens
+            + usage.output_tokens
+            + usage.cache_creation_input_tokens
+            + usage.cache_read_input_tokens
+        )
+        if used > request.token_budget:
+            self.budget_exceeded = True
+            self.failure = self.failure or (
+                f"the child exceeded its token budget ({used} tokens used, budget {request.token_budget})"
+            )
+            self._stop_vendor(tg, self.failure)
+
+    def _session_gone(self) -> str | None:
+        """How the vendor said the resumed session is gone, or None.
+
+        Signals (seed 003 "Cold fallback", observed.md): Claude's result ``No conversation found``;
+        Codex's ``no rollout found`` (in the result, or on stderr for ``codex exec``, which prints
+        nothing on stdout then, observed.md §2.6); a Codex thread other than the one requested
+        (the adapter's ``cold_start`` status); Vibe's ``Session not found``.
+        """
+        attempt, adapter = self.attempt, self.adapter
+        assert adapter is not None
+        if attempt.session_missing is not None:
+            return attempt.session_missing
+        if attempt.result is not None:
+            return result_failure(attempt.result) if adapter.session_missing(attempt.result) else None
+        on_stderr = getattr(adapter, "stderr_session_missing", None)
+        if attempt.process is None or not callable(on_stderr):
+            return None
+        tail = attempt.process.stderr_tail
+        return f"stderr: {tail.strip()[-300:]}" if on_stderr(tail) else None
+
+    # ------------------------------------------------------------------ stopping
+
+    def begin_stop(self, reason: str) -> VendorProcess | None:
+        """Mark that a stop of the current invocation began: nothing printed from now on is accepted.
+
+        Returns:
+            The vendor process to stop, or None when none runs.
+        """
+        attempt = self.attempt
+        if attempt.stopping is None:
+            attempt.stopping = reason
+            attempt.usage_at_stop = attempt.usage()
+        process = attempt.process
+        return process if process is not None and process.returncode is None else None
+
+    def _stop_vendor(self, tg: anyio.abc.TaskGroup, reason: str) -> None:
+        """Begin a stop of the vendor and let ``tg`` carry it out."""
+        process = self.begin_stop(reason)
+        if process is not None:
+            tg.start_soon(process.stop, reason)
+
+    async def stop(self, status: RunStatus, reason: str) -> None:
+        """Stop the run and its children at once (status ``status`` unless it already ends otherwise).
+
+        The run's own vendor is interrupted first where it takes an interrupt (Claude's
+        ``interrupt`` control request ends the current turn at once, sources.md §1.6), so it does
+        not act on an answer that arrives while it is being stopped; its process and every child
+        are then stopped concurrently (cancellation reaches the children, seed 003).
+        """
+        if self.stop_status is None:
+            self.stop_status, self.stop_reason = status, reason
+        process = self.begin_stop(reason)
+        await self.services.broker.cancel_run(self.run.id, reason)
+        interrupt = getattr(self.adapter, "encode_interrupt", None)
+        if process is not None and callable(interrupt):
+            await process.write_line(interrupt(f"octipus-stop-{self.run.id}"))
+        async with anyio.create_task_group() as tg:
+            if process is not None:
+                tg.start_soon(process.stop, reason)
+            for child in self.delegation.live_children():
+                tg.start_soon(child.stop, RunStatus.CANCELLED, f"its parent run {self.run.id} was stopped")
+
+    def fail(self, reason: str) -> None:
+        """Fail the run now (an approval expired): record the reason, stop the vendor in the daemon's
+        task group."""
+        if self.failure is None:
+            self.failure = reason
+        process = self.begin_stop(reason)
+        if process is not None:
+            self.registry.start_soon(process.stop, reason)
+
+    async def _watch_active_time(self) -> None:
+        """Fail the run once its active-work time exceeds the limit.
+
+        Time spent waiting for an approval or a child does not count (seed 003 "Permissions and
+        limits"). A vendor that keeps retrying an API error therefore cannot hold a run past it.
+        """
+        active, tick = 0.0, self.services.limits.watchdog_tick_s
+        while True:
+            await anyio.sleep(tick)
+            if self.waiting_approvals == 0 and self.delegation.waiting == 0:
+                active += tick
+            limit = self.timeout if self.timeout is not None else self.services.limits.run_timeout_s
+            if active >= limit and self.failure is None and self.stop_status is None:
+                self.failure = f"the run exceeded its active-work limit of {limit:g} s and was stopped"
+                process = self.begin_stop(self.failure)
+                if process is not None:
+                    await process.stop(self.failure)
+                return
+
+    async def set_waiting(self, delta: int) -> None:
+        """Count approval waits; the run shows ``awaiting_approval`` while one is open."""
+        self.waiting_approvals += delta
+        if self.stop_status is not None or self.failure is not None:
+            return
+        status = RunStatus.AWAITING_APPROVAL if self.waiting_approvals > 0 else RunStatus.RUNNING
+        if self.run.status != status:
+            self.run = await in_thread(self.services.store.update_run, self.run.id, status=status)
+            await self.services.hub.emit(self.run.id, "run_status", {"status": str(status)})
+
+    async def notice(self, message: str, **data: Any) -> None:
+        """Store and publish a notice on this run."""
+        await self.services.hub.emit(self.run.id, "notice", {"message": message, **data})
+
+    # ------------------------------------------------------------------ the end
+
+    async def finish(self) -> None:
+        """End the run: cancel pending children, stop and reap the vendor, store the final status.
+
+        The status comes from :func:`~octipusd.runtime.outcome.final_status`. A succeeded root turn
+        compacts its session first when the transcript grew past the threshold (under the session's
+        lock, so no next turn starts before). Leftover run files (MCP configs) are removed.
+        """
+        services, run_id = self.services, self.run.id
+        await self.delegation.end_children()
+        process = self.attempt.process
+        if process is not None and process.returncode is None:
+            reason = self.stop_reason or self.failure or "run ended"
+            self.begin_stop(reason)
+            await process.stop(reason)
+        if process is not None:
+            await process.reap()
+        result = self.attempt.result
+        verdict = final_status(
+            Happened(
+                stop_status=self.stop_status,
+                stop_reason=self.stop_reason,
+                failure=self.failure,
+                result=result,
+                exit_code=process.returncode if process else None,
+                stderr_tail=process.stderr_tail if process else "",
+                review_required=tuple(self.review_required),
+            )
+        )
+        if (
+            verdict.status == RunStatus.SUCCEEDED
+            and self.parent is None
+            and services.compaction_threshold > 0
+        ):
+            await self._compact_if_large()
+        await services.broker.cancel_run(run_id, f"the run ended ({verdict.status})")
+        self.run = await in_thread(
+            services.store.finish_run,
+            run_id,
+            status=verdict.status,
+            reason=verdict.reason,
+            exit_code=process.returncode if process else None,
+            result_text=result.text if result else None,
+        )
+        self.registry.remove(run_id)  # the session may take its next turn from here on
+        await services.hub.emit(
+            run_id, "run_status", {"status": str(self.run.status), "reason": self.run.reason, "final": True}
+        )
+        with contextlib.suppress(OSError):
+            for leftover in (services.data_dir / "runs" / run_id).glob("*.json"):
+                leftover.unlink()
+
+    async def _compact_if_large(self) -> None:
+        """Compact after a root turn once the uncovered transcript passes the threshold."""
+        services = self.services
+        with anyio.CancelScope(shield=True):
+            try:
+                size = await in_thread(uncovered_chars, services.store, self.session_id)
+                if size < services.compaction_threshold:
+                    return
+                report = await services.compact(self.session_id, services.compaction_keep_turns)
+                await services.hub.emit(self.run.id, "compaction", dataclasses.asdict(report))
+            except OctipusError as exc:  # maintenance never fails a finished turn
+                log.warning("compaction of session %s failed: %s", self.session_id, exc.message)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    exc: BaseException
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            leaf = _first_leaf(exc)
+            if leaf is not None:
+                return leaf
+        else:
+            return exc
+    return None
