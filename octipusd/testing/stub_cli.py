@@ -25,6 +25,11 @@ each action is an object with one of these keys:
 - ``{"spawn_background": {"pid_file": "p", "seconds": 300}}``: start ``sleep 300`` as a grandchild in
   the stub's own process group, never waited for, and write its pid to ``pid_file``. Its stdio is
   /dev/null unless ``"inherit_stdio": true``, which lets it hold the stub's stdout/stderr open.
+  ``"setsid": true`` starts it in a session of its own instead, and ``"clear_env": true`` with an
+  empty environment (no run marker): a descendant that tries to escape its run.
+- ``{"ignore_sigterm": true}``: ignore SIGTERM from now on (a vendor slow to stop).
+- ``{"read_until_eof": true}``: read and drop stdin lines until it closes, then go on (at EOF the
+  stub does not exit, unlike ``read_line``): a vendor that ignores stdin EOF.
 - ``{"exit": 3}``: exit with that status now.
 
 stdout is written in binary and flushed after every line. After the last action the stub exits 0.
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -72,6 +78,8 @@ _ACTIONS = (
     "echo_last_input",
     "sleep",
     "spawn_background",
+    "ignore_sigterm",
+    "read_until_eof",
     "exit",
 )
 
@@ -243,10 +251,16 @@ def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, std
                 stdin=subprocess.DEVNULL,
                 stdout=None if inherit else subprocess.DEVNULL,
                 stderr=None if inherit else subprocess.DEVNULL,
-                start_new_session=False,
+                start_new_session=bool(arg.get("setsid", False)),
+                env={} if arg.get("clear_env") else None,
             )
             with open(arg["pid_file"], "w", encoding="utf-8") as handle:
                 handle.write(f"{child.pid}\n")
+        elif key == "ignore_sigterm":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        elif key == "read_until_eof":
+            while stdin.readline():
+                pass
         elif key == "exit":
             return int(arg)
     return 0

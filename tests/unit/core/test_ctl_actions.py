@@ -333,6 +333,9 @@ def _app(actions: Any = None) -> TestClient:
         hub=SimpleNamespace(),  # type: ignore[arg-type]
         broker=SimpleNamespace(),  # type: ignore[arg-type]
         resolutions={},
+        gate=SimpleNamespace(),  # type: ignore[arg-type]
+        adapters={},
+        user="alice",
         actions=actions,
     )
     return TestClient(create_app(services))

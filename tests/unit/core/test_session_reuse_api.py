@@ -236,6 +236,9 @@ def daemon() -> Daemon:
         hub=SimpleNamespace(),  # type: ignore[arg-type]
         broker=SimpleNamespace(),  # type: ignore[arg-type]
         resolutions={},
+        gate=SimpleNamespace(),  # type: ignore[arg-type]
+        adapters={},
+        user="alice",
     )
     return Daemon(store, runs, TestClient(create_app(services)))
 
@@ -756,6 +759,9 @@ def test_the_read_routes_over_the_real_store(tmp_path: Path) -> None:
             hub=SimpleNamespace(),  # type: ignore[arg-type]
             broker=SimpleNamespace(),  # type: ignore[arg-type]
             resolutions={},
+            gate=SimpleNamespace(),  # type: ignore[arg-type]
+            adapters={},
+            user="alice",
         )
         http = TestClient(create_app(services))
 
