@@ -39,8 +39,10 @@ from octipusd.journal.operator import RecoveryOperator
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
+from octipusd.runner.containment import Containment, choose_containment
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
+from octipusd.runner.transport import VendorLauncher
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.runs import RunManager
@@ -192,18 +194,25 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
     data_dir = xdg_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = settings.database.url or default_sqlite_url()
-    lock = DatabaseLock(url)
-    await in_thread(lock.acquire)
+    containment = await in_thread(choose_containment, settings.agent.processContainment)
+    log.info("process containment: %s (%s)", containment.mechanism, containment.detail)
     try:
-        store = await in_thread(Store.open, url)
+        lock = DatabaseLock(url)
+        await in_thread(lock.acquire)
         try:
-            await _serve(settings, store, data_dir, policy, McpServersSource(settings, config_file), stop)
+            store = await in_thread(Store.open, url)
+            try:
+                sources = McpServersSource(settings, config_file)
+                await _serve(settings, store, data_dir, policy, sources, stop, containment)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await in_thread(store.close)
         finally:
             with anyio.CancelScope(shield=True):
-                await in_thread(store.close)
+                await in_thread(lock.release)
     finally:
         with anyio.CancelScope(shield=True):
-            await in_thread(lock.release)
+            await in_thread(containment.close)
 
 
 async def _serve(
@@ -213,6 +222,7 @@ async def _serve(
     policy: Policy,
     mcp_servers: McpServersSource,
     stop: StopSignal,
+    containment: Containment,
 ) -> None:
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     interrupted = await in_thread(
@@ -288,6 +298,7 @@ async def _serve(
         operator=operator,
         connectors=connectors,
         config_notices=mcp_servers.notices,
+        launcher=VendorLauncher(containment),
     )
 
     @asynccontextmanager
@@ -320,7 +331,15 @@ async def _serve(
     )
     journal.on_uncertain = actions.worker.signal_deadline
     app = create_app(
-        Services(store=store, runs=runs, hub=hub, broker=broker, resolutions=resolutions, actions=actions)
+        Services(
+            store=store,
+            runs=runs,
+            hub=hub,
+            broker=broker,
+            resolutions=resolutions,
+            actions=actions,
+            containment=containment,
+        )
     )
     path = socket_path(settings)
     sock = bind_unix_socket(path)

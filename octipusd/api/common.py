@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from octipusd.errors import InvalidRequestError
 from octipusd.journal.invocations import ActionService
 from octipusd.policy.approvals import ApprovalBroker
+from octipusd.runner.containment import Containment
 from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.runs import RunManager
@@ -34,6 +35,7 @@ class Services:
     broker: ApprovalBroker
     resolutions: dict[str, Resolution]
     actions: ActionService | None = None
+    containment: Containment | None = None
 
 
 def dump(record: Any) -> dict[str, Any]:

@@ -72,7 +72,7 @@ from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.policy.gate import CallContext, GateResult, PermissionGate
 from octipusd.policy.spaces import check_space_model, check_space_turn
 from octipusd.runner.executables import Resolution, resolve_executable
-from octipusd.runner.process import VendorProcess
+from octipusd.runner.transport import Launcher, Transport, VendorLauncher
 from octipusd.runtime.children import (
     LAZY_DISCOVERY_TOOLS,
     MAX_CHILD_SESSIONS,
@@ -118,7 +118,7 @@ class LiveRun:
     session_id: str
     attended: bool
     identity: RunIdentity | None = None
-    process: VendorProcess | None = None
+    process: Transport | None = None
     adapter: Adapter | None = None
     result: ResultEvent | None = None
     vendor_session_confirmed: str | None = None
@@ -211,8 +211,10 @@ class RunManager:
         config_notices: Callable[[], list[str]] | None = None,
         compaction_threshold: int = 200_000,
         compaction_keep_turns: int = 2,
+        launcher: Launcher | None = None,
     ) -> None:
         self.store = store
+        self.launcher = launcher or VendorLauncher()
         self.hub = hub
         self.broker = broker
         self.policy = policy
@@ -1104,7 +1106,7 @@ class RunManager:
             return
         async with anyio.create_task_group() as tg:
             try:
-                process = await VendorProcess.start(spec, run.id)
+                process = await self.launcher.start(spec, run.id)
             except OSError as exc:
                 raise ExecutableNotFoundError(f"could not start {request.binary}: {exc}") from exc
             live.process = process
