@@ -42,8 +42,10 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.policy.gate import PermissionGate
+from octipusd.runner.containment import Containment, choose_containment
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
+from octipusd.runner.transport import Launcher, VendorLauncher
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
@@ -100,6 +102,7 @@ def build_runs(
     operator: RecoveryOperator,
     connectors: ConnectorRegistry,
     config_notices: Callable[[], list[str]],
+    launcher: Launcher,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, the run services."""
     registry = RunRegistry()
@@ -129,6 +132,7 @@ def build_runs(
         prompt_dumps=settings.agent.promptDumps,
         connectors=connectors,
         config_notices=config_notices,
+        launcher=launcher,
         compaction_threshold=settings.agent.compactionThresholdChars,
         compaction_keep_turns=settings.agent.compactionKeepTurns,
     )
@@ -247,18 +251,25 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
     data_dir = xdg_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = settings.database.url or default_sqlite_url()
-    lock = DatabaseLock(url)
-    await in_thread(lock.acquire)
+    containment = await in_thread(choose_containment, settings.agent.processContainment)
+    log.info("process containment: %s (%s)", containment.mechanism, containment.detail)
     try:
-        store = await in_thread(Store.open, url)
+        lock = DatabaseLock(url)
+        await in_thread(lock.acquire)
         try:
-            await _serve(settings, store, data_dir, policy, McpServersSource(settings, config_file), stop)
+            store = await in_thread(Store.open, url)
+            try:
+                sources = McpServersSource(settings, config_file)
+                await _serve(settings, store, data_dir, policy, sources, stop, containment)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await in_thread(store.close)
         finally:
             with anyio.CancelScope(shield=True):
-                await in_thread(store.close)
+                await in_thread(lock.release)
     finally:
         with anyio.CancelScope(shield=True):
-            await in_thread(lock.release)
+            await in_thread(containment.close)
 
 
 async def _serve(
@@ -268,6 +279,7 @@ async def _serve(
     policy: Policy,
     mcp_servers: McpServersSource,
     stop: StopSignal,
+    containment: Containment,
 ) -> None:
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     interrupted = await in_thread(
@@ -339,6 +351,7 @@ async def _serve(
         operator=operator,
         connectors=connectors,
         config_notices=mcp_servers.notices,
+        launcher=VendorLauncher(containment),
     )
 
     @asynccontextmanager
@@ -381,6 +394,7 @@ async def _serve(
             broker=broker,
             resolutions=resolutions,
             actions=actions,
+            containment=containment,
         )
     )
     path = socket_path(settings)

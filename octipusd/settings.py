@@ -18,6 +18,7 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     flowGuard = "ask"                           # "ask" (default) or "off" (FACTS.md §9)
     compactionThresholdChars = 200000           # compact a session past this many uncovered characters (0: never)
     compactionKeepTurns = 2                     # recent turns a compaction keeps verbatim
+    processContainment = "auto"                 # "auto", "cgroup" or "subreaper" (how a run's processes are kept)
     [permissions]
     rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
     [database]
@@ -86,6 +87,7 @@ ACCEPTED: dict[str, str] = {
     "agent.flowGuard": "ask or off",
     "agent.compactionThresholdChars": "a number of characters >= 0 (0 turns automatic compaction off)",
     "agent.compactionKeepTurns": "a number of turns from 0 to 100",
+    "agent.processContainment": "auto, cgroup or subreaper",
     "permissions.rules": "a table {allow = [...], ask = [...], deny = [...]} of rule strings such as "
     "'cli-native:Bash(git:*)'",
     "database.url": "sqlite:///ABSOLUTE/PATH or postgresql+psycopg://USER@HOST/DB",
@@ -151,16 +153,24 @@ class CliModels(_Section):
         return ":".join(parts)
 
 
+#: ``agent.processContainment``: how a run's processes are kept together (octipusd.runner.containment).
+ContainmentSetting = Literal["auto", "cgroup", "subreaper"]
+
+
 class AgentSettings(_Section):
     """``agent``: prompt dumps, the flow guard (``flowGuard``: ``ask`` or ``off``; FACTS.md §9,
     first-boot environment variable ``AGENT_FLOW_GUARD``) and compaction (seed 003 "Compaction":
     a finished root turn compacts the session once its messages after the last checkpoint exceed
-    ``compactionThresholdChars`` characters, keeping ``compactionKeepTurns`` recent turns)."""
+    ``compactionThresholdChars`` characters, keeping ``compactionKeepTurns`` recent turns) and how
+    a run's processes are kept together (``processContainment``: ``auto`` takes a run cgroup when
+    one can be made, else the daemon becomes a child subreaper; ``cgroup`` insists, ``subreaper``
+    forces the fallback)."""
 
     promptDumps: bool = True
     flowGuard: Literal["ask", "off"] = "ask"
     compactionThresholdChars: int = Field(default=200_000, ge=0)
     compactionKeepTurns: int = Field(default=2, ge=0, le=100)
+    processContainment: ContainmentSetting = "auto"
 
 
 class PermissionsSettings(_Section):

@@ -394,6 +394,8 @@ def create_app(services: Services) -> FastAPI:
             pid=os.getpid(),
             database=store.url_for_display,
             live_runs=len(runs.live_runs()),
+            process_containment=str(services.containment.mechanism) if services.containment else None,
+            process_containment_detail=services.containment.detail if services.containment else None,
             adapters=[
                 AdapterHealth(
                     adapter=r.adapter,

@@ -13,6 +13,7 @@ from octipusd.errors import InvalidRequestError
 from octipusd.journal.invocations import ActionService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
+from octipusd.runner.containment import Containment
 from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
@@ -39,6 +40,7 @@ class Services:
     broker: ApprovalBroker
     resolutions: dict[str, Resolution]
     actions: ActionService | None = None
+    containment: Containment | None = None
 
 
 def dump(record: Any) -> dict[str, Any]:

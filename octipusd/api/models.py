@@ -35,6 +35,10 @@ class Health(_Model):
     database: str
     live_runs: int
     adapters: list[AdapterHealth]
+    process_containment: Literal["cgroup", "subreaper"] | None = Field(
+        default=None, description="how each run's processes are kept together and stopped"
+    )
+    process_containment_detail: str | None = None
 
 
 class SessionCreate(_Model):

@@ -105,6 +105,10 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
         return
     console.print(f"octipusd {data['daemon_version']} (pid {data['pid']}), database {data['database']}")
     console.print(f"live runs: {data['live_runs']}")
+    if data.get("process_containment"):
+        console.print(
+            f"process containment: {data['process_containment']} ({data['process_containment_detail']})"
+        )
     table = Table("adapter", "binary", "path", "version / error")
     table.columns[2].no_wrap = True
     for a in data["adapters"]:

@@ -1,18 +1,27 @@
-"""Vendor process I/O: spawn in a new session, JSON-lines framing, stderr pump, stop escalation, reaper.
+"""Vendor process I/O: spawn in a new session and a cage, JSON-lines framing, stderr pump, stop, reaper.
 
 A vendor CLI runs in its own session (``start_new_session=True``) so that its whole tree
-can be signalled as a group. Every child also carries ``OCTIPUS_RUN_ID`` in its
-environment: the reaper uses it (through psutil) to find descendants that left the group
-(``setsid``) or were re-parented to init, so that nothing of a run outlives it.
+can be signalled as a group, inside the daemon's process containment (a run cgroup, or a walk
+of its descendants with the daemon as child subreaper: :mod:`octipusd.runner.containment`).
+Every child also carries ``OCTIPUS_RUN_ID`` in its environment, a second way to find what
+left the group.
 
-Stopping follows DESIGN.md: stdin EOF, then SIGTERM to the group, then SIGKILL to the group
-and to every process still carrying the run's marker.
+Reading ends at EOF, or :data:`DRAIN_GRACE` seconds after the vendor (the leader) exited even
+when something it left still holds its stdout or stderr; :meth:`VendorProcess.reap` then stops
+those leftovers. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
+yielded: it is counted and discarded.
+
+Stopping follows DESIGN.md: stdin EOF, then SIGTERM to the group and the cage, then SIGKILL to
+the whole cage, the group and every process still carrying the run's marker.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import shutil
 import signal
 import subprocess
 from collections import deque
@@ -24,13 +33,39 @@ import anyio.abc
 import psutil
 
 from octipusd.adapter import LaunchSpec, StdinMode
+from octipusd.runner.containment import (
+    RUN_MARKER,
+    Containment,
+    RunCage,
+    default_containment,
+    run_processes,
+    wait_ended,
+    walking_cage,
+)
 
-#: Environment variable that marks every process of a run (value: the run id).
-RUN_MARKER = "OCTIPUS_RUN_ID"
+__all__ = [
+    "RUN_MARKER",
+    "LineFramer",
+    "VendorProcess",
+    "kill_run_tree",
+    "run_processes",
+    "write_private_file",
+]
+
+log = logging.getLogger(__name__)
+
 #: Bytes read from the child's stdout per receive call.
 CHUNK = 65536
 #: Bytes of stderr kept for error reports.
 STDERR_TAIL = 65536
+#: Seconds stdout and stderr are still read after the leader exited, for what it wrote just
+#: before; past it, reading ends although a leftover process still holds the pipe.
+DRAIN_GRACE = 0.5
+#: Seconds between two looks at whether the leader exited while its output stays open.
+EXIT_POLL_INTERVAL = 0.1
+#: Seconds :meth:`VendorProcess.stop` waits after stdin EOF, then after SIGTERM.
+EOF_GRACE = 2.0
+TERM_GRACE = 3.0
 
 
 class LineFramer:
@@ -71,38 +106,6 @@ class LineFramer:
         return tail
 
 
-def run_processes(run_id: str) -> list[psutil.Process]:
-    """Return every live process whose environment carries ``OCTIPUS_RUN_ID=<run_id>``.
-
-    Processes whose environment cannot be read (other users, races) are skipped. An empty
-    ``run_id`` matches nothing (it would otherwise match every unmarked process).
-    """
-    found: list[psutil.Process] = []
-    if not run_id:
-        return found
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me:
-            continue
-        try:
-            if proc.environ().get(RUN_MARKER) == run_id:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
-    out = []
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.Error:
-            continue
-    return out
-
-
 def kill_run_tree(run_id: str, pgid: int | None, sig: int = signal.SIGKILL) -> list[int]:
     """Signal the run's process group and every process carrying its marker.
 
@@ -126,30 +129,63 @@ def kill_run_tree(run_id: str, pgid: int | None, sig: int = signal.SIGKILL) -> l
     return sorted(pids)
 
 
+class _Drain:
+    """When the leader was first seen exited, for one stream's reading."""
+
+    def __init__(self) -> None:
+        self.exited_at: float | None = None
+
+
+def _executable(argv0: str, env: dict[str, str], cwd: Path) -> None:
+    """Raise the ``OSError`` spawning ``argv0`` directly would raise (the cage's wrapper would
+    otherwise start and exit 127 instead)."""
+    if "/" in argv0:
+        path = argv0 if os.path.isabs(argv0) else os.path.join(cwd, argv0)
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv0)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), argv0)
+    elif shutil.which(argv0, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv0)
+
+
 class VendorProcess:
-    """One running vendor CLI.
+    """One running vendor CLI (the real :class:`~octipusd.runner.transport.Transport`).
 
     Build with :meth:`start`. Read stdout lines with :meth:`lines`; write stdin lines with
-    :meth:`write_line`; end with :meth:`stop` (always safe to call, idempotent, bounded).
+    :meth:`write_line`; end with :meth:`stop` (always safe to call, idempotent, bounded), or,
+    after the vendor exited by itself, stop its leftovers with :meth:`reap`.
 
     Attributes:
         pid: The vendor's pid (also its process group id and session id).
         run_id: The run marker value.
-        stderr_tail: The last :data:`STDERR_TAIL` bytes of stderr.
+        stopped_reason: The reason of the first :meth:`begin_stop` or :meth:`stop`, else None.
+        discarded_lines: stdout lines read after :meth:`begin_stop` and dropped.
+        discarded_bytes: Their bytes (without the newlines).
+        output_held: True when reading ended :data:`DRAIN_GRACE` after the leader's exit because
+            something it left still held stdout or stderr open.
     """
 
     def __init__(
-        self, process: anyio.abc.Process, run_id: str, on_stderr: Callable[[bytes], None] | None
+        self,
+        process: anyio.abc.Process,
+        run_id: str,
+        on_stderr: Callable[[bytes], None] | None,
+        cage: RunCage,
     ) -> None:
         self._process = process
         self.pid = process.pid
         self.run_id = run_id
         self._on_stderr = on_stderr
+        self._cage = cage
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._stdin_lock = anyio.Lock()
         self._stdin_closed = process.stdin is None
         self.stopped_reason: str | None = None
+        self.discarded_lines = 0
+        self.discarded_bytes = 0
+        self.output_held = False
 
     @classmethod
     async def start(
@@ -157,13 +193,15 @@ class VendorProcess:
         spec: LaunchSpec,
         run_id: str,
         on_stderr: Callable[[bytes], None] | None = None,
+        containment: Containment | None = None,
     ) -> VendorProcess:
-        """Write the spec's files (0600) and spawn the vendor in a new session.
+        """Write the spec's files (0600) and spawn the vendor in a new session, in its own cage.
 
         Args:
             spec: The adapter's launch.
             run_id: Run id, exported as ``OCTIPUS_RUN_ID`` to the whole tree.
             on_stderr: Called with each stderr chunk (bytes), from the pump task.
+            containment: The daemon's containment (default: this process's ``auto`` choice).
 
         Returns:
             The started process; its initial input has been written.
@@ -175,20 +213,29 @@ class VendorProcess:
             write_private_file(path, content)
         env = dict(spec.env)
         env[RUN_MARKER] = run_id
+        cage = _cage(containment or default_containment(), run_id)
+        argv = cage.wrap(spec.argv, env)
         stdin = subprocess.PIPE if spec.stdin_mode is StdinMode.STREAM else subprocess.DEVNULL
         # Shielded: a cancellation while asyncio connects the pipes would otherwise kill only the
         # leader and leave whatever it already started running, with no handle to stop it.
         with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(
-                list(spec.argv),
-                stdin=stdin,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=str(spec.cwd),
-                env=env,
-                start_new_session=True,
-            )
-        proc = cls(process, run_id, on_stderr)
+            try:
+                if argv[: len(spec.argv)] != list(spec.argv):
+                    _executable(spec.argv[0], env, spec.cwd)
+                process = await anyio.open_process(
+                    argv,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=str(spec.cwd),
+                    env=env,
+                    start_new_session=True,
+                )
+            except BaseException:
+                await anyio.to_thread.run_sync(cage.release)
+                raise
+        cage.attach(process.pid)
+        proc = cls(process, run_id, on_stderr, cage)
         try:
             for line in spec.initial_input:
                 await proc.write_line(line)
@@ -202,31 +249,65 @@ class VendorProcess:
         """Exit code once the process ended (negative: killed by that signal)."""
         return self._process.returncode
 
+    @property
+    def accepting(self) -> bool:
+        """False once a stop began: :meth:`lines` yields nothing more."""
+        return self.stopped_reason is None
+
+    def begin_stop(self, reason: str) -> None:
+        """Mark the start of a stop: from now on every stdout line is counted and discarded.
+
+        Idempotent; the first reason is kept in :attr:`stopped_reason`. Does not signal anything
+        (:meth:`stop` does, and calls this first).
+        """
+        if self.stopped_reason is None:
+            self.stopped_reason = reason
+
+    async def _next_chunk(self, stream: anyio.abc.ByteReceiveStream, drain: _Drain) -> bytes | None:
+        """The next chunk, or None at EOF or :data:`DRAIN_GRACE` seconds after the leader exited."""
+        while True:
+            now = anyio.current_time()
+            if drain.exited_at is None and self._process.returncode is not None:
+                drain.exited_at = now
+            wait = EXIT_POLL_INTERVAL if drain.exited_at is None else drain.exited_at + DRAIN_GRACE - now
+            if wait <= 0:
+                self.output_held = True
+                return None
+            with anyio.move_on_after(wait):
+                try:
+                    return await stream.receive(CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return None
+
+    def _accept(self, line: bytes) -> bool:
+        if self.stopped_reason is None:
+            return True
+        self.discarded_lines += 1
+        self.discarded_bytes += len(line)
+        return False
+
     async def lines(self) -> AsyncIterator[bytes]:
-        """Yield stdout lines (without newline) until EOF, any length."""
+        """Yield stdout lines (without newline, any length) until EOF, or until the leader exited
+        and :data:`DRAIN_GRACE` passed; after :meth:`begin_stop`, lines are discarded, not yielded."""
         assert self._process.stdout is not None
         framer = LineFramer()
-        while True:
-            try:
-                chunk = await self._process.stdout.receive(CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                break
+        drain = _Drain()
+        while (chunk := await self._next_chunk(self._process.stdout, drain)) is not None:
             for line in framer.feed(chunk):
-                yield line
+                if self._accept(line):
+                    yield line
         tail = framer.flush()
-        if tail:
+        if tail and self._accept(tail):
             yield tail
 
     async def pump_stderr(self) -> None:
-        """Read stderr until EOF, keeping the tail and calling ``on_stderr``."""
+        """Read stderr until EOF (or the leader's exit and :data:`DRAIN_GRACE`), keeping the tail
+        and calling ``on_stderr``."""
         stream = self._process.stderr
         if stream is None:
             return
-        while True:
-            try:
-                chunk = await stream.receive(CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
+        drain = _Drain()
+        while (chunk := await self._next_chunk(stream, drain)) is not None:
             self._stderr.append(chunk)
             self._stderr_size += len(chunk)
             while self._stderr_size > STDERR_TAIL and len(self._stderr) > 1:
@@ -269,12 +350,13 @@ class VendorProcess:
         """Wait for the vendor's exit and return its exit code."""
         return await self._process.wait()
 
-    async def stop(self, reason: str, eof_grace: float = 2.0, term_grace: float = 3.0) -> int | None:
+    async def stop(
+        self, reason: str, eof_grace: float = EOF_GRACE, term_grace: float = TERM_GRACE
+    ) -> int | None:
         """Stop the vendor and everything it started; bounded and shielded.
 
-        stdin EOF, wait ``eof_grace`` seconds; SIGTERM to the group, wait ``term_grace``
-        seconds; SIGKILL to the group and every process carrying the run marker; psutil
-        confirms none is left.
+        :meth:`begin_stop`; stdin EOF, wait ``eof_grace`` seconds; SIGTERM to the group and the
+        cage, wait ``term_grace`` seconds; then :meth:`reap`.
 
         Args:
             reason: Why (kept in :attr:`stopped_reason`).
@@ -284,45 +366,72 @@ class VendorProcess:
         Returns:
             The exit code, or None if the process could not be reaped.
         """
-        if self.stopped_reason is None:
-            self.stopped_reason = reason
+        self.begin_stop(reason)
         with anyio.CancelScope(shield=True):
             if self._process.returncode is None:
                 await self.close_stdin()
                 with anyio.move_on_after(eof_grace):
                     await self._process.wait()
             if self._process.returncode is None:
-                kill_run_tree(self.run_id, self.pid, signal.SIGTERM)
+                await anyio.to_thread.run_sync(self._signal_tree, signal.SIGTERM)
                 with anyio.move_on_after(term_grace):
                     await self._process.wait()
             await self.reap(grace=term_grace)
         return self._process.returncode
 
-    async def reap(self, grace: float = 3.0) -> list[int]:
-        """Terminate whatever of the run is still alive (group and marked processes).
+    def _others(self) -> list[psutil.Process]:
+        """Live processes of the run but the leader: the cage's and those carrying the marker."""
+        found = {p.pid: p for p in [*self._cage.members(), *run_processes(self.run_id)]}
+        found.pop(self.pid, None)
+        found.pop(os.getpid(), None)
+        return list(found.values())
 
-        Sends SIGTERM, waits up to ``grace`` seconds, then SIGKILL; returns the pids that
-        had to be signalled. Shielded from cancellation.
+    def _signal_tree(self, sig: int) -> None:
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+        for p in self._others():
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+
+    def _kill_tree(self) -> None:
+        self._cage.kill()
+        self._signal_tree(signal.SIGKILL)
+
+    async def reap(self, grace: float = TERM_GRACE) -> list[int]:
+        """Terminate whatever of the run is still alive: the cage, the group, the marked processes.
+
+        SIGTERM to each leftover, up to ``grace`` seconds for them to end, then SIGKILL to the
+        whole cage (``cgroup.kill``), the group and the marked ones; the leader is awaited (up to
+        ``grace`` seconds) and the cage released (the cgroup removed, re-parented zombies reaped).
+        Shielded from cancellation; safe to call again.
+
+        Returns:
+            Pids of the leftovers that had to be signalled (the leader not included).
         """
-        signalled: list[int] = []
         with anyio.CancelScope(shield=True):
-            survivors = _alive(run_processes(self.run_id))
-            signalled = [p.pid for p in survivors]
+            survivors = await anyio.to_thread.run_sync(self._others)
+            for p in survivors:
+                with contextlib.suppress(psutil.Error):
+                    p.terminate()
             if survivors:
-                for p in survivors:
-                    with contextlib.suppress(psutil.Error):
-                        p.terminate()
-                await anyio.to_thread.run_sync(lambda: psutil.wait_procs(survivors, timeout=grace))
-                for p in _alive(survivors):
-                    with contextlib.suppress(psutil.Error):
-                        p.kill()
-                await anyio.to_thread.run_sync(lambda: psutil.wait_procs(survivors, timeout=grace))
+                await anyio.to_thread.run_sync(wait_ended, survivors, grace)
+            await anyio.to_thread.run_sync(self._kill_tree)
             if self._process.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.pid, signal.SIGKILL)
                 with anyio.move_on_after(grace):
                     await self._process.wait()
-        return signalled
+            if not await anyio.to_thread.run_sync(self._cage.release):
+                log.warning("run %s: processes of pid %d's cage outlived SIGKILL", self.run_id, self.pid)
+        return sorted(p.pid for p in survivors)
+
+
+def _cage(containment: Containment, run_id: str) -> RunCage:
+    """The run's cage; a walking cage (descendants and marker) when the containment fails."""
+    try:
+        return containment.cage(run_id)
+    except OSError as exc:
+        log.warning("run %s: no %s cage (%s); its processes are walked", run_id, containment.mechanism, exc)
+        return walking_cage(run_id)
 
 
 def write_private_file(path: Path, content: str) -> None:

@@ -26,6 +26,7 @@ from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.runner.executables import Resolution
+from octipusd.runner.transport import Launcher, VendorLauncher
 from octipusd.runtime.children import KeyClaims
 from octipusd.runtime.compaction import CompactionReport, compact
 from octipusd.runtime.events import EventHub
@@ -84,6 +85,7 @@ class RunServices:
         prompt_dumps: ``agent.promptDumps``.
         connectors: The configured MCP servers whose tools every run's bridge exposes (None: none).
         config_notices: Problems of the settings file, shown as run notices.
+        launcher: Starts vendor processes (a fake replays recorded streams in tests).
         compaction_threshold: Uncovered transcript characters after which a finished root turn
             compacts its session (0: never automatically).
         compaction_keep_turns: Recent user turns an automatic compaction keeps verbatim.
@@ -106,6 +108,7 @@ class RunServices:
     prompt_dumps: bool = True
     connectors: ConnectorRegistry | None = None
     config_notices: Callable[[], list[str]] | None = None
+    launcher: Launcher = field(default_factory=VendorLauncher)
     compaction_threshold: int = 200_000
     compaction_keep_turns: int = 2
     claims: KeyClaims = field(default_factory=KeyClaims)

@@ -46,7 +46,7 @@ from octipusd.bridge.host import ChildRequest
 from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import Bridge, open_bridge
 from octipusd.errors import ExecutableNotFoundError, OctipusError
-from octipusd.runner.process import VendorProcess
+from octipusd.runner.transport import Transport
 from octipusd.runtime.compaction import uncovered_chars
 from octipusd.runtime.delegation import Delegation
 from octipusd.runtime.env import vendor_env
@@ -91,7 +91,7 @@ class Attempt:
         discarded: Events printed after the stop began, dropped.
     """
 
-    process: VendorProcess | None = None
+    process: Transport | None = None
     parser: StreamParser | None = None
     result: ResultEvent | None = None
     confirmed: str | None = None
@@ -365,7 +365,7 @@ class RunSupervisor:
             return
         async with anyio.create_task_group() as tg:
             try:
-                process = await VendorProcess.start(spec, self.run.id)
+                process = await self.services.launcher.start(spec, self.run.id)
             except OSError as exc:
                 raise ExecutableNotFoundError(f"could not start {request.binary}: {exc}") from exc
             self.attempt.process = process
@@ -392,7 +392,7 @@ class RunSupervisor:
             await self._account(adapter, request, process)
             tg.cancel_scope.cancel()
 
-    async def _started(self, process: VendorProcess, resume: ResumePlan, argv: list[str]) -> None:
+    async def _started(self, process: Transport, resume: ResumePlan, argv: list[str]) -> None:
         """Store and publish that the vendor runs (status ``running``)."""
         self.run = await in_thread(
             self.services.store.update_run,
@@ -415,14 +415,21 @@ class RunSupervisor:
             },
         )
 
-    async def _account(self, adapter: Adapter, request: LaunchRequest, process: VendorProcess) -> None:
+    async def _account(self, adapter: Adapter, request: LaunchRequest, process: Transport) -> None:
         """Store the invocation's exit code, usage and result (only what was accepted)."""
         attempt = self.attempt
-        if attempt.discarded:
+        dropped = process.discarded_lines + attempt.discarded
+        if dropped:
             await self.notice(
-                f"{attempt.discarded} event{'s' if attempt.discarded != 1 else ''} the vendor printed after the "
-                f"stop began ({attempt.stopping}) were discarded",
-                discarded=attempt.discarded,
+                f"{dropped} line{'s' if dropped != 1 else ''} of output the vendor printed after the stop began "
+                f"({attempt.stopping}) {'were' if dropped != 1 else 'was'} discarded",
+                discarded=dropped,
+                discarded_bytes=process.discarded_bytes,
+            )
+        if process.output_held:
+            await self.notice(
+                "the vendor exited while a process it started still held its output; the run ended without "
+                "waiting for it, and what was left of it was stopped"
             )
         usage = await turn_usage(self.services.store, adapter, request, attempt.usage(), self.run)
         result = attempt.result
@@ -542,7 +549,7 @@ class RunSupervisor:
 
     # ------------------------------------------------------------------ stopping
 
-    def begin_stop(self, reason: str) -> VendorProcess | None:
+    def begin_stop(self, reason: str) -> Transport | None:
         """Mark that a stop of the current invocation began: nothing printed from now on is accepted.
 
         Returns:
@@ -553,6 +560,8 @@ class RunSupervisor:
             attempt.stopping = reason
             attempt.usage_at_stop = attempt.usage()
         process = attempt.process
+        if process is not None:
+            process.begin_stop(reason)
         return process if process is not None and process.returncode is None else None
 
     def _stop_vendor(self, tg: anyio.abc.TaskGroup, reason: str) -> None:

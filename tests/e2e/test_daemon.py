@@ -70,13 +70,20 @@ def test_health_reports_path_and_version_or_the_path_searched(
     health = env.client.request("GET", "/health")
     claude = next(a for a in health["adapters"] if a["adapter"] == "claude-code")
     assert claude["path"] and claude["version"].startswith("2.1.197")
+    assert health["process_containment"] in ("cgroup", "subreaper") and health["process_containment_detail"]
 
     missing = octipus(
-        TEXT_ONLY, extra_env={"OCTIPUS_CLAUDE_BINARY": "no-such-claude", "OCTIPUS_CLI_PATH": str(tmp_path)}
+        TEXT_ONLY,
+        extra_env={
+            "OCTIPUS_CLAUDE_BINARY": "no-such-claude",
+            "OCTIPUS_CLI_PATH": str(tmp_path),
+            "OCTIPUS_AGENT__PROCESSCONTAINMENT": "subreaper",
+        },
     )
-    claude = next(
-        a for a in missing.client.request("GET", "/health")["adapters"] if a["adapter"] == "claude-code"
-    )
+    forced = missing.client.request("GET", "/health")
+    assert forced["process_containment"] == "subreaper"
+    assert "forced by agent.processContainment" in forced["process_containment_detail"]
+    claude = next(a for a in forced["adapters"] if a["adapter"] == "claude-code")
     assert claude["path"] is None and claude["searched_path"] == str(tmp_path)
     run = missing.post(missing.new_session(), "hello")
     final = missing.wait_final(run)

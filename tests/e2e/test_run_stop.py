@@ -49,7 +49,9 @@ def _result(text: str, tokens: int = 5) -> dict[str, Any]:
 def _start(octipus: Callable[..., Env], tmp_path: Path, actions: list[dict[str, Any]]) -> Env:
     script = tmp_path / "stub.json"
     script.write_text(json.dumps(actions))
-    return octipus({"steps": []}, extra_env={"OCTIPUS_STUB_SCRIPT": str(script)}, binary=stub_binary(tmp_path))
+    return octipus(
+        {"steps": []}, extra_env={"OCTIPUS_STUB_SCRIPT": str(script)}, binary=stub_binary(tmp_path)
+    )
 
 
 def _gone(pid: int) -> bool:
@@ -68,7 +70,9 @@ def _wait_gone(pid: int, timeout: float = 15.0) -> bool:
     return _gone(pid)
 
 
-def test_nothing_the_vendor_prints_after_a_stop_is_accepted(octipus: Callable[..., Env], tmp_path: Path) -> None:
+def test_nothing_the_vendor_prints_after_a_stop_is_accepted(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
     """A vendor that ignores EOF and SIGTERM and prints tool uses, a text and a success result after
     the stop: none of it becomes an event, the result, usage or a transcript message."""
     late = "the late answer nobody may see"
@@ -81,7 +85,11 @@ def test_nothing_the_vendor_prints_after_a_stop_is_accepted(octipus: Callable[..
             {"emit": _assistant({"type": "text", "text": "working on it"})},
             {"ignore_sigterm": True},
             {"read_until_eof": True},
-            {"emit": _assistant({"type": "tool_use", "id": "toolu_late", "name": "Bash", "input": {"command": "id"}})},
+            {
+                "emit": _assistant(
+                    {"type": "tool_use", "id": "toolu_late", "name": "Bash", "input": {"command": "id"}}
+                )
+            },
             {"emit": _assistant({"type": "text", "text": late})},
             {"emit": _result(late, tokens=999)},
             {"sleep": 60},
@@ -90,7 +98,9 @@ def test_nothing_the_vendor_prints_after_a_stop_is_accepted(octipus: Callable[..
     session = env.new_session()
     run = env.post(session, "go")
     env.wait(
-        lambda: any(e["kind"] == "text" and e["data"].get("text") == "working on it" for e in env.events(run)),
+        lambda: any(
+            e["kind"] == "text" and e["data"].get("text") == "working on it" for e in env.events(run)
+        ),
         what="the vendor's first text",
     )
     env.client.request("POST", f"/runs/{run}/stop", json={"reason": "stopped by the test"})
@@ -99,7 +109,9 @@ def test_nothing_the_vendor_prints_after_a_stop_is_accepted(octipus: Callable[..
     assert final["result_text"] is None
     assert not final["input_tokens"] and not final["output_tokens"], final
     events = env.events(run)
-    assert not [e for e in events if late in json.dumps(e["data"])], "a line printed after the stop was stored"
+    assert not [e for e in events if late in json.dumps(e["data"])], (
+        "a line printed after the stop was stored"
+    )
     assert not [e for e in events if e["kind"] == "tool_use"], "a tool use printed after the stop was stored"
     notes = [e["data"]["message"] for e in events if e["kind"] == "notice" and "discarded" in e["data"]]
     assert len(notes) == 1 and "discarded" in notes[0], notes
@@ -142,7 +154,14 @@ def test_a_grandchild_that_leaves_its_session_and_clears_its_environment_ends_wi
         [
             {"read_line": True},
             {"emit": INIT},
-            {"spawn_background": {"pid_file": str(pid_file), "seconds": 300, "setsid": True, "clear_env": True}},
+            {
+                "spawn_background": {
+                    "pid_file": str(pid_file),
+                    "seconds": 300,
+                    "setsid": True,
+                    "clear_env": True,
+                }
+            },
             {"emit": _assistant({"type": "text", "text": "started"})},
             {"sleep": 120},
         ],
@@ -153,4 +172,6 @@ def test_a_grandchild_that_leaves_its_session_and_clears_its_environment_ends_wi
     assert psutil.Process(escaper).environ().get("OCTIPUS_RUN_ID") is None
     env.client.request("POST", f"/runs/{run}/stop", json={"reason": "stopped by the test"})
     assert env.wait_final(run, timeout=60)["status"] == "cancelled"
-    assert _wait_gone(escaper), "a grandchild that called setsid and cleared its environment survived the stop"
+    assert _wait_gone(escaper), (
+        "a grandchild that called setsid and cleared its environment survived the stop"
+    )
