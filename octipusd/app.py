@@ -100,8 +100,8 @@ def build_runs(
     base_env: Mapping[str, str],
     journal: ActionJournal,
     operator: RecoveryOperator,
-    connectors: ConnectorRegistry,
-    config_notices: Callable[[], list[str]],
+    connectors: ConnectorRegistry | None,
+    config_notices: Callable[[], list[str]] | None,
     launcher: Launcher,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, the run services."""

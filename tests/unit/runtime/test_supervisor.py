@@ -1,0 +1,224 @@
+"""The run supervisor's logic on a fake transport replaying recorded Claude streams.
+
+Real store (SQLite and PostgreSQL), real event hub, gate, journal and bridge; only the vendor
+process is a replay (:mod:`octipusd.testing.replay`), so each rule is shown without a binary:
+the final status, a stop that drops what comes after it, the cold fallback, a held pipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from octipusd.adapter import LaunchSpec, ResultEvent, load_adapters
+from octipusd.app import build_runs
+from octipusd.journal.executor import ActionJournal
+from octipusd.journal.operator import RecoveryOperator
+from octipusd.policy.approvals import ApprovalBroker
+from octipusd.policy.engine import Policy
+from octipusd.runner.executables import Resolution
+from octipusd.runtime.events import EventHub
+from octipusd.runtime.manager import RunManager
+from octipusd.runtime.outcome import Happened, final_status
+from octipusd.settings import Settings
+from octipusd.store.records import Run, RunStatus
+from octipusd.store.repository import Store
+from octipusd.testing.replay import Recording, ReplayLauncher
+from octipusd.testing.stub_cli import session_id_from_argv
+
+pytestmark = pytest.mark.anyio
+
+ADAPTER = "claude-code"
+
+
+def _session_id(spec: LaunchSpec) -> str:
+    sid = session_id_from_argv(list(spec.argv))
+    assert sid is not None, f"no session id in {spec.argv}"
+    return sid
+
+
+def _init(sid: str) -> dict[str, Any]:
+    return {
+        "type": "system",
+        "subtype": "init",
+        "session_id": sid,
+        "tools": ["Bash"],
+        "mcp_servers": [{"name": "octipus", "status": "connected"}],
+    }
+
+
+def _text(sid: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "assistant",
+        "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": text}]},
+        "session_id": sid,
+    }
+
+
+def _result(sid: str, text: str, *, error: str | None = None, tokens: int = 4) -> dict[str, Any]:
+    if error is not None:
+        return {
+            "type": "result",
+            "subtype": "error_during_execution",
+            "is_error": True,
+            "errors": [error],
+            "session_id": sid,
+        }
+    return {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": text,
+        "session_id": sid,
+        "usage": {"input_tokens": tokens, "output_tokens": tokens},
+    }
+
+
+Script = Callable[[str], Recording]
+
+
+@asynccontextmanager
+async def _daemon(
+    store: Store, tmp_path: Path, scripts: Sequence[Script]
+) -> AsyncIterator[tuple[RunManager, ReplayLauncher]]:
+    def recording(spec: LaunchSpec, run_id: str) -> Recording:
+        return scripts[len(launcher.transports)](_session_id(spec))
+
+    launcher = ReplayLauncher(recording)
+    hub = EventHub(store)
+    adapters = {ADAPTER: load_adapters()[ADAPTER]}
+    runs, _gate = build_runs(
+        Settings(),
+        store=store,
+        hub=hub,
+        broker=ApprovalBroker(store, 300),
+        policy=Policy.from_setting(None),
+        adapters=adapters,
+        resolutions={ADAPTER: Resolution(ADAPTER, "claude", "/bin/true", None, "/usr/bin:/bin")},
+        data_dir=tmp_path / "data",
+        owner="test-owner",
+        base_env={"PATH": "/usr/bin:/bin"},
+        journal=ActionJournal(store, "test-owner"),
+        operator=RecoveryOperator(store, lambda _tool: None, hub.emit_optional),
+        connectors=None,
+        config_notices=None,
+        launcher=launcher,
+    )
+    async with anyio.create_task_group() as tg:
+        runs.bind(tg)
+        yield runs, launcher
+        tg.cancel_scope.cancel()
+
+
+async def _turn(
+    runs: RunManager, session_id: str, prompt: str = "go", *, stop_after: float | None = None
+) -> Run:
+    run = await runs.post_turn(session_id, prompt)
+    live = runs.registry.get(run.id)
+    assert live is not None
+    if stop_after is not None:
+        await anyio.sleep(stop_after)
+        await runs.stop(run.id, "stopped by the test")
+    with anyio.fail_after(30):
+        await live.done.wait()
+    return runs.services.store.get_run(run.id)
+
+
+def _new_session(store: Store, tmp_path: Path) -> str:
+    return store.create_session(workspace=str(tmp_path), adapter=ADAPTER).id
+
+
+def _kinds(store: Store, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.kind, e.data) for e in store.list_events(run_id, after_seq=0, limit=10_000)]
+
+
+async def test_a_recorded_turn_succeeds_with_its_result_usage_and_transcript(
+    store: Store, tmp_path: Path
+) -> None:
+    def script(sid):
+        return Recording.of([_init(sid), _text(sid, "hello"), _result(sid, "hello", tokens=7)])
+
+    async with _daemon(store, tmp_path, [script]) as (runs, launcher):
+        session = _new_session(store, tmp_path)
+        final = await _turn(runs, session)
+    assert final.status == RunStatus.SUCCEEDED, final.reason
+    assert final.result_text == "hello" and final.input_tokens == 7 and final.output_tokens == 7
+    assert launcher.transports[0].stdin_closed and launcher.transports[0].reaped
+    assert [m.role for m in store.list_messages(session, generation=0)] == ["user", "assistant"]
+
+
+async def test_after_a_stop_nothing_the_vendor_prints_is_accepted(store: Store, tmp_path: Path) -> None:
+    def script(sid: str) -> Recording:
+        late = [_text(sid, "late text"), _result(sid, "late answer", tokens=999)]
+        return Recording.of(
+            [_init(sid), _text(sid, "working"), *late], delays=[0, 0, 1.0, 0], ignores_stop=True
+        )
+
+    async with _daemon(store, tmp_path, [script]) as (runs, _launcher):
+        session = _new_session(store, tmp_path)
+        final = await _turn(runs, session, stop_after=0.4)
+    assert final.status == RunStatus.CANCELLED and final.reason == "stopped by the test"
+    assert final.result_text is None and not final.input_tokens and not final.output_tokens
+    events = _kinds(store, final.id)
+    assert not [d for _k, d in events if "late" in str(d)]
+    assert [d["discarded"] for k, d in events if k == "notice" and "discarded" in d] == [2]
+    assert [m.role for m in store.list_messages(session, generation=0)] == ["user"]
+
+
+async def test_a_resumed_session_the_vendor_lost_is_retried_once_cold(store: Store, tmp_path: Path) -> None:
+    def first(sid):
+        return Recording.of([_init(sid), _result(sid, "one")])
+
+    def gone(sid):
+        return Recording.of([_result(sid, "", error=f"No conversation found with session ID: {sid}")])
+
+    def cold(sid):
+        return Recording.of([_init(sid), _result(sid, "two")])
+
+    async with _daemon(store, tmp_path, [first, gone, cold]) as (runs, launcher):
+        session = _new_session(store, tmp_path)
+        assert (await _turn(runs, session)).status == RunStatus.SUCCEEDED
+        final = await _turn(runs, session, "again")
+    assert final.status == RunStatus.SUCCEEDED and final.result_text == "two"
+    resumed = [any(a.startswith("--resume") for a in spec.argv) for spec, _ in launcher.launches]
+    assert resumed == [False, True, False]
+    assert [d for k, d in _kinds(store, final.id) if k == "notice" and d.get("cold_fallback")]
+
+
+async def test_a_vendor_whose_output_is_held_after_its_exit_still_ends_its_run(
+    store: Store, tmp_path: Path
+) -> None:
+    def script(sid):
+        return Recording.of([_init(sid), _result(sid, "done")], held_output=True, leftover_pids=(7,))
+
+    async with _daemon(store, tmp_path, [script]) as (runs, launcher):
+        final = await _turn(runs, _new_session(store, tmp_path))
+    assert final.status == RunStatus.SUCCEEDED and final.result_text == "done"
+    assert launcher.transports[0].reaped
+    assert [d for k, d in _kinds(store, final.id) if k == "notice" and "held its output" in d["message"]]
+
+
+def test_the_final_status_is_a_function_of_what_happened() -> None:
+    ok = ResultEvent(raw=None, is_error=False, subtype="success", text="fine")
+    turns = ResultEvent(raw=None, is_error=False, subtype="error_max_turns")
+    assert final_status(Happened(result=ok)).status == RunStatus.SUCCEEDED
+    assert final_status(Happened(result=ok, review_required=("a", "b"))).reason == "a; b"
+    assert final_status(Happened(result=ok, failure="bridge")).status == RunStatus.FAILED
+    stopped = final_status(
+        Happened(result=ok, failure="x", stop_status=RunStatus.CANCELLED, stop_reason="user")
+    )
+    assert (stopped.status, stopped.reason) == (RunStatus.CANCELLED, "user")
+    assert (
+        final_status(Happened(result=turns)).reason
+        == "the vendor stopped at its turn limit (error_max_turns)"
+    )
+    silent = final_status(Happened(exit_code=3, stderr_tail="boom\n"))
+    assert (silent.status, silent.reason) == (
+        RunStatus.FAILED,
+        "the vendor CLI exited (3) without a result; stderr: boom",
+    )
