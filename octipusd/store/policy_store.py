@@ -10,17 +10,16 @@ statements (a grant's use is counted by ``UPDATE ... WHERE uses < max_uses``).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, NotFoundError
+from octipusd.store.codec import StoreMixin, new_id
 from octipusd.store.models import PermissionGrantRow, PermissionRuleRow, SessionRow, SpaceMemberRow, SpaceRow
 from octipusd.store.records import PermissionGrant, PermissionRule, Space, SpaceRole
 
@@ -28,10 +27,6 @@ __all__ = ["LEVELS", "PolicyStoreMixin"]
 
 #: Permission levels a stored rule or grant may carry.
 LEVELS: tuple[str, ...] = ("allow", "ask", "deny")
-
-
-def _new_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _check_level(level: str) -> str:
@@ -77,16 +72,11 @@ def _space(row: SpaceRow, members: Iterable[SpaceMemberRow]) -> Space:
     )
 
 
-class PolicyStoreMixin:
+class PolicyStoreMixin(StoreMixin):
     """Rules, grants, spaces and flow labels; see the module docstring.
 
     Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``.
     """
-
-    if TYPE_CHECKING:
-        _clock: Callable[[], datetime]
-
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
 
     # Stored rules ------------------------------------------------------------------------
 
@@ -111,7 +101,7 @@ class PolicyStoreMixin:
         if not text:
             raise ValueError("a rule must not be empty")
         row = PermissionRuleRow(
-            id=_new_id(), level=level, rule=text, created_by=created_by, created_at=self._clock()
+            id=new_id(), level=level, rule=text, created_by=created_by, created_at=self._clock()
         )
         with self._tx("adding a permission rule", write=True) as db:
             taken = db.exec(
@@ -178,7 +168,7 @@ class PolicyStoreMixin:
         if workspace is not None and not workspace.startswith("/"):
             raise ValueError(f"a grant's workspace must be an absolute path, got {workspace!r}")
         return PermissionGrantRow(
-            id=_new_id(),
+            id=new_id(),
             tool_id=tool_id.strip(),
             matcher=matcher,
             level=level,
@@ -353,7 +343,7 @@ class PolicyStoreMixin:
         if not name:
             raise ValueError("a space needs a name")
         now = self._clock()
-        row = SpaceRow(id=_new_id(), name=name, created_by=created_by, created_at=now)
+        row = SpaceRow(id=new_id(), name=name, created_by=created_by, created_at=now)
         with self._tx("creating a space", write=True) as db:
             if db.exec(select(SpaceRow).where(col(SpaceRow.name) == name)).first() is not None:
                 raise ConflictError(f"a space named {name!r} already exists")
