@@ -46,7 +46,7 @@ from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.runs import RunManager
 from octipusd.settings import McpServerSettings, Settings, load_settings, socket_path, xdg_data_dir
 from octipusd.store.aio import in_thread
-from octipusd.store.engine import default_sqlite_url
+from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.tools import DEFAULT_TOOLS
@@ -192,10 +192,11 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
     data_dir = xdg_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = settings.database.url or default_sqlite_url()
-    lock = DatabaseLock(url)
+    timeouts = DatabaseTimeouts.from_settings(settings.database)
+    lock = DatabaseLock(url, timeouts=timeouts)
     await in_thread(lock.acquire)
     try:
-        store = await in_thread(Store.open, url)
+        store = await in_thread(Store.open, url, timeouts=timeouts)
         try:
             await _serve(settings, store, data_dir, policy, McpServersSource(settings, config_file), stop)
         finally:

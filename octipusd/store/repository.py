@@ -26,22 +26,24 @@ the action journal (``journal_store.py``), the recovery of uncertain actions
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
+import psycopg
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError, TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession
 
-from octipusd.errors import StoreError
+from octipusd.errors import DatabaseTimeoutError, StoreError
 from octipusd.store.approval_store import APPROVAL_KINDS, SYSTEM_ACTOR, ApprovalStoreMixin
 from octipusd.store.codec import utcnow
-from octipusd.store.engine import WRITE_OPTION, display_url, make_engine
+from octipusd.store.engine import WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
 from octipusd.store.invocation_store import InvocationStoreMixin
 from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
@@ -87,11 +89,21 @@ class Store(
             and disposes of it in :meth:`close`.
         clock: Returns the current time as an aware UTC datetime; defaults to the system
             clock. Tests pass a fake one.
+        timeouts: The timeouts ``engine`` was made with (see
+            :func:`~octipusd.store.engine.make_engine`); None for the defaults. On SQLite the
+            statement timeout also bounds the wait for the store's own write lock.
     """
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        timeouts: DatabaseTimeouts | None = None,
+    ) -> None:
         self._engine = engine
         self._clock = clock or utcnow
+        self._timeouts = timeouts or DatabaseTimeouts()
         self._sqlite = engine.dialect.name == "sqlite"
         # An in-memory SQLite database is one connection shared by all threads: serialise
         # every transaction on it, not only writes.
@@ -104,12 +116,19 @@ class Store(
         return self._clock()
 
     @classmethod
-    def open(cls, url: str, *, clock: Callable[[], datetime] | None = None) -> Store:
+    def open(
+        cls,
+        url: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        timeouts: DatabaseTimeouts | None = None,
+    ) -> Store:
         """Create the engine for ``url``, migrate the schema to the newest revision, return a store.
 
         Args:
             url: ``sqlite:///<path>`` or ``postgresql+psycopg://...``.
             clock: See the class docstring.
+            timeouts: The connect and statement timeouts; None for the defaults.
 
         Returns:
             An open store.
@@ -117,13 +136,13 @@ class Store(
         Raises:
             StoreError: The URL is unsupported, or the database cannot be reached or migrated.
         """
-        engine = make_engine(url)
+        engine = make_engine(url, timeouts=timeouts)
         try:
             upgrade(engine)
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine, clock=clock)
+        return cls(engine, clock=clock, timeouts=timeouts)
 
     def close(self) -> None:
         """Close every pooled connection. Further calls raise StoreError. Idempotent."""
@@ -155,13 +174,20 @@ class Store(
 
     @contextmanager
     def _tx(self, what: str, *, write: bool = False) -> Iterator[DbSession]:
-        """One transaction: committed on normal exit (writes), rolled back on an exception."""
+        """One transaction: committed on normal exit (writes), rolled back on an exception.
+
+        The one place a database failure becomes an Octipus error: a statement (or the wait for
+        a lock, a connection or the store's SQLite write lock) past its timeout raises
+        :class:`~octipusd.errors.DatabaseTimeoutError`, any other failure
+        :class:`~octipusd.errors.StoreError`; either way nothing of the transaction remains.
+        """
         if self._closed:
             raise StoreError(f"the store for {self.url_for_display} is closed (while {what})")
         serialize = (write and self._sqlite) or self._serialize_reads
-        guard: AbstractContextManager[Any] = self._write_lock if serialize else nullcontext()
+        if serialize and not self._write_lock.acquire(timeout=self._timeouts.statement_seconds):
+            raise self._timed_out(what, "another transaction of this daemon held the database")
         try:
-            with guard, DbSession(self._engine, expire_on_commit=False, autoflush=False) as db:
+            with DbSession(self._engine, expire_on_commit=False, autoflush=False) as db:
                 if write:
                     db.connection(execution_options={WRITE_OPTION: True})
                 yield db
@@ -169,6 +195,34 @@ class Store(
                     db.commit()
         except SQLAlchemyError as exc:
             detail = getattr(exc, "orig", None) or exc
+            if _is_timeout(exc, detail):
+                raise self._timed_out(what, f"{type(detail).__name__}: {detail}") from exc
             raise StoreError(
                 f"database error while {what} in {self.url_for_display}: {type(detail).__name__}: {detail}"
             ) from exc
+        finally:
+            if serialize:
+                self._write_lock.release()
+
+    def _timed_out(self, what: str, detail: str) -> DatabaseTimeoutError:
+        bounds = self._timeouts
+        return DatabaseTimeoutError(
+            f"the database {self.url_for_display} did not answer in time while {what} ({detail}); "
+            f"nothing of it was written. The bounds are database.statementTimeoutSeconds = "
+            f"{bounds.statement_seconds:g} s and database.connectTimeoutSeconds = {bounds.connect_seconds} s: "
+            "find what holds the database (a long transaction, another process), or raise them"
+        )
+
+
+def _is_timeout(exc: SQLAlchemyError, detail: object) -> bool:
+    """Whether a database failure is a timeout: a PostgreSQL statement cancelled by
+    ``statement_timeout`` or a connection attempt past ``connect_timeout``, SQLite busy or locked
+    past its busy timeout, or no pooled connection free in time."""
+    if isinstance(exc, PoolTimeoutError):
+        return True
+    if isinstance(detail, psycopg.errors.QueryCanceled | psycopg.errors.ConnectionTimeout):
+        return True
+    return isinstance(detail, sqlite3.OperationalError) and detail.sqlite_errorcode & 0xFF in (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    )
