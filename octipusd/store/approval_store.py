@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import and_, or_, update
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ApprovalError, ConflictError, NotFoundError
-from octipusd.store.codec import StoreMixin, check_limit, dump_object, iso, load_object, new_id
+from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError
+from octipusd.store.codec import StoreMixin, check_limit, dump_object, enum_member, iso, load_object, new_id
 from octipusd.store.models import ApprovalRow
 from octipusd.store.records import Approval, ApprovalStatus, RunStatus
 
@@ -104,8 +104,8 @@ class ApprovalStoreMixin(StoreMixin):
             The new approval, status ``pending`` (id: 32 hex characters).
 
         Raises:
-            TypeError: ``input`` is not a JSON-serialisable dict.
-            ValueError: The run belongs to another session.
+            InvalidRequestError: ``input`` is not a JSON-serialisable dict, or ``kind`` is unknown.
+            ValueError: The run belongs to another session (a caller's bug).
             NotFoundError: No such run (or session).
             ConflictError: The run already ended.
             StoreError: The database failed.
@@ -113,7 +113,9 @@ class ApprovalStoreMixin(StoreMixin):
         payload = dump_object(input, "approval input")
         covered = list(action_ids)
         if kind not in APPROVAL_KINDS:
-            raise ValueError(f"approval kind must be one of {', '.join(APPROVAL_KINDS)}, got {kind!r}")
+            raise InvalidRequestError(
+                f"approval kind must be one of {', '.join(APPROVAL_KINDS)}, got {kind!r}"
+            )
         questions_text = dump_object(questions, "approval questions") if questions is not None else None
         with self._tx(f"creating an approval for run {run_id or '(none)'}", write=True) as db:
             if run_id is None:
@@ -166,13 +168,15 @@ class ApprovalStoreMixin(StoreMixin):
         """Return up to ``limit`` approvals, newest first, optionally filtered.
 
         Raises:
-            ValueError: An unknown status, or ``limit`` < 1.
+            InvalidRequestError: An unknown status, or ``limit`` < 1.
             StoreError: The database failed.
         """
         check_limit(limit)
         query = select(ApprovalRow)
         if status is not None:
-            query = query.where(col(ApprovalRow.status) == ApprovalStatus(status).value)
+            query = query.where(
+                col(ApprovalRow.status) == enum_member(ApprovalStatus, status, "approval status").value
+            )
         if run_id is not None:
             query = query.where(col(ApprovalRow.run_id) == run_id)
         query = query.order_by(col(ApprovalRow.created_at).desc(), col(ApprovalRow.id).desc()).limit(limit)

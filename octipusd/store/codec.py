@@ -9,20 +9,25 @@ import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlmodel import Session as DbSession
 
+from octipusd.errors import InvalidRequestError
 from octipusd.store.models import ApprovalRow, PermissionGrantRow, RunRow, SessionRow
 from octipusd.store.records import ApprovalStatus, Session
 
 if TYPE_CHECKING:
     from octipusd.store.journal_store import ToolAction
 
+E = TypeVar("E", bound=Enum)
+
 __all__ = [
     "StoreMixin",
     "check_limit",
     "dump_object",
+    "enum_member",
     "iso",
     "load_object",
     "load_strings",
@@ -47,13 +52,17 @@ def iso(moment: datetime | None) -> str:
 
 
 def dump_object(value: dict[str, Any], what: str) -> str:
-    """Encode a JSON object column (compact, no NaN); ``what`` names it in the error."""
+    """Encode a JSON object column (compact, no NaN).
+
+    Raises:
+        InvalidRequestError: ``value`` is not a dict or not JSON-serialisable (``what`` names it).
+    """
     if not isinstance(value, dict):
-        raise TypeError(f"{what} must be a dict (a JSON object), not {type(value).__name__}")
+        raise InvalidRequestError(f"{what} must be a dict (a JSON object), not {type(value).__name__}")
     try:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from exc
+        raise InvalidRequestError(f"{what} is not JSON-serialisable: {exc}") from exc
 
 
 def load_object(text: str) -> dict[str, Any]:
@@ -69,9 +78,22 @@ def load_strings(text: str) -> tuple[str, ...]:
 
 
 def check_limit(limit: int) -> None:
-    """Refuse a list limit below 1."""
+    """Refuse a list limit below 1 (:class:`~octipusd.errors.InvalidRequestError`)."""
     if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
+        raise InvalidRequestError(f"limit must be at least 1, got {limit}")
+
+
+def enum_member(kind: type[E], value: object, what: str) -> E:
+    """``value`` as a member of the string enum ``kind``.
+
+    Raises:
+        InvalidRequestError: It is none of them; the message lists the accepted values.
+    """
+    try:
+        return kind(value)
+    except ValueError:
+        accepted = ", ".join(str(m.value) for m in kind)
+        raise InvalidRequestError(f"{what} {value!r} is not one of {accepted}") from None
 
 
 class StoreMixin:

@@ -26,8 +26,8 @@ from typing import Any
 from sqlalchemy import delete, func, or_, text, update
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, KeyInUseError, NotFoundError
-from octipusd.store.codec import StoreMixin, new_id
+from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError
+from octipusd.store.codec import StoreMixin, check_limit, new_id
 from octipusd.store.models import ActionReceiptRow, ToolActionRow, ToolInvocationRow
 
 __all__ = [
@@ -486,12 +486,11 @@ class JournalStoreMixin(StoreMixin):
             limit: At most this many (>= 1).
 
         Raises:
-            ValueError: ``limit`` < 1 or an unknown outcome.
+            InvalidRequestError: ``limit`` < 1 or an unknown outcome.
         """
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
+        check_limit(limit)
         if outcome is not None and outcome not in ACTION_OUTCOMES:
-            raise ValueError(f"outcome must be one of {', '.join(ACTION_OUTCOMES)}, got {outcome!r}")
+            raise InvalidRequestError(f"outcome must be one of {', '.join(ACTION_OUTCOMES)}, got {outcome!r}")
         query = select(ToolActionRow)
         for column, value in (
             (ToolActionRow.user, user),

@@ -16,7 +16,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, dump_object, load_object, load_strings, new_id
 from octipusd.store.models import ModelRowRow, SessionRow
 from octipusd.store.records import ModelRow
@@ -57,7 +57,7 @@ def _model_row(row: ModelRowRow) -> ModelRow:
 
 def _check_adapter_name(adapter: object) -> str:
     if not isinstance(adapter, str) or not adapter.strip():
-        raise ValueError(f"adapter must be a non-empty adapter name, got {adapter!r}")
+        raise InvalidRequestError(f"adapter must be a non-empty adapter name, got {adapter!r}")
     return adapter
 
 
@@ -149,9 +149,9 @@ class ModelRowStoreMixin(StoreMixin):
             The new row (id: 32 hex characters).
 
         Raises:
-            ValueError: A field has a bad value (the message names it and what is accepted).
-            TypeError: A field has the wrong type (e.g. ``metadata.cliAgent`` not an object,
-                ``metadata.cliAgent.sharedUse`` not a boolean, flags not a list of strings).
+            InvalidRequestError: A field has a bad value or the wrong type (e.g.
+                ``metadata.cliAgent`` not an object, ``metadata.cliAgent.sharedUse`` not a boolean,
+                flags not a list of strings); the message names it and what is accepted.
             ConflictError: A row with that name exists (the message names it).
             StoreError: The database failed.
         """
@@ -215,8 +215,8 @@ class ModelRowStoreMixin(StoreMixin):
             The row after the change.
 
         Raises:
-            ValueError: An unknown field, or a bad value.
-            TypeError: A value of the wrong type.
+            ValueError: An unknown field (a caller's bug).
+            InvalidRequestError: A bad value, or a value of the wrong type.
             NotFoundError: No row has that id or name.
             ConflictError: ``name`` is taken by another row.
             StoreError: The database failed.

@@ -18,8 +18,8 @@ from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
-from octipusd.store.codec import StoreMixin, new_id
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
+from octipusd.store.codec import StoreMixin, enum_member, new_id
 from octipusd.store.models import PermissionGrantRow, PermissionRuleRow, SessionRow, SpaceMemberRow, SpaceRow
 from octipusd.store.records import PermissionGrant, PermissionRule, Space, SpaceRole
 
@@ -31,7 +31,7 @@ LEVELS: tuple[str, ...] = ("allow", "ask", "deny")
 
 def _check_level(level: str) -> str:
     if level not in LEVELS:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+        raise InvalidRequestError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     return level
 
 
@@ -92,14 +92,14 @@ class PolicyStoreMixin(StoreMixin):
             The stored rule.
 
         Raises:
-            ValueError: unknown level or empty rule.
+            InvalidRequestError: unknown level or empty rule.
             ConflictError: the same rule is already stored at that level.
             StoreError: the database failed.
         """
         _check_level(level)
         text = rule.strip()
         if not text:
-            raise ValueError("a rule must not be empty")
+            raise InvalidRequestError("a rule must not be empty")
         row = PermissionRuleRow(
             id=new_id(), level=level, rule=text, created_by=created_by, created_at=self._clock()
         )
@@ -162,11 +162,11 @@ class PolicyStoreMixin(StoreMixin):
     ) -> PermissionGrantRow:
         _check_level(level)
         if not tool_id.strip():
-            raise ValueError("a grant needs a tool id")
+            raise InvalidRequestError("a grant needs a tool id")
         if max_uses is not None and max_uses < 1:
-            raise ValueError(f"max_uses must be at least 1, got {max_uses}")
+            raise InvalidRequestError(f"max_uses must be at least 1, got {max_uses}")
         if workspace is not None and not workspace.startswith("/"):
-            raise ValueError(f"a grant's workspace must be an absolute path, got {workspace!r}")
+            raise InvalidRequestError(f"a grant's workspace must be an absolute path, got {workspace!r}")
         return PermissionGrantRow(
             id=new_id(),
             tool_id=tool_id.strip(),
@@ -195,7 +195,7 @@ class PolicyStoreMixin(StoreMixin):
             The grant (``uses`` 0).
 
         Raises:
-            ValueError: a bad level, tool id, workspace or ``max_uses``.
+            InvalidRequestError: a bad level, tool id, workspace or ``max_uses``.
             StoreError: the database failed (e.g. an unknown ``session_id``).
         """
         row = self._grant_row(**fields)
@@ -289,13 +289,13 @@ class PolicyStoreMixin(StoreMixin):
         The session row is locked for the read-modify-write, so concurrent additions all stay.
 
         Raises:
-            ValueError: a flag contains a comma or is empty.
+            InvalidRequestError: a flag contains a comma or is empty.
             NotFoundError: no such session.
         """
         wanted = set()
         for flag in flags:
             if not flag or "," in flag:
-                raise ValueError(f"a flow flag must be a non-empty word, got {flag!r}")
+                raise InvalidRequestError(f"a flow flag must be a non-empty word, got {flag!r}")
             wanted.add(flag)
         with self._tx(f"adding flow flags to session {session_id}", write=True) as db:
             row = db.exec(
@@ -336,12 +336,12 @@ class PolicyStoreMixin(StoreMixin):
         """Create a shared space; its creator is its first owner.
 
         Raises:
-            ValueError: empty name.
+            InvalidRequestError: empty name.
             ConflictError: the name is taken.
         """
         name = name.strip()
         if not name:
-            raise ValueError("a space needs a name")
+            raise InvalidRequestError("a space needs a name")
         now = self._clock()
         row = SpaceRow(id=new_id(), name=name, created_by=created_by, created_at=now)
         with self._tx("creating a space", write=True) as db:
@@ -373,13 +373,13 @@ class PolicyStoreMixin(StoreMixin):
         """Add a member or change a member's role.
 
         Raises:
-            ValueError: unknown role or empty user.
+            InvalidRequestError: unknown role or empty user.
             NotFoundError: no such space.
             ConflictError: the space is archived, or the change would leave it without an owner.
         """
-        wanted = SpaceRole(role)
+        wanted = enum_member(SpaceRole, role, "space role")
         if not user.strip():
-            raise ValueError("a member needs a user name")
+            raise InvalidRequestError("a member needs a user name")
         with self._tx(f"setting a member of space {id_or_name}", write=True) as db:
             row = self._space_row(db, id_or_name, lock=True)
             if row.archived_at is not None:

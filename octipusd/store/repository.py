@@ -12,8 +12,11 @@ sequence) or upsert lock the parent row (``SELECT ... FOR NO KEY UPDATE``) first
 conditional ``UPDATE`` statements.
 
 Errors: a missing record raises :class:`~octipusd.errors.NotFoundError` naming the id; a
-database failure raises :class:`~octipusd.errors.StoreError`; bad arguments raise
-``ValueError`` (or ``TypeError`` for a JSON payload that is not a ``dict``).
+database failure raises :class:`~octipusd.errors.StoreError` (past a timeout
+:class:`~octipusd.errors.DatabaseTimeoutError`); a bad argument a client may send (a malformed
+field, a JSON payload that is not an object, a limit below 1, an unknown status) raises
+:class:`~octipusd.errors.InvalidRequestError`, and a caller's misuse (an unknown field, a
+status that method does not set) ``ValueError``, a bug.
 
 The methods live in one module per aggregate, each a mixin of :class:`Store`: sessions and
 work plans (``session_store.py``), model rows (``model_row_store.py``), runs and events

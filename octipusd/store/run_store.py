@@ -15,7 +15,7 @@ from sqlalchemy import func, update
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
-from octipusd.store.codec import StoreMixin, check_limit, dump_object, load_object, new_id
+from octipusd.store.codec import StoreMixin, check_limit, dump_object, enum_member, load_object, new_id
 from octipusd.store.models import RunEventRow, RunRow
 from octipusd.store.records import ApprovalStatus, Run, RunEvent, RunStatus
 
@@ -205,7 +205,7 @@ class RunStoreMixin(StoreMixin):
             limit: Maximum number of runs.
 
         Raises:
-            ValueError: An unknown status, or ``limit`` < 1.
+            InvalidRequestError: An unknown status, or ``limit`` < 1.
             StoreError: The database failed.
         """
         check_limit(limit)
@@ -213,7 +213,9 @@ class RunStoreMixin(StoreMixin):
         if session_id is not None:
             query = query.where(col(RunRow.session_id) == session_id)
         if statuses is not None:
-            query = query.where(col(RunRow.status).in_([RunStatus(s).value for s in statuses]))
+            query = query.where(
+                col(RunRow.status).in_([enum_member(RunStatus, s, "run status").value for s in statuses])
+            )
         query = query.order_by(col(RunRow.created_at).desc(), col(RunRow.turn_index).desc()).limit(limit)
         with self._tx("listing runs") as db:
             return [_run(r) for r in db.exec(query).all()]
@@ -365,7 +367,7 @@ class RunStoreMixin(StoreMixin):
             distinct and gap-free under concurrent callers.
 
         Raises:
-            TypeError: ``data`` is not a JSON-serialisable dict.
+            InvalidRequestError: ``data`` is not a JSON-serialisable dict.
             NotFoundError: No such run.
             StoreError: The database failed.
         """
@@ -386,7 +388,7 @@ class RunStoreMixin(StoreMixin):
         """Return up to ``limit`` events of a run with ``seq > after_seq``, in ``seq`` order.
 
         Raises:
-            ValueError: ``limit`` < 1.
+            InvalidRequestError: ``limit`` < 1.
             NotFoundError: No such run.
             StoreError: The database failed.
         """

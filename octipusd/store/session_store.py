@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import delete, false as sa_false, or_
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, dump_object, load_object, new_id
 from octipusd.store.model_row_store import MIRRORED_FIELDS
 from octipusd.store.models import (
@@ -116,18 +116,17 @@ class SessionStoreMixin(StoreMixin):
             The new session (id: 32 hex characters).
 
         Raises:
-            ValueError: ``workspace`` is not an absolute path, or ``adapter`` is empty.
-            TypeError: ``options`` is not a JSON-serialisable object, or a known key has the
-                wrong type.
+            InvalidRequestError: ``workspace`` is not an absolute path, ``adapter`` is empty,
+                ``options`` is not a JSON-serialisable object, or a known key has the wrong type.
             NotFoundError: No model row ``model_row_id``, or no space ``space_id``.
             ConflictError: ``adapter``, ``model`` or ``permission_mode`` differ from the row's
                 (the message lists the row's values), or the space is archived.
             StoreError: The database failed.
         """
         if not workspace.startswith("/"):
-            raise ValueError(f"workspace must be an absolute path, got {workspace!r}")
+            raise InvalidRequestError(f"workspace must be an absolute path, got {workspace!r}")
         if not adapter:
-            raise ValueError("adapter must not be empty")
+            raise InvalidRequestError("adapter must not be empty")
         options_text = dump_object(check_cli_agent({} if options is None else options, "options"), "options")
         now = self._clock()
         row = SessionRow(
@@ -186,7 +185,7 @@ class SessionStoreMixin(StoreMixin):
         """Return up to ``limit`` sessions, newest (by creation) first.
 
         Raises:
-            ValueError: ``limit`` < 1.
+            InvalidRequestError: ``limit`` < 1.
             StoreError: The database failed.
         """
         check_limit(limit)
@@ -284,7 +283,7 @@ class SessionStoreMixin(StoreMixin):
             The stored plan.
 
         Raises:
-            TypeError: ``plan`` is not a JSON-serialisable dict.
+            InvalidRequestError: ``plan`` is not a JSON-serialisable dict.
             NotFoundError: No such session.
             StoreError: The database failed.
         """
