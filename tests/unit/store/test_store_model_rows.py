@@ -173,11 +173,11 @@ def test_concurrent_creates_of_one_name_give_exactly_one_row(store: Store) -> No
     threads = 6
     barrier = threading.Barrier(threads)
 
-    def work(i: int) -> ModelRow | BaseException:
+    def work(i: int) -> ModelRow | ConflictError:
         barrier.wait(timeout=10)
         try:
             return _row(store, "raced", model=f"m{i}")
-        except BaseException as exc:  # collected and checked below
+        except ConflictError as exc:  # collected and checked below
             return exc
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
