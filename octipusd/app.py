@@ -52,7 +52,7 @@ from octipusd.runtime.manager import RunManager
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
 from octipusd.settings import McpServerSettings, Settings, load_settings, socket_path, xdg_data_dir
 from octipusd.store.aio import in_thread
-from octipusd.store.engine import default_sqlite_url
+from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.tools import DEFAULT_TOOLS
@@ -251,13 +251,14 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
     data_dir = xdg_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = settings.database.url or default_sqlite_url()
+    timeouts = DatabaseTimeouts.from_settings(settings.database)
     containment = await in_thread(choose_containment, settings.agent.processContainment)
     log.info("process containment: %s (%s)", containment.mechanism, containment.detail)
     try:
-        lock = DatabaseLock(url)
+        lock = DatabaseLock(url, timeouts=timeouts)
         await in_thread(lock.acquire)
         try:
-            store = await in_thread(Store.open, url)
+            store = await in_thread(Store.open, url, timeouts=timeouts)
             try:
                 sources = McpServersSource(settings, config_file)
                 await _serve(settings, store, data_dir, policy, sources, stop, containment)

@@ -8,9 +8,11 @@ codes) plus a human message that says what was wrong and what to do::
     ├── ConfigError                    config_invalid    2    -
     ├── StoreError                     store_error       1   500
     │   ├── DatabaseLockedError        database_locked   1    -
+    │   ├── DatabaseTimeoutError       database_timeout  1   503
     │   └── NotFoundError              not_found         1   404
     ├── ConflictError                  conflict          1   409
     │   └── KeyInUseError              key_in_use        1   409
+    ├── ForbiddenError                 forbidden         1   403
     ├── InvalidRequestError            invalid_request   2   400
     ├── ExecutableNotFoundError        executable_not_found 1 422
     ├── AdapterError                   adapter_error     1   422
@@ -68,6 +70,15 @@ class DatabaseLockedError(StoreError):
     """Another daemon holds the database; the message names its pid and host."""
 
     code = "database_locked"
+
+
+class DatabaseTimeoutError(StoreError):
+    """The database did not answer within its timeout (``database.connectTimeoutSeconds``,
+    ``database.statementTimeoutSeconds``), typically because another transaction held a lock;
+    nothing of the call was written."""
+
+    code = "database_timeout"
+    http_status = 503
 
 
 class NotFoundError(StoreError):

@@ -23,6 +23,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
     [database]
     url = "postgresql+psycopg://user@/octipus?host=/run/postgresql"
+    connectTimeoutSeconds = 10                  # PostgreSQL: reaching the server (libpq connect_timeout)
+    statementTimeoutSeconds = 30                # one statement, lock waits included (SQLite: busy timeout)
     [daemon]
     socket = "/run/user/1000/octipus/octipusd.sock"
     approvalTimeoutSeconds = 300                # managed-run approval wait, at most 5 minutes
@@ -91,6 +93,8 @@ ACCEPTED: dict[str, str] = {
     "permissions.rules": "a table {allow = [...], ask = [...], deny = [...]} of rule strings such as "
     "'cli-native:Bash(git:*)'",
     "database.url": "sqlite:///ABSOLUTE/PATH or postgresql+psycopg://USER@HOST/DB",
+    "database.connectTimeoutSeconds": "whole seconds from 2 to 300",
+    "database.statementTimeoutSeconds": "seconds greater than 0 and at most 3600",
     "daemon.socket": "an absolute path",
     "daemon.approvalTimeoutSeconds": "a number of seconds greater than 0 and at most 300",
     "daemon.webPort": "a TCP port 1-65535 on 127.0.0.1, or 0 for none",
@@ -189,10 +193,29 @@ class PermissionsSettings(_Section):
         return v
 
 
+#: Default of ``database.connectTimeoutSeconds``: how long connecting to a PostgreSQL server may
+#: take, in whole seconds (libpq's ``connect_timeout``, which counts 2 at least).
+DATABASE_CONNECT_TIMEOUT_SECONDS = 10
+#: Default of ``database.statementTimeoutSeconds``: how long one database statement may take,
+#: waiting for a lock included, in seconds (PostgreSQL ``statement_timeout``; SQLite busy timeout).
+DATABASE_STATEMENT_TIMEOUT_SECONDS = 30.0
+
+
 class DatabaseSettings(_Section):
-    """``database``: the store URL (None = SQLite under the XDG data dir)."""
+    """``database``: the store URL (None = SQLite under the XDG data dir) and its timeouts.
+
+    Attributes:
+        url: The store URL.
+        connectTimeoutSeconds: PostgreSQL only: how long connecting to the server may take.
+        statementTimeoutSeconds: How long one statement may take, waiting for a lock included
+            (PostgreSQL's ``statement_timeout``; on SQLite the busy timeout, how long a write
+            waits for another writer). Past it the call fails with
+            :class:`~octipusd.errors.DatabaseTimeoutError` and its transaction is rolled back.
+    """
 
     url: str | None = None
+    connectTimeoutSeconds: int = Field(default=DATABASE_CONNECT_TIMEOUT_SECONDS, ge=2, le=300)
+    statementTimeoutSeconds: float = Field(default=DATABASE_STATEMENT_TIMEOUT_SECONDS, gt=0, le=3600)
 
     @field_validator("url")
     @classmethod

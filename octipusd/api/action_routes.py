@@ -38,7 +38,6 @@ routes that need it answer 503 ``actions_unavailable``.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -48,7 +47,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from octipusd.api.common import Services, checked_call, dump
+from octipusd.api.common import Services, dump
 from octipusd.api.models import API_VERSION
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.journal.invocations import ActionService
@@ -69,7 +68,6 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
-log = logging.getLogger("octipusd.api")
 
 #: Most records ``GET /v1/actions`` returns at once.
 MAX_LIST = 1000
@@ -449,7 +447,7 @@ def action_router(services: Services) -> APIRouter:
             raise InvalidRequestError(f"limit must be between 1 and {MAX_LIST}, got {limit}")
         if session_id is not None:
             await in_thread(store.get_session, session_id)  # 404 names an unknown session
-        found = await checked_call(
+        found = await in_thread(
             store.list_actions,
             user=user,
             session_id=session_id,
@@ -492,11 +490,7 @@ def action_router(services: Services) -> APIRouter:
             raise ConflictError(
                 f"action {action.id} is already {action.recovery_state}; a probe would change nothing"
             )
-        try:
-            contract = operator.contracts(action.tool)
-        except Exception:
-            log.warning("the contract of %s could not be read", action.tool, exc_info=True)
-            contract = None
+        contract = operator.contracts(action.tool)  # None for a tool that declares none
         if contract is None or contract.probe is None:
             raise NotFoundError(
                 f"{action.tool} declares no verification probe; check its effect yourself, then record it "
@@ -573,7 +567,7 @@ def action_router(services: Services) -> APIRouter:
     async def delete_user_journal(user: str) -> Any:
         live = live_actions()
         if live:
-            busy = [a.id for a in await checked_call(store.list_actions, user=user, ids=live, limit=MAX_LIST)]
+            busy = [a.id for a in await in_thread(store.list_actions, user=user, ids=live, limit=MAX_LIST)]
             if busy:
                 raise ConflictError(
                     f"{user} has actions running now ({', '.join(busy)}); wait until they end, then delete "

@@ -57,7 +57,7 @@ from pydantic import BaseModel
 from octipusd import __version__
 from octipusd.adapter import Adapter
 from octipusd.api.action_routes import action_router
-from octipusd.api.common import Services, checked_call, dump, out
+from octipusd.api.common import Services, dump, out
 from octipusd.api.models import (
     API_VERSION,
     AdapterHealth,
@@ -324,18 +324,15 @@ def validate_model_row(fields: Mapping[str, Any], adapters: Mapping[str, Adapter
         raise InvalidRequestError(
             f"adapter {adapter_name!r} is not installed; installed adapters: {', '.join(sorted(adapters))}"
         )
-    try:
-        checked: dict[str, Any] = {
-            "name": check_model_row_name(fields["name"]),
-            "adapter": adapter_name,
-            "binary": check_binary(fields["binary"]),
-            "model": check_model_name(fields["model"]),
-            "permission_mode": check_permission_mode(fields["permission_mode"]),
-            "metadata": check_metadata(fields["metadata"]),
-        }
-        flags = check_additive_flags_shape(fields["additive_flags"])
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequestError(str(exc)) from None
+    checked: dict[str, Any] = {
+        "name": check_model_row_name(fields["name"]),
+        "adapter": adapter_name,
+        "binary": check_binary(fields["binary"]),
+        "model": check_model_name(fields["model"]),
+        "permission_mode": check_permission_mode(fields["permission_mode"]),
+        "metadata": check_metadata(fields["metadata"]),
+    }
+    flags = check_additive_flags_shape(fields["additive_flags"])
     checked["additive_flags"] = check_additive_flags(adapter_name, adapter, flags)
     transport = checked["metadata"].get("cliAgent", {}).get("transport")
     if transport is not None and transport not in adapter.transports:
@@ -416,10 +413,7 @@ def create_app(services: Services) -> FastAPI:
             raise InvalidRequestError(
                 f"workspace {body.workspace!r} is not an existing absolute directory; create it or pass another"
             )
-        try:
-            options = check_cli_agent(body.options, "options")
-        except TypeError as exc:
-            raise InvalidRequestError(str(exc)) from None
+        options = check_cli_agent(body.options, "options")
         adapter, model, mode = body.adapter, body.model, str(body.permission_mode)
         row: ModelRow | None = None
         if body.model_row is not None:
@@ -453,7 +447,7 @@ def create_app(services: Services) -> FastAPI:
             space = await in_thread(store.get_space, body.space)
             check_space_model(space, row, services.adapters.get(adapter))
             space_id = space.id
-        session = await checked_call(
+        session = await in_thread(
             store.create_session,
             workspace=str(await workspace.resolve()),
             adapter=adapter,
@@ -536,7 +530,7 @@ def create_app(services: Services) -> FastAPI:
     @app.post(f"/{API_VERSION}/models", status_code=201)
     async def create_model_row(body: ModelRowCreate) -> ModelRowOut:
         checked = validate_model_row(body.model_dump(), services.adapters)
-        return _row_out(await checked_call(store.create_model_row, **checked))
+        return _row_out(await in_thread(store.create_model_row, **checked))
 
     @app.get(f"/{API_VERSION}/models")
     async def list_model_rows() -> list[ModelRowOut]:
@@ -569,7 +563,7 @@ def create_app(services: Services) -> FastAPI:
         changes = {k: checked[k] for k in given}
         if "adapter" in given:  # the stored flags must suit the new adapter, normalized by it
             changes["additive_flags"] = checked["additive_flags"]
-        return _row_out(await checked_call(store.update_model_row, current.id, **changes))
+        return _row_out(await in_thread(store.update_model_row, current.id, **changes))
 
     @app.delete(f"/{API_VERSION}/models/{{id_or_name}}", status_code=204)
     async def delete_model_row(id_or_name: str) -> Response:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
 from octipusd.adapter import Adapter
-from octipusd.errors import InvalidRequestError
 from octipusd.journal.invocations import ActionService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
@@ -17,10 +16,9 @@ from octipusd.runner.containment import Containment
 from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
-from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
 
-__all__ = ["Services", "checked_call", "dump", "out"]
+__all__ = ["Services", "dump", "out"]
 
 M = TypeVar("M", bound=BaseModel)
 P = ParamSpec("P")
@@ -49,14 +47,6 @@ def dump(record: Any) -> dict[str, Any]:
         if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):
             data[key] = value.value
     return data
-
-
-async def checked_call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Call a store method in a thread; its ``ValueError``/``TypeError`` become 400s."""
-    try:
-        return await in_thread(fn, *args, **kwargs)
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequestError(str(exc)) from None
 
 
 def out(model: type[M], record: Any) -> M:

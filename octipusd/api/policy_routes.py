@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from octipusd.api.common import Services, checked_call, out
+from octipusd.api.common import Services, out
 from octipusd.api.models import (
     API_VERSION,
     ApprovalAnswer,
@@ -157,14 +157,11 @@ def policy_router(services: Services) -> APIRouter:
 
     @router.post("/rules", status_code=201)
     async def add_rule(body: RuleCreate) -> RuleOut:
-        try:
-            rule = parse_rule(body.rule, body.level)
-        except ValueError as exc:
-            raise InvalidRequestError(f"rule {body.rule!r} does not parse: {exc}") from None
+        rule = parse_rule(body.rule, body.level)
         unmatchable = unmatchable_reason(rule.tool_id)
         if unmatchable is not None:
             raise InvalidRequestError(f"rule {body.rule!r} {unmatchable}")
-        stored = await checked_call(
+        stored = await in_thread(
             store.add_rule, level=body.level, rule=rule.text.strip(), created_by=services.user
         )
         return out(RuleOut, stored)
@@ -202,7 +199,7 @@ def policy_router(services: Services) -> APIRouter:
         # any text is a valid matcher (FACTS.md §3: empty or ``*`` any, ``x:*`` a prefix, else exact)
         if body.session_id is not None:
             await in_thread(store.get_session, body.session_id)  # 404 for an unknown session
-        grant = await checked_call(
+        grant = await in_thread(
             store.create_grant,
             tool_id=body.tool_id,
             level=body.level,

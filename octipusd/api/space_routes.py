@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from octipusd.api.common import Services, checked_call
+from octipusd.api.common import Services
 from octipusd.api.models import API_VERSION, MemberSet, SpaceCreate, SpaceOut
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Space
@@ -39,7 +39,7 @@ def space_router(services: Services) -> APIRouter:
 
     @router.post("/spaces", status_code=201)
     async def create_space(body: SpaceCreate) -> SpaceOut:
-        return _space_out(await checked_call(store.create_space, name=body.name, created_by=services.user))
+        return _space_out(await in_thread(store.create_space, name=body.name, created_by=services.user))
 
     @router.get("/spaces")
     async def list_spaces() -> list[SpaceOut]:
@@ -51,7 +51,7 @@ def space_router(services: Services) -> APIRouter:
 
     @router.put("/spaces/{id_or_name}/members/{user}")
     async def set_member(id_or_name: str, user: str, body: MemberSet) -> SpaceOut:
-        return _space_out(await checked_call(store.set_space_member, id_or_name, user, body.role))
+        return _space_out(await in_thread(store.set_space_member, id_or_name, user, body.role))
 
     @router.delete("/spaces/{id_or_name}/members/{user}")
     async def remove_member(id_or_name: str, user: str) -> SpaceOut:

@@ -47,6 +47,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from octipusd.errors import InvalidRequestError
+
 CLI_NATIVE_PREFIX: Final = "cli-native:"
 #: The legacy aggregate tool id of vendor-native calls: a rule or grant for exactly ``cli-native``
 #: covers every ``cli-native:<Tool>`` call (seed 003 "Permissions and limits": existing
@@ -64,6 +66,18 @@ SUBJECT_FIELDS: Final[tuple[str, ...]] = (
     "query",
     "message",
 )
+
+
+class RuleSyntaxError(InvalidRequestError):
+    """A permission rule that does not parse: ``rule '<text>' does not parse: <problem>``.
+
+    Attributes:
+        problem: What is wrong, quoting the rule, without the prefix.
+    """
+
+    def __init__(self, text: object, problem: str) -> None:
+        super().__init__(f"rule {text!r} does not parse: {problem}")
+        self.problem = problem
 
 
 class Level(enum.StrEnum):
@@ -431,40 +445,46 @@ def parse_rule(text: str, level: Level | str) -> Rule:
         The rule; ``matcher`` is None for a bare tool id.
 
     Raises:
-        ValueError: ``level`` is not allow/ask/deny, the text is not a string or is empty, the tool
+        RuleSyntaxError: ``level`` is not allow/ask/deny, the text is not a string or is empty, the tool
             id is empty or contains whitespace or ``)``, a ``(`` has no closing ``)``, or text
             follows the last ``)``. The message quotes the rule and says what is wrong.
     """
     try:
         rule_level = Level(level)
-    except ValueError:
-        raise ValueError(f"unknown rule level {level!r}; expected allow, ask or deny") from None
+    except ValueError:  # the enum's own refusal, said for a person
+        raise RuleSyntaxError(text, f"unknown rule level {level!r}; expected allow, ask or deny") from None
     if not isinstance(text, str):
-        raise ValueError(f"permission rule {text!r} is not a string")
+        raise RuleSyntaxError(text, f"permission rule {text!r} is not a string")
     stripped = text.strip()
     if not stripped:
-        raise ValueError("permission rule is empty; write toolId or toolId(matcher)")
+        raise RuleSyntaxError(text, "permission rule is empty; write toolId or toolId(matcher)")
     open_at = stripped.find("(")
     if open_at < 0:
         tool_id, matcher = stripped, None
     else:
         close_at = stripped.rfind(")")
         if close_at < open_at:
-            raise ValueError(f"permission rule {text!r} has '(' without a closing ')'; write toolId(matcher)")
+            raise RuleSyntaxError(
+                text, f"permission rule {text!r} has '(' without a closing ')'; write toolId(matcher)"
+            )
         trailing = stripped[close_at + 1 :]
         if trailing.strip():
-            raise ValueError(
+            raise RuleSyntaxError(
+                text,
                 f"permission rule {text!r} has text after its last ')' ({trailing!r}); the matcher must "
-                "end the rule"
+                "end the rule",
             )
         tool_id = stripped[:open_at].strip()
         matcher = stripped[open_at + 1 : close_at].strip()
     if not tool_id:
-        raise ValueError(f"permission rule {text!r} has no tool id; write toolId or toolId(matcher)")
+        raise RuleSyntaxError(
+            text, f"permission rule {text!r} has no tool id; write toolId or toolId(matcher)"
+        )
     if ")" in tool_id or any(c.isspace() for c in tool_id):
-        raise ValueError(
+        raise RuleSyntaxError(
+            text,
             f"permission rule {text!r}: tool id {tool_id!r} must not contain spaces or ')'; "
-            "write toolId or toolId(matcher)"
+            "write toolId or toolId(matcher)",
         )
     return Rule(level=rule_level, tool_id=tool_id, matcher=matcher, text=text)
 
@@ -585,6 +605,6 @@ def _parse_lists(value: Mapping[str, Any]) -> tuple[Rule, ...]:
                 )
             try:
                 rules.append(parse_rule(entry, level))
-            except ValueError as exc:
-                raise ValueError(f"permissions.rules.{level.value}[{index}]: {exc}") from None
+            except RuleSyntaxError as exc:
+                raise ValueError(f"permissions.rules.{level.value}[{index}]: {exc.problem}") from None
     return tuple(rules)

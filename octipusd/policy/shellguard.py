@@ -77,6 +77,7 @@ import json
 import os
 import re
 import sys
+import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TextIO
 
@@ -508,7 +509,9 @@ def main(
     except ValueError as exc:
         print(f"octipus shell guard: {exc}; the call is refused", file=stderr)
         return 2
-    except Exception as exc:  # fail closed: an unexpected error must block, not allow
+    except Exception as exc:  # noqa: BLE001 - fail closed: an unexpected error blocks the call, with its traceback
+        # The hook runs in Claude's process tree with no log of its own: its stderr is the record.
+        traceback.print_exc(file=stderr)
         print(
             f"octipus shell guard: internal error {type(exc).__name__}: {exc}; the call is refused",
             file=stderr,

@@ -3,8 +3,10 @@
 This package is the only place SQLModel appears. Everything outside it uses:
 
 * :class:`Store` (``repository.py``): synchronous, thread-safe methods returning the frozen
-  records of ``records.py`` (sessions, runs, events, approvals, work plans, model rows), with the
-  policy and space methods of ``policy_store.py`` mixed in;
+  records of ``records.py``, one mixin module per aggregate (``session_store.py``,
+  ``model_row_store.py``, ``run_store.py``, ``approval_store.py``, ``policy_store.py``,
+  ``journal_store.py``, ``recovery_store.py``, ``invocation_store.py``, ``reuse_store.py``) sharing
+  the helpers of ``codec.py``;
 * ``validation.py``: shape checks of model rows and session options (also used by the API);
 * :class:`DatabaseLock` (``lock.py``): one active octipusd per database;
 * :func:`make_engine` / :func:`default_sqlite_url` (``engine.py``) and :func:`upgrade`

@@ -1,7 +1,10 @@
 """Database engines: SQLite (embedded default) or PostgreSQL (``postgresql+psycopg://``).
 
 SQLite connections run in WAL mode with ``synchronous=FULL`` (a committed row survives a
-power cut), foreign keys enforced and a busy timeout. pysqlite's own implicit transaction
+power cut), foreign keys enforced and a busy timeout. Every engine is bounded by its
+:class:`DatabaseTimeouts` (settings ``database.connectTimeoutSeconds`` and
+``database.statementTimeoutSeconds``): on SQLite the statement timeout is the busy timeout, on
+PostgreSQL libpq's ``connect_timeout`` and the server's ``statement_timeout``. pysqlite's own implicit transaction
 handling is switched off and Octipus emits ``BEGIN`` itself, so a write transaction can ask
 for ``BEGIN IMMEDIATE`` (execution option :data:`WRITE_OPTION`) and never fails half-way
 on a lock upgrade.
@@ -9,8 +12,10 @@ on a lock upgrade.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +25,16 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from octipusd.errors import StoreError
+from octipusd.settings import (
+    DATABASE_CONNECT_TIMEOUT_SECONDS,
+    DATABASE_STATEMENT_TIMEOUT_SECONDS,
+    DatabaseSettings,
+)
 
 __all__ = [
     "ACCEPTED_SCHEMES",
-    "DEFAULT_BUSY_TIMEOUT_MS",
     "WRITE_OPTION",
+    "DatabaseTimeouts",
     "default_sqlite_url",
     "display_url",
     "is_sqlite",
@@ -36,8 +46,43 @@ __all__ = [
 #: URL schemes (SQLAlchemy driver names) the store accepts.
 ACCEPTED_SCHEMES: tuple[str, ...] = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")
 
-#: How long a SQLite connection waits for another writer, in milliseconds.
-DEFAULT_BUSY_TIMEOUT_MS = 15_000
+
+@dataclass(frozen=True, slots=True)
+class DatabaseTimeouts:
+    """The bounds of every database call (settings ``database.*TimeoutSeconds``).
+
+    Attributes:
+        connect_seconds: PostgreSQL: how long connecting to the server may take, in whole
+            seconds (libpq ``connect_timeout``); also how long a call waits for a pooled
+            connection. SQLite opens a local file and has no connect timeout.
+        statement_seconds: How long one statement may take, waiting for a lock included, in
+            seconds: PostgreSQL ``statement_timeout``; SQLite ``busy_timeout`` (how long a
+            write waits for another writer) and the wait for the store's own write lock.
+    """
+
+    connect_seconds: int = DATABASE_CONNECT_TIMEOUT_SECONDS
+    statement_seconds: float = DATABASE_STATEMENT_TIMEOUT_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings: DatabaseSettings) -> DatabaseTimeouts:
+        """The timeouts an operator configured in the ``database`` section."""
+        return cls(
+            connect_seconds=settings.connectTimeoutSeconds, statement_seconds=settings.statementTimeoutSeconds
+        )
+
+    @property
+    def statement_ms(self) -> int:
+        """:attr:`statement_seconds` in whole milliseconds (at least 1), as the databases take it."""
+        return max(1, math.ceil(self.statement_seconds * 1000))
+
+    def postgres_connect_args(self, url: URL) -> dict[str, Any]:
+        """libpq connection parameters: ``connect_timeout``, and ``statement_timeout`` added to the
+        ``options`` the URL may already carry."""
+        given = url.query.get("options")
+        options = [given] if isinstance(given, str) else list(given or ())
+        options.append(f"-c statement_timeout={self.statement_ms}")
+        return {"connect_timeout": self.connect_seconds, "options": " ".join(options)}
+
 
 #: Connection execution option: when true, the SQLite transaction starts with
 #: ``BEGIN IMMEDIATE`` (takes the write lock up front). Ignored on PostgreSQL.
@@ -117,21 +162,21 @@ def sqlite_path(url: URL) -> Path | None:
     return Path(database).expanduser().absolute()
 
 
-def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Engine:
+def make_engine(url: str, *, timeouts: DatabaseTimeouts | None = None) -> Engine:
     """Create a thread-safe SQLAlchemy engine for ``url``.
 
     For SQLite the database's parent folder is created (mode 0700) and a new database file
     is created with mode 0600. Every connection gets ``journal_mode=WAL``,
-    ``synchronous=FULL``, ``foreign_keys=ON`` and ``busy_timeout``. The connection may be
+    ``synchronous=FULL``, ``foreign_keys=ON`` and ``busy_timeout`` (the statement timeout). The connection may be
     used from any thread (``check_same_thread=False``). ``sqlite://`` (no path) gives one
     shared in-memory database, for tests.
 
-    For PostgreSQL (``postgresql+psycopg://``) connections are pre-pinged on checkout.
+    For PostgreSQL (``postgresql+psycopg://``) connections are pre-pinged on checkout, and get
+    libpq's ``connect_timeout`` and the server's ``statement_timeout``.
 
     Args:
         url: The database URL; see :func:`parse_url`.
-        busy_timeout_ms: SQLite only: how long to wait for a lock held by another
-            connection, in milliseconds.
+        timeouts: The connect and statement timeouts; None for the defaults.
 
     Returns:
         The engine. Call ``dispose()`` when done.
@@ -139,12 +184,17 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
     Raises:
         StoreError: The URL is invalid or unsupported, or the SQLite folder cannot be created.
     """
+    bounds = timeouts or DatabaseTimeouts()
     parsed = parse_url(url)
     if not is_sqlite(parsed):
         return create_engine(
             parsed,
             pool_pre_ping=True,
-            connect_args={"application_name": f"octipusd pid={os.getpid()}"},
+            pool_timeout=bounds.connect_seconds,
+            connect_args={
+                "application_name": f"octipusd pid={os.getpid()}",
+                **bounds.postgres_connect_args(parsed),
+            },
         )
 
     path = sqlite_path(parsed)
@@ -155,7 +205,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> 
         _prepare_sqlite_file(path)
         parsed = parsed.set(database=str(path))
     engine = create_engine(parsed, **kwargs)
-    _install_sqlite_hooks(engine, busy_timeout_ms)
+    _install_sqlite_hooks(engine, bounds.statement_ms)
     return engine
 
 

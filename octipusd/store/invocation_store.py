@@ -11,18 +11,17 @@ together (:meth:`InvocationStoreMixin.finish_invocation`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, NotFoundError
-from octipusd.store.journal_store import _json, _new_id
+from octipusd.store.codec import StoreMixin, new_id
+from octipusd.store.journal_store import _json
 from octipusd.store.models import ToolInvocationRow
 
 __all__ = ["INVOCATION_RESULT_LIMIT", "INVOCATION_STATUSES", "InvocationStoreMixin", "ToolInvocation"]
@@ -114,28 +113,12 @@ def _invocation(row: ToolInvocationRow) -> ToolInvocation:
     return ToolInvocation(**values)
 
 
-class InvocationStoreMixin:
+class InvocationStoreMixin(StoreMixin):
     """Calls started by hand; see the module docstring.
 
     Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``, and (from
     :class:`~octipusd.store.journal_store.JournalStoreMixin`) ``_finish_action``.
     """
-
-    if TYPE_CHECKING:
-        _clock: Callable[[], datetime]
-
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
-
-        def _finish_action(
-            self,
-            db: DbSession,
-            action_id: str,
-            *,
-            outcome: str,
-            detail: str | None,
-            data: dict[str, Any] | None,
-            answered: bool = False,
-        ) -> bool: ...
 
     def create_invocation(
         self,
@@ -171,7 +154,7 @@ class InvocationStoreMixin:
             raise ValueError(f"unknown invocation status {status!r}")
         now = self._clock()
         row = ToolInvocationRow(
-            id=_new_id(),
+            id=new_id(),
             request_id=request_id,
             user=user,
             session_id=session_id,

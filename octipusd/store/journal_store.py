@@ -18,17 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import uuid
-from collections.abc import Callable, Collection, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, func, or_, text, update
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, KeyInUseError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError
+from octipusd.store.codec import StoreMixin, check_limit, new_id
 from octipusd.store.models import ActionReceiptRow, ToolActionRow, ToolInvocationRow
 
 __all__ = [
@@ -45,10 +44,6 @@ log = logging.getLogger("octipusd.store")
 ACTION_OUTCOMES: tuple[str, ...] = ("started", "completed", "not_executed", "uncertain")
 #: Recovery states that settle an uncertain action (seed 004): it no longer blocks mutations.
 RESOLVED_STATES: tuple[str, ...] = ("verified", "compensated", "contained")
-
-
-def _new_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -221,21 +216,11 @@ def _unresolved() -> Any:
     )
 
 
-class JournalStoreMixin:
+class JournalStoreMixin(StoreMixin):
     """Journal records and their receipts; see the module docstring.
 
     Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``.
     """
-
-    if TYPE_CHECKING:
-        _clock: Callable[[], datetime]
-        _sqlite: bool
-
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
-
-        def _follow_approval(
-            self, db: DbSession, approval_id: str, status: str, reason: str | None
-        ) -> None: ...
 
     # Actions -----------------------------------------------------------------------------
 
@@ -299,7 +284,7 @@ class JournalStoreMixin:
         if outcome not in ("started", "not_executed"):
             raise ValueError(f"a new action starts as 'started' or 'not_executed', got {outcome!r}")
         row = ToolActionRow(
-            id=_new_id(),
+            id=new_id(),
             user=user,
             session_id=session_id,
             run_id=run_id,
@@ -501,12 +486,11 @@ class JournalStoreMixin:
             limit: At most this many (>= 1).
 
         Raises:
-            ValueError: ``limit`` < 1 or an unknown outcome.
+            InvalidRequestError: ``limit`` < 1 or an unknown outcome.
         """
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
+        check_limit(limit)
         if outcome is not None and outcome not in ACTION_OUTCOMES:
-            raise ValueError(f"outcome must be one of {', '.join(ACTION_OUTCOMES)}, got {outcome!r}")
+            raise InvalidRequestError(f"outcome must be one of {', '.join(ACTION_OUTCOMES)}, got {outcome!r}")
         query = select(ToolActionRow)
         for column, value in (
             (ToolActionRow.user, user),

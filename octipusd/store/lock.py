@@ -32,7 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from octipusd.errors import DatabaseLockedError, StoreError
-from octipusd.store.engine import display_url, is_sqlite, parse_url, sqlite_path
+from octipusd.store.engine import DatabaseTimeouts, display_url, is_sqlite, parse_url, sqlite_path
 
 __all__ = ["PG_LOCK_KEY", "DatabaseLock", "lock_file_path"]
 
@@ -61,13 +61,16 @@ class DatabaseLock:
     Args:
         url: The database URL (as given to :func:`~octipusd.store.engine.make_engine`). An
             in-memory SQLite database needs no lock; acquiring it always succeeds.
+        timeouts: Bounds of the PostgreSQL lock connection (see
+            :class:`~octipusd.store.engine.DatabaseTimeouts`); None for the defaults.
 
     Raises:
         StoreError: The URL is invalid or unsupported.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, timeouts: DatabaseTimeouts | None = None) -> None:
         self._url: URL = parse_url(url)
+        self._timeouts = timeouts or DatabaseTimeouts()
         self._fd: int | None = None
         self._engine: Engine | None = None
         self._conn: Connection | None = None
@@ -209,7 +212,11 @@ class DatabaseLock:
 
     def _acquire_advisory(self) -> None:
         app_name = f"octipusd pid={os.getpid()} host={socket.gethostname()}"[:63]
-        engine = create_engine(self._url, poolclass=NullPool, connect_args={"application_name": app_name})
+        engine = create_engine(
+            self._url,
+            poolclass=NullPool,
+            connect_args={"application_name": app_name, **self._timeouts.postgres_connect_args(self._url)},
+        )
         try:
             conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         except SQLAlchemyError as exc:

@@ -79,8 +79,9 @@ def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
     """Migrate the database to ``revision`` (``alembic upgrade head``), in one transaction.
 
     Running it on an up-to-date database does nothing. On PostgreSQL a transaction-level
-    advisory lock keeps two processes from migrating at once; on SQLite the write
-    transaction (``BEGIN IMMEDIATE``) does the same.
+    advisory lock keeps two processes from migrating at once, and the statement timeout is
+    lifted for the migration's transaction; on SQLite the write transaction (``BEGIN
+    IMMEDIATE``) keeps two processes apart.
 
     Args:
         engine_or_url: An engine from :func:`~octipusd.store.engine.make_engine`, or a URL
@@ -99,6 +100,9 @@ def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 if conn.dialect.name == "postgresql":
+                    # a migration may rewrite big tables: database.statementTimeoutSeconds bounds
+                    # the daemon's calls, not this one transaction
+                    conn.execute(text("SET LOCAL statement_timeout = 0"))
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK_KEY})
                 config.attributes["connection"] = conn
                 command.upgrade(config, revision)

@@ -10,17 +10,16 @@ statements (a grant's use is counted by ``UPDATE ... WHERE uses < max_uses``).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
+from octipusd.store.codec import StoreMixin, enum_member, new_id
 from octipusd.store.models import PermissionGrantRow, PermissionRuleRow, SessionRow, SpaceMemberRow, SpaceRow
 from octipusd.store.records import PermissionGrant, PermissionRule, Space, SpaceRole
 
@@ -30,13 +29,9 @@ __all__ = ["LEVELS", "PolicyStoreMixin"]
 LEVELS: tuple[str, ...] = ("allow", "ask", "deny")
 
 
-def _new_id() -> str:
-    return uuid.uuid4().hex
-
-
 def _check_level(level: str) -> str:
     if level not in LEVELS:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+        raise InvalidRequestError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     return level
 
 
@@ -77,16 +72,11 @@ def _space(row: SpaceRow, members: Iterable[SpaceMemberRow]) -> Space:
     )
 
 
-class PolicyStoreMixin:
+class PolicyStoreMixin(StoreMixin):
     """Rules, grants, spaces and flow labels; see the module docstring.
 
     Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``.
     """
-
-    if TYPE_CHECKING:
-        _clock: Callable[[], datetime]
-
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
 
     # Stored rules ------------------------------------------------------------------------
 
@@ -102,16 +92,16 @@ class PolicyStoreMixin:
             The stored rule.
 
         Raises:
-            ValueError: unknown level or empty rule.
+            InvalidRequestError: unknown level or empty rule.
             ConflictError: the same rule is already stored at that level.
             StoreError: the database failed.
         """
         _check_level(level)
         text = rule.strip()
         if not text:
-            raise ValueError("a rule must not be empty")
+            raise InvalidRequestError("a rule must not be empty")
         row = PermissionRuleRow(
-            id=_new_id(), level=level, rule=text, created_by=created_by, created_at=self._clock()
+            id=new_id(), level=level, rule=text, created_by=created_by, created_at=self._clock()
         )
         with self._tx("adding a permission rule", write=True) as db:
             taken = db.exec(
@@ -172,13 +162,13 @@ class PolicyStoreMixin:
     ) -> PermissionGrantRow:
         _check_level(level)
         if not tool_id.strip():
-            raise ValueError("a grant needs a tool id")
+            raise InvalidRequestError("a grant needs a tool id")
         if max_uses is not None and max_uses < 1:
-            raise ValueError(f"max_uses must be at least 1, got {max_uses}")
+            raise InvalidRequestError(f"max_uses must be at least 1, got {max_uses}")
         if workspace is not None and not workspace.startswith("/"):
-            raise ValueError(f"a grant's workspace must be an absolute path, got {workspace!r}")
+            raise InvalidRequestError(f"a grant's workspace must be an absolute path, got {workspace!r}")
         return PermissionGrantRow(
-            id=_new_id(),
+            id=new_id(),
             tool_id=tool_id.strip(),
             matcher=matcher,
             level=level,
@@ -205,7 +195,7 @@ class PolicyStoreMixin:
             The grant (``uses`` 0).
 
         Raises:
-            ValueError: a bad level, tool id, workspace or ``max_uses``.
+            InvalidRequestError: a bad level, tool id, workspace or ``max_uses``.
             StoreError: the database failed (e.g. an unknown ``session_id``).
         """
         row = self._grant_row(**fields)
@@ -299,13 +289,13 @@ class PolicyStoreMixin:
         The session row is locked for the read-modify-write, so concurrent additions all stay.
 
         Raises:
-            ValueError: a flag contains a comma or is empty.
+            InvalidRequestError: a flag contains a comma or is empty.
             NotFoundError: no such session.
         """
         wanted = set()
         for flag in flags:
             if not flag or "," in flag:
-                raise ValueError(f"a flow flag must be a non-empty word, got {flag!r}")
+                raise InvalidRequestError(f"a flow flag must be a non-empty word, got {flag!r}")
             wanted.add(flag)
         with self._tx(f"adding flow flags to session {session_id}", write=True) as db:
             row = db.exec(
@@ -346,14 +336,14 @@ class PolicyStoreMixin:
         """Create a shared space; its creator is its first owner.
 
         Raises:
-            ValueError: empty name.
+            InvalidRequestError: empty name.
             ConflictError: the name is taken.
         """
         name = name.strip()
         if not name:
-            raise ValueError("a space needs a name")
+            raise InvalidRequestError("a space needs a name")
         now = self._clock()
-        row = SpaceRow(id=_new_id(), name=name, created_by=created_by, created_at=now)
+        row = SpaceRow(id=new_id(), name=name, created_by=created_by, created_at=now)
         with self._tx("creating a space", write=True) as db:
             if db.exec(select(SpaceRow).where(col(SpaceRow.name) == name)).first() is not None:
                 raise ConflictError(f"a space named {name!r} already exists")
@@ -383,13 +373,13 @@ class PolicyStoreMixin:
         """Add a member or change a member's role.
 
         Raises:
-            ValueError: unknown role or empty user.
+            InvalidRequestError: unknown role or empty user.
             NotFoundError: no such space.
             ConflictError: the space is archived, or the change would leave it without an owner.
         """
-        wanted = SpaceRole(role)
+        wanted = enum_member(SpaceRole, role, "space role")
         if not user.strip():
-            raise ValueError("a member needs a user name")
+            raise InvalidRequestError("a member needs a user name")
         with self._tx(f"setting a member of space {id_or_name}", write=True) as db:
             row = self._space_row(db, id_or_name, lock=True)
             if row.archived_at is not None:

@@ -9,37 +9,27 @@ request may still land on a transport not yet ended. The journal records themsel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from contextlib import AbstractContextManager
+from collections.abc import Collection
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import func, or_, update
-from sqlmodel import Session as DbSession, col, select
+from sqlmodel import col, select
 
 from octipusd.errors import NotFoundError
+from octipusd.store.codec import StoreMixin
 from octipusd.store.journal_store import ActionReceipt, ToolAction, _action, _json, _receipt, _unresolved
 from octipusd.store.models import ActionReceiptRow, ToolActionRow
 
 __all__ = ["RecoveryStoreMixin"]
 
 
-class RecoveryStoreMixin:
+class RecoveryStoreMixin(StoreMixin):
     """Recovery states, receipts, compensations, transports and deadlines; see the module docstring.
 
     Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``, and (from
     :class:`~octipusd.store.journal_store.JournalStoreMixin`) ``_lock_key`` and ``_later_than``.
     """
-
-    if TYPE_CHECKING:
-        _clock: Callable[[], datetime]
-
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
-
-        def _lock_key(self, db: DbSession, user: str, tool: str, key: str) -> None: ...
-
-        @staticmethod
-        def _later_than(action: ToolAction) -> list[Any]: ...
 
     def begin_compensation(
         self, action_id: str, *, expect: Collection[str | None], data: dict[str, Any]

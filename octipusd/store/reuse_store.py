@@ -26,16 +26,15 @@ a database failure :class:`~octipusd.errors.StoreError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from datetime import datetime
+from collections.abc import Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from sqlalchemy import delete, func
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import InvalidRequestError, NotFoundError
+from octipusd.store.codec import StoreMixin
 from octipusd.store.models import (
     RunRow,
     SessionCheckpointRow,
@@ -116,23 +115,12 @@ def is_child_key(key: str) -> bool:
     return CHILD_KEY_SEPARATOR in key
 
 
-class ReuseStoreMixin:
+class ReuseStoreMixin(StoreMixin):
     """Vendor session records, the session transcript and checkpoints; see the module docstring.
 
     Mixed into :class:`~octipusd.store.Store`, which provides ``_tx``, ``_clock``,
     ``_lock_session`` and ``_session_record``.
     """
-
-    if TYPE_CHECKING:
-        _clock: Callable[[], datetime]
-
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
-
-        @staticmethod
-        def _lock_session(db: DbSession, session_id: str) -> SessionRow: ...
-
-        @staticmethod
-        def _session_record(row: SessionRow) -> Session: ...
 
     # Vendor sessions ---------------------------------------------------------------------
 

@@ -5,9 +5,9 @@ mode, the binary's form, that additive flags are a list of strings, and the type
 ``cliAgent`` keys. Whether an adapter is installed and whether it accepts a flag is checked by
 the API against the adapters themselves.
 
-Every function returns the checked (possibly normalised) value, or raises ``ValueError``
-(a bad value) / ``TypeError`` (a value of the wrong JSON type) whose message names the field,
-says what was wrong and what is accepted.
+Every function returns the checked (possibly normalised) value, or raises
+:class:`~octipusd.errors.InvalidRequestError` (a bad value, or a value of the wrong JSON type)
+whose message names the field, says what was wrong and what is accepted.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from octipusd.adapter import PermissionMode
+from octipusd.errors import InvalidRequestError
 
 __all__ = [
     "CLI_AGENT_KEY",
@@ -76,18 +77,20 @@ def check_model_row_name(name: object) -> str:
         The name, unchanged.
 
     Raises:
-        TypeError: ``name`` is not a string.
-        ValueError: It is empty, longer than 100 characters, has a character other than ASCII
-            letters, digits, ``.``, ``_`` and ``-``, or is 32 hex characters (an id's form).
+        InvalidRequestError: ``name`` is not a string; it is empty, longer than 100 characters, has
+            a character other than ASCII letters, digits, ``.``, ``_`` and ``-``, or is 32 hex
+            characters (an id's form).
     """
     if not isinstance(name, str):
-        raise TypeError(f"model row name must be a string, not {type(name).__name__}")
+        raise InvalidRequestError(f"model row name must be a string, not {type(name).__name__}")
     if MODEL_ROW_NAME_PATTERN.fullmatch(name) is None:
-        raise ValueError(
+        raise InvalidRequestError(
             f"model row name {name!r} is invalid: use 1-100 characters of ASCII letters, digits, '.', '_' and '-'"
         )
     if looks_like_id(name):
-        raise ValueError(f"model row name {name!r} looks like an id (32 hex characters); choose another name")
+        raise InvalidRequestError(
+            f"model row name {name!r} looks like an id (32 hex characters); choose another name"
+        )
     return name
 
 
@@ -98,10 +101,10 @@ def check_permission_mode(mode: object) -> str:
         The mode as a plain string.
 
     Raises:
-        ValueError: Not one of ``workspace``, ``full``, ``plan``, ``default``.
+        InvalidRequestError: Not one of ``workspace``, ``full``, ``plan``, ``default``.
     """
     if not isinstance(mode, str) or mode not in PERMISSION_MODES:
-        raise ValueError(
+        raise InvalidRequestError(
             f"permission_mode {mode!r} is not one of {', '.join(PERMISSION_MODES)} "
             "(workspace = acceptEdits, the default; full = the vendor's bypass)"
         )
@@ -115,21 +118,21 @@ def check_binary(binary: object) -> str | None:
         The binary, or None.
 
     Raises:
-        TypeError: Not a string (or None).
-        ValueError: Empty, surrounded by spaces, with a control character, starting with
-            ``-``, or a relative path (it contains ``/`` but does not start with it).
+        InvalidRequestError: Not a string (or None); empty, surrounded by spaces, with a control
+            character, starting with ``-``, or a relative path (it contains ``/`` but does not start
+            with it).
     """
     if binary is None:
         return None
     if not isinstance(binary, str):
-        raise TypeError(f"binary must be a string or null, not {type(binary).__name__}")
+        raise InvalidRequestError(f"binary must be a string or null, not {type(binary).__name__}")
     if not binary or binary.strip() != binary or _has_control(binary) or binary.startswith("-"):
-        raise ValueError(
+        raise InvalidRequestError(
             f"binary {binary!r} is invalid: give a command name (e.g. 'claude') or an absolute path "
             "(e.g. '/opt/claude/bin/claude')"
         )
     if "/" in binary and not binary.startswith("/"):
-        raise ValueError(
+        raise InvalidRequestError(
             f"binary {binary!r} is a relative path: give a command name looked up on PATH or an absolute path"
         )
     return binary
@@ -142,15 +145,16 @@ def check_model_name(model: object) -> str | None:
         The name, or None.
 
     Raises:
-        TypeError: Not a string (or None).
-        ValueError: Empty, or with a control character.
+        InvalidRequestError: Not a string (or None); empty, or with a control character.
     """
     if model is None:
         return None
     if not isinstance(model, str):
-        raise TypeError(f"model must be a string or null, not {type(model).__name__}")
+        raise InvalidRequestError(f"model must be a string or null, not {type(model).__name__}")
     if not model.strip() or _has_control(model):
-        raise ValueError(f"model {model!r} must be a non-empty vendor model name without control characters")
+        raise InvalidRequestError(
+            f"model {model!r} must be a non-empty vendor model name without control characters"
+        )
     return model
 
 
@@ -161,17 +165,17 @@ def check_additive_flags_shape(flags: object) -> tuple[str, ...]:
         The flags as a tuple.
 
     Raises:
-        TypeError: Not a list/tuple (a bare string is refused), or an item is not a string.
-        ValueError: An item is empty or holds a NUL character.
+        InvalidRequestError: Not a list/tuple (a bare string is refused), or an item is not a
+            string; an item is empty or holds a NUL character.
     """
     if isinstance(flags, str | bytes) or not isinstance(flags, Sequence):
-        raise TypeError(f"additive_flags must be a list of strings, not {type(flags).__name__}")
+        raise InvalidRequestError(f"additive_flags must be a list of strings, not {type(flags).__name__}")
     out: list[str] = []
     for item in flags:
         if not isinstance(item, str):
-            raise TypeError(f"additive flag {item!r} is not a string")
+            raise InvalidRequestError(f"additive flag {item!r} is not a string")
         if not item.strip() or "\x00" in item:
-            raise ValueError(f"additive flag {item!r} is empty or holds a NUL character")
+            raise InvalidRequestError(f"additive flag {item!r} is empty or holds a NUL character")
         out.append(item)
     return tuple(out)
 
@@ -191,11 +195,11 @@ def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str,
     environment on the model").
 
     Raises:
-        TypeError: Not a JSON object, or a known key has the wrong type
+        InvalidRequestError: Not a JSON object, or a known key has the wrong type
             (see :data:`CLI_AGENT_KEY_TYPES`; ``env`` must map names to strings).
     """
     if not isinstance(value, dict):
-        raise TypeError(f"{what} must be an object, not {type(value).__name__}")
+        raise InvalidRequestError(f"{what} must be an object, not {type(value).__name__}")
     env = value.get("env")
     if "env" in value and (
         not isinstance(env, dict)
@@ -204,13 +208,13 @@ def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str,
             for k, v in env.items()
         )
     ):
-        raise TypeError(
+        raise InvalidRequestError(
             f'{what}.env must be an object of environment variables NAME: "value" (names of letters, digits '
             f"and '_', values strings), not {json.dumps(env, default=repr)}"
         )
     for key, expected in CLI_AGENT_KEY_TYPES.items():
         if key in value and type(value[key]) is not expected:
-            raise TypeError(
+            raise InvalidRequestError(
                 f"{what}.{key} must be {_JSON_TYPE_NAMES[expected]}, not {json.dumps(value[key], default=repr)}"
             )
     return dict(value)
@@ -223,15 +227,15 @@ def check_metadata(metadata: object) -> dict[str, Any]:
         A shallow copy as a dict.
 
     Raises:
-        TypeError: Not an object, not JSON-serialisable, ``cliAgent`` not an object, or a known
+        InvalidRequestError: Not an object, not JSON-serialisable, ``cliAgent`` not an object, or a known
             ``cliAgent`` key of the wrong type.
     """
     if not isinstance(metadata, dict):
-        raise TypeError(f"metadata must be an object, not {type(metadata).__name__}")
+        raise InvalidRequestError(f"metadata must be an object, not {type(metadata).__name__}")
     if CLI_AGENT_KEY in metadata:
         check_cli_agent(metadata[CLI_AGENT_KEY], f"metadata.{CLI_AGENT_KEY}")
     try:
         json.dumps(metadata, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"metadata is not JSON-serialisable: {exc}") from exc
+        raise InvalidRequestError(f"metadata is not JSON-serialisable: {exc}") from exc
     return dict(metadata)

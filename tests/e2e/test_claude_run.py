@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from octipusd.ctl.client import ApiError
 from octipusd.store.repository import Store
 from tests.e2e.conftest import Env
 
@@ -230,12 +232,8 @@ def test_second_turn_while_live_is_refused(octipus: Callable[..., Env]) -> None:
     session = env.new_session()
     run = env.post(session, "write hello.txt")
     approval = env.wait_approval(run)
-    try:
+    with pytest.raises(ApiError, match="already has a live run") as refused:
         env.post(session, "again")
-    except Exception as exc:  # ApiError 409
-        assert "already has a live run" in str(exc)
-        assert getattr(exc, "http_status", None) == 409
-    else:
-        raise AssertionError("a second live turn in one session was accepted")
+    assert refused.value.http_status == 409
     env.answer(approval["id"], "approve")
     assert env.wait_final(run)["status"] == "succeeded"

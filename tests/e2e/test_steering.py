@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from octipusd.ctl.client import ApiError
 from octipusd.testing.conformance import Octipus, VendorKit, octipus
 from octipusd.testing.kit_antigravity import AntigravityKit
 from octipusd.testing.kit_claude import ClaudeKit
@@ -70,9 +71,6 @@ def test_steering_a_session_without_a_live_run_is_refused(tmp_path: Path) -> Non
     with octipus(kit, tmp_path, [kit.text("ok")]) as env:
         session = env.new_session()
         env.wait_final(env.post(session, "hello"))
-        try:
+        with pytest.raises(ApiError, match="no live run") as refused:
             env.client.request("POST", f"/sessions/{session}/steer", json={"text": GUIDANCE})
-        except Exception as exc:
-            assert getattr(exc, "http_status", None) == 409 and "no live run" in str(exc)
-        else:
-            raise AssertionError("steering a finished session was accepted")
+        assert refused.value.http_status == 409

@@ -15,6 +15,7 @@ from octipusd.policy.rules import (
     Match,
     Rule,
     RuleSet,
+    RuleSyntaxError,
     default_action,
     default_level,
     family_of,
@@ -66,15 +67,16 @@ def test_parse_rule_accepts_level_strings() -> None:
     ],
 )
 def test_parse_rule_errors(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+    with pytest.raises(RuleSyntaxError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         parse_rule(text, Level.ALLOW)
     if text.strip():
         assert repr(text) in str(info.value)
 
 
 def test_parse_rule_bad_level() -> None:
-    with pytest.raises(ValueError, match="level"):
+    with pytest.raises(RuleSyntaxError, match="'shell' does not parse: unknown rule level") as info:
         parse_rule("shell", "maybe")
+    assert info.value.code == "invalid_request"
 
 
 # ------------------------------------------------------------------ matchers

@@ -259,6 +259,7 @@ def test_main_fails_closed_on_an_internal_error(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(shellguard, "guard_decision", boom)
     code, out, err = run_main(json.dumps(hook("Bash", {"command": "ls"}, ws)))
     assert code == 2 and out == "" and "internal error RuntimeError" in err
+    assert "Traceback (most recent call last)" in err  # the failure is kept with its traceback
 
 
 def test_helper_subcommand_needs_no_bridge(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from octipusd.errors import OctipusError
+
 T = TypeVar("T")
 
 
@@ -22,7 +24,7 @@ def race(count: int, work: Callable[[int], T]) -> list[T | BaseException]:
         barrier.wait(timeout=10)
         try:
             return work(i)
-        except BaseException as exc:  # collected and checked by the caller
+        except OctipusError as exc:  # collected and checked by the caller; anything else fails the test
             return exc
 
     with ThreadPoolExecutor(max_workers=count) as pool:

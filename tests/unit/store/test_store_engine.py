@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from octipusd.errors import StoreError
 from octipusd.store import default_sqlite_url, display_url, make_engine
+from octipusd.store.engine import DatabaseTimeouts
 
 
 def test_default_url_uses_xdg_data_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_display_url_drops_the_password() -> None:
 
 def test_sqlite_engine_settings_and_file_modes(tmp_path: Path) -> None:
     db = tmp_path / "new" / "dir" / "octipus.db"
-    engine = make_engine(f"sqlite:///{db}", busy_timeout_ms=1234)
+    engine = make_engine(f"sqlite:///{db}", timeouts=DatabaseTimeouts(statement_seconds=1.234))
     try:
         assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
         assert stat.S_IMODE(db.stat().st_mode) == 0o600

@@ -14,7 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store import ModelRow, Store, make_engine, upgrade
 from octipusd.store.engine import WRITE_OPTION
 from octipusd.store.migrate import alembic_config, current_revision, head_revision
@@ -173,11 +173,11 @@ def test_concurrent_creates_of_one_name_give_exactly_one_row(store: Store) -> No
     threads = 6
     barrier = threading.Barrier(threads)
 
-    def work(i: int) -> ModelRow | BaseException:
+    def work(i: int) -> ModelRow | ConflictError:
         barrier.wait(timeout=10)
         try:
             return _row(store, "raced", model=f"m{i}")
-        except BaseException as exc:  # collected and checked below
+        except ConflictError as exc:  # collected and checked below
             return exc
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -191,27 +191,35 @@ def test_concurrent_creates_of_one_name_give_exactly_one_row(store: Store) -> No
 @pytest.mark.parametrize(
     ("fields", "error", "match"),
     [
-        ({"name": ""}, ValueError, "1-100"),
-        ({"name": "x" * 101}, ValueError, "1-100"),
-        ({"name": "has space"}, ValueError, "has space"),
-        ({"name": "a/b"}, ValueError, "a/b"),
-        ({"name": "0123456789abcdef0123456789abcdef"}, ValueError, "looks like an id"),
-        ({"adapter": ""}, ValueError, "adapter"),
-        ({"permission_mode": "bypass"}, ValueError, "workspace, full, plan, default"),
-        ({"binary": "bin/claude"}, ValueError, "relative path"),
-        ({"binary": ""}, ValueError, "command name"),
-        ({"binary": "-x"}, ValueError, "command name"),
-        ({"binary": 7}, TypeError, "binary"),
-        ({"model": " "}, ValueError, "model"),
-        ({"additive_flags": "--no-chrome"}, TypeError, "list of strings"),
-        ({"additive_flags": ["--no-chrome", 3]}, TypeError, "3"),
-        ({"additive_flags": [""]}, ValueError, "empty"),
-        ({"metadata": ["not", "an", "object"]}, TypeError, "metadata must be an object"),
-        ({"metadata": {"cliAgent": "exec"}}, TypeError, "metadata.cliAgent must be an object"),
-        ({"metadata": {"cliAgent": {"transport": 1}}}, TypeError, "transport must be a string"),
-        ({"metadata": {"cliAgent": {"sharedUse": "yes"}}}, TypeError, "sharedUse must be a boolean"),
-        ({"metadata": {"cliAgent": {"inheritApiKeys": 1}}}, TypeError, "inheritApiKeys must be a boolean"),
-        ({"metadata": {"x": float("nan")}}, TypeError, "JSON"),
+        ({"name": ""}, InvalidRequestError, "1-100"),
+        ({"name": "x" * 101}, InvalidRequestError, "1-100"),
+        ({"name": "has space"}, InvalidRequestError, "has space"),
+        ({"name": "a/b"}, InvalidRequestError, "a/b"),
+        ({"name": "0123456789abcdef0123456789abcdef"}, InvalidRequestError, "looks like an id"),
+        ({"adapter": ""}, InvalidRequestError, "adapter"),
+        ({"permission_mode": "bypass"}, InvalidRequestError, "workspace, full, plan, default"),
+        ({"binary": "bin/claude"}, InvalidRequestError, "relative path"),
+        ({"binary": ""}, InvalidRequestError, "command name"),
+        ({"binary": "-x"}, InvalidRequestError, "command name"),
+        ({"binary": 7}, InvalidRequestError, "binary"),
+        ({"model": " "}, InvalidRequestError, "model"),
+        ({"additive_flags": "--no-chrome"}, InvalidRequestError, "list of strings"),
+        ({"additive_flags": ["--no-chrome", 3]}, InvalidRequestError, "3"),
+        ({"additive_flags": [""]}, InvalidRequestError, "empty"),
+        ({"metadata": ["not", "an", "object"]}, InvalidRequestError, "metadata must be an object"),
+        ({"metadata": {"cliAgent": "exec"}}, InvalidRequestError, "metadata.cliAgent must be an object"),
+        ({"metadata": {"cliAgent": {"transport": 1}}}, InvalidRequestError, "transport must be a string"),
+        (
+            {"metadata": {"cliAgent": {"sharedUse": "yes"}}},
+            InvalidRequestError,
+            "sharedUse must be a boolean",
+        ),
+        (
+            {"metadata": {"cliAgent": {"inheritApiKeys": 1}}},
+            InvalidRequestError,
+            "inheritApiKeys must be a boolean",
+        ),
+        ({"metadata": {"x": float("nan")}}, InvalidRequestError, "JSON"),
     ],
 )
 def test_bad_fields_are_refused_naming_the_field(
@@ -315,9 +323,9 @@ def test_a_session_from_a_row_must_carry_the_rows_values(store: Store) -> None:
 
 
 def test_session_options_are_checked(store: Store) -> None:
-    with pytest.raises(TypeError, match="options must be an object"):
+    with pytest.raises(InvalidRequestError, match="options must be an object"):
         store.create_session(workspace="/w", adapter="claude-code", options=["x"])  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"options\.sharedUse must be a boolean"):
+    with pytest.raises(InvalidRequestError, match=r"options\.sharedUse must be a boolean"):
         store.create_session(workspace="/w", adapter="claude-code", options={"sharedUse": "no"})
     session = store.create_session(
         workspace="/w", adapter="vibe", options={"transport": "headless", "k": [1]}

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import command
 from racing import race
 
-from octipusd.errors import ApprovalError, ConflictError, NotFoundError
+from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store import ApprovalStatus, SpaceRole, Store, make_engine, upgrade
 from octipusd.store.engine import WRITE_OPTION
 from octipusd.store.migrate import alembic_config, current_revision
@@ -34,9 +34,9 @@ def test_duplicate_rule_and_bad_level_are_refused(store: Store) -> None:
     with pytest.raises(ConflictError, match="already exists"):
         store.add_rule(level="ask", rule="shell__run", created_by="b")
     store.add_rule(level="deny", rule="shell__run", created_by="b")  # another level is another rule
-    with pytest.raises(ValueError, match="allow, ask, deny"):
+    with pytest.raises(InvalidRequestError, match="allow, ask, deny"):
         store.add_rule(level="maybe", rule="x", created_by="a")
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(InvalidRequestError, match="empty"):
         store.add_rule(level="ask", rule="  ", created_by="a")
     assert len(store.list_rules()) == 2
 
@@ -67,11 +67,11 @@ def test_expired_and_revoked_grants_are_not_used(store: Store) -> None:
 
 
 def test_grant_arguments_are_checked(store: Store) -> None:
-    with pytest.raises(ValueError, match="max_uses"):
+    with pytest.raises(InvalidRequestError, match="max_uses"):
         store.create_grant(tool_id="x", level="allow", created_by="a", max_uses=0)
-    with pytest.raises(ValueError, match="absolute"):
+    with pytest.raises(InvalidRequestError, match="absolute"):
         store.create_grant(tool_id="x", level="allow", created_by="a", workspace="rel")
-    with pytest.raises(ValueError, match="tool id"):
+    with pytest.raises(InvalidRequestError, match="tool id"):
         store.create_grant(tool_id=" ", level="allow", created_by="a")
     with pytest.raises(NotFoundError):
         store.get_grant("0" * 32)
@@ -86,7 +86,7 @@ def test_flow_flags_only_accumulate_even_concurrently(store: Store) -> None:
     race(4, lambda i: store.add_flow_flags(session.id, [flags[i]]))
     assert store.get_session(session.id).flow_label == "private,secret,suspicious"
     assert store.add_flow_flags(session.id, []) == "private,secret,suspicious"
-    with pytest.raises(ValueError, match="non-empty word"):
+    with pytest.raises(InvalidRequestError, match="non-empty word"):
         store.add_flow_flags(session.id, ["a,b"])
     with pytest.raises(NotFoundError):
         store.add_flow_flags("0" * 32, ["secret"])
@@ -107,7 +107,7 @@ def test_space_roles_and_the_last_owner(store: Store) -> None:
     store.set_space_member("team", "bob", "owner")
     space = store.remove_space_member("team", "alice")
     assert space.members == {"bob": SpaceRole.OWNER}
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidRequestError):
         store.set_space_member("team", "carol", "admin")
     with pytest.raises(ConflictError, match="already exists"):
         store.create_space(name="team", created_by="x")
@@ -160,7 +160,7 @@ def test_questionnaire_answers_are_stored_with_the_decision(store: Store) -> Non
     assert stored.questions["questions"][0]["options"][0]["description"] == "a"
     decided = store.decide_approval(approval_id, approve=True, decided_by="alice", answers={"Which?": "A"})
     assert decided.answers == {"Which?": "A"} and decided.status is ApprovalStatus.APPROVED
-    with pytest.raises(ValueError, match="kind"):
+    with pytest.raises(InvalidRequestError, match="kind"):
         store.create_approval(
             run_id=decided.run_id,
             session_id=decided.session_id,

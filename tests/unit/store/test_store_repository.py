@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from octipusd.errors import ApprovalError, ConflictError, NotFoundError, StoreError
+from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError, StoreError
 from octipusd.store import Approval, ApprovalStatus, Run, RunStatus, Store
 
 MISSING = "0" * 32
@@ -74,9 +74,9 @@ def test_create_get_list_touch_sessions(store_url: str) -> None:
 
 
 def test_session_arguments_are_checked(store: Store) -> None:
-    with pytest.raises(ValueError, match="absolute"):
+    with pytest.raises(InvalidRequestError, match="absolute"):
         store.create_session(workspace="relative/path", adapter="claude-code")
-    with pytest.raises(ValueError, match="limit"):
+    with pytest.raises(InvalidRequestError, match="limit"):
         store.list_sessions(limit=0)
 
 
@@ -149,7 +149,7 @@ def test_create_get_list_runs(store_url: str) -> None:
             runs[2].id,
         }
         assert store.list_runs(session_id=MISSING) == []
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidRequestError):
             store.list_runs(statuses=["bogus"])
 
 
@@ -268,9 +268,9 @@ def test_append_and_list_events(store: Store) -> None:
     assert [e.seq for e in store.list_events(run.id, after_seq=2, limit=2)] == [3, 4]
     assert store.list_events(run.id, after_seq=5) == []
     assert [e.seq for e in store.list_events(other.id)] == [1]
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidRequestError):
         store.append_event(run.id, "text", ["not", "a", "dict"])  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidRequestError):
         store.append_event(run.id, "text", {"x": object()})
     assert len(store.list_events(run.id)) == 5  # failed appends wrote nothing
 

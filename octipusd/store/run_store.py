@@ -1,0 +1,405 @@
+"""Store methods for runs (turns) and their event logs (mixed into :class:`Store`).
+
+A run's turn index and an event's sequence number are allocated under a lock on the parent row
+(the session, the run), so concurrent callers get distinct, gap-free values; the first terminal
+status of a run wins and cancels its pending approvals in the same transaction. Same conventions
+as ``repository.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, update
+from sqlmodel import Session as DbSession, col, select
+
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
+from octipusd.store.codec import StoreMixin, check_limit, dump_object, enum_member, load_object, new_id
+from octipusd.store.models import RunEventRow, RunRow
+from octipusd.store.records import ApprovalStatus, Run, RunEvent, RunStatus
+
+__all__ = ["RUN_UPDATABLE_FIELDS", "RunStoreMixin"]
+
+#: Run columns :meth:`RunStoreMixin.update_run` may change.
+RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
+    {
+        "status",
+        "reason",
+        "vendor_session_id",
+        "resumed",
+        "pid",
+        "exit_code",
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "cost_usd",
+        "usage_estimated",
+        "result_text",
+        "owner",
+        "started_at",
+        "ended_at",
+        "resume_key",
+    }
+)
+
+_TERMINAL_RUN_VALUES = tuple(s.value for s in RunStatus if s.terminal)
+_LIVE_RUN_VALUES = tuple(s.value for s in RunStatus if not s.terminal)
+
+
+def _run(row: RunRow) -> Run:
+    return Run(
+        id=row.id,
+        session_id=row.session_id,
+        turn_index=row.turn_index,
+        status=RunStatus(row.status),
+        prompt=row.prompt,
+        reason=row.reason,
+        vendor_session_id=row.vendor_session_id,
+        resumed=row.resumed,
+        pid=row.pid,
+        exit_code=row.exit_code,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cache_creation_input_tokens=row.cache_creation_input_tokens,
+        cache_read_input_tokens=row.cache_read_input_tokens,
+        cost_usd=row.cost_usd,
+        usage_estimated=row.usage_estimated,
+        result_text=row.result_text,
+        owner=row.owner,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        plan_mode=row.plan_mode,
+        author=row.author,
+        parent_run_id=row.parent_run_id,
+        role=row.role,
+        resume_key=row.resume_key,
+    )
+
+
+def _event(row: RunEventRow) -> RunEvent:
+    assert row.id is not None
+    return RunEvent(
+        id=row.id,
+        run_id=row.run_id,
+        seq=row.seq,
+        kind=row.kind,
+        data=load_object(row.data),
+        created_at=row.created_at,
+    )
+
+
+class RunStoreMixin(StoreMixin):
+    """Runs (create, read, list, update, finish, interrupt orphans) and their events; see the module docstring."""
+
+    @staticmethod
+    def _lock_run(db: DbSession, run_id: str) -> RunRow:
+        row = db.exec(select(RunRow).where(col(RunRow.id) == run_id).with_for_update(key_share=True)).first()
+        if row is None:
+            raise NotFoundError(f"run {run_id} not found")
+        return row
+
+    @staticmethod
+    def _get_run_row(db: DbSession, run_id: str) -> RunRow:
+        row = db.get(RunRow, run_id)
+        if row is None:
+            raise NotFoundError(f"run {run_id} not found")
+        return row
+
+    # Runs --------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        session_id: str,
+        prompt: str,
+        owner: str,
+        plan_mode: bool = False,
+        author: str | None = None,
+        parent_run_id: str | None = None,
+        role: str | None = None,
+        resume_key: str | None = None,
+    ) -> Run:
+        """Queue a new run (turn) in a session, or a child agent's run.
+
+        The turn index is the session's previous highest plus one (1 for the first run);
+        concurrent callers always get distinct, gap-free indexes. A child run takes the next
+        index too. The session's ``updated_at`` is set to now.
+
+        Args:
+            session_id: The session.
+            prompt: The turn's prompt text.
+            owner: Instance id of the daemon that will run it.
+            plan_mode: Run this turn in plan mode (overrides the row's permission mode).
+            author: Who posted the turn (None: the daemon's user).
+            parent_run_id: For a child agent's run, the run that spawned it (a run of the same
+                session); None for a root turn.
+            role: For a child agent's run, its role name.
+            resume_key: For a child agent's run, the resume key it was spawned with.
+
+        Returns:
+            The new run, status ``queued``.
+
+        Raises:
+            NotFoundError: No such session, or no run ``parent_run_id``.
+            InvalidRequestError: ``parent_run_id`` is a run of another session.
+            StoreError: The database failed.
+        """
+        with self._tx(f"creating a run in session {session_id}", write=True) as db:
+            session_row = self._lock_session(db, session_id)
+            if parent_run_id is not None:
+                parent = db.get(RunRow, parent_run_id)
+                if parent is None:
+                    raise NotFoundError(f"parent run {parent_run_id} not found")
+                if parent.session_id != session_id:
+                    raise InvalidRequestError(
+                        f"parent run {parent_run_id} belongs to session {parent.session_id}, not {session_id}"
+                    )
+            highest = db.exec(
+                select(func.max(RunRow.turn_index)).where(col(RunRow.session_id) == session_id)
+            ).one()
+            now = self._clock()
+            row = RunRow(
+                id=new_id(),
+                session_id=session_id,
+                turn_index=(highest or 0) + 1,
+                status=RunStatus.QUEUED.value,
+                prompt=prompt,
+                owner=owner,
+                created_at=now,
+                plan_mode=plan_mode,
+                author=author,
+                parent_run_id=parent_run_id,
+                role=role,
+                resume_key=resume_key,
+            )
+            session_row.updated_at = now
+            db.add(session_row)
+            db.add(row)
+        return _run(row)
+
+    def get_run(self, run_id: str) -> Run:
+        """Return the run ``run_id``.
+
+        Raises:
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading run {run_id}") as db:
+            return _run(self._get_run_row(db, run_id))
+
+    def list_runs(
+        self,
+        *,
+        session_id: str | None = None,
+        statuses: Iterable[RunStatus | str] | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        """Return up to ``limit`` runs, newest first.
+
+        Args:
+            session_id: Only runs of this session (an unknown id gives an empty list).
+            statuses: Only runs in one of these statuses.
+            limit: Maximum number of runs.
+
+        Raises:
+            InvalidRequestError: An unknown status, or ``limit`` < 1.
+            StoreError: The database failed.
+        """
+        check_limit(limit)
+        query = select(RunRow)
+        if session_id is not None:
+            query = query.where(col(RunRow.session_id) == session_id)
+        if statuses is not None:
+            query = query.where(
+                col(RunRow.status).in_([enum_member(RunStatus, s, "run status").value for s in statuses])
+            )
+        query = query.order_by(col(RunRow.created_at).desc(), col(RunRow.turn_index).desc()).limit(limit)
+        with self._tx("listing runs") as db:
+            return [_run(r) for r in db.exec(query).all()]
+
+    def update_run(self, run_id: str, **fields: Any) -> Run:
+        """Change some columns of a run.
+
+        Args:
+            run_id: The run.
+            **fields: Column values; names from :data:`RUN_UPDATABLE_FIELDS`. ``status`` may
+                only be a non-terminal status (use :meth:`finish_run` to end a run) and only
+                changes a run that is not terminal yet.
+
+        Returns:
+            The run after the change.
+
+        Raises:
+            ValueError: An unknown or read-only field, an invalid status, or a terminal status.
+            NotFoundError: No such run.
+            ConflictError: ``status`` given but the run already ended.
+            StoreError: The database failed.
+        """
+        unknown = sorted(set(fields) - RUN_UPDATABLE_FIELDS)
+        if unknown:
+            raise ValueError(
+                f"update_run cannot set {', '.join(unknown)}; "
+                f"updatable fields: {', '.join(sorted(RUN_UPDATABLE_FIELDS))}"
+            )
+        values = dict(fields)
+        if "status" in values:
+            status = RunStatus(values["status"])
+            if status.terminal:
+                raise ValueError(f"use finish_run to set the terminal status {status.value!r}")
+            values["status"] = status.value
+        with self._tx(f"updating run {run_id}", write=True) as db:
+            if values:
+                statement = update(RunRow).where(col(RunRow.id) == run_id)
+                if "status" in values:
+                    statement = statement.where(col(RunRow.status).not_in(_TERMINAL_RUN_VALUES))
+                result = db.exec(statement.values(**values).execution_options(synchronize_session=False))
+                if result.rowcount == 0:
+                    row = self._get_run_row(db, run_id)
+                    raise ConflictError(
+                        f"run {run_id} already ended ({row.status}); "
+                        f"its status cannot become {values.get('status')}"
+                    )
+            row = self._get_run_row(db, run_id)
+            return _run(row)
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus | str,
+        reason: str | None = None,
+        exit_code: int | None = None,
+        result_text: str | None = None,
+    ) -> Run:
+        """End a run with a terminal status; the first terminal status wins.
+
+        Sets ``ended_at`` to now, and cancels the run's pending approvals in the same
+        transaction. If the run is already terminal nothing changes and it is returned as
+        it is. ``reason``, ``exit_code`` and ``result_text`` are written only when given.
+
+        Args:
+            run_id: The run.
+            status: ``succeeded``, ``failed``, ``interrupted`` or ``cancelled``.
+            reason: Why it failed / was interrupted / cancelled.
+            exit_code: Exit code of the vendor CLI.
+            result_text: Final answer text.
+
+        Returns:
+            The run after the call (unchanged when it had already ended).
+
+        Raises:
+            ValueError: ``status`` is not a terminal status.
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        final = RunStatus(status)
+        if not final.terminal:
+            raise ValueError(f"finish_run needs a terminal status, got {final.value!r}")
+        values: dict[str, Any] = {"status": final.value, "ended_at": self._clock()}
+        if reason is not None:
+            values["reason"] = reason
+        if exit_code is not None:
+            values["exit_code"] = exit_code
+        if result_text is not None:
+            values["result_text"] = result_text
+        with self._tx(f"finishing run {run_id}", write=True) as db:
+            result = db.exec(
+                update(RunRow)
+                .where(col(RunRow.id) == run_id, col(RunRow.status).not_in(_TERMINAL_RUN_VALUES))
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount:
+                self._resolve_pending_for_runs(
+                    db, [run_id], ApprovalStatus.CANCELLED, f"run {final.value}", values["ended_at"]
+                )
+            return _run(self._get_run_row(db, run_id))
+
+    def interrupt_orphaned_runs(self, *, live_owner: str, reason: str) -> list[Run]:
+        """Mark every unfinished run not owned by ``live_owner`` as interrupted.
+
+        Used at daemon start: runs left by a previous (dead) daemon instance become
+        ``interrupted`` with ``reason`` and ``ended_at`` = now, and their pending approvals
+        become ``cancelled`` — all in one transaction.
+
+        Args:
+            live_owner: Instance id of the running daemon; its runs are left alone.
+            reason: Stored as the runs' ``reason`` and the approvals' ``decision_reason``.
+
+        Returns:
+            The interrupted runs, oldest first.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._tx("interrupting orphaned runs", write=True) as db:
+            rows = db.exec(
+                select(RunRow)
+                .where(col(RunRow.status).in_(_LIVE_RUN_VALUES), col(RunRow.owner) != live_owner)
+                .order_by(col(RunRow.created_at), col(RunRow.id))
+                .with_for_update()
+            ).all()
+            now = self._clock()
+            for row in rows:
+                row.status = RunStatus.INTERRUPTED.value
+                row.reason = reason
+                row.ended_at = now
+                db.add(row)
+            db.flush()
+            self._resolve_pending_for_runs(db, [r.id for r in rows], ApprovalStatus.CANCELLED, reason, now)
+            return [_run(r) for r in rows]
+
+    # Events ------------------------------------------------------------------------------
+
+    def append_event(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
+        """Append an event to a run's log; durable when this returns.
+
+        Args:
+            run_id: The run.
+            kind: Event kind, e.g. ``"text"``.
+            data: JSON object payload.
+
+        Returns:
+            The stored event; ``seq`` is the run's previous highest plus one (1 first),
+            distinct and gap-free under concurrent callers.
+
+        Raises:
+            InvalidRequestError: ``data`` is not a JSON-serialisable dict.
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        payload = dump_object(data, "event data")
+        with self._tx(f"appending an event to run {run_id}", write=True) as db:
+            self._lock_run(db, run_id)
+            highest = db.exec(
+                select(func.max(RunEventRow.seq)).where(col(RunEventRow.run_id) == run_id)
+            ).one()
+            row = RunEventRow(
+                run_id=run_id, seq=(highest or 0) + 1, kind=kind, data=payload, created_at=self._clock()
+            )
+            db.add(row)
+            db.flush()
+        return _event(row)
+
+    def list_events(self, run_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[RunEvent]:
+        """Return up to ``limit`` events of a run with ``seq > after_seq``, in ``seq`` order.
+
+        Raises:
+            InvalidRequestError: ``limit`` < 1.
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        check_limit(limit)
+        with self._tx(f"listing events of run {run_id}") as db:
+            rows = db.exec(
+                select(RunEventRow)
+                .where(col(RunEventRow.run_id) == run_id, col(RunEventRow.seq) > after_seq)
+                .order_by(col(RunEventRow.seq))
+                .limit(limit)
+            ).all()
+            if not rows:
+                self._get_run_row(db, run_id)
+            return [_event(r) for r in rows]
