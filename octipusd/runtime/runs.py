@@ -42,13 +42,12 @@ from octipusd.adapter import (
     PermissionMode,
     PermissionRequestEvent,
     ResultEvent,
+    RunFailureEvent,
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
-    Steering,
     StreamParser,
     ToolUseEvent,
-    UnknownEvent,
     Usage,
     VendorEvent,
 )
@@ -99,9 +98,6 @@ log = logging.getLogger("octipusd.runtime")
 EXIT_AFTER_RESULT = 30.0
 #: MCP server name of the bridge as vendors see it.
 BRIDGE_NAME = "octipus"
-#: Bridge statuses in a vendor's session announcement that fail the run (observed.md §1.5: the
-#: binary itself still exits 0 when its MCP server failed).
-FAILED_BRIDGE_STATUSES = frozenset({"failed", "needs-auth", "missing"})
 #: Tool ids of the bridge, as Claude names them.
 BRIDGE_PREFIX = f"mcp__{BRIDGE_NAME}__"
 #: The turn text that clears a session (seed 003 "What invalidates a stored session").
@@ -493,9 +489,8 @@ class RunManager:
                 f"session {session_id} has no live run to steer; send the guidance as the next turn "
                 f"(octipusctl run --session {session_id} ...)"
             )
-        steer = getattr(live.parser, "steer", None)
-        steering = steer(text) if callable(steer) and live.process is not None else None
-        if isinstance(steering, Steering) and live.results_seen < live.expected_results:
+        steering = live.parser.steer(text) if live.parser is not None and live.process is not None else None
+        if steering is not None and live.results_seen < live.expected_results:
             live.expected_results += steering.extra_results
             delivered = True
             for line in steering.lines:
@@ -536,9 +531,9 @@ class RunManager:
             live.stop_reason = reason
         await self.broker.cancel_run(live.run.id, reason)
         process = live.process
-        interrupt = getattr(live.adapter, "encode_interrupt", None)
-        if process is not None and process.returncode is None and callable(interrupt):
-            await process.write_line(interrupt(f"octipus-stop-{live.run.id}"))
+        interrupt = live.adapter.encode_interrupt(f"octipus-stop-{live.run.id}") if live.adapter else None
+        if process is not None and process.returncode is None and interrupt is not None:
+            await process.write_line(interrupt)
         async with anyio.create_task_group() as tg:
             if process is not None:
                 tg.start_soon(process.stop, reason)
@@ -958,6 +953,11 @@ class RunManager:
                             denied_native=denied_native,
                             system_prompt=instructions,
                         )
+                        if adapter.usage_is_cumulative(request):
+                            request = dataclasses.replace(
+                                request,
+                                thread_usage=await self._thread_usage(request, run.session_id, run.id),
+                            )
                         await self._attempt(live, adapter, request, plan)
                         signal = self._resumed_session_missing(adapter, live) if plan.resume else None
                         if signal is None:
@@ -1145,7 +1145,7 @@ class RunManager:
             await process.reap()
             for event in parser.finish(process.returncode):
                 await self._handle(live, event, tg)
-            usage = await self._turn_usage(adapter, request, parser.total_usage(), run.session_id, run.id)
+            usage = parser.total_usage()
             live.run = await in_thread(
                 self.store.update_run,
                 run.id,
@@ -1247,8 +1247,7 @@ class RunManager:
         if event.kind not in NOT_STORED:
             await self.hub.emit_vendor(live.run.id, event)
         process = live.process
-        adapter = live.adapter
-        assert process is not None and adapter is not None
+        assert process is not None
         if isinstance(event, SessionEvent):
             if event.session_id:
                 live.vendor_session_confirmed = event.session_id
@@ -1258,12 +1257,9 @@ class RunManager:
                     live.run = await in_thread(
                         self.store.update_run, live.run.id, vendor_session_id=event.session_id
                     )
-            status = event.mcp_servers.get(BRIDGE_NAME, "missing")
-            if status in FAILED_BRIDGE_STATUSES and live.failure is None:
-                live.failure = (
-                    f"the vendor reports the Octipus bridge as {status} (system/init mcp_servers); "
-                    "the run cannot use Octipus tools"
-                )
+        elif isinstance(event, RunFailureEvent):  # e.g. the adapter saw the bridge not connected
+            if live.failure is None:
+                live.failure = event.reason
                 tg.start_soon(process.stop, live.failure)
         elif isinstance(event, PermissionRequestEvent):
             tg.start_soon(self._relay_permission, live, event)
@@ -1275,12 +1271,6 @@ class RunManager:
             scope = live.relays.pop(event.request_id, None)
             if scope is not None:
                 scope.cancel()
-        elif isinstance(event, UnknownEvent) and event.type == "control_request" and event.raw:
-            request_id = str(event.raw.get("request_id", ""))
-            subtype = (event.raw.get("request") or {}).get("subtype")
-            await process.write_line(
-                adapter.encode_control_error(request_id, f"unsupported control request {subtype}")
-            )
         elif isinstance(event, StatusEvent) and event.status.startswith("cold_start:") and live.run.resumed:
             # the vendor answered the resume with another conversation: the stored one is gone
             # (seed 003 "Cold fallback"); stop before the turn runs there, the turn is retried cold
@@ -1408,21 +1398,15 @@ class RunManager:
             )
         return live.context
 
-    async def _turn_usage(
-        self, adapter: Adapter, request: LaunchRequest, usage: Usage, session_id: str, run_id: str
-    ) -> Usage:
-        """This turn's usage (tokens), when the vendor reports a thread total instead.
-
-        ``codex exec`` reports usage cumulative per thread across resumes (observed.md §2.3); the
-        adapter says so (``usage_is_cumulative``). Every earlier run of the same vendor session
-        is stored with its own turn's usage, so the turn's figure is the reported total minus
-        their sum.
-        """
-        cumulative = getattr(adapter, "usage_is_cumulative", None)
-        if not (callable(cumulative) and cumulative(request) and request.vendor_session_id):
-            return usage
-        runs = await in_thread(self.store.list_runs, session_id=session_id, limit=10_000)
+    async def _thread_usage(self, request: LaunchRequest, session_id: str, run_id: str) -> Usage:
+        """The vendor thread's usage before this turn (tokens), for an adapter whose vendor reports
+        thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3): every
+        earlier run of the same vendor session is stored with its own turn's usage, so it is their
+        sum. The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
         prior = Usage()
+        if request.vendor_session_id is None:
+            return prior
+        runs = await in_thread(self.store.list_runs, session_id=session_id, limit=10_000)
         for earlier in runs:
             if earlier.id != run_id and earlier.vendor_session_id == request.vendor_session_id:
                 prior = prior + Usage(
@@ -1431,13 +1415,7 @@ class RunManager:
                     earlier.cache_creation_input_tokens,
                     earlier.cache_read_input_tokens,
                 )
-        return Usage(
-            max(0, usage.input_tokens - prior.input_tokens),
-            max(0, usage.output_tokens - prior.output_tokens),
-            max(0, usage.cache_creation_input_tokens - prior.cache_creation_input_tokens),
-            max(0, usage.cache_read_input_tokens - prior.cache_read_input_tokens),
-            usage.estimated,
-        )
+        return prior
 
     @staticmethod
     def _resumed_session_missing(adapter: Adapter, live: LiveRun) -> str | None:
@@ -1452,11 +1430,10 @@ class RunManager:
             return live.session_missing
         if live.result is not None:
             return result_failure(live.result) if adapter.session_missing(live.result) else None
-        on_stderr = getattr(adapter, "stderr_session_missing", None)
-        if live.process is None or not callable(on_stderr):
+        if live.process is None:
             return None
         tail = live.process.stderr_tail
-        return f"stderr: {tail.strip()[-300:]}" if on_stderr(tail) else None
+        return f"stderr: {tail.strip()[-300:]}" if adapter.stderr_session_missing(tail) else None
 
     async def _model_row(self, session: Session) -> ModelRow | None:
         """The session's model row, or None (no row, or deleted meanwhile: the session keeps a copy)."""
@@ -1561,10 +1538,7 @@ class RunManager:
 def _resumable(adapter: Adapter, options: Mapping[str, Any]) -> bool:
     """Whether this launch of ``adapter`` takes part in session reuse (seed 003): the adapter
     supports it and, where the adapter decides per transport (``resumable``), this one does."""
-    if not adapter.supports_resume:
-        return False
-    per_transport = getattr(adapter, "resumable", None)
-    return bool(per_transport(options)) if callable(per_transport) else True
+    return adapter.supports_resume and adapter.resumable(options)
 
 
 def _carried_text(launch: LaunchPrompt) -> str:
