@@ -47,7 +47,9 @@ def test_defaults_declare_the_common_vendor(tmp_path: Path) -> None:
     assert StreamParserDefaults().steer("guidance") is None
 
 
-@pytest.mark.parametrize("adapter", [ClaudeCodeAdapter(), CodexAdapter(), VibeAdapter(), AntigravityAdapter()])
+@pytest.mark.parametrize(
+    "adapter", [ClaudeCodeAdapter(), CodexAdapter(), VibeAdapter(), AntigravityAdapter()]
+)
 def test_every_builtin_adapter_declares_the_protocol(adapter: Adapter, tmp_path: Path) -> None:
     assert isinstance(adapter, Adapter)
     parser = adapter.new_parser(None)
