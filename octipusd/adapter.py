@@ -106,6 +106,11 @@ class LaunchRequest:
             003: "a denial under either identity wins"); the relay still applies them to every
             relayed call. An adapter that cannot pass one faithfully says so in
             :attr:`LaunchSpec.notices` instead of widening or dropping it silently.
+        thread_usage: The usage (tokens) Octipus stored for the earlier runs of
+            ``vendor_session_id``, supplied by the runtime only when the adapter declares that
+            this launch's vendor reports thread totals (:meth:`Adapter.usage_is_cumulative`);
+            the parser subtracts it so that its events and totals are this turn's own. None
+            otherwise.
     """
 
     binary: str
@@ -125,6 +130,7 @@ class LaunchRequest:
     token_limit: int | None = None
     space: bool = False
     denied_native: Sequence[str] = ()
+    thread_usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,7 @@ class EventKind(enum.StrEnum):
     ERROR = "error"
     STATUS = "status"
     STDIN_WRITE = "stdin_write"
+    RUN_FAILURE = "run_failure"
     UNKNOWN = "unknown"
     UNPARSED = "unparsed"
 
@@ -319,6 +326,21 @@ class Usage:
             self.estimated or other.estimated,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        """Field-wise ``self - other`` clamped at 0 (tokens); ``estimated`` is ``self``'s.
+
+        The one subtraction of usages: a parser turns a vendor's running total into the part
+        not yet counted (``total - counted``), or a thread total into one turn's figure
+        (``thread_total - LaunchRequest.thread_usage``).
+        """
+        return Usage(
+            max(self.input_tokens - other.input_tokens, 0),
+            max(self.output_tokens - other.output_tokens, 0),
+            max(self.cache_creation_input_tokens - other.cache_creation_input_tokens, 0),
+            max(self.cache_read_input_tokens - other.cache_read_input_tokens, 0),
+            self.estimated,
+        )
+
 
 @dataclass(frozen=True)
 class UsageEvent(VendorEvent):
@@ -412,6 +434,26 @@ class StdinWriteEvent(VendorEvent):
 
 
 @dataclass(frozen=True)
+class RunFailureEvent(VendorEvent):
+    """The adapter found that the run cannot do its work, though the vendor goes on.
+
+    E.g. the vendor reports the Octipus MCP bridge as not ``connected`` (Claude lists it
+    ``pending`` or ``failed`` in ``system/init`` and still exits 0, observed.md §1.5). The runtime
+    fails the run with ``reason`` (the first such reason wins) and stops the vendor; it knows no
+    vendor's statuses itself.
+
+    Attributes:
+        reason: One sentence for a person: what the vendor reported and what it means.
+    """
+
+    reason: str
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.RUN_FAILURE
+
+
+@dataclass(frozen=True)
 class UnparsedLine(VendorEvent):
     """A line that is not a JSON object; ``text`` keeps it (decoded with replacement)."""
 
@@ -459,9 +501,8 @@ class PermissionDecision:
 class StreamParser(Protocol):
     """Per-run, stateful parser of one vendor's output lines.
 
-    A parser of a vendor that takes live guidance also has ``steer(text: str) -> Steering |
-    None`` (None when the turn cannot take it now); the runtime looks it up with ``getattr``,
-    and guidance for vendors without it is queued for the run context and the next turn.
+    Parsers inherit :class:`StreamParserDefaults` for the members a vendor may leave at their
+    default (:meth:`steer`).
     """
 
     def feed(self, line: bytes) -> list[VendorEvent]:
@@ -485,6 +526,11 @@ class StreamParser(Protocol):
         Args:
             exit_code: The vendor's exit code (negative: killed by that signal), or None.
         """
+        ...
+
+    def steer(self, text: str) -> Steering | None:
+        """Deliver user guidance into the running turn, or None when this vendor (or the turn, now)
+        cannot take it; the runtime then queues it for the run context and the next turn."""
         ...
 
 
@@ -559,6 +605,61 @@ class Adapter(Protocol):
     def session_missing(self, result: ResultEvent) -> bool:
         """True when the vendor's result says the resumed session no longer exists."""
         ...
+
+    # -- declared vendor facts with a default in AdapterDefaults (issue 12: adapters own their vendor)
+
+    def resumable(self, options: Mapping[str, Any]) -> bool:
+        """Whether a launch with these ``metadata.cliAgent`` options takes part in session reuse
+        (only asked when :attr:`supports_resume`; a vendor may resume on one transport only)."""
+        ...
+
+    def usage_is_cumulative(self, request: LaunchRequest) -> bool:
+        """Whether this launch's vendor reports the thread's usage so far instead of the turn's; the
+        runtime then supplies :attr:`LaunchRequest.thread_usage`, which the parser subtracts."""
+        ...
+
+    def stderr_session_missing(self, stderr: str) -> bool:
+        """True when a run that printed no result says on stderr that the resumed session is gone."""
+        ...
+
+    def encode_interrupt(self, request_id: str) -> str | None:
+        """The stdin line that ends the current turn at once (sent before a stop), or None when the
+        vendor takes no interrupt."""
+        ...
+
+
+class StreamParserDefaults:
+    """Defaults of the :class:`StreamParser` members a vendor may leave out; parsers inherit it."""
+
+    def steer(self, text: str) -> Steering | None:
+        """No live guidance: the runtime queues it for the run context and the next turn."""
+        return None
+
+
+class AdapterDefaults:
+    """Defaults of the :class:`Adapter` members a vendor may leave out; adapters inherit it.
+
+    A vendor fact is declared, never probed: the runtime calls these members on every adapter, and
+    an adapter overrides the ones its vendor differs in.
+    """
+
+    supports_resume: bool
+
+    def resumable(self, options: Mapping[str, Any]) -> bool:
+        """Every transport resumes as the vendor does (:attr:`Adapter.supports_resume`)."""
+        return self.supports_resume
+
+    def usage_is_cumulative(self, request: LaunchRequest) -> bool:
+        """Usage is reported per turn."""
+        return False
+
+    def stderr_session_missing(self, stderr: str) -> bool:
+        """The vendor says a resumed session is gone in its result only (:meth:`Adapter.session_missing`)."""
+        return False
+
+    def encode_interrupt(self, request_id: str) -> str | None:
+        """No interrupt: a stop ends the process."""
+        return None
 
 
 def load_adapters(errors: list[str] | None = None) -> dict[str, Adapter]:

@@ -5,7 +5,10 @@ so field reads go through these helpers, which return a neutral value when a fie
 or of an unexpected type instead of failing. Adapter packages import them from here rather
 than keeping copies.
 
-Also the check of a model row's additive flags (:func:`normalize_additive_flags`: a few boolean
+Also the check of the Octipus bridge in a vendor's session announcement
+(:func:`bridge_not_connected`: an adapter whose vendor reports MCP statuses fails the run with a
+:class:`~octipusd.adapter.RunFailureEvent` unless the bridge is ``connected``), the check of a model
+row's additive flags (:func:`normalize_additive_flags`: a few boolean
 switches and one flag with a closed set of values, per vendor), and the location of the
 ``octipus-bridge`` helper as a vendor process must call it
 (:func:`bridge_helper_path`, :func:`shell_guard_command`), shared by the adapters that hand it to
@@ -25,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from octipusd.adapter import JSON, Usage
+from octipusd.adapter import JSON, RunFailureEvent, SessionEvent, Usage
 from octipusd.errors import AdapterError
 
 __all__ = [
+    "BRIDGE_CONNECTED",
     "BRIDGE_HELPER_NAME",
     "SHELL_GUARD_SUBCOMMAND",
     "ValuedFlag",
@@ -39,6 +43,7 @@ __all__ = [
     "as_str",
     "as_tokens",
     "bridge_helper_path",
+    "bridge_not_connected",
     "field_max",
     "is_zero",
     "normalize_additive_flags",
@@ -51,6 +56,48 @@ BRIDGE_HELPER_NAME: Final = "octipus-bridge"
 
 #: The helper's subcommand that runs the shell guard hook (:mod:`octipusd.policy.shellguard`).
 SHELL_GUARD_SUBCOMMAND: Final = "shell-guard"
+
+#: The one :attr:`~octipusd.adapter.SessionEvent.mcp_servers` status in which the bridge serves the
+#: run; any other (``failed``, ``needs-auth``, ``pending``, ``unknown``, absent) leaves its tools out.
+BRIDGE_CONNECTED: Final = "connected"
+
+
+def bridge_not_connected(
+    event: SessionEvent, server_name: str, vendor: str, where: str
+) -> RunFailureEvent | None:
+    """The run's failure when a vendor's session announcement shows the bridge not ``connected``.
+
+    A vendor that cannot reach its MCP server goes on without its tools and may still report
+    success: Claude lists a refused bridge ``failed`` and one that accepted the connection but never
+    answered ``pending`` (its tool calls then fail with "still connecting"), and exits 0
+    (observed.md §1.5). Only a parser that reads a status the vendor holds as settled calls this.
+
+    Args:
+        event: The parsed announcement (its ``raw`` becomes the failure's).
+        server_name: The bridge's MCP server name (``BridgeEndpoint.server_name``).
+        vendor: The vendor as a person knows it (``Claude Code``).
+        where: What the vendor reported in (``system/init``).
+
+    Returns:
+        None when the bridge is ``connected``; else a :class:`RunFailureEvent` whose reason names the
+        status (or lists the servers reported when the bridge is absent).
+    """
+    status = event.mcp_servers.get(server_name)
+    if status == BRIDGE_CONNECTED:
+        return None
+    if status is None:
+        listed = ", ".join(f"{k}: {v}" for k, v in event.mcp_servers.items()) or "none"
+        reason = (
+            f"{vendor} did not report the Octipus MCP bridge {server_name!r} ({where} lists MCP servers: "
+            f"{listed}); the run cannot use Octipus tools"
+        )
+    else:
+        reason = (
+            f"{vendor} reported the Octipus MCP bridge {server_name!r} as {status!r} in {where}, not "
+            f"{BRIDGE_CONNECTED!r} (it could not connect, was refused or never answered); the run cannot "
+            "use Octipus tools"
+        )
+    return RunFailureEvent(raw=event.raw, reason=reason)
 
 
 def as_dict(value: object) -> JSON:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from octipusd.adapter import (
+    AdapterDefaults,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -17,7 +18,7 @@ from . import launch
 from .parser import AntigravityTextParser
 
 
-class AntigravityAdapter:
+class AntigravityAdapter(AdapterDefaults):
     """Google Antigravity CLI (``agy``) in print mode. Pure: no process, socket or database.
 
     Implements :class:`octipusd.adapter.Adapter`; see :mod:`octipus_antigravity` for what each

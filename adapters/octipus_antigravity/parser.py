@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from octipusd.adapter import ResultEvent, TextEvent, Usage, UsageEvent, VendorEvent
+from octipusd.adapter import ResultEvent, StreamParserDefaults, TextEvent, Usage, UsageEvent, VendorEvent
 
 #: Characters per estimated token (seed 003: "about four characters per token").
 CHARS_PER_TOKEN: Final = 4
@@ -89,7 +89,7 @@ def clean_line(raw: bytes | bytearray | memoryview | str) -> str:
     return text
 
 
-class AntigravityTextParser:
+class AntigravityTextParser(StreamParserDefaults):
     """Per-run parser of agy's buffered print-mode stdout (see the module docstring).
 
     Args:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from .adapter import ClaudeCodeAdapter
 from .control import (
-    FAILED_MCP_STATUSES,
     SESSION_MISSING_TEXT,
     encode_control_error,
     encode_interrupt,
@@ -58,7 +57,6 @@ __all__ = [
     "ALLOWED_ADDITIVE_FLAGS",
     "BASE_FLAGS",
     "EFFORT_LEVELS",
-    "FAILED_MCP_STATUSES",
     "PERMISSION_MODES",
     "QUIET_ENV",
     "SESSION_MISSING_TEXT",

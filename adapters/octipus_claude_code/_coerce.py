@@ -41,14 +41,3 @@ def parse_usage(value: object) -> Usage | None:
         cache_creation_input_tokens=as_tokens(value.get("cache_creation_input_tokens")),
         cache_read_input_tokens=as_tokens(value.get("cache_read_input_tokens")),
     )
-
-
-def difference(a: Usage, b: Usage) -> Usage:
-    """Field-wise ``a - b`` (tokens); callers guarantee ``a >= b`` in every field."""
-    return Usage(
-        a.input_tokens - b.input_tokens,
-        a.output_tokens - b.output_tokens,
-        a.cache_creation_input_tokens - b.cache_creation_input_tokens,
-        a.cache_read_input_tokens - b.cache_read_input_tokens,
-        a.estimated,
-    )

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 
 from octipusd.adapter import (
+    AdapterDefaults,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -26,7 +27,7 @@ def _effective_uid_is_root() -> bool:
     return geteuid is not None and geteuid() == 0
 
 
-class ClaudeCodeAdapter:
+class ClaudeCodeAdapter(AdapterDefaults):
     """Claude Code (``claude`` 2.x in headless stream-json mode). Pure: no process, socket or database.
 
     Implements :class:`octipusd.adapter.Adapter`; see :mod:`octipus_claude_code` for what each
@@ -142,8 +143,8 @@ class ClaudeCodeAdapter:
         )
 
     def new_parser(self, request: LaunchRequest | None = None) -> ClaudeStreamParser:
-        """Return a fresh stream-json parser for one process's stdout."""
-        return ClaudeStreamParser()
+        """Return a fresh stream-json parser for one process's stdout (checking ``request.bridge``)."""
+        return ClaudeStreamParser(request)
 
     def encode_permission_response(
         self, request: PermissionRequestEvent, decision: PermissionDecision

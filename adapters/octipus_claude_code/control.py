@@ -12,11 +12,7 @@ import re
 from typing import Final
 
 from octipusd.adapter import JSON, PermissionDecision, PermissionRequestEvent, ResultEvent, SessionEvent
-
-#: ``system/init.mcp_servers`` statuses that mean the server is unusable for the run. A server
-#: whose bearer token is refused shows ``failed`` (observed.md §1.5); ``needs-auth`` is what
-#: Claude reports for a server that wants an OAuth login, equally unusable headless.
-FAILED_MCP_STATUSES: Final[frozenset[str]] = frozenset({"failed", "needs-auth"})
+from octipusd.adapterkit import bridge_not_connected
 
 #: Text of Claude's error for an unknown or out-of-cwd resume id (observed.md §1.7, sources.md §1.2).
 SESSION_MISSING_TEXT: Final = "No conversation found with session ID"
@@ -115,34 +111,25 @@ def encode_interrupt(request_id: str) -> str:
 
 
 def mcp_failure(event: SessionEvent, server_name: str) -> str | None:
-    """Tell whether ``system/init`` reports Octipus's bridge as unusable.
+    """Tell whether ``system/init`` reports Octipus's bridge as anything but ``connected``.
 
     Claude does not fail when an MCP server cannot connect: the run goes on without its tools and
-    exits 0 (observed.md §1.5), so the runtime must fail the run itself with the returned reason.
-    The bridge is unusable when its status is in :data:`FAILED_MCP_STATUSES` or when it is missing
-    from ``mcp_servers`` although Octipus configured it (with ``--strict-mcp-config``, every
-    configured server is listed).
+    exits 0 (observed.md §1.5). ``system/init`` is printed once Claude stopped waiting for its MCP
+    servers (about 2.5 s on 2.1.197): a bridge that refused the token shows ``failed``, one that
+    accepted the connection but never answered shows ``pending`` and its tools are then missing
+    ("still connecting"), and a configured bridge absent from ``mcp_servers`` (with
+    ``--strict-mcp-config`` every configured server is listed) was not loaded. Each makes the run
+    useless, so the parser fails it (:class:`~octipusd.adapter.RunFailureEvent`) with this reason.
 
     Args:
         event: A parsed ``system/init``.
         server_name: The bridge's MCP server name (``BridgeEndpoint.server_name``).
 
     Returns:
-        A one-sentence reason for a person, or None when the bridge is connected or still pending.
+        A one-sentence reason for a person, or None when the bridge is connected.
     """
-    status = event.mcp_servers.get(server_name)
-    if status is None:
-        listed = ", ".join(f"{k}: {v}" for k, v in event.mcp_servers.items()) or "none"
-        return (
-            f"Claude Code did not load the Octipus MCP bridge {server_name!r} (system/init lists MCP "
-            f"servers: {listed}); the run cannot use Octipus tools"
-        )
-    if status in FAILED_MCP_STATUSES:
-        return (
-            f"Claude Code reported the Octipus MCP bridge {server_name!r} as {status!r} in system/init "
-            "(it could not connect or was refused); the run cannot use Octipus tools"
-        )
-    return None
+    failure = bridge_not_connected(event, server_name, "Claude Code", "system/init")
+    return failure.reason if failure is not None else None
 
 
 def session_missing(result: ResultEvent) -> bool:

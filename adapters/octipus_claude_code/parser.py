@@ -8,7 +8,10 @@ sources.md §1.6-§1.7; every event keeps the line's decoded object as ``raw``):
 stdout line                           events
 ====================================  =====================================================
 ``system`` / ``init``                 :class:`SessionEvent` (session id, model, tools,
-                                      MCP server name -> status)
+                                      MCP server name -> status), then
+                                      :class:`RunFailureEvent` when the launch has a bridge
+                                      and init does not list it ``connected``
+                                      (:func:`~octipus_claude_code.mcp_failure`)
 ``system`` / any other subtype        :class:`StatusEvent` whose ``status`` is the subtype
                                       (``api_retry``, ``status``, ``thinking_tokens``,
                                       ``compact_boundary``...); ``system`` without a subtype
@@ -26,8 +29,10 @@ stdout line                           events
                                       echo of ``--replay-user-messages``) or
                                       ``user_message`` (e.g. "[Request interrupted by user]")
 ``control_request`` / ``can_use_tool`` :class:`PermissionRequestEvent`
-``control_request`` / other subtypes  :class:`UnknownEvent` (type ``control_request``); the
-                                      runtime answers with ``encode_control_error``
+``control_request`` / other subtypes  :class:`UnknownEvent` (type ``control_request``) +
+(or without ``tool_name``)            :class:`StdinWriteEvent` answering it with
+                                      :func:`~octipus_claude_code.encode_control_error`, so
+                                      Claude never waits on it (none without ``request_id``)
 ``control_cancel_request``            :class:`ControlCancelEvent`
 ``control_response``                  :class:`StatusEvent` ``control_response``
 ``result``                            (:class:`UsageEvent` reconciliation, see below) +
@@ -60,11 +65,15 @@ from octipusd.adapter import (
     JSON,
     ControlCancelEvent,
     ErrorEvent,
+    LaunchRequest,
     PermissionRequestEvent,
     ResultEvent,
+    RunFailureEvent,
     SessionEvent,
     StatusEvent,
+    StdinWriteEvent,
     Steering,
+    StreamParserDefaults,
     TextEvent,
     ThinkingEvent,
     ToolResultEvent,
@@ -81,12 +90,12 @@ from ._coerce import (
     as_dict,
     as_list,
     as_str,
-    difference,
     field_max,
     is_zero,
     parse_usage,
     to_text,
 )
+from .control import encode_control_error, mcp_failure
 from .launch import encode_user_message
 
 
@@ -136,14 +145,19 @@ def flatten_tool_result(content: object) -> str:
     return to_text(content)
 
 
-class ClaudeStreamParser:
+class ClaudeStreamParser(StreamParserDefaults):
     """Stateful parser of one Claude Code process's stream-json stdout.
 
     Implements :class:`octipusd.adapter.StreamParser`. Not thread-safe; one per run.
     See the module docstring for the line -> event table and the usage rules.
+
+    Args:
+        request: The launch the output belongs to; its bridge is the MCP server ``system/init`` must
+            list ``connected``. None (tests of recorded streams): no bridge is checked.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, request: LaunchRequest | None = None) -> None:
+        self._bridge = request.bridge.server_name if request is not None and request.bridge else None
         self._seen_message_ids: set[str] = set()
         self._completed = Usage()  # reconciled usage of turns that ended with a result
         self._turn = Usage()  # de-duplicated assistant usage since the last result
@@ -222,15 +236,15 @@ class ClaudeStreamParser:
             if name is not None:
                 servers[name] = as_str(entry.get("status")) or "unknown"
         tools = tuple(t for t in as_list(obj.get("tools")) if isinstance(t, str))
-        return [
-            SessionEvent(
-                raw=obj,
-                session_id=as_str(obj.get("session_id")),
-                model=as_str(obj.get("model")),
-                tools=tools,
-                mcp_servers=servers,
-            )
-        ]
+        session = SessionEvent(
+            raw=obj,
+            session_id=as_str(obj.get("session_id")),
+            model=as_str(obj.get("model")),
+            tools=tools,
+            mcp_servers=servers,
+        )
+        reason = mcp_failure(session, self._bridge) if self._bridge is not None else None
+        return [session] if reason is None else [session, RunFailureEvent(raw=obj, reason=reason)]
 
     def _assistant(self, obj: JSON) -> list[VendorEvent]:
         message = as_dict(obj.get("message"))
@@ -306,7 +320,11 @@ class ClaudeStreamParser:
                     tool_use_id=as_str(request.get("tool_use_id")),
                 )
             ]
-        return [UnknownEvent(raw=obj, type="control_request")]
+        unknown = UnknownEvent(raw=obj, type="control_request")
+        if request_id is None:  # nothing to correlate an answer with
+            return [unknown]
+        answer = encode_control_error(request_id, f"unsupported control request {request.get('subtype')}")
+        return [unknown, StdinWriteEvent(raw=obj, lines=(answer,))]
 
     def _control_cancel(self, obj: JSON) -> list[VendorEvent]:
         request_id = as_str(obj.get("request_id"))
@@ -328,7 +346,7 @@ class ClaudeStreamParser:
         errors = tuple(to_text(e) for e in as_list(obj.get("errors")))
         events: list[VendorEvent] = []
         turn_total = self._turn if usage is None else field_max(usage, self._turn)
-        increment = difference(turn_total, self._turn)
+        increment = turn_total - self._turn
         if not is_zero(increment):
             events.append(UsageEvent(raw=obj, usage=increment))
         self._completed = self._completed + turn_total

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 from .adapter import CodexAdapter
 from .control import (
-    FAILED_MCP_STATUSES,
     INVALID_SESSION_TEXT,
     SESSION_MISSING_TEXT,
     mcp_failure,
@@ -85,7 +84,6 @@ __all__ = [
     "ALLOWED_ADDITIVE_FLAGS",
     "APPROVAL_POLICIES",
     "BRIDGE_TOKEN_ENV",
-    "FAILED_MCP_STATUSES",
     "INVALID_SESSION_TEXT",
     "QUIET_FLAGS",
     "SANDBOX_MODES",

@@ -62,17 +62,6 @@ def codex_usage(
     )
 
 
-def difference(a: Usage, b: Usage) -> Usage:
-    """Field-wise ``a - b`` clamped at 0 (tokens)."""
-    return Usage(
-        max(a.input_tokens - b.input_tokens, 0),
-        max(a.output_tokens - b.output_tokens, 0),
-        max(a.cache_creation_input_tokens - b.cache_creation_input_tokens, 0),
-        max(a.cache_read_input_tokens - b.cache_read_input_tokens, 0),
-        a.estimated,
-    )
-
-
 def flatten_content(content: object) -> str:
     """Flatten an MCP result ``content`` list to text.
 

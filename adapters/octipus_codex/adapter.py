@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from octipusd import __version__
 from octipusd.adapter import (
+    AdapterDefaults,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -18,7 +19,7 @@ from . import control, launch, rpc
 from .parser import CodexStreamParser
 
 
-class CodexAdapter:
+class CodexAdapter(AdapterDefaults):
     """OpenAI Codex CLI (``codex`` 0.171.0): ``app-server`` JSON-RPC (default) or ``exec --json``.
 
     Pure: no process, socket or database. Implements :class:`octipusd.adapter.Adapter`; see

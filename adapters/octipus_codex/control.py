@@ -10,6 +10,7 @@ import re
 from typing import Final
 
 from octipusd.adapter import LaunchRequest, ResultEvent, SessionEvent
+from octipusd.adapterkit import bridge_not_connected
 
 from .launch import TRANSPORT_EXEC, transport_of
 
@@ -19,9 +20,6 @@ SESSION_MISSING_TEXT: Final = "no rollout found for thread id"
 
 #: Codex's text for a resume id that is not a UUID (app-server -32600, observed on 0.171.0).
 INVALID_SESSION_TEXT: Final = "invalid session id"
-
-#: :attr:`SessionEvent.mcp_servers` statuses that make the bridge unusable.
-FAILED_MCP_STATUSES: Final[frozenset[str]] = frozenset({"failed", "needs-auth"})
 
 _VERSION_RE: Final = re.compile(r"\b(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)")
 
@@ -66,9 +64,10 @@ def usage_is_cumulative(request: LaunchRequest) -> bool:
     """Whether the run's reported usage includes the thread's earlier turns.
 
     True only for a resumed ``exec`` run: ``turn.completed.usage`` is cumulative per thread
-    across resumes (observed.md §2.3), so that run's usage is the thread's total so far and the
-    caller must subtract the previous run's figure to get the turn's. app-server usage is always
-    per turn (``last`` of the turn's own notifications, :mod:`octipus_codex.parser`).
+    across resumes (observed.md §2.3), so that run's figure is the thread's total so far. The
+    runtime then supplies the thread's earlier usage as ``LaunchRequest.thread_usage`` and the
+    parser subtracts it. app-server usage is always per turn (``last`` of the turn's own
+    notifications, :mod:`octipus_codex.parser`).
 
     Raises:
         AdapterError: an unknown transport in ``request.options``.
@@ -79,25 +78,19 @@ def usage_is_cumulative(request: LaunchRequest) -> bool:
 def mcp_failure(event: SessionEvent, server_name: str) -> str | None:
     """Reason the bridge is unusable per the session announcement, or None.
 
+    The app-server parser announces the session once the bridge's start-up status is settled
+    (``ready``, ``failed``, ``cancelled``, or re-authentication required) or, at the latest, when the
+    turn completes; a bridge not ``connected`` by then never served the turn.
+
     Args:
         event: A parsed :class:`SessionEvent`.
         server_name: The bridge's MCP server name (``BridgeEndpoint.server_name``).
 
     Returns:
-        A one-sentence reason, or None when the bridge is connected or still pending.
+        A one-sentence reason, or None when the bridge is connected.
     """
-    status = event.mcp_servers.get(server_name)
-    if status is None:
-        return (
-            f"Codex did not report the Octipus MCP bridge {server_name!r} as started; the run cannot use "
-            "Octipus tools"
-        )
-    if status in FAILED_MCP_STATUSES:
-        return (
-            f"Codex reported the Octipus MCP bridge {server_name!r} as {status!r} (it could not connect or "
-            "was refused); the run cannot use Octipus tools"
-        )
-    return None
+    failure = bridge_not_connected(event, server_name, "Codex", "its MCP start-up status")
+    return failure.reason if failure is not None else None
 
 
 def parse_version(output: str) -> str | None:

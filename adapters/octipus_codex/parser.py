@@ -27,12 +27,16 @@ response to the thread request                 [:class:`StatusEvent` ``cold_star
                                                [:class:`SessionEvent`], :class:`StdinWriteEvent`
                                                ``turn/start``; an error gives
                                                [:class:`SessionEvent` with the bridge
-                                               ``failed``] + :class:`ResultEvent` (error)
+                                               ``failed`` + :class:`RunFailureEvent`] +
+                                               :class:`ResultEvent` (error)
 response to ``turn/start``                     buffered usage of the turn, if any; an error
                                                gives :class:`ResultEvent` (error)
 ``mcpServer/startupStatus/updated``            [:class:`ErrorEvent`], then the
                                                :class:`SessionEvent` once the thread id and the
-                                               bridge's final status are known
+                                               bridge's final status are known, followed by a
+                                               :class:`RunFailureEvent` when the bridge is not
+                                               ``connected`` (also when the session is only
+                                               announced at ``turn/completed``)
 ``item/started`` / ``item/completed``          :class:`ToolUseEvent` / :class:`ToolResultEvent`
                                                for tool items, :class:`TextEvent` for a
                                                completed ``agentMessage``,
@@ -82,10 +86,13 @@ known are held until it is. So a turn's usage is exact whatever the thread's his
 :attr:`ResultEvent.usage` is the turn's sum.
 
 exec reports only ``turn.completed.usage``, cumulative for the whole thread across resumed runs
-(observed.md §2.3). The parser emits the increase since the previous ``turn.completed`` of the
-same process (exec runs one turn, so: the cumulative figure). That is the turn's usage on a new
-thread; on a resumed thread it also contains the earlier turns, and only the caller, who knows
-the previous run's figure, can subtract it (:meth:`octipus_codex.CodexAdapter.usage_is_cumulative`).
+(observed.md §2.3). The parser emits the increase over the thread's usage before this turn: for a
+resumed exec launch the adapter declares its usage cumulative
+(:meth:`octipus_codex.CodexAdapter.usage_is_cumulative`), the runtime supplies what it stored for
+the thread's earlier runs as :attr:`~octipusd.adapter.LaunchRequest.thread_usage`, and the parser
+subtracts it (clamped at 0); a new thread (or a resume answered with another thread) starts from 0.
+So the :class:`UsageEvent`, the :class:`ResultEvent` and :meth:`CodexStreamParser.total_usage`
+carry this turn's own figures on both transports.
 
 Codex's input counts include cached input; :class:`~octipusd.adapter.Usage` gets the uncached part
 as ``input_tokens`` and the cached part as ``cache_read_input_tokens``.
@@ -105,10 +112,12 @@ from octipusd.adapter import (
     LaunchRequest,
     PermissionRequestEvent,
     ResultEvent,
+    RunFailureEvent,
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
     Steering,
+    StreamParserDefaults,
     TextEvent,
     ThinkingEvent,
     ToolResultEvent,
@@ -121,8 +130,8 @@ from octipusd.adapter import (
 )
 from octipusd.errors import AdapterError
 
-from . import rpc
-from ._coerce import as_dict, as_list, as_str, codex_usage, difference, flatten_content, is_zero, to_text
+from . import control, rpc
+from ._coerce import as_dict, as_list, as_str, codex_usage, flatten_content, is_zero, to_text
 from .launch import TRANSPORT_APP_SERVER, app_server_plan, transport_of
 
 #: Name of the Octipus bridge as the exec parser reports it (``BridgeEndpoint.server_name``'s
@@ -253,7 +262,7 @@ def _arguments(value: object) -> JSON:
     return {"arguments": value}
 
 
-class CodexStreamParser:
+class CodexStreamParser(StreamParserDefaults):
     """Stateful parser of one Codex process's stdout (app-server JSON-RPC or exec JSONL).
 
     Implements :class:`octipusd.adapter.StreamParser`. Not thread-safe; one per run. See the
@@ -262,8 +271,9 @@ class CodexStreamParser:
     Args:
         request: The launch this output belongs to (``Adapter.new_parser(request)``). For an
             app-server run it is what the parser's requests are built from (the thread request
-            after ``config/read``, ``turn/start`` after the thread); it also names the bridge and the
-            thread a resume asked for. None (tests of recorded streams) parses only: no requests
+            after ``config/read``, ``turn/start`` after the thread); it also names the bridge, the
+            thread a resume asked for and, for a resumed exec run, the thread's usage before this
+            turn (``thread_usage``). None (tests of recorded streams) parses only: no requests
             are sent, and an exec ``thread.started`` reports the default bridge name connected.
     """
 
@@ -271,8 +281,11 @@ class CodexStreamParser:
         self._plan: rpc.Plan | None = None
         self._exec_bridge: str | None = DEFAULT_BRIDGE_NAME
         self._requested: str | None = None
+        self._exec_cumulative = Usage()  # the thread's exec usage already counted (tokens)
         if request is not None:
             self._requested = request.vendor_session_id if request.resume else None
+            if self._requested is not None and request.thread_usage is not None:
+                self._exec_cumulative = request.thread_usage
             self._exec_bridge = request.bridge.server_name if request.bridge is not None else None
             try:
                 if transport_of(request.options) == TRANSPORT_APP_SERVER:
@@ -292,7 +305,6 @@ class CodexStreamParser:
         self._last_total: str | None = None
         self._turn_usage = Usage()
         self._total = Usage()
-        self._exec_cumulative = Usage()
         self._started: set[str] = set()
         self._file_changes: dict[str, JSON] = {}
         self._last_text: str | None = None
@@ -452,7 +464,9 @@ class CodexStreamParser:
             if bridge is not None and REQUIRED_MCP_FAILED_TEXT in error and bridge in error:
                 self._mcp[bridge] = "failed"
                 self._announced = True
-                events.append(SessionEvent(raw=obj, session_id=None, mcp_servers=dict(self._mcp)))
+                events.extend(
+                    self._session(SessionEvent(raw=obj, session_id=None, mcp_servers=dict(self._mcp)))
+                )
             events.append(self._failure(obj, subtype, error, session_id=self._requested))
             return events
         thread_id = as_str(as_dict(result.get("thread")).get("id"))
@@ -492,9 +506,14 @@ class CodexStreamParser:
             if self._bridge is not None and self._mcp.get(self._bridge) not in _FINAL_MCP_STATUSES:
                 return []
         self._announced = True
-        return [
+        return self._session(
             SessionEvent(raw=obj, session_id=self._thread_id, model=self._model, mcp_servers=dict(self._mcp))
-        ]
+        )
+
+    def _session(self, event: SessionEvent) -> list[VendorEvent]:
+        """The announcement, plus the run's failure when the bridge of the launch is not ``connected``."""
+        reason = control.mcp_failure(event, self._bridge) if self._bridge is not None else None
+        return [event] if reason is None else [event, RunFailureEvent(raw=event.raw, reason=reason)]
 
     def _mcp_status(self, obj: JSON, params: JSON) -> list[VendorEvent]:
         name = as_str(params.get("name"))
@@ -803,6 +822,8 @@ class CodexStreamParser:
     def _exec_thread_started(self, obj: JSON) -> list[VendorEvent]:
         thread_id = as_str(obj.get("thread_id"))
         self._thread_id = thread_id
+        if self._requested is not None and thread_id != self._requested:
+            self._exec_cumulative = Usage()  # another thread: none of its usage was counted before
         if self._announced:
             return [StatusEvent(raw=obj, status="thread.started")]
         self._announced = True
@@ -854,7 +875,7 @@ class CodexStreamParser:
         events: list[VendorEvent] = []
         turn = Usage()
         if cumulative is not None:
-            turn = difference(cumulative, self._exec_cumulative)
+            turn = cumulative - self._exec_cumulative
             self._exec_cumulative = cumulative
             if not is_zero(turn):
                 self._total = self._total + turn

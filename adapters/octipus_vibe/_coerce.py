@@ -60,17 +60,6 @@ def usage_from_totals(prompt: int, completion: int, cached: int, *, estimated: b
     )
 
 
-def difference(a: Usage, b: Usage) -> Usage:
-    """Field-wise ``a - b`` clamped at 0 (tokens); ``estimated`` is ``a``'s."""
-    return Usage(
-        max(a.input_tokens - b.input_tokens, 0),
-        max(a.output_tokens - b.output_tokens, 0),
-        max(a.cache_creation_input_tokens - b.cache_creation_input_tokens, 0),
-        max(a.cache_read_input_tokens - b.cache_read_input_tokens, 0),
-        a.estimated,
-    )
-
-
 def decode_line(line: bytes | bytearray | memoryview | str) -> str:
     """Decode one output line as UTF-8 with replacement characters (never raises)."""
     if isinstance(line, str):

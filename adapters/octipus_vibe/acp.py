@@ -59,6 +59,7 @@ from octipusd.adapter import (
     UsageEvent,
     VendorEvent,
 )
+from octipusd.adapterkit import bridge_not_connected
 
 from ._coerce import (
     as_cost,
@@ -67,7 +68,6 @@ from ._coerce import (
     as_list,
     as_str,
     as_tokens,
-    difference,
     field_max,
     is_zero,
     to_text,
@@ -375,7 +375,8 @@ class AcpParser:
                                             is a merged ``agent_message_chunk`` update); an MCP
                                             notice instead gives :class:`ErrorEvent` +
                                             :class:`SessionEvent` (bridge ``failed`` /
-                                            ``needs-auth``)
+                                            ``needs-auth``) + :class:`RunFailureEvent`
+                                            when it names the bridge
     ``agent_thought_chunk``                 the same, as :class:`ThinkingEvent`
     ``tool_call``                           :class:`ToolUseEvent` (name mapped by
                                             :func:`~octipus_vibe.signals.vendor_tool_name`,
@@ -579,7 +580,7 @@ class AcpParser:
                 as_tokens(usage_obj.get("outputTokens")),
                 as_tokens(usage_obj.get("cachedReadTokens")),
             )
-            events.extend(self._account(obj, difference(total, self._baseline)))
+            events.extend(self._account(obj, total - self._baseline))
             final = self._emitted
         stop = as_str(result.get("stopReason")) or "unknown"
         errors: tuple[str, ...] = ()
@@ -769,14 +770,14 @@ class AcpParser:
             # every model call adds its prompt tokens to the session totals
             self._model_calls += 1
             self._prompt_seen = prompt_total
-        events = self._account(obj, difference(totals, self._baseline))
+        events = self._account(obj, totals - self._baseline)
         events.extend(self._check_limits(obj))
         return events
 
     def _account(self, obj: JSON, run_total: Usage) -> list[VendorEvent]:
         """Raise the run's usage to ``run_total`` (field-wise max); emit the increment if any."""
         new_total = field_max(self._emitted, run_total)
-        increment = difference(new_total, self._emitted)
+        increment = new_total - self._emitted
         self._emitted = new_total
         if is_zero(increment):
             return []
@@ -851,7 +852,11 @@ class AcpParser:
         events.append(ErrorEvent(raw=obj, message=text, fatal=fatal))
         if statuses:
             self._statuses = merge_statuses(self._statuses, statuses)
-            events.append(self._session_event(obj))
+            session = self._session_event(obj)
+            events.append(session)
+            if bridge is not None and bridge in statuses:
+                failure = bridge_not_connected(session, bridge, "Mistral Vibe", "its MCP notice")
+                events.extend([failure] if failure is not None else [])
         return events
 
     def _evidence(self, obj: JSON) -> list[VendorEvent]:

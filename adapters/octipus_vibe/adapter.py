@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from octipusd import __version__ as OCTIPUS_VERSION
 from octipusd.adapter import (
+    AdapterDefaults,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -17,7 +18,7 @@ from . import acp, launch, signals
 from .parser import VibeParser
 
 
-class VibeAdapter:
+class VibeAdapter(AdapterDefaults):
     """Mistral Vibe 3.x (``vibe-acp`` over ACP by default, ``vibe -p`` headless on request).
 
     Pure: no process, socket, file or database. Implements :class:`octipusd.adapter.Adapter`; see

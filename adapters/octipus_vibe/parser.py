@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from octipusd.adapter import JSON, UnknownEvent, UnparsedLine, Usage, VendorEvent
+from octipusd.adapter import JSON, StreamParserDefaults, UnknownEvent, UnparsedLine, Usage, VendorEvent
 
 from ._coerce import as_str, decode_line, load_object
 from .acp import AcpParser
 from .headless import HeadlessParser, is_headless_object
 
 
-class VibeParser:
+class VibeParser(StreamParserDefaults):
     """Stateful parser of one Vibe process's stdout (implements :class:`octipusd.adapter.StreamParser`).
 
     Not thread-safe; one per run. Never raises on vendor input: undecodable bytes are replaced,

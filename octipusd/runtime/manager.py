@@ -18,7 +18,6 @@ from typing import Any
 
 import anyio
 
-from octipusd.adapter import Steering
 from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.policy.spaces import check_space_model, check_space_turn
 from octipusd.runtime.compaction import CompactionReport, describe_compaction
@@ -252,9 +251,9 @@ class RunManager:
                 f"(octipusctl run --session {session_id} ...)"
             )
         attempt, hub = live.attempt, self.services.hub
-        steer = getattr(attempt.parser, "steer", None)
-        steering = steer(text) if callable(steer) and attempt.process is not None else None
-        if isinstance(steering, Steering) and attempt.results_seen < attempt.expected_results:
+        parser = attempt.parser
+        steering = parser.steer(text) if parser is not None and attempt.process is not None else None
+        if steering is not None and attempt.results_seen < attempt.expected_results:
             attempt.expected_results += steering.extra_results
             delivered = True
             for line in steering.lines:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from octipusd.runtime.planning import TurnPlan
     from octipusd.runtime.supervisor import RunSupervisor
 
-__all__ = ["ReuseState", "launch_prompt", "resumable", "reuse_key", "save_session", "turn_usage"]
+__all__ = ["ReuseState", "launch_prompt", "resumable", "reuse_key", "save_session", "thread_usage"]
 
 log = logging.getLogger("octipusd.runtime")
 
@@ -61,11 +61,8 @@ class ReuseState:
 
 def resumable(adapter: Adapter, options: Mapping[str, Any]) -> bool:
     """Whether this launch of ``adapter`` takes part in session reuse (seed 003): the adapter
-    supports it and, where the adapter decides per transport (``resumable``), this one does."""
-    if not adapter.supports_resume:
-        return False
-    per_transport = getattr(adapter, "resumable", None)
-    return bool(per_transport(options)) if callable(per_transport) else True
+    supports it and, where the adapter decides per transport, this one does."""
+    return adapter.supports_resume and adapter.resumable(options)
 
 
 async def reuse_key(run: RunSupervisor, adapter: Adapter, options: Mapping[str, Any]) -> str | None:
@@ -202,18 +199,15 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
         )
 
 
-async def turn_usage(store: Store, adapter: Adapter, request: LaunchRequest, usage: Usage, run: Run) -> Usage:
-    """This turn's usage (tokens), when the vendor reports a thread total instead.
-
-    ``codex exec`` reports usage cumulative per thread across resumes (observed.md §2.3); the
-    adapter says so (``usage_is_cumulative``). Every earlier run of the same vendor session is
-    stored with its own turn's usage, so the turn's figure is the reported total minus their sum.
-    """
-    cumulative = getattr(adapter, "usage_is_cumulative", None)
-    if not (callable(cumulative) and cumulative(request) and request.vendor_session_id):
-        return usage
-    runs = await in_thread(store.list_runs, session_id=run.session_id, limit=USAGE_HISTORY_RUNS)
+async def thread_usage(store: Store, request: LaunchRequest, run: Run) -> Usage:
+    """The vendor thread's usage before this turn (tokens), for an adapter whose vendor reports
+    thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3): every
+    earlier run of the same vendor session is stored with its own turn's usage, so it is their
+    sum. The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
     prior = Usage()
+    if request.vendor_session_id is None:
+        return prior
+    runs = await in_thread(store.list_runs, session_id=run.session_id, limit=USAGE_HISTORY_RUNS)
     for earlier in runs:
         if earlier.id != run.id and earlier.vendor_session_id == request.vendor_session_id:
             prior = prior + Usage(
@@ -222,13 +216,7 @@ async def turn_usage(store: Store, adapter: Adapter, request: LaunchRequest, usa
                 earlier.cache_creation_input_tokens,
                 earlier.cache_read_input_tokens,
             )
-    return Usage(
-        max(0, usage.input_tokens - prior.input_tokens),
-        max(0, usage.output_tokens - prior.output_tokens),
-        max(0, usage.cache_creation_input_tokens - prior.cache_creation_input_tokens),
-        max(0, usage.cache_read_input_tokens - prior.cache_read_input_tokens),
-        usage.estimated,
-    )
+    return prior
 
 
 def _carried_text(launch: LaunchPrompt) -> str:

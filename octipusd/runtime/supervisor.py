@@ -33,12 +33,12 @@ from octipusd.adapter import (
     LaunchRequest,
     PermissionRequestEvent,
     ResultEvent,
+    RunFailureEvent,
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
     StreamParser,
     ToolUseEvent,
-    UnknownEvent,
     Usage,
     VendorEvent,
 )
@@ -54,8 +54,8 @@ from octipusd.runtime.events import NOT_STORED
 from octipusd.runtime.host import RunHost
 from octipusd.runtime.outcome import Happened, final_status, result_failure
 from octipusd.runtime.planning import TurnPlan, plan_turn, positive_int, read_basis
-from octipusd.runtime.relay import BRIDGE_NAME, BRIDGE_PREFIX, PermissionRelay
-from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session, turn_usage
+from octipusd.runtime.relay import BRIDGE_PREFIX, PermissionRelay
+from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session, thread_usage
 from octipusd.runtime.sessions import ResumePlan, plan_resume
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Run, RunStatus
@@ -65,13 +65,9 @@ from octipusd.tools.connectors import ConnectorSet
 if TYPE_CHECKING:
     from octipusd.runtime.services import RunRegistry, RunServices
 
-__all__ = ["BRIDGE_NAME", "BRIDGE_PREFIX", "Attempt", "RunSupervisor"]
+__all__ = ["Attempt", "RunSupervisor"]
 
 log = logging.getLogger("octipusd.runtime")
-
-#: Bridge statuses in a vendor's session announcement that fail the run (observed.md §1.5: the
-#: binary itself still exits 0 when its MCP server failed).
-FAILED_BRIDGE_STATUSES = frozenset({"failed", "needs-auth", "missing"})
 
 
 @dataclass
@@ -301,7 +297,11 @@ class RunSupervisor:
         policy = await self.services.gate.current_policy()
         denied = tuple(policy.native_denials(session_id=session.id, workspace=str(plan.basis.workspace)))
         for attempt in (1, 2):
-            await self._attempt(self._request(plan, bridge, state, denied), state.resume)
+            request = self._request(plan, bridge, state, denied)
+            if adapter.usage_is_cumulative(request):
+                usage = await thread_usage(self.services.store, request, self.run)
+                request = dataclasses.replace(request, thread_usage=usage)
+            await self._attempt(request, state.resume)
             signal = self._session_gone() if state.resume.resume else None
             if signal is None:
                 return
@@ -431,7 +431,7 @@ class RunSupervisor:
                 "the vendor exited while a process it started still held its output; the run ended without "
                 "waiting for it, and what was left of it was stopped"
             )
-        usage = await turn_usage(self.services.store, adapter, request, attempt.usage(), self.run)
+        usage = attempt.usage()
         result = attempt.result
         self.run = await in_thread(
             self.services.store.update_run,
@@ -467,12 +467,10 @@ class RunSupervisor:
             await self.services.gate.observe(self.relay.context(), f"cli-native:{event.name}", event.input)
         elif isinstance(event, ControlCancelEvent):
             self.relay.cancel(event.request_id)  # the vendor abandoned it: answer nothing (sources.md §1.6)
-        elif isinstance(event, UnknownEvent) and event.type == "control_request" and event.raw:
-            request_id = str(event.raw.get("request_id", ""))
-            subtype = (event.raw.get("request") or {}).get("subtype")
-            await process.write_line(
-                adapter.encode_control_error(request_id, f"unsupported control request {subtype}")
-            )
+        elif isinstance(event, RunFailureEvent):  # e.g. the adapter saw the bridge not connected
+            if self.failure is None:
+                self.failure = event.reason
+                self._stop_vendor(tg, event.reason)
         elif isinstance(event, StatusEvent) and event.status.startswith("cold_start:") and self.run.resumed:
             # the vendor answered the resume with another conversation: the stored one is gone (seed
             # 003 "Cold fallback"); stop before the turn runs there, the turn is retried cold
@@ -499,13 +497,6 @@ class RunSupervisor:
                 self.run = await in_thread(
                     self.services.store.update_run, self.run.id, vendor_session_id=event.session_id
                 )
-        status = event.mcp_servers.get(BRIDGE_NAME, "missing")
-        if status in FAILED_BRIDGE_STATUSES and self.failure is None:
-            self.failure = (
-                f"the vendor reports the Octipus bridge as {status} (system/init mcp_servers); "
-                "the run cannot use Octipus tools"
-            )
-            self._stop_vendor(tg, self.failure)
 
     def _check_token_budget(self, tg: anyio.abc.TaskGroup) -> None:
         """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then
@@ -541,11 +532,10 @@ class RunSupervisor:
             return attempt.session_missing
         if attempt.result is not None:
             return result_failure(attempt.result) if adapter.session_missing(attempt.result) else None
-        on_stderr = getattr(adapter, "stderr_session_missing", None)
-        if attempt.process is None or not callable(on_stderr):
+        if attempt.process is None:
             return None
         tail = attempt.process.stderr_tail
-        return f"stderr: {tail.strip()[-300:]}" if on_stderr(tail) else None
+        return f"stderr: {tail.strip()[-300:]}" if adapter.stderr_session_missing(tail) else None
 
     # ------------------------------------------------------------------ stopping
 
@@ -582,9 +572,9 @@ class RunSupervisor:
             self.stop_status, self.stop_reason = status, reason
         process = self.begin_stop(reason)
         await self.services.broker.cancel_run(self.run.id, reason)
-        interrupt = getattr(self.adapter, "encode_interrupt", None)
-        if process is not None and callable(interrupt):
-            await process.write_line(interrupt(f"octipus-stop-{self.run.id}"))
+        interrupt = self.adapter.encode_interrupt(f"octipus-stop-{self.run.id}") if self.adapter else None
+        if process is not None and interrupt is not None:
+            await process.write_line(interrupt)
         async with anyio.create_task_group() as tg:
             if process is not None:
                 tg.start_soon(process.stop, reason)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import shlex
+import socket
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +241,59 @@ def test_second_turn_while_live_is_refused(octipus: Callable[..., Env]) -> None:
     assert refused.value.http_status == 409
     env.answer(approval["id"], "approve")
     assert env.wait_final(run)["status"] == "succeeded"
+
+
+@contextlib.contextmanager
+def _silent_mcp_server() -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers; yields its /mcp URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def test_a_bridge_that_never_answers_fails_the_run(
+    octipus: Callable[..., Env], claude: Path, tmp_path: Path
+) -> None:
+    # the real claude, its MCP config pointed at a server that accepts the connection and never answers:
+    # init lists the bridge "pending", the tool call fails "still connecting" and claude exits 0 with a
+    # success result; the adapter's parser fails the run instead
+    with _silent_mcp_server() as silent:
+        wrapper = tmp_path / "claude-silent-bridge"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            'for arg in "$@"; do case "$arg" in --mcp-config=*) '
+            f"sed -i -E 's#http://127[.]0[.]0[.]1:[0-9]+/mcp#{silent}#' \"${{arg#--mcp-config=}}\";; esac; done\n"
+            f'exec {shlex.quote(str(claude.resolve()))} "$@"\n'
+        )
+        wrapper.chmod(0o700)
+        env = octipus(
+            {
+                "steps": [
+                    {"content": [{"type": "tool_use", "name": "mcp__octipus__get_work_plan", "input": {}}]},
+                    {"content": [{"type": "text", "text": "The plan tool is unavailable."}]},
+                ]
+            },
+            binary=wrapper,
+        )
+        run = env.post(env.new_session(), "Show the work plan.")
+        final = env.wait_final(run)
+    assert final["status"] == "failed", final
+    assert "Octipus MCP bridge 'octipus' as 'pending' in system/init" in final["reason"], final
+    events = env.events(run)
+    (session,) = _kinds(events, "session")
+    assert session["mcp_servers"] == {"octipus": "pending"}
+    (failure,) = _kinds(events, "run_failure")
+    assert failure["reason"] == final["reason"]
+    assert not _kinds(events, "bridge_call")  # nothing reached the real bridge

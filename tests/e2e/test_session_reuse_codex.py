@@ -321,6 +321,35 @@ def test_usage_after_a_cold_fallback_is_per_turn(transport: str, tmp_path: Path)
         env.close()
 
 
+@pytest.mark.parametrize("transport", ["app-server", "exec"])
+def test_each_turns_events_carry_its_own_usage(transport: str, tmp_path: Path) -> None:
+    """Three turns on one thread: exec prints the thread's cumulative totals (turn 3: the whole
+    thread's tokens, observed.md §2.3), yet the stored usage and result events of each turn, like its
+    stored run, carry that turn's own figures (the adapter subtracts the thread's earlier usage)."""
+    figures = [(300, 30), (500, 50), (700, 70)]
+    steps = [
+        _text(f"answer {i}", {"input_tokens": a, "output_tokens": b}) for i, (a, b) in enumerate(figures)
+    ]
+    env = Env(ScriptedCodexKit(transport=transport), tmp_path, steps)
+    try:
+        env.start()
+        session = env.new_session()
+        runs = [env.turn(session, f"turn {i}") for i in range(3)]
+        assert [r["resumed"] for r in runs] == [False, True, True]
+        assert len({r["vendor_session_id"] for r in runs}) == 1, runs
+        for run, (input_tokens, output_tokens) in zip(runs, figures, strict=True):
+            assert (run["input_tokens"], run["output_tokens"]) == (input_tokens, output_tokens), run
+            usage = [e["usage"] for e in env.kinds(run["id"], "usage")]
+            assert sum(u["input_tokens"] + u["cache_read_input_tokens"] for u in usage) == input_tokens, usage
+            assert sum(u["output_tokens"] for u in usage) == output_tokens, usage
+            (result,) = env.kinds(run["id"], "result")
+            reported = result["usage"]
+            assert reported["input_tokens"] + reported["cache_read_input_tokens"] == input_tokens, result
+            assert reported["output_tokens"] == output_tokens, result
+    finally:
+        env.close()
+
+
 # ----------------------------------------------------------------------------- 3
 
 

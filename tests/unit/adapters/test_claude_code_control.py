@@ -112,13 +112,13 @@ def session(servers: dict[str, str]) -> SessionEvent:
     return SessionEvent(raw=None, session_id="s", mcp_servers=servers)
 
 
-@pytest.mark.parametrize("status", ["connected", "pending"])
-def test_mcp_ok(status: str) -> None:
-    assert mcp_failure(session({"octipus": status}), "octipus") is None
+def test_mcp_ok() -> None:
+    assert mcp_failure(session({"octipus": "connected"}), "octipus") is None
 
 
-@pytest.mark.parametrize("status", ["failed", "needs-auth"])
+@pytest.mark.parametrize("status", ["failed", "needs-auth", "pending", "unknown"])
 def test_mcp_failed(status: str) -> None:
+    # pending: the bridge accepted the connection but never answered (tool calls "still connecting")
     reason = mcp_failure(session({"octipus": status, "other": "connected"}), "octipus")
     assert reason is not None and "'octipus'" in reason and status in reason
 

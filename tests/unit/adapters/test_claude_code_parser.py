@@ -17,12 +17,16 @@ from octipus_claude_code import (
 )
 
 from octipusd.adapter import (
+    BridgeEndpoint,
     ControlCancelEvent,
     ErrorEvent,
+    LaunchRequest,
     PermissionRequestEvent,
     ResultEvent,
+    RunFailureEvent,
     SessionEvent,
     StatusEvent,
+    StdinWriteEvent,
     TextEvent,
     ThinkingEvent,
     ToolResultEvent,
@@ -190,9 +194,61 @@ def test_recorded_api_connection_refused() -> None:
     assert parser.total_usage() == Usage()
 
 
+def _init(servers: list[dict[str, str]]) -> bytes:
+    return line({"type": "system", "subtype": "init", "session_id": "s-1", "mcp_servers": servers})
+
+
+def _bridged_parser(tmp_path: Path) -> ClaudeStreamParser:
+    request = LaunchRequest(
+        binary="claude",
+        cwd=tmp_path,
+        run_dir=tmp_path,
+        prompt="hi",
+        bridge=BridgeEndpoint(url="http://127.0.0.1:9/mcp", token="t"),
+    )
+    parser = ClaudeCodeAdapter().new_parser(request)
+    assert isinstance(parser, ClaudeStreamParser)
+    return parser
+
+
+@pytest.mark.parametrize("status", ["pending", "failed", "needs-auth", "unknown"])
+def test_init_with_the_bridge_not_connected_fails_the_run(tmp_path: Path, status: str) -> None:
+    # pending: a bridge that accepted Claude's connection and never answered (claude 2.1.197 lists it so
+    # after ~2.5 s, then reports "still connecting" to the model and exits 0)
+    session, failure = _bridged_parser(tmp_path).feed(
+        _init([{"name": "other", "status": "connected"}, {"name": "octipus", "status": status}])
+    )
+    assert isinstance(session, SessionEvent) and session.mcp_servers["octipus"] == status
+    assert isinstance(failure, RunFailureEvent) and failure.raw == session.raw
+    assert f"as {status!r} in system/init" in failure.reason and "'octipus'" in failure.reason
+
+
+def test_init_without_the_bridge_fails_the_run_and_a_connected_one_does_not(tmp_path: Path) -> None:
+    session, failure = _bridged_parser(tmp_path).feed(_init([{"name": "other", "status": "connected"}]))
+    assert isinstance(failure, RunFailureEvent) and "other: connected" in failure.reason
+    (session,) = _bridged_parser(tmp_path).feed(_init([{"name": "octipus", "status": "connected"}]))
+    assert isinstance(session, SessionEvent)
+    # no bridge in the launch (or a recorded stream parsed without one): nothing to check
+    (session,) = ClaudeStreamParser().feed(_init([{"name": "octipus", "status": "pending"}]))
+    assert isinstance(session, SessionEvent)
+
+
 def test_misc_lines() -> None:
     events = parse_all(lines_of("stream_misc.jsonl"))
-    retry, status, stream, hook, cancel, ack, interrupted, interrupt_result, rate, replay, max_turns = events
+    (
+        retry,
+        status,
+        stream,
+        hook,
+        hook_answer,
+        cancel,
+        ack,
+        interrupted,
+        interrupt_result,
+        rate,
+        replay,
+        max_turns,
+    ) = events
     assert isinstance(retry, StatusEvent) and retry.status == "api_retry"
     assert retry.raw is not None and retry.raw["error_status"] == 401
     assert isinstance(status, StatusEvent) and status.status == "status"
@@ -200,6 +256,18 @@ def test_misc_lines() -> None:
     assert stream.raw is not None and stream.raw["event"]["delta"]["text"] == "Hel"
     assert isinstance(hook, UnknownEvent) and hook.type == "control_request"
     assert hook.raw is not None and hook.raw["request_id"] == "hook-7"
+    # the parser answers the control request Octipus does not support itself (the runtime writes it)
+    assert isinstance(hook_answer, StdinWriteEvent) and hook_answer.raw == hook.raw
+    assert [json.loads(x) for x in hook_answer.lines] == [
+        {
+            "type": "control_response",
+            "response": {
+                "subtype": "error",
+                "request_id": "hook-7",
+                "error": f"unsupported control request {hook.raw['request']['subtype']}",
+            },
+        }
+    ]
     assert (
         isinstance(cancel, ControlCancelEvent) and cancel.request_id == "777f96c8-0000-4000-8000-000000000001"
     )
@@ -393,8 +461,10 @@ def test_permission_request_needs_id_and_tool() -> None:
     (event,) = parser.feed(line(no_id))
     assert isinstance(event, UnknownEvent) and event.type == "control_request"
     no_tool = {"type": "control_request", "request_id": "r1", "request": {"subtype": "can_use_tool"}}
-    (event,) = parser.feed(line(no_tool))
+    event, answer = parser.feed(line(no_tool))
     assert isinstance(event, UnknownEvent)
+    assert isinstance(answer, StdinWriteEvent) and '"request_id":"r1"' in answer.lines[0]
+    assert '"subtype":"error"' in answer.lines[0]
     ok = {
         "type": "control_request",
         "request_id": "r2",

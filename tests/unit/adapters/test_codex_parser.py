@@ -19,6 +19,7 @@ from octipusd.adapter import (
     PermissionMode,
     PermissionRequestEvent,
     ResultEvent,
+    RunFailureEvent,
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
@@ -250,6 +251,24 @@ def test_bad_bridge_token_reports_the_bridge_failed() -> None:
     assert "required MCP servers failed to initialize: octipus" in result.errors[0]
     assert not session_missing(result)
     assert events.index(session) < events.index(result)
+    (failure,) = of(events, RunFailureEvent)  # the parser fails the run itself, naming the status
+    assert events.index(session) < events.index(failure) < events.index(result)
+    assert "'octipus' as 'failed'" in failure.reason
+
+
+def test_bridge_never_ready_fails_the_run_when_the_session_is_announced_at_the_turn_end() -> None:
+    # the bridge accepted the connection but never answered: Codex reports it "starting" and never "ready"
+    lines = [
+        x for x in stdout("app_shell_approved") if b'"status":"ready"' not in x or b"startupStatus" not in x
+    ]
+    events = replay("app_shell_approved", lines)
+    (session,) = of(events, SessionEvent)
+    assert session.mcp_servers == {"octipus": "pending"}
+    (failure,) = of(events, RunFailureEvent)
+    assert "'octipus' as 'pending'" in failure.reason
+    (result,) = of(events, ResultEvent)
+    assert events.index(failure) < events.index(result)
+    assert of(replay("app_shell_approved"), RunFailureEvent) == []  # ready: connected, no failure
 
 
 @pytest.mark.parametrize(
@@ -392,11 +411,35 @@ def test_exec_bridge_call_stream() -> None:
     assert not tool_result.is_error and "lab plan" in tool_result.content
 
 
-def test_exec_usage_is_the_thread_total_on_a_resume() -> None:
+def test_exec_usage_is_the_thread_total_on_a_resume_without_the_thread_usage() -> None:
     events = replay("exec_resume")
     (result,) = of(events, ResultEvent)
     # two turns of 100 + 20 tokens: exec reports the thread's cumulative figure (observed.md §2.3)
     assert result.usage == Usage(200, 40, 0, 0)
+
+
+def test_exec_usage_is_the_turns_own_given_the_thread_usage() -> None:
+    request = recorded_request("exec_resume")
+    assert request is not None and CodexAdapter().usage_is_cumulative(request)
+    parser = CodexAdapter().new_parser(replace(request, thread_usage=Usage(100, 20, 0, 0)))
+    events = parse(stdout("exec_resume"), parser)
+    (result,) = of(events, ResultEvent)
+    assert result.usage == Usage(100, 20, 0, 0)  # the turn's own, not the thread's 200/40
+    assert [e.usage for e in of(events, UsageEvent)] == [Usage(100, 20, 0, 0)]
+    assert parser.total_usage() == Usage(100, 20, 0, 0)
+    # a stored figure above the vendor's (e.g. a run counted twice) clamps at 0, never negative
+    parser = CodexAdapter().new_parser(replace(request, thread_usage=Usage(500, 10, 0, 0)))
+    (result,) = of(parse(stdout("exec_resume"), parser), ResultEvent)
+    assert result.usage == Usage(0, 30, 0, 0)
+
+
+def test_exec_resume_answered_with_another_thread_counts_from_zero() -> None:
+    request = replace(DRIVING, options={"transport": "exec"}, thread_usage=Usage(100, 20, 0, 0))
+    parser = CodexStreamParser(request)
+    parser.feed(line({"type": "thread.started", "thread_id": "01a22999-ffff-7fff-8fff-ffffffffffff"}))
+    events = parser.feed(line({"type": "turn.completed", "usage": {"input_tokens": 30, "output_tokens": 5}}))
+    (result,) = of(events, ResultEvent)
+    assert result.usage == Usage(30, 5, 0, 0)
 
 
 def test_exec_usage_delta_within_one_process() -> None:

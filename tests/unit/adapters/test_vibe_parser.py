@@ -32,6 +32,7 @@ from octipusd.adapter import (
     PermissionDecision,
     PermissionRequestEvent,
     ResultEvent,
+    RunFailureEvent,
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
@@ -206,6 +207,8 @@ def test_acp_refused_bridge_token_fails_the_bridge() -> None:
     (error,) = of(events, ErrorEvent)
     assert error.fatal and "octipus: authentication was rejected" in error.message
     assert all("MCP servers" not in t.text for t in of(events, TextEvent))  # not model text
+    (failure,) = of(events, RunFailureEvent)  # the parser fails the run itself
+    assert "Mistral Vibe reported the Octipus MCP bridge 'octipus' as 'failed'" in failure.reason
 
 
 def test_acp_plan_mode_sets_ask_then_prompts() -> None:
@@ -460,6 +463,18 @@ def test_mcp_oauth_notice_marks_needs_auth() -> None:
         update("agent_message_chunk", messageId="n-1", content={"type": "text", "text": text})
     )
     assert of(events, SessionEvent)[0].mcp_servers == {"octipus": "needs-auth", "other": "needs-auth"}
+    assert "'needs-auth'" in of(events, RunFailureEvent)[0].reason
+    other = acp_started().feed(
+        update(
+            "agent_message_chunk",
+            messageId="n-1",
+            content={
+                "type": "text",
+                "text": "MCP OAuth login is required for: other. Run `/mcp login <alias>`.",
+            },
+        )
+    )
+    assert of(other, SessionEvent) and of(other, RunFailureEvent) == []  # another server: the bridge is fine
     assert mcp_statuses("The following MCP servers failed to connect:\n- a: x\n- b: y") == {
         "a": "failed",
         "b": "failed",
@@ -478,6 +493,7 @@ def test_failure_after_connected_still_fails_the_bridge() -> None:
         update("agent_message_chunk", messageId="n-2", content={"type": "text", "text": notice})
     )
     assert of(late, SessionEvent)[0].mcp_servers == {"octipus": "failed"}
+    assert of(first, RunFailureEvent) == [] and len(of(late, RunFailureEvent)) == 1
     assert of(late, TextEvent) == [
         TextEvent(raw=of(late, TextEvent)[0].raw, text="x", message_id="assistant-1")
     ]

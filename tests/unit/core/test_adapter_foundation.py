@@ -1,0 +1,76 @@
+"""The adapter foundation: the one usage subtraction and the declared vendor facts' defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from octipus_antigravity import AntigravityAdapter
+from octipus_claude_code import ClaudeCodeAdapter
+from octipus_codex import CodexAdapter
+from octipus_vibe import VibeAdapter
+
+from octipusd.adapter import (
+    Adapter,
+    AdapterDefaults,
+    EventKind,
+    LaunchRequest,
+    RunFailureEvent,
+    StreamParserDefaults,
+    Usage,
+)
+
+
+def test_usage_subtraction_is_field_wise_and_clamped_at_zero() -> None:
+    total = Usage(300, 40, 5, 60, estimated=True)
+    assert total - Usage(100, 10, 0, 20) == Usage(200, 30, 5, 40, estimated=True)
+    assert total - Usage(500, 50, 9, 99) == Usage(0, 0, 0, 0, estimated=True)
+    assert Usage(1, 2, 3, 4) - Usage(estimated=True) == Usage(1, 2, 3, 4)  # estimated is the minuend's
+    assert (total - Usage(100, 10, 0, 20)) + Usage(100, 10, 0, 20) == total
+
+
+def test_run_failure_is_a_stored_event_kind() -> None:
+    event = RunFailureEvent(raw={"type": "system"}, reason="the bridge is pending")
+    assert event.kind is EventKind.RUN_FAILURE and str(event.kind) == "run_failure"
+
+
+def test_defaults_declare_the_common_vendor(tmp_path: Path) -> None:
+    class Plain(AdapterDefaults):
+        supports_resume = True
+
+    request = LaunchRequest(binary="x", cwd=tmp_path, run_dir=tmp_path, prompt="p", resume=True)
+    plain = Plain()
+    assert plain.resumable({"transport": "any"}) is True
+    assert plain.usage_is_cumulative(request) is False
+    assert plain.stderr_session_missing("no rollout found for thread id x") is False
+    assert plain.encode_interrupt("r1") is None
+    assert StreamParserDefaults().steer("guidance") is None
+
+
+@pytest.mark.parametrize(
+    "adapter", [ClaudeCodeAdapter(), CodexAdapter(), VibeAdapter(), AntigravityAdapter()]
+)
+def test_every_builtin_adapter_declares_the_protocol(adapter: Adapter, tmp_path: Path) -> None:
+    assert isinstance(adapter, Adapter)
+    parser = adapter.new_parser(None)
+    assert isinstance(parser, StreamParserDefaults)
+    request = LaunchRequest(binary="x", cwd=tmp_path, run_dir=tmp_path, prompt="p")
+    assert adapter.usage_is_cumulative(request) is False  # a first turn never reports earlier turns
+
+
+def test_the_vendors_that_differ_override_the_defaults(tmp_path: Path) -> None:
+    resumed_exec = LaunchRequest(
+        binary="codex",
+        cwd=tmp_path,
+        run_dir=tmp_path,
+        prompt="p",
+        vendor_session_id="01a22922-0000-7000-8000-000000000000",
+        resume=True,
+        options={"transport": "exec"},
+    )
+    assert CodexAdapter().usage_is_cumulative(resumed_exec)
+    assert CodexAdapter().stderr_session_missing("Error: no rollout found for thread id x (code -32600)")
+    assert ClaudeCodeAdapter().encode_interrupt("r1") is not None
+    assert AntigravityAdapter().encode_interrupt("r1") is None
+    assert VibeAdapter().resumable({"transport": "headless"}) is False and VibeAdapter().resumable({})
+    assert ClaudeCodeAdapter().new_parser(None).steer("more") is not None
