@@ -40,9 +40,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
 
 BLOCKS = 4
 PLAN = {"plan": {"title": "bench", "steps": [{"id": "1", "title": "measure", "status": "in_progress"}]}}

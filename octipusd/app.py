@@ -32,7 +32,6 @@ from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
-from octipusd.journal.contracts import RecoveryContract
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.invocations import ActionService, manual_run_id
 from octipusd.journal.operator import RecoveryOperator
@@ -49,8 +48,8 @@ from octipusd.store.aio import in_thread
 from octipusd.store.engine import default_sqlite_url
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
+from octipusd.toolkit import RecoveryContract, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
-from octipusd.tools.base import ToolSpec
 from octipusd.tools.connectors import ConnectorRegistry
 
 log = logging.getLogger("octipusd")

@@ -75,13 +75,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from octipusd.adapter import BridgeEndpoint
-from octipusd.bridge.host import AuthorizationResult, ToolHost
-from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
 from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
 from octipusd.errors import BridgeError, OctipusError
-from octipusd.journal.executor import run_unjournaled
-from octipusd.journal.outcomes import ToolOutcome
-from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec, validate_tool_specs
+from octipusd.toolkit import (
+    AuthorizationResult,
+    RunIdentity,
+    ToolHost,
+    ToolOutcome,
+    ToolResult,
+    ToolSpec,
+    run_unjournaled,
+    strip_identity_arguments,
+    validate_tool_specs,
+)
+from octipusd.tools import DEFAULT_TOOLS
 
 logger = logging.getLogger(__name__)
 

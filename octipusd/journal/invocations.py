@@ -44,11 +44,9 @@ from typing import Any
 import anyio
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
 from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError, OctipusError
-from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash, run_unjournaled
+from octipusd.journal.executor import ActionJournal, ActionScope, args_hash
 from octipusd.journal.operator import RecoveryOperator
-from octipusd.journal.outcomes import ActionOutcome, Origin, ToolOutcome
 from octipusd.journal.retry import duplicate_refusal
 from octipusd.journal.review import REVIEW_BATCH, REVIEW_NOTE, describe_actions
 from octipusd.policy.approvals import ApprovalBroker
@@ -58,7 +56,16 @@ from octipusd.store.aio import in_thread
 from octipusd.store.invocation_store import ToolInvocation
 from octipusd.store.records import Approval
 from octipusd.store.repository import Store
-from octipusd.tools.base import ToolSpec
+from octipusd.toolkit import (
+    ActionOutcome,
+    Executed,
+    Origin,
+    RunIdentity,
+    ToolOutcome,
+    ToolSpec,
+    run_unjournaled,
+    strip_identity_arguments,
+)
 
 __all__ = ["ActionService", "PreparationError", "RecoveryWorker", "ToolResolver", "manual_run_id"]
 
@@ -475,7 +482,7 @@ class ActionService:
         await in_thread(lambda: self.store.refuse_invocation(invocation.id, reason))
 
     async def _record_refusal(self, invocation: ToolInvocation, reason: str) -> None:
-        from octipusd.tools.base import UNDECLARED_CONTRACT
+        from octipusd.toolkit import UNDECLARED_CONTRACT
 
         await self.journal.refused(
             self._scope(invocation), invocation.tool, invocation.arguments or {}, UNDECLARED_CONTRACT, reason

@@ -24,9 +24,8 @@ import anyio.abc
 import psutil
 
 from octipusd.adapter import LaunchSpec, StdinMode
+from octipusd.toolkit import RUN_MARKER  # marks every process of a run (value: the run id)
 
-#: Environment variable that marks every process of a run (value: the run id).
-RUN_MARKER = "OCTIPUS_RUN_ID"
 #: Bytes read from the child's stdout per receive call.
 CHUNK = 65536
 #: Bytes of stderr kept for error reports.

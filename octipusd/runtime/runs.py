@@ -52,8 +52,6 @@ from octipusd.adapter import (
     Usage,
     VendorEvent,
 )
-from octipusd.bridge.host import AuthorizationResult, ChildRequest
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import open_bridge
 from octipusd.errors import (
     ConflictError,
@@ -62,14 +60,13 @@ from octipusd.errors import (
     NotFoundError,
     OctipusError,
 )
-from octipusd.journal.executor import ActionJournal, ActionScope, Body, Executed
+from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator
-from octipusd.journal.outcomes import Origin
 from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
-from octipusd.policy.gate import CallContext, GateResult, PermissionGate
+from octipusd.policy.gate import PermissionGate
 from octipusd.policy.spaces import check_space_model, check_space_turn
 from octipusd.runner.executables import Resolution, resolve_executable
 from octipusd.runner.process import VendorProcess
@@ -89,8 +86,19 @@ from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ModelRow, Run, RunStatus, Session, VendorSession
 from octipusd.store.repository import Store
-from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, ROOT_ROLE, ToolSpec, child_tools
-from octipusd.tools.base import UNDECLARED_CONTRACT
+from octipusd.toolkit import (
+    UNDECLARED_CONTRACT,
+    AuthorizationResult,
+    Body,
+    CallContext,
+    ChildRequest,
+    Executed,
+    GateResult,
+    Origin,
+    RunIdentity,
+    ToolSpec,
+)
+from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, ROOT_ROLE, child_tools
 from octipusd.tools.connectors import ConnectorRegistry, ConnectorSet
 
 log = logging.getLogger("octipusd.runtime")

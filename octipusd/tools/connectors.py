@@ -3,7 +3,7 @@
 The operator configures servers under ``mcpServers`` (:class:`octipusd.settings.McpServerSettings`).
 :class:`ConnectorRegistry` opens one MCP client session per enabled server (the ``mcp`` SDK 2.x
 ``ClientSession`` over ``stdio_client`` or ``streamable_http_client``), lists its tools and turns
-each into a :class:`~octipusd.tools.base.ToolSpec`:
+each into a :class:`~octipusd.toolkit.ToolSpec`:
 
 * published name ``<server>__<tool>`` (the ``container__action`` form vendors accept), identity
   ``<server>.<tool>`` (seed 000: "New MCP journal entries identify server.tool");
@@ -18,14 +18,14 @@ How a call's outcome is classified (seed 000 "Implementation and guarantees"):
 
 * proven not to have reached ``tools/call`` -- the connection is closed or already broken, the
   request was refused before the transport accepted it, or (http) the TCP connection to the
-  server could not be established -- raises :class:`~octipusd.journal.outcomes.NotExecutedError`
+  server could not be established -- raises :class:`~octipusd.toolkit.NotExecutedError`
   ("Local bridge refusals before tools/call are also not_executed");
 * a result with ``isError: false``: a plain return, i.e. ``completed``;
 * ``isError: true`` carrying ``_meta["octipus/recovery"].outcome == "not_executed"`` from a
   trusted server raises ``NotExecutedError`` with the server's text; from an untrusted server the
   declaration is ignored;
 * any other ``isError``, a timeout, a transport failure after the request was handed to the
-  transport, or an unexpected answer: a :class:`~octipusd.journal.outcomes.ToolOutcome` marked
+  transport, or an unexpected answer: a :class:`~octipusd.toolkit.ToolOutcome` marked
   uncertain ("Generic errors ... missing results and post-dispatch transport failures remain
   conservative").
 
@@ -76,26 +76,30 @@ from mcp_types import (
     Tool as McpTool,
 )
 
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity
 from octipusd.errors import NotFoundError, OctipusError
-from octipusd.journal.contracts import (
+from octipusd.settings import IDEMPOTENCY_KEY_PLACEHOLDER, McpServerSettings, McpToolCallSettings
+from octipusd.toolkit import (
+    RESERVED_IDENTITY_ARGUMENTS,
+    RUN_MARKER,
     ActionRef,
     Compensation,
     DispatchEnd,
     DispatchKind,
     DispatchRef,
     IdempotencyKey,
+    NotExecutedError,
     Probe,
     ProbeResult,
     ProbeStatus,
     RecoveryContract,
     RiskClass,
+    RunIdentity,
+    ToolHandler,
+    ToolHost,
+    ToolOutcome,
+    ToolResult,
+    ToolSpec,
 )
-from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
-from octipusd.runner.process import RUN_MARKER
-from octipusd.settings import IDEMPOTENCY_KEY_PLACEHOLDER, McpServerSettings, McpToolCallSettings
-from octipusd.tools.base import ToolHandler, ToolResult, ToolSpec
 
 __all__ = [
     "RECOVERY_META_KEY",

@@ -22,7 +22,6 @@ from octipus_antigravity import AntigravityAdapter
 
 from octipusd.adapter import LaunchRequest, PermissionMode, ResultEvent, StdinMode, TextEvent, VendorEvent
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
 from octipusd.testing.kit_antigravity import AntigravityKit, group_turns, write_agy_wrapper
@@ -34,6 +33,7 @@ from octipusd.testing.stub_agy import (
     parse_args,
     parse_go_duration,
 )
+from octipusd.toolkit import RunIdentity
 
 HELPER = str(Path(sys.executable).with_name("octipus-bridge"))
 

@@ -10,12 +10,11 @@ import pytest
 from bridge_support import connect, texts
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import AuthorizationResult, ToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import RUN_CONTEXT_HEADER, open_bridge
 from octipusd.errors import InvalidRequestError, StoreError
-from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec
+from octipusd.toolkit import AuthorizationResult, RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 

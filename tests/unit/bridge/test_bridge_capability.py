@@ -10,9 +10,9 @@ from bridge_support import connect, texts
 
 from octipusd.adapter import BridgeEndpoint
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
 
 pytestmark = pytest.mark.anyio
 

@@ -16,9 +16,9 @@ import anyio
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 

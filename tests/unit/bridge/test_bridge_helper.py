@@ -13,9 +13,9 @@ import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.helper import ENV_TOKEN, ENV_URL, helper_environment
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
 
 pytestmark = pytest.mark.anyio
 

@@ -9,11 +9,17 @@ import pytest
 from bridge_support import connect, texts
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity, strip_identity_arguments
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
-from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec
+from octipusd.toolkit import (
+    RESERVED_IDENTITY_ARGUMENTS,
+    RunIdentity,
+    ToolHost,
+    ToolResult,
+    ToolSpec,
+    strip_identity_arguments,
+)
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 

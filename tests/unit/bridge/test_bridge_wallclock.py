@@ -9,9 +9,8 @@ import pytest
 from bridge_support import connect, texts
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import AuthorizationResult
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import BridgeLimits, open_bridge
+from octipusd.toolkit import AuthorizationResult, RunIdentity
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,8 @@ from octipusd.errors import ConflictError, NotFoundError, OctipusError, StoreErr
 from octipusd.journal.executor import args_hash
 from octipusd.journal.invocations import PreparationError
 from octipusd.store.invocation_store import ToolInvocation
-from octipusd.tools import SHELL_RUN, ToolSpec
+from octipusd.toolkit import ToolSpec
+from octipusd.tools import SHELL_RUN
 from tests.unit.journal.conftest import builtin_resolver
 from tests.unit.store.racing import race
 
@@ -567,8 +568,7 @@ async def test_an_unanswered_approval_of_a_hand_started_call_expires(bench: Benc
 def _ledger_tool(bench: Bench, *, read_only: bool = False) -> ToolSpec:
     """A mutating tool whose effect lands in the ledger and then times out (uncertain), keyed
     by its ``key`` argument, with a probe reading the ledger; or a read-only one."""
-    from octipusd.journal.contracts import ProbeResult, ProbeStatus, RecoveryContract, RiskClass
-    from octipusd.journal.outcomes import ToolOutcome
+    from octipusd.toolkit import ProbeResult, ProbeStatus, RecoveryContract, RiskClass, ToolOutcome
 
     ledger = bench.ledger
 

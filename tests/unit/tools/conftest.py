@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from octipusd.bridge.identity import RunIdentity
+from octipusd.toolkit import RunIdentity
 
 
 @pytest.fixture
