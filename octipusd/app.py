@@ -33,13 +33,13 @@ from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
-from octipusd.journal.invocations import ActionService, manual_run_id
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
+from octipusd.runtime.actions import ActionService, manual_run_id
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.runs import RunManager

@@ -9,9 +9,9 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import BaseModel
 
 from octipusd.errors import InvalidRequestError
-from octipusd.journal.invocations import ActionService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.runner.executables import Resolution
+from octipusd.runtime.actions import ActionService
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.runs import RunManager
 from octipusd.store.aio import in_thread

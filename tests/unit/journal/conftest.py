@@ -24,12 +24,12 @@ import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.journal.executor import ActionJournal, ActionScope
-from octipusd.journal.invocations import ActionService
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.gate import PermissionGate
+from octipusd.runtime.actions import ActionService
 from octipusd.store import Store
 from octipusd.store.journal_store import ToolAction
 from octipusd.toolkit import (
