@@ -31,6 +31,7 @@ from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
+from octipusd.connectors import ConnectorRegistry
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
@@ -50,7 +51,6 @@ from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import RecoveryContract, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
-from octipusd.tools.connectors import ConnectorRegistry
 
 log = logging.getLogger("octipusd")
 

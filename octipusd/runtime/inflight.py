@@ -28,12 +28,12 @@ from functools import partial
 import anyio
 import anyio.to_thread
 
+from octipusd.connectors import ConnectorRegistry
 from octipusd.runner.process import kill_run_tree, run_processes
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
 from octipusd.toolkit import DispatchEnd, DispatchKind, DispatchRef
-from octipusd.tools.connectors import ConnectorRegistry
 
 __all__ = ["end_left_requests"]
 

@@ -53,6 +53,7 @@ from octipusd.adapter import (
     VendorEvent,
 )
 from octipusd.bridge.server import open_bridge
+from octipusd.connectors import ConnectorRegistry, ConnectorSet
 from octipusd.errors import (
     ConflictError,
     ExecutableNotFoundError,
@@ -99,7 +100,6 @@ from octipusd.toolkit import (
     ToolSpec,
 )
 from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, ROOT_ROLE, child_tools
-from octipusd.tools.connectors import ConnectorRegistry, ConnectorSet
 
 log = logging.getLogger("octipusd.runtime")
 

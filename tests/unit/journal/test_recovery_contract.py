@@ -23,6 +23,7 @@ import anyio
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
+from octipusd.connectors import ConnectorRegistry
 from octipusd.errors import OctipusError
 from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator
@@ -31,7 +32,6 @@ from octipusd.settings import McpServerSettings
 from octipusd.store import Store
 from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server
 from octipusd.toolkit import ActionOutcome, CallContext, Executed, GateResult, RunIdentity, ToolSpec
-from octipusd.tools.connectors import ConnectorRegistry
 from tests.unit.journal.conftest import wait_until
 
 pytestmark = pytest.mark.anyio

@@ -25,6 +25,7 @@ from mcp_types import TextContent
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.server import open_bridge
+from octipusd.connectors import ConnectorCompensationError, ConnectorRegistry, ConnectorUnavailableError
 from octipusd.errors import NotFoundError
 from octipusd.settings import McpServerSettings
 from octipusd.testing import ledger_mcp
@@ -40,11 +41,6 @@ from octipusd.toolkit import (
     validate_tool_specs,
 )
 from octipusd.tools import DEFAULT_TOOLS
-from octipusd.tools.connectors import (
-    ConnectorCompensationError,
-    ConnectorRegistry,
-    ConnectorUnavailableError,
-)
 
 pytestmark = pytest.mark.anyio
 
