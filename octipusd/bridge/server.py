@@ -88,7 +88,6 @@ from octipusd.toolkit import (
     strip_identity_arguments,
     validate_tool_specs,
 )
-from octipusd.tools import DEFAULT_TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -602,7 +601,7 @@ class Bridge:
 async def open_bridge(
     identity: RunIdentity,
     host: ToolHost,
-    tools: Sequence[ToolSpec] = DEFAULT_TOOLS,
+    tools: Sequence[ToolSpec],
     *,
     queues: WorkerQueues | None = None,
     limits: BridgeLimits | None = None,
@@ -613,7 +612,8 @@ async def open_bridge(
     Args:
         identity: The run's identity; the only identity calls execute with.
         host: The runtime seam (authorization, plan, context, events).
-        tools: Tool specs to publish (default :data:`octipusd.tools.DEFAULT_TOOLS`).
+        tools: Tool specs to publish (a run's tool set, e.g. :data:`octipusd.tools.DEFAULT_TOOLS` and
+            its connectors' tools; the runtime chooses it).
         queues: Registry of per-worker call locks (default: the process-wide
             :data:`octipusd.bridge.queue.DEFAULT_WORKER_QUEUES`, so every bridge of a worker
             shares one queue).
@@ -628,7 +628,7 @@ async def open_bridge(
     Raises:
         BridgeError: the port could not be bound or the server did not start within
             ``limits.startup_timeout_seconds``.
-        ValueError: the tool specs are invalid (see :func:`octipusd.tools.validate_tool_specs`).
+        ValueError: the tool specs are invalid (see :func:`octipusd.toolkit.validate_tool_specs`).
 
     On exit (normal, error or cancellation) the server stops, shielded and bounded by
     ``limits.shutdown_timeout_seconds``: queued and running calls are stopped and answer with

@@ -34,6 +34,7 @@ from octipusd.testing.stub_agy import (
     parse_go_duration,
 )
 from octipusd.toolkit import RunIdentity
+from octipusd.tools import DEFAULT_TOOLS
 
 HELPER = str(Path(sys.executable).with_name("octipus-bridge"))
 
@@ -321,7 +322,7 @@ async def test_adapter_drives_the_stub_through_the_bridge(stub: Stub) -> None:
     )
     host = FakeToolHost()
     adapter = AntigravityAdapter()
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         request = LaunchRequest(
             binary=str(stub.binary),
             cwd=stub.cwd,

@@ -87,7 +87,7 @@ async def test_call_runs_with_bridge_identity_despite_override_arguments(
 
 async def test_tool_schemas_do_not_offer_identity_fields(identity: RunIdentity, host: FakeToolHost) -> None:
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         listing = await client.list_tools()

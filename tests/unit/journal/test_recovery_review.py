@@ -301,7 +301,7 @@ async def test_through_the_bridge_one_entry_per_call_and_read_tools_stay_availab
     identity = bench.identity()
     plan = {"title": "Check", "steps": [{"id": "s1", "title": "look", "status": "pending"}]}
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         ran = await client.call_tool("shell__run", {"command": f"echo x >> {LEDGER}"})
