@@ -40,9 +40,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
+from octipusd.tools import DEFAULT_TOOLS
 
 BLOCKS = 4
 PLAN = {"plan": {"title": "bench", "steps": [{"id": "1", "title": "measure", "status": "in_progress"}]}}
@@ -102,7 +103,7 @@ async def run(calls: int, warmup: int, mode: str, tool: str) -> None:
     with tempfile.TemporaryDirectory() as workspace:
         identity = RunIdentity("bench-run", "bench-session", "bench", "bench-worker", Path(workspace), False)
         async with (
-            open_bridge(identity, FakeToolHost(), queues=WorkerQueues()) as bridge,
+            open_bridge(identity, FakeToolHost(), DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
             bare_server(tool) as bare_url,
             client(bridge.url, bridge.endpoint.token, mode) as bridge_client,
             client(bare_url, None, mode) as bare_client,

@@ -29,8 +29,9 @@ import anyio
 
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
-from octipusd.policy.gate import CallContext, PermissionGate
+from octipusd.policy.gate import PermissionGate
 from octipusd.store.repository import Store
+from octipusd.toolkit import CallContext
 
 ARGS = {"command": "git status"}
 

@@ -7,7 +7,7 @@ real tool: its ``sh -n`` parse check and the job):
   ``--history`` completed records of the session in the journal) plus
   :meth:`octipusd.journal.executor.ActionJournal.execute` (``started`` committed before the body,
   the outcome after it) on a real SQLite store with ``synchronous=FULL``;
-* **bare**: the same call through :func:`octipusd.journal.executor.run_unjournaled` (no journal,
+* **bare**: the same call through :func:`octipusd.toolkit.run_unjournaled` (no journal,
   the path of read-only tools).
 
 Blocks alternate between the two so drift affects both alike. Prints both medians (ms), their
@@ -30,13 +30,18 @@ from typing import Any
 import anyio
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
-from octipusd.journal.contracts import RecoveryContract, RiskClass
-from octipusd.journal.executor import ActionJournal, ActionScope, run_unjournaled
+from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
-from octipusd.policy.gate import CallContext, GateResult
 from octipusd.store.repository import Store
+from octipusd.toolkit import (
+    CallContext,
+    GateResult,
+    RecoveryContract,
+    RiskClass,
+    RunIdentity,
+    run_unjournaled,
+)
 from octipusd.tools import SHELL_RUN
 
 CONTRACT = RecoveryContract(RiskClass.CONTAINABLE)

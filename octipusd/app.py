@@ -32,10 +32,9 @@ from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
+from octipusd.connectors import ConnectorRegistry
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
-from octipusd.journal.contracts import RecoveryContract
 from octipusd.journal.executor import ActionJournal
-from octipusd.journal.invocations import ActionService, manual_run_id
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
@@ -46,6 +45,7 @@ from octipusd.runner.containment import Containment, choose_containment
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
 from octipusd.runner.transport import Launcher, VendorLauncher
+from octipusd.runtime.actions import ActionService, manual_run_id
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
@@ -55,9 +55,8 @@ from octipusd.store.aio import in_thread
 from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
+from octipusd.toolkit import RecoveryContract, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
-from octipusd.tools.base import ToolSpec
-from octipusd.tools.connectors import ConnectorRegistry
 
 log = logging.getLogger("octipusd")
 

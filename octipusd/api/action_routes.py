@@ -31,7 +31,7 @@ stored invocation is returned, nothing runs again).
 The requesting user is the daemon's user (``RunManager.user``, the peer-checked owner of the
 socket); who decided is ``"<user> via <client>"`` as for approvals. Request bodies that fail
 validation are 400 ``invalid_request`` errors naming the field and the expected shape. When
-the daemon was built without an :class:`~octipusd.journal.invocations.ActionService`, the
+the daemon was built without an :class:`~octipusd.runtime.actions.ActionService`, the
 routes that need it answer 503 ``actions_unavailable``.
 """
 
@@ -50,8 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from octipusd.api.common import Services, dump
 from octipusd.api.models import API_VERSION
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
-from octipusd.journal.invocations import ActionService
 from octipusd.journal.operator import in_flight_time, in_flight_warning
+from octipusd.runtime.actions import ActionService
 from octipusd.store.aio import in_thread
 from octipusd.store.invocation_store import ToolInvocation
 from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAction

@@ -9,11 +9,11 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import BaseModel
 
 from octipusd.adapter import Adapter
-from octipusd.journal.invocations import ActionService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.runner.containment import Containment
 from octipusd.runner.executables import Resolution
+from octipusd.runtime.actions import ActionService
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.store.repository import Store

@@ -13,10 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from octipusd.bridge.host import AuthorizationResult, ChildRequest
-from octipusd.bridge.identity import RunIdentity
 from octipusd.errors import ConflictError
-from octipusd.journal.executor import Body, Executed, run_unjournaled
+from octipusd.toolkit import AuthorizationResult, Body, ChildRequest, Executed, RunIdentity, run_unjournaled
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class SpawnRequest:
 
 @dataclass
 class FakeToolHost:
-    """A :class:`octipusd.bridge.host.ToolHost` held in memory.
+    """A :class:`octipusd.toolkit.ToolHost` held in memory.
 
     Attributes:
         deny: Tool id -> denial reason; other tools are allowed.

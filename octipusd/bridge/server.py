@@ -75,13 +75,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from octipusd.adapter import BridgeEndpoint
-from octipusd.bridge.host import AuthorizationResult, ToolHost
-from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
 from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
 from octipusd.errors import BridgeError, OctipusError
-from octipusd.journal.executor import run_unjournaled
-from octipusd.journal.outcomes import ToolOutcome
-from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec, validate_tool_specs
+from octipusd.toolkit import (
+    AuthorizationResult,
+    RunIdentity,
+    ToolHost,
+    ToolOutcome,
+    ToolResult,
+    ToolSpec,
+    run_unjournaled,
+    strip_identity_arguments,
+    validate_tool_specs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -595,7 +601,7 @@ class Bridge:
 async def open_bridge(
     identity: RunIdentity,
     host: ToolHost,
-    tools: Sequence[ToolSpec] = DEFAULT_TOOLS,
+    tools: Sequence[ToolSpec],
     *,
     queues: WorkerQueues | None = None,
     limits: BridgeLimits | None = None,
@@ -606,7 +612,8 @@ async def open_bridge(
     Args:
         identity: The run's identity; the only identity calls execute with.
         host: The runtime seam (authorization, plan, context, events).
-        tools: Tool specs to publish (default :data:`octipusd.tools.DEFAULT_TOOLS`).
+        tools: Tool specs to publish (a run's tool set, e.g. :data:`octipusd.tools.DEFAULT_TOOLS` and
+            its connectors' tools; the runtime chooses it).
         queues: Registry of per-worker call locks (default: the process-wide
             :data:`octipusd.bridge.queue.DEFAULT_WORKER_QUEUES`, so every bridge of a worker
             shares one queue).
@@ -621,7 +628,7 @@ async def open_bridge(
     Raises:
         BridgeError: the port could not be bound or the server did not start within
             ``limits.startup_timeout_seconds``.
-        ValueError: the tool specs are invalid (see :func:`octipusd.tools.validate_tool_specs`).
+        ValueError: the tool specs are invalid (see :func:`octipusd.toolkit.validate_tool_specs`).
 
     On exit (normal, error or cancellation) the server stops, shielded and bounded by
     ``limits.shutdown_timeout_seconds``: queued and running calls are stopped and answer with

@@ -6,13 +6,13 @@ through its bridge, a person by hand, the approved-action recovery):
 1. ``started`` is written and committed with the call's contract (risk class, idempotency key,
    owner, deadline; seed 004), an argument hash (never the arguments), the call's in-flight
    bound (``started`` plus its own deadline: until then a dispatched request may still land)
-   and where its request goes (:class:`~octipusd.journal.contracts.DispatchRef`, so a restarted
+   and where its request goes (:class:`~octipusd.toolkit.DispatchRef`, so a restarted
    daemon can end it). If that write fails the body does not run
    (:class:`JournalUnavailableError`).
-2. The body runs. Its end is classified (:func:`classify`): a plain return is ``completed``; a
-   :class:`~octipusd.journal.outcomes.ToolOutcome` marked uncertain, a timeout, a cancellation
+2. The body runs. Its end is classified (:func:`octipusd.toolkit.classify`): a plain return is
+   ``completed``; a :class:`~octipusd.toolkit.ToolOutcome` marked uncertain, a timeout, a cancellation
    after start and any other failure are ``uncertain``; only
-   :class:`~octipusd.journal.outcomes.NotExecutedError` (raised by Octipus code that proved
+   :class:`~octipusd.toolkit.NotExecutedError` (raised by Octipus code that proved
    nothing ran) is ``not_executed``.
 3. The outcome is written (shielded from cancellation). If that write fails, the result is
    still returned and the ``started`` record, no longer running here, blocks later mutations
@@ -27,35 +27,28 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from octipusd.errors import ConflictError, InvalidRequestError, OctipusError
-from octipusd.journal.contracts import DispatchRef, RecoveryContract
-from octipusd.journal.outcomes import ActionOutcome, NotExecutedError, Origin, ToolOutcome
+from octipusd.errors import ConflictError, OctipusError
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
+from octipusd.toolkit import ActionOutcome, Body, DispatchRef, Executed, Origin, RecoveryContract, classify
 
 __all__ = [
     "ActionJournal",
     "ActionScope",
-    "Body",
-    "Executed",
     "JournalUnavailableError",
     "args_hash",
-    "classify",
     "contract_receipt",
-    "run_unjournaled",
 ]
 
 log = logging.getLogger("octipusd.journal")
 
-#: ``async () -> result``: the tool body, raising on failure.
-Body = Callable[[], Awaitable[str | dict[str, Any] | ToolOutcome]]
 #: ``(outcome, detail, executed) -> written``: a caller's own outcome write (runs in a worker
 #: thread), used when the outcome must commit together with another record (seed 001).
 Commit = Callable[[ActionOutcome, "str | None", "Executed"], bool]
@@ -111,90 +104,6 @@ class ActionScope:
     pipeline_id: str | None = None
     node_id: str | None = None
     invocation: tuple[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class Executed:
-    """How one call ended.
-
-    Attributes:
-        value: The result for the caller (text or JSON object); for a failure, its message.
-        is_error: The caller sees an error result.
-        outcome: ``completed``, ``not_executed`` or ``uncertain``.
-        detail: One line of evidence (also stored on the record).
-        action_id: The journal record (None when the call was not journaled).
-        recorded: False when the outcome write failed (the ``started`` record then blocks).
-        answered: The call is over (it returned, Octipus stopped it, or it provably never left):
-            no request of it can land any more. False after a timeout, a cancellation or any
-            other failure of the body, and for a :class:`ToolOutcome` marked ``in_flight``.
-    """
-
-    value: str | dict[str, Any]
-    is_error: bool
-    outcome: ActionOutcome
-    detail: str | None
-    action_id: str | None = None
-    recorded: bool = True
-    answered: bool = False
-
-
-def describe_failure(tool: str, exc: BaseException, timeout_seconds: float | None = None) -> str:
-    """The message a caller sees when a tool body raised ``exc``."""
-    if isinstance(exc, NotExecutedError):
-        return exc.message
-    if isinstance(exc, InvalidRequestError):
-        return f"invalid arguments for {tool}: {exc.message}"
-    if isinstance(exc, OctipusError):
-        return f"{tool} failed: {exc.message} ({exc.code})"
-    if isinstance(exc, TimeoutError):
-        limit = f" within {timeout_seconds:g} s" if timeout_seconds is not None else " in time"
-        return f"{tool} did not finish{limit} and was stopped"
-    return f"{tool} failed with an internal error: {type(exc).__name__}: {exc}"
-
-
-def classify(
-    tool: str, value: str | dict[str, Any] | ToolOutcome | None, exc: BaseException | None, **kw: Any
-) -> Executed:
-    """Classify a call's end into a seed 000 outcome.
-
-    Args:
-        tool: The tool id (for messages).
-        value: What the body returned (when it returned).
-        exc: What it raised (when it raised); cancellation is handled by the caller.
-        **kw: ``timeout_seconds`` for the timeout message.
-
-    Returns:
-        The :class:`Executed` (without an action id).
-    """
-    if exc is not None:
-        message = describe_failure(tool, exc, kw.get("timeout_seconds"))
-        if isinstance(exc, NotExecutedError):
-            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:300], answered=True)
-        detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:300]
-        return Executed(message, True, ActionOutcome.UNCERTAIN, detail)
-    if isinstance(value, ToolOutcome):
-        answered = not value.in_flight
-        if value.uncertain is not None:
-            detail = value.uncertain if value.detail is None else f"{value.uncertain} ({value.detail})"
-            return Executed(
-                value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:300], answered=answered
-            )
-        return Executed(value.value, value.is_error, ActionOutcome.COMPLETED, value.detail, answered=answered)
-    return Executed(value if value is not None else "", False, ActionOutcome.COMPLETED, None, answered=True)
-
-
-async def run_unjournaled(tool: str, body: Body, timeout_seconds: float | None = None) -> Executed:
-    """Run a body without a journal (read-only and internal tools, tests): same classification.
-
-    Cancellation propagates.
-    """
-    try:
-        value = await body()
-    except anyio.get_cancelled_exc_class():
-        raise
-    except Exception as exc:
-        return classify(tool, None, exc, timeout_seconds=timeout_seconds)
-    return classify(tool, value, None)
 
 
 class ActionJournal:

@@ -23,7 +23,10 @@ from typing import Any
 import anyio
 
 from octipusd.errors import ConflictError, NotFoundError, OctipusError
-from octipusd.journal.contracts import (
+from octipusd.store.aio import in_thread
+from octipusd.store.journal_store import ActionReceipt, ToolAction
+from octipusd.store.repository import Store
+from octipusd.toolkit import (
     ActionRef,
     ProbeResult,
     ProbeStatus,
@@ -31,9 +34,6 @@ from octipusd.journal.contracts import (
     RecoveryContract,
     RecoveryState,
 )
-from octipusd.store.aio import in_thread
-from octipusd.store.journal_store import ActionReceipt, ToolAction
-from octipusd.store.repository import Store
 
 __all__ = [
     "ContractLookup",

@@ -28,11 +28,11 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from octipusd.journal.contracts import ProbeStatus, RecoveryContract, RecoveryState
 from octipusd.journal.executor import ActionScope
 from octipusd.journal.operator import SAME_KEY_LIMIT, RecoveryOperator, in_flight_time
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
+from octipusd.toolkit import ProbeStatus, RecoveryContract, RecoveryState
 
 __all__ = ["duplicate_refusal", "retry_refusal"]
 

@@ -28,14 +28,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from octipusd.journal.contracts import RecoveryContract, RiskClass
 from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator, in_flight_time, in_flight_warning
 from octipusd.journal.retry import duplicate_refusal
-from octipusd.policy.gate import CallContext, GateResult
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
+from octipusd.toolkit import CallContext, GateResult, RecoveryContract, RiskClass
 
 __all__ = [
     "REVIEW_BATCH",

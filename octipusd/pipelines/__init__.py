@@ -1,1 +1,1 @@
-"""Pipeline runner, checkpoints, attempts and gate commands (seed 003); not built yet."""
+"""Pipelines (seed 003): so far the replay review a resume or rewind asks for (:mod:`~octipusd.pipelines.replay`); the runner, checkpoints, attempts and gate commands are not built yet."""

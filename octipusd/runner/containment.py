@@ -41,11 +41,10 @@ import psutil
 
 from octipusd.errors import ConfigError
 from octipusd.settings import ContainmentSetting
+from octipusd.toolkit import RUN_MARKER  # marks every process of a run (value: the run id)
 
 log = logging.getLogger(__name__)
 
-#: Environment variable that marks every process of a run (value: the run id).
-RUN_MARKER = "OCTIPUS_RUN_ID"
 #: Seconds to wait for a killed cgroup to become empty before removing it.
 CGROUP_EMPTY_TIMEOUT = 2.0
 #: Seconds between two looks at a cgroup that is emptying or freezing, or at processes ending.

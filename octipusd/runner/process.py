@@ -34,7 +34,6 @@ import psutil
 
 from octipusd.adapter import LaunchSpec, StdinMode
 from octipusd.runner.containment import (
-    RUN_MARKER,
     Containment,
     RunCage,
     default_containment,
@@ -42,6 +41,7 @@ from octipusd.runner.containment import (
     wait_ended,
     walking_cage,
 )
+from octipusd.toolkit import RUN_MARKER  # marks every process of a run (value: the run id)
 
 __all__ = [
     "RUN_MARKER",

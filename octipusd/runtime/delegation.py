@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from octipusd.bridge.host import ChildRequest
 from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.runtime.children import MAX_DEPTH
 from octipusd.store.aio import in_thread
 from octipusd.store.records import RunStatus
+from octipusd.toolkit import ChildRequest
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor

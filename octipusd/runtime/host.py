@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from octipusd.bridge.host import AuthorizationResult, ChildRequest
-from octipusd.bridge.identity import RunIdentity
-from octipusd.journal.executor import ActionScope, Body, Executed
-from octipusd.journal.outcomes import Origin
+from octipusd.journal.executor import ActionScope
 from octipusd.store.aio import in_thread
-from octipusd.tools.base import UNDECLARED_CONTRACT
+from octipusd.toolkit import (
+    UNDECLARED_CONTRACT,
+    AuthorizationResult,
+    Body,
+    ChildRequest,
+    Executed,
+    Origin,
+    RunIdentity,
+)
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor

@@ -7,7 +7,7 @@ its client. Until that request can no longer land, a probe's "not applied" prove
 unconfirmed until its in-flight bound has passed, or until Octipus has positively ended the
 request's transport. :func:`end_left_requests` does that at start-up for every unresolved action
 whose request may still land on a transport not yet ended (the stopped daemon's orphans, and
-earlier ones whose end failed), from the :class:`~octipusd.journal.contracts.DispatchRef`
+earlier ones whose end failed), from the :class:`~octipusd.toolkit.DispatchRef`
 recorded with their ``started``:
 
 * ``mcp_http``: the session is terminated (``DELETE`` with its ``Mcp-Session-Id``);
@@ -28,12 +28,12 @@ from functools import partial
 import anyio
 import anyio.to_thread
 
-from octipusd.journal.contracts import DispatchEnd, DispatchKind, DispatchRef
+from octipusd.connectors import ConnectorRegistry
 from octipusd.runner.process import kill_run_tree, run_processes
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
-from octipusd.tools.connectors import ConnectorRegistry
+from octipusd.toolkit import DispatchEnd, DispatchKind, DispatchRef
 
 __all__ = ["end_left_requests"]
 

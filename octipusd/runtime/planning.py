@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from octipusd.adapter import Adapter, PermissionMode
+from octipusd.connectors import ConnectorSet
 from octipusd.errors import ConflictError, ExecutableNotFoundError, NotFoundError
 from octipusd.policy.spaces import check_space_model
 from octipusd.runner.executables import Resolution, resolve_executable
@@ -25,8 +26,8 @@ from octipusd.runtime.sessions import fingerprint, provider_identity
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ModelRow, Run, Session
 from octipusd.store.repository import Store
-from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, ToolSpec, child_tools
-from octipusd.tools.connectors import ConnectorSet
+from octipusd.toolkit import ToolSpec
+from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, child_tools
 
 __all__ = ["TurnBasis", "TurnPlan", "model_row", "plan_turn", "positive_int", "read_basis"]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from octipusd.adapter import PermissionDecision, PermissionRequestEvent
-from octipusd.policy.gate import CallContext, GateResult
+from octipusd.toolkit import CallContext, GateResult
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor

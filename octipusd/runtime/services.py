@@ -19,6 +19,7 @@ import anyio
 import anyio.abc
 
 from octipusd.adapter import Adapter
+from octipusd.connectors import ConnectorRegistry
 from octipusd.errors import ConflictError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
@@ -32,7 +33,6 @@ from octipusd.runtime.compaction import CompactionReport, compact
 from octipusd.runtime.events import EventHub
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
-from octipusd.tools.connectors import ConnectorRegistry
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor

@@ -42,9 +42,8 @@ from octipusd.adapter import (
     Usage,
     VendorEvent,
 )
-from octipusd.bridge.host import ChildRequest
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import Bridge, open_bridge
+from octipusd.connectors import ConnectorSet
 from octipusd.errors import ExecutableNotFoundError, OctipusError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.compaction import uncovered_chars
@@ -59,8 +58,8 @@ from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_se
 from octipusd.runtime.sessions import ResumePlan, plan_resume
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Run, RunStatus
-from octipusd.tools import ROOT_ROLE, ToolSpec
-from octipusd.tools.connectors import ConnectorSet
+from octipusd.toolkit import ChildRequest, RunIdentity, ToolSpec
+from octipusd.tools import ROOT_ROLE
 
 if TYPE_CHECKING:
     from octipusd.runtime.services import RunRegistry, RunServices

@@ -11,7 +11,7 @@ the root agent's role name.
 
 from __future__ import annotations
 
-from octipusd.tools.base import ToolHandler, ToolResult, ToolSpec, validate_tool_specs
+from octipusd.toolkit import ToolSpec, validate_tool_specs
 from octipusd.tools.children import (
     CHILD_ROLES,
     COLLECT_CHILDREN,
@@ -41,13 +41,9 @@ __all__ = [
     "SPAWN_CHILD",
     "UPDATE_WORK_PLAN",
     "ShellResult",
-    "ToolHandler",
-    "ToolResult",
-    "ToolSpec",
     "child_tools",
     "parse_child_request",
     "run_shell",
     "validate_resume_key",
-    "validate_tool_specs",
     "validate_work_plan",
 ]

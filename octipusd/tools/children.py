@@ -6,7 +6,7 @@ tools and never root-only plan editing (:func:`child_tools`). Seed 003 ("Resumin
 sessions per role and task"): the parent may pass ``resumeKey``, a task id of 1 to 200
 letters, digits, ``.``, ``_``, ``:`` or ``-``; the same key with the same role continues that
 child's vendor session, omitting it gives a fresh child. The host
-(:meth:`octipusd.bridge.host.ToolHost.spawn_child`) scopes the key by the parent, runs the
+(:meth:`octipusd.toolkit.ToolHost.spawn_child`) scopes the key by the parent, runs the
 child and returns its summary; this module only validates and forwards.
 
 Input shape (camelCase, as the model sends it)::
@@ -32,10 +32,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from octipusd.bridge.host import ChildRequest, ToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.errors import InvalidRequestError
-from octipusd.tools.base import ToolResult, ToolSpec, reject_unknown, require_str
+from octipusd.toolkit import ChildRequest, RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.tools.base import reject_unknown, require_str
 
 #: A child resume key (the parent's task id): 1 to 200 ASCII letters, digits, ``.``, ``_``,
 #: ``:`` or ``-``. Match it with ``fullmatch`` (``$`` alone also matches before a final newline).

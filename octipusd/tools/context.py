@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RunIdentity
-from octipusd.tools.base import ToolResult, ToolSpec, reject_unknown
+from octipusd.toolkit import RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.tools.base import reject_unknown
 
 
 async def _get_cli_run_context(

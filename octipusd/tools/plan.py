@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.errors import InvalidRequestError
-from octipusd.tools.base import ToolResult, ToolSpec, optional_str, reject_unknown, require_str
+from octipusd.toolkit import RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.tools.base import optional_str, reject_unknown, require_str
 
 #: Allowed step statuses.
 STEP_STATUSES: tuple[str, ...] = ("pending", "in_progress", "completed", "blocked")

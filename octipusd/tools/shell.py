@@ -16,10 +16,10 @@ Result (a JSON object)::
 
 Journal outcomes (seed 000): before the job starts, ``/bin/sh -n`` parses the whole command
 line without running it; a syntax error is a parser refusal, raised as
-:class:`~octipusd.journal.outcomes.NotExecutedError` together with invalid arguments and a shell
+:class:`~octipusd.toolkit.NotExecutedError` together with invalid arguments and a shell
 that could not be started (nothing ran, so the next command needs no recovery review). A job
 that exits on its own is a completed attempt whatever its exit code; a timeout or a job killed
-by a signal returns its output as a :class:`~octipusd.journal.outcomes.ToolOutcome` marked
+by a signal returns its output as a :class:`~octipusd.toolkit.ToolOutcome` marked
 uncertain, since it may have done part of its work. The tool's recovery contract is
 ``containable``: its blast radius is the workspace, its process group and its timeout.
 
@@ -45,13 +45,19 @@ import anyio
 import anyio.abc
 import psutil
 
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.errors import InvalidRequestError
-from octipusd.journal.contracts import RecoveryContract, RiskClass
-from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
-from octipusd.runner.process import RUN_MARKER
-from octipusd.tools.base import ToolResult, ToolSpec, optional_str, reject_unknown, require_str
+from octipusd.toolkit import (
+    RUN_MARKER,
+    NotExecutedError,
+    RecoveryContract,
+    RiskClass,
+    RunIdentity,
+    ToolHost,
+    ToolOutcome,
+    ToolResult,
+    ToolSpec,
+)
+from octipusd.tools.base import optional_str, reject_unknown, require_str
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
 MAX_TIMEOUT_SECONDS = 600.0

@@ -18,9 +18,9 @@ import psutil
 import pytest
 
 from octipusd.ctl.client import ApiError
-from octipusd.runner.process import RUN_MARKER
 from octipusd.store.repository import Store
 from octipusd.testing.anthropic_server import RecordedRequest
+from octipusd.toolkit import RUN_MARKER
 from tests.e2e.conftest import Env
 
 ROOT_KEY = "claude-code"

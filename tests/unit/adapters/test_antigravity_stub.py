@@ -22,7 +22,6 @@ from octipus_antigravity import AntigravityAdapter
 
 from octipusd.adapter import LaunchRequest, PermissionMode, ResultEvent, StdinMode, TextEvent, VendorEvent
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
 from octipusd.testing.kit_antigravity import AntigravityKit, group_turns, write_agy_wrapper
@@ -34,6 +33,8 @@ from octipusd.testing.stub_agy import (
     parse_args,
     parse_go_duration,
 )
+from octipusd.toolkit import RunIdentity
+from octipusd.tools import DEFAULT_TOOLS
 
 HELPER = str(Path(sys.executable).with_name("octipus-bridge"))
 
@@ -321,7 +322,7 @@ async def test_adapter_drives_the_stub_through_the_bridge(stub: Stub) -> None:
     )
     host = FakeToolHost()
     adapter = AntigravityAdapter()
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         request = LaunchRequest(
             binary=str(stub.binary),
             cwd=stub.cwd,

@@ -16,9 +16,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RunIdentity
-from octipusd.tools import ToolResult, ToolSpec
+from octipusd.toolkit import RunIdentity, ToolHost, ToolResult, ToolSpec
 
 #: Bound of every wait in these tests (seconds); nothing should come near it.
 WAIT = 10.0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
+from octipusd.toolkit import RunIdentity
 
 
 @pytest.fixture

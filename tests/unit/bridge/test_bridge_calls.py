@@ -10,12 +10,11 @@ import pytest
 from bridge_support import connect, texts
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import AuthorizationResult, ToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import RUN_CONTEXT_HEADER, open_bridge
 from octipusd.errors import InvalidRequestError, StoreError
-from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec
+from octipusd.toolkit import AuthorizationResult, RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +41,7 @@ async def test_denied_call_does_not_run(identity: RunIdentity) -> None:
     host = FakeToolHost(deny={"shell__run": "shell is not allowed in this space"})
     marker = identity.workspace / "ran.txt"
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         result = await client.call_tool("shell__run", {"command": f"touch {marker}"})
@@ -63,7 +62,7 @@ async def test_failing_permission_check_denies(identity: RunIdentity) -> None:
     host = BrokenHost()
     marker = identity.workspace / "ran.txt"
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         result = await client.call_tool("shell__run", {"command": f"touch {marker}"})
@@ -127,7 +126,7 @@ async def test_tool_errors_are_results_and_the_bridge_keeps_serving(identity: Ru
 async def test_plan_round_trip_and_context_blocks(identity: RunIdentity, host: FakeToolHost) -> None:
     host.guidance[identity.session_id] = ["also update the README"]
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         update = await client.call_tool("update_work_plan", {"plan": PLAN})
@@ -156,7 +155,7 @@ async def test_plan_round_trip_and_context_blocks(identity: RunIdentity, host: F
 async def test_failed_context_refresh_keeps_a_successful_result(identity: RunIdentity) -> None:
     host = FakeToolHost(fail_context=True)
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         result = await client.call_tool("shell__run", {"command": "echo fine"})
@@ -172,7 +171,7 @@ async def test_failed_context_refresh_keeps_a_successful_result(identity: RunIde
 async def test_invalid_plan_names_the_bad_field(identity: RunIdentity, host: FakeToolHost) -> None:
     bad = {"plan": {"steps": [{"id": "a", "title": "ok", "status": "pending"}, {"id": "b", "title": "x"}]}}
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         result = await client.call_tool("update_work_plan", bad)

@@ -10,9 +10,10 @@ from bridge_support import connect, texts
 
 from octipusd.adapter import BridgeEndpoint
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +31,7 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 async def test_endpoint_shape(identity: RunIdentity, host: FakeToolHost) -> None:
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         endpoint = bridge.endpoint
         assert isinstance(endpoint, BridgeEndpoint)
         assert endpoint.url == f"http://127.0.0.1:{bridge.port}/mcp"
@@ -44,7 +45,7 @@ async def test_endpoint_shape(identity: RunIdentity, host: FakeToolHost) -> None
 async def test_missing_and_wrong_capability_get_401_and_bridge_keeps_serving(
     identity: RunIdentity, host: FakeToolHost
 ) -> None:
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         token = bridge.endpoint.token
         async with httpx.AsyncClient(timeout=10) as http:
             for headers in (
@@ -79,8 +80,8 @@ async def test_capability_of_one_bridge_does_not_open_another(
 ) -> None:
     queues = WorkerQueues()
     async with (
-        open_bridge(make_identity(run_id="run-a"), host, queues=queues) as bridge_a,
-        open_bridge(make_identity(run_id="run-b"), host, queues=queues) as bridge_b,
+        open_bridge(make_identity(run_id="run-a"), host, DEFAULT_TOOLS, queues=queues) as bridge_a,
+        open_bridge(make_identity(run_id="run-b"), host, DEFAULT_TOOLS, queues=queues) as bridge_b,
     ):
         assert bridge_a.endpoint.token != bridge_b.endpoint.token
         assert bridge_a.port != bridge_b.port
@@ -102,7 +103,7 @@ async def test_capability_of_one_bridge_does_not_open_another(
 async def test_foreign_host_header_is_refused_even_with_capability(
     identity: RunIdentity, host: FakeToolHost
 ) -> None:
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         auth = {"Authorization": f"Bearer {bridge.endpoint.token}"}
         async with httpx.AsyncClient(timeout=10) as http:
             rebinding = await http.post(
@@ -120,7 +121,7 @@ async def test_foreign_host_header_is_refused_even_with_capability(
 
 
 async def test_bridge_stops_with_the_run(identity: RunIdentity, host: FakeToolHost) -> None:
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         url, token = bridge.url, bridge.endpoint.token
     async with httpx.AsyncClient(timeout=5) as http:
         with pytest.raises(httpx.ConnectError):

@@ -16,9 +16,10 @@ import anyio
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -54,7 +55,7 @@ async def _init_line(config: Path, home: Path, cwd: Path) -> dict[str, Any]:
 async def test_real_claude_connects_and_lists_octipus_tools(identity: RunIdentity, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    async with open_bridge(identity, FakeToolHost(), queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, FakeToolHost(), DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         inits: dict[str, dict[str, Any]] = {}
         for label, token in (("right", bridge.endpoint.token), ("wrong", "not-the-capability")):
             config = tmp_path / f"mcp-{label}.json"

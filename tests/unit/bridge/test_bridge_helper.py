@@ -13,9 +13,10 @@ import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.helper import ENV_TOKEN, ENV_URL, helper_environment
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +44,7 @@ async def _run(
 
 async def test_list_and_call(identity: RunIdentity) -> None:
     host = FakeToolHost(deny={"update_work_plan": "plans are read-only here"})
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         env = {**_base_env(), **helper_environment(bridge.endpoint)}
 
         code, out, err = await _run(["list"], env)
@@ -114,7 +115,7 @@ async def test_missing_environment_is_a_usage_error() -> None:
 
 
 async def test_ended_run_is_unreachable(identity: RunIdentity, host: FakeToolHost) -> None:
-    async with open_bridge(identity, host, queues=WorkerQueues()) as bridge:
+    async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
         env = {**_base_env(), **helper_environment(bridge.endpoint)}
     code, _out, err = await _run(["call", "get_work_plan", "{}"], env)
     assert code == 3 and "cannot use the bridge" in err

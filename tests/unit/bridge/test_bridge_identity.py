@@ -9,11 +9,17 @@ import pytest
 from bridge_support import connect, texts
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity, strip_identity_arguments
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
-from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec
+from octipusd.toolkit import (
+    RESERVED_IDENTITY_ARGUMENTS,
+    RunIdentity,
+    ToolHost,
+    ToolResult,
+    ToolSpec,
+    strip_identity_arguments,
+)
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +87,7 @@ async def test_call_runs_with_bridge_identity_despite_override_arguments(
 
 async def test_tool_schemas_do_not_offer_identity_fields(identity: RunIdentity, host: FakeToolHost) -> None:
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         listing = await client.list_tools()

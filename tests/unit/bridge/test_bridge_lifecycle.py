@@ -9,9 +9,9 @@ from bridge_support import WAIT, Holder, connect, texts, wait_until
 from mcp_types import CallToolResult
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
+from octipusd.toolkit import RunIdentity
 from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +24,7 @@ class Boom(Exception):
 async def test_error_in_the_run_passes_through_unwrapped(identity: RunIdentity, host: FakeToolHost) -> None:
     queues = WorkerQueues()
     with pytest.raises(Boom):
-        async with open_bridge(identity, host, queues=queues):
+        async with open_bridge(identity, host, DEFAULT_TOOLS, queues=queues):
             raise Boom
     assert queues.active_workers() == frozenset()
 
@@ -33,7 +33,7 @@ async def test_cancelled_run_closes_the_bridge(identity: RunIdentity, host: Fake
     queues = WorkerQueues()
     urls: list[str] = []
     with anyio.fail_after(WAIT), anyio.CancelScope() as scope:
-        async with open_bridge(identity, host, queues=queues) as bridge:
+        async with open_bridge(identity, host, DEFAULT_TOOLS, queues=queues) as bridge:
             urls.append(bridge.url)
             scope.cancel()
             await anyio.sleep_forever()
@@ -91,7 +91,7 @@ async def test_shell_job_dies_with_the_run(identity: RunIdentity, host: FakeTool
     with anyio.fail_after(WAIT):
         async with (
             anyio.create_task_group() as tg,
-            open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+            open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         ):
             tg.start_soon(cli, bridge.url, bridge.endpoint.token)
             await wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")

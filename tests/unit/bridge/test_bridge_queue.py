@@ -15,11 +15,10 @@ from bridge_support import WAIT, Holder, connect, texts, wait_until
 from mcp_types import CallToolResult
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
-from octipusd.tools import DEFAULT_TOOLS, ToolResult, ToolSpec
+from octipusd.toolkit import RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,9 @@ import pytest
 from bridge_support import connect, texts
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import AuthorizationResult
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import BridgeLimits, open_bridge
+from octipusd.toolkit import AuthorizationResult, RunIdentity
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,7 @@ def test_default_wall_clock_is_two_hours() -> None:
 async def test_a_request_past_its_wall_clock_is_stopped_with_an_error(identity: RunIdentity) -> None:
     limits = BridgeLimits(request_timeout_seconds=0.3, authorize_timeout_seconds=600.0)
     async with (
-        open_bridge(identity, NeverAnsweringHost(), limits=limits) as bridge,
+        open_bridge(identity, NeverAnsweringHost(), DEFAULT_TOOLS, limits=limits) as bridge,
         connect(bridge.endpoint.url, bridge.endpoint.token) as client,
     ):
         result = await client.call_tool("update_work_plan", {"plan": {"title": "t", "steps": []}})

@@ -23,19 +23,26 @@ import anyio.abc
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
-from octipusd.journal.contracts import RecoveryContract
-from octipusd.journal.executor import ActionJournal, ActionScope, Executed
-from octipusd.journal.invocations import ActionService
+from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator
-from octipusd.journal.outcomes import Origin, ToolOutcome
 from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
-from octipusd.policy.gate import CallContext, GateResult, PermissionGate
+from octipusd.policy.gate import PermissionGate
+from octipusd.runtime.actions import ActionService
 from octipusd.store import Store
 from octipusd.store.journal_store import ToolAction
-from octipusd.tools import SHELL_RUN, ToolSpec
+from octipusd.toolkit import (
+    CallContext,
+    Executed,
+    GateResult,
+    Origin,
+    RecoveryContract,
+    RunIdentity,
+    ToolOutcome,
+    ToolSpec,
+)
+from octipusd.tools import SHELL_RUN
 
 #: Bound of every wait in these tests (seconds); nothing should come near it.
 WITHIN = 15.0

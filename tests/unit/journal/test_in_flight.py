@@ -19,13 +19,13 @@ import anyio.abc
 import pytest
 
 from octipusd.errors import ConflictError, OctipusError
-from octipusd.journal.contracts import ActionRef, ProbeResult, ProbeStatus, RecoveryContract, RiskClass
 from octipusd.journal.operator import in_flight_time
 from octipusd.journal.review import REVIEW_NOTE
+from octipusd.toolkit import ActionRef, ProbeResult, ProbeStatus, RecoveryContract, RiskClass
 
 if TYPE_CHECKING:
-    from octipusd.policy.gate import GateResult
     from octipusd.store.journal_store import ToolAction
+    from octipusd.toolkit import GateResult
     from tests.unit.journal.conftest import Bench
 
 pytestmark = pytest.mark.anyio

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -15,9 +16,10 @@ import pytest
 
 from octipusd.errors import ConflictError, NotFoundError, OctipusError, StoreError
 from octipusd.journal.executor import args_hash
-from octipusd.journal.invocations import PreparationError
+from octipusd.runtime.recovery import PreparationError
 from octipusd.store.invocation_store import ToolInvocation
-from octipusd.tools import SHELL_RUN, ToolSpec
+from octipusd.toolkit import ToolSpec
+from octipusd.tools import SHELL_RUN
 from tests.unit.journal.conftest import builtin_resolver
 from tests.unit.store.racing import race
 
@@ -567,8 +569,7 @@ async def test_an_unanswered_approval_of_a_hand_started_call_expires(bench: Benc
 def _ledger_tool(bench: Bench, *, read_only: bool = False) -> ToolSpec:
     """A mutating tool whose effect lands in the ledger and then times out (uncertain), keyed
     by its ``key`` argument, with a probe reading the ledger; or a read-only one."""
-    from octipusd.journal.contracts import ProbeResult, ProbeStatus, RecoveryContract, RiskClass
-    from octipusd.journal.outcomes import ToolOutcome
+    from octipusd.toolkit import ProbeResult, ProbeStatus, RecoveryContract, RiskClass, ToolOutcome
 
     ledger = bench.ledger
 
@@ -709,3 +710,46 @@ async def test_a_read_by_hand_stays_available_while_a_review_is_owed(bench: Benc
     )
     assert blocked.status == "awaiting_approval" and blocked.approval_id is not None
     assert bench.store.get_approval(blocked.approval_id).kind == "action_recovery"
+
+
+async def test_a_hand_started_call_gets_a_host_of_its_own_call_not_of_a_run(bench: Bench) -> None:
+    """The handler of a hand-started call sees the decided tool authorized, any other tool refused,
+    and the run-only services (plan, context, children) refused with a conflict, not faked."""
+    from octipusd.errors import ConflictError
+    from octipusd.toolkit import ChildRequest
+
+    async def inspect(identity: Any, host: Any, arguments: dict[str, Any]) -> Any:
+        own = await host.authorize(identity, "ext.inspect", {})
+        other = await host.authorize(identity, "shell__run", {})
+        refused = []
+        for call in (
+            host.get_work_plan(identity),
+            host.run_context(identity),
+            host.spawn_child(identity, ChildRequest(role="coder", brief="b")),
+        ):
+            try:
+                await call
+            except ConflictError as exc:
+                refused.append(exc.message)
+        return {"own": own.allowed, "other": other.allowed, "refused": refused, "run_id": identity.run_id}
+
+    spec = ToolSpec(
+        name="ext__inspect",
+        identity="ext.inspect",
+        description="test tool",
+        input_schema={"type": "object"},
+        handler=inspect,
+        read_only=True,
+    )
+    bench.store.add_rule(level="allow", rule=spec.tool_id, created_by="operator")
+    service = bench.service(resolve=builtin_resolver(spec))
+    done, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="ext.inspect", arguments={}, request_id=None
+    )
+    assert done.status == "completed", done
+    assert done.result is not None
+    seen = json.loads(done.result)
+    assert seen["own"] is True and seen["other"] is False
+    assert seen["run_id"] == f"manual-{done.id}"
+    assert len(seen["refused"]) == 3
+    assert all("not available to a call started by hand" in text for text in seen["refused"])

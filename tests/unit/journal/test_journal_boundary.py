@@ -16,7 +16,7 @@ import pytest
 
 from octipusd.errors import StoreError
 from octipusd.journal.executor import JournalUnavailableError, args_hash
-from octipusd.journal.outcomes import ActionOutcome, ToolOutcome
+from octipusd.toolkit import ActionOutcome, ToolOutcome
 from octipusd.tools import SHELL_RUN
 from tests.unit.store.racing import race
 

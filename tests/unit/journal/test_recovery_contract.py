@@ -23,18 +23,15 @@ import anyio
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
+from octipusd.connectors import ConnectorRegistry
 from octipusd.errors import OctipusError
-from octipusd.journal.executor import ActionJournal, ActionScope, Executed
+from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator
-from octipusd.journal.outcomes import ActionOutcome
 from octipusd.journal.review import RecoveryGate
-from octipusd.policy.gate import CallContext, GateResult
 from octipusd.settings import McpServerSettings
 from octipusd.store import Store
 from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server
-from octipusd.tools import ToolSpec
-from octipusd.tools.connectors import ConnectorRegistry
+from octipusd.toolkit import ActionOutcome, CallContext, Executed, GateResult, RunIdentity, ToolSpec
 from tests.unit.journal.conftest import wait_until
 
 pytestmark = pytest.mark.anyio

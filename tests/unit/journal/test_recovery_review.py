@@ -14,14 +14,22 @@ import anyio.abc
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import AuthorizationResult
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
-from octipusd.journal.contracts import ActionRef, ProbeResult, ProbeStatus, RecoveryContract, RiskClass
-from octipusd.journal.executor import Body, Executed
-from octipusd.journal.outcomes import ActionOutcome
 from octipusd.journal.review import REVIEW_BATCH
+from octipusd.toolkit import (
+    UNDECLARED_CONTRACT,
+    ActionOutcome,
+    ActionRef,
+    AuthorizationResult,
+    Body,
+    Executed,
+    ProbeResult,
+    ProbeStatus,
+    RecoveryContract,
+    RiskClass,
+    RunIdentity,
+)
 from octipusd.tools import (
     COLLECT_CHILDREN,
     DEFAULT_TOOLS,
@@ -31,7 +39,6 @@ from octipusd.tools import (
     SPAWN_CHILD,
     UPDATE_WORK_PLAN,
 )
-from octipusd.tools.base import UNDECLARED_CONTRACT
 from tests.unit.bridge.bridge_support import connect, texts
 
 if TYPE_CHECKING:
@@ -294,7 +301,7 @@ async def test_through_the_bridge_one_entry_per_call_and_read_tools_stay_availab
     identity = bench.identity()
     plan = {"title": "Check", "steps": [{"id": "s1", "title": "look", "status": "pending"}]}
     async with (
-        open_bridge(identity, host, queues=WorkerQueues()) as bridge,
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
         connect(bridge.url, bridge.endpoint.token) as client,
     ):
         ran = await client.call_tool("shell__run", {"command": f"echo x >> {LEDGER}"})

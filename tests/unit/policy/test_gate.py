@@ -21,10 +21,11 @@ import pytest
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
-from octipusd.policy.gate import CallContext, GateResult, PermissionGate, native_flow_id
+from octipusd.policy.gate import PermissionGate, native_flow_id
 from octipusd.policy.questionnaire import CANCEL_MESSAGE
 from octipusd.store import Store
 from octipusd.store.records import ApprovalStatus
+from octipusd.toolkit import CallContext, GateResult
 
 pytestmark = pytest.mark.anyio
 

@@ -15,13 +15,13 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from octipusd.journal.contracts import DispatchKind, DispatchRef
-from octipusd.runner.process import RUN_MARKER, run_processes
+from octipusd.connectors import MCP_SESSION_HEADER, ConnectorRegistry, url_digest
+from octipusd.runner.process import run_processes
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.settings import McpServerSettings
 from octipusd.store import Store
 from octipusd.testing.ledger_mcp import count_lines, start_http_server, stop_server, write_fault
-from octipusd.tools.connectors import MCP_SESSION_HEADER, ConnectorRegistry, url_digest
+from octipusd.toolkit import RUN_MARKER, DispatchKind, DispatchRef
 from tests.unit.journal.conftest import wait_until
 
 pytestmark = pytest.mark.anyio

@@ -13,9 +13,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import ChildRequest, ToolHost
-from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity
 from octipusd.errors import ConflictError, InvalidRequestError
+from octipusd.toolkit import (
+    RESERVED_IDENTITY_ARGUMENTS,
+    ChildRequest,
+    RunIdentity,
+    ToolHost,
+    validate_tool_specs,
+)
 from octipusd.tools import (
     CHILD_ROLES,
     COLLECT_CHILDREN,
@@ -25,7 +30,6 @@ from octipusd.tools import (
     UPDATE_WORK_PLAN,
     child_tools,
     validate_resume_key,
-    validate_tool_specs,
 )
 from octipusd.tools.children import (
     MAX_COLLECT_SECONDS,

@@ -7,17 +7,13 @@ from typing import Any
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.host import ToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.errors import InvalidRequestError
+from octipusd.toolkit import RunIdentity, ToolHost, ToolResult, ToolSpec, validate_tool_specs
 from octipusd.tools import (
     DEFAULT_TOOLS,
     GET_CLI_RUN_CONTEXT,
     GET_WORK_PLAN,
     UPDATE_WORK_PLAN,
-    ToolResult,
-    ToolSpec,
-    validate_tool_specs,
     validate_work_plan,
 )
 

@@ -12,8 +12,7 @@ import psutil
 import pytest
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
-from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
+from octipusd.toolkit import NotExecutedError, RunIdentity, ToolOutcome
 from octipusd.tools import SHELL_RUN, run_shell
 from octipusd.tools.shell import OUTPUT_LIMIT_BYTES
 

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from octipusd.errors import ConflictError
-from octipusd.journal.replay import MISSING_RECORDS_WARNING, ReplayReviews
+from octipusd.pipelines.replay import MISSING_RECORDS_WARNING, ReplayReviews
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.store import Store
 

@@ -1,4 +1,4 @@
-"""Calls a person starts by hand, and approved-action recovery (seed 001).
+"""Calls a person starts by hand (seed 001).
 
 A person can start a mutating tool (``shell__run`` or an MCP connector tool) by hand from a
 client (seed 001's "Test-tab" call; ``POST /v1/actions/calls``). :class:`ActionService`:
@@ -22,52 +22,53 @@ that cannot be reached, a database error) releases only its own claim, leaves th
 dispatched again: after a restart, an invocation claimed by the stopped daemon whose action had
 started becomes ``uncertain`` (see ``Store.quarantine_invocations``).
 
-:class:`RecoveryWorker` recovers owed invocations at start-up (discovering the users that have
-any) and after committed decisions (signalled per user), paging each user's approved
-invocations in id order; it also hands uncertain actions past their deadline to their owners
-(seed 004). Once nothing is owed and no deadline is pending it waits for a signal: no periodic
-scan.
+The call runs in the session's workspace as the person who started it, with a
+:class:`~octipusd.runtime.manual_host.ManualCallHost` (it has no run: no plan, no children).
+The :class:`~octipusd.runtime.recovery.RecoveryWorker` dispatches the invocations owed later.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import math
-import time
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity, strip_identity_arguments
-from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError, OctipusError
-from octipusd.journal.executor import ActionJournal, ActionScope, Executed, args_hash, run_unjournaled
+from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError
+from octipusd.journal.executor import ActionJournal, ActionScope, args_hash
 from octipusd.journal.operator import RecoveryOperator
-from octipusd.journal.outcomes import ActionOutcome, Origin, ToolOutcome
 from octipusd.journal.retry import duplicate_refusal
 from octipusd.journal.review import REVIEW_BATCH, REVIEW_NOTE, describe_actions
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.policy.rules import Level, subject_of
+from octipusd.runtime.manual_host import ManualCallHost
+from octipusd.runtime.recovery import PreparationError, RecoveryWorker
 from octipusd.store.aio import in_thread
 from octipusd.store.invocation_store import ToolInvocation
 from octipusd.store.records import Approval
 from octipusd.store.repository import Store
-from octipusd.tools.base import ToolSpec
+from octipusd.toolkit import (
+    UNDECLARED_CONTRACT,
+    ActionOutcome,
+    Executed,
+    Origin,
+    RunIdentity,
+    ToolOutcome,
+    ToolSpec,
+    run_unjournaled,
+    strip_identity_arguments,
+)
+from octipusd.tools import DEFAULT_TOOLS
 
-__all__ = ["ActionService", "PreparationError", "RecoveryWorker", "ToolResolver", "manual_run_id"]
+__all__ = ["ActionService", "ToolResolver", "manual_run_id"]
 
-log = logging.getLogger("octipusd.journal")
-
-#: Retry delay of a user whose owed invocation failed in preparation (seconds, seed 001).
-RETRY_SECONDS = 30.0
-#: Page size of one user's owed invocations.
-PAGE = 50
+log = logging.getLogger("octipusd.runtime.actions")
 
 #: ``(tool id) -> async context yielding its ToolSpec``; raises NotFoundError for an unknown tool.
 ToolResolver = Callable[[str], AbstractAsyncContextManager[ToolSpec]]
@@ -79,16 +80,7 @@ def manual_run_id(invocation_id: str) -> str:
     return f"manual-{invocation_id}"
 
 
-class PreparationError(OctipusError):
-    """A dependency failed before dispatch (nothing ran): the claim is released and retried."""
-
-    code = "preparation_failed"
-    http_status = 503
-
-
 def _text(value: str | dict[str, Any]) -> str:
-    import json
-
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -123,7 +115,7 @@ class ActionService:
         self.broker = broker
         self.resolve = resolve
         self.owner = owner
-        self.worker = RecoveryWorker(self)
+        self.worker = RecoveryWorker(store, operator, self.dispatch)
         self._changed: dict[str, anyio.Event] = {}
         broker.add_listener(self._on_decided)
 
@@ -412,10 +404,11 @@ class ActionService:
             attended=True,
         )
         args = dict(invocation.arguments or {})
+        host = ManualCallHost(spec.tool_id, reason)
 
         async def body() -> str | dict[str, Any] | ToolOutcome:
             with anyio.fail_after(spec.timeout_seconds):
-                return await spec.handler(identity, FakeToolHost(), dict(args))
+                return await spec.handler(identity, host, dict(args))
 
         def commit(outcome: ActionOutcome, detail: str | None, executed: Executed) -> bool:
             return self.store.finish_invocation(
@@ -475,8 +468,6 @@ class ActionService:
         await in_thread(lambda: self.store.refuse_invocation(invocation.id, reason))
 
     async def _record_refusal(self, invocation: ToolInvocation, reason: str) -> None:
-        from octipusd.tools.base import UNDECLARED_CONTRACT
-
         await self.journal.refused(
             self._scope(invocation), invocation.tool, invocation.arguments or {}, UNDECLARED_CONTRACT, reason
         )
@@ -494,8 +485,6 @@ class ActionService:
 
     @staticmethod
     def _manual_tools() -> frozenset[str]:
-        from octipusd.tools import DEFAULT_TOOLS
-
         return frozenset(t.tool_id for t in DEFAULT_TOOLS if t.mutating)
 
     def _touch(self, invocation_id: str) -> None:
@@ -507,130 +496,3 @@ class ActionService:
         """Broker listener: a committed decision may make an invocation owed (seed 001 signal)."""
         if approval.run_id is None:
             self.worker.signal_session(approval.session_id)
-
-
-class RecoveryWorker:
-    """Recovers owed invocations and escalates overdue actions (see the module docstring).
-
-    Args:
-        service: The action service it dispatches through.
-        retry_seconds: Delay before a user's failed preparation is retried (seconds).
-    """
-
-    def __init__(self, service: ActionService, *, retry_seconds: float = RETRY_SECONDS) -> None:
-        self.service = service
-        self.retry_seconds = retry_seconds
-        self._users: set[str] = set()
-        self._sessions: set[str] = set()
-        self._retry_at: dict[str, float] = {}
-        self._wake = anyio.Event()
-        self.passes = 0
-
-    def signal_user(self, user: str) -> None:
-        """A committed change may owe ``user`` an execution: recover that user's invocations."""
-        self._users.add(user)
-        self._wake.set()
-
-    def signal_session(self, session_id: str) -> None:
-        """Like :meth:`signal_user`, for the owner of invocations in ``session_id``."""
-        self._sessions.add(session_id)
-        self._wake.set()
-
-    def retry_later(self, user: str) -> None:
-        """Retry ``user``'s owed invocations after :attr:`retry_seconds` (a failed preparation)."""
-        self._retry_at[user] = time.monotonic() + self.retry_seconds
-        self._wake.set()
-
-    def signal_deadline(self) -> None:
-        """An action became uncertain: recompute the next escalation deadline."""
-        self._wake.set()
-
-    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run until cancelled. Start-up discovery first, then signal-driven passes."""
-        store = self.service.store
-        for user in await in_thread(store.owed_invocation_users):
-            self._users.add(user)
-        task_status.started()
-        while True:
-            self._wake = anyio.Event()
-            users = await self._take_users()
-            for user in sorted(users):
-                await self._pass(user)
-            await self._escalate()
-            if self._users or self._sessions:
-                continue
-            timeout = await self._next_wake()
-            with anyio.move_on_after(timeout):
-                await self._wake.wait()
-
-    async def _take_users(self) -> set[str]:
-        users, self._users = self._users, set()
-        sessions, self._sessions = self._sessions, set()
-        for session_id in sessions:
-            users.update(await in_thread(self.service.store.owed_users_of_session, session_id))
-        now = time.monotonic()
-        for user, at in list(self._retry_at.items()):
-            if at <= now:
-                users.add(user)
-                del self._retry_at[user]
-        return users
-
-    async def _pass(self, user: str) -> None:
-        """Drain every page of ``user``'s owed invocations (scoped reads only)."""
-        self.passes += 1
-        after: str | None = None
-        while True:
-            try:
-                page = await in_thread(self.service.store.owed_invocations, user, after=after, limit=PAGE)
-            except Exception as exc:
-                log.warning(
-                    "reading owed invocations of %s failed: %r; retrying in %g s",
-                    user,
-                    exc,
-                    self.retry_seconds,
-                )
-                self._retry_at[user] = time.monotonic() + self.retry_seconds
-                return
-            if not page:
-                return
-            for invocation in page:
-                try:
-                    await self.service.dispatch(invocation.id)
-                except PreparationError as exc:
-                    log.warning("%s; retrying in %g s", exc.message, self.retry_seconds)
-                    self._retry_at[user] = time.monotonic() + self.retry_seconds
-                except Exception:
-                    log.exception("dispatching invocation %s failed", invocation.id)
-                    self._retry_at[user] = time.monotonic() + self.retry_seconds
-            after = page[-1].id
-
-    async def _escalate(self) -> None:
-        now = datetime.now(UTC)
-        try:
-            await self.service.operator.escalate_due(now)
-        except Exception as exc:
-            log.warning("escalating overdue actions failed: %r", exc)
-        try:
-            for approval_id in await in_thread(self.service.store.expire_runless_approvals, now):
-                log.info("approval %s of no run expired unanswered", approval_id)
-        except Exception as exc:
-            log.warning("expiring approvals failed: %r", exc)
-
-    async def _next_wake(self) -> float:
-        """Seconds until the next retry or escalation deadline (inf: nothing owed)."""
-        wake = math.inf
-        if self._retry_at:
-            wake = max(0.0, min(self._retry_at.values()) - time.monotonic())
-        try:
-            deadline = await in_thread(self.service.store.next_action_deadline)
-        except Exception:
-            deadline = None
-            wake = min(wake, self.retry_seconds)
-        try:
-            expiry = await in_thread(self.service.store.next_runless_approval_expiry)
-        except Exception:
-            expiry = None
-        for moment in (deadline, expiry):
-            if moment is not None:
-                wake = min(wake, max(0.0, (moment - datetime.now(UTC)).total_seconds()) + 0.05)
-        return wake

@@ -24,20 +24,23 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextContent
 
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import open_bridge
+from octipusd.connectors import ConnectorCompensationError, ConnectorRegistry, ConnectorUnavailableError
 from octipusd.errors import NotFoundError
-from octipusd.journal.contracts import ActionRef, ProbeStatus, RiskClass
-from octipusd.journal.outcomes import NotExecutedError, ToolOutcome
 from octipusd.settings import McpServerSettings
 from octipusd.testing import ledger_mcp
 from octipusd.testing.ledger_mcp import count_lines
-from octipusd.tools import DEFAULT_TOOLS, ToolSpec, validate_tool_specs
-from octipusd.tools.connectors import (
-    ConnectorCompensationError,
-    ConnectorRegistry,
-    ConnectorUnavailableError,
+from octipusd.toolkit import (
+    ActionRef,
+    NotExecutedError,
+    ProbeStatus,
+    RiskClass,
+    RunIdentity,
+    ToolOutcome,
+    ToolSpec,
+    validate_tool_specs,
 )
+from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
 

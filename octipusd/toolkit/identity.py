@@ -5,6 +5,9 @@ and workspace. The bridge never accepts an identity or session override from too
 arguments". The bridge therefore binds one :class:`RunIdentity` when it starts and hands
 exactly that object to the host and to every tool; identity-looking keys that a caller puts
 into tool arguments are dropped before anything sees them (:func:`strip_identity_arguments`).
+
+Every process a run starts (the vendor CLI, ``shell__run`` commands, stdio MCP servers) carries
+the environment marker :data:`RUN_MARKER`, by which a restarted daemon finds and stops them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+__all__ = ["RESERVED_IDENTITY_ARGUMENTS", "RUN_MARKER", "RunIdentity", "strip_identity_arguments"]
+
+#: Environment variable naming the run (or connector session) a process belongs to.
+RUN_MARKER = "OCTIPUS_RUN_ID"
 
 #: Top-level argument keys that could be mistaken for an identity override. They are removed
 #: from every call's arguments before authorization and execution; no Octipus tool schema

@@ -1,7 +1,8 @@
 """The seam between the bridge (and its tools) and the daemon's runtime.
 
-The runtime implements :class:`ToolHost`; the bridge only calls it. Tests and the benchmark
-use :class:`octipusd.bridge.fakes.FakeToolHost`. :class:`ChildRequest` is what the
+The runtime implements :class:`ToolHost` (a run's bridge host; the host of a call started by
+hand); the bridge and the tools only call it. Tests and the benchmark use
+:class:`octipusd.bridge.fakes.FakeToolHost`. :class:`ChildRequest` is what the
 ``spawn_child`` tool (:mod:`octipusd.tools.children`) hands to :meth:`ToolHost.spawn_child`.
 """
 
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from octipusd.bridge.identity import RunIdentity
+from octipusd.toolkit.identity import RunIdentity
+from octipusd.toolkit.outcomes import Body, Executed
 
-if TYPE_CHECKING:
-    from octipusd.journal.executor import Body, Executed
+__all__ = ["AuthorizationResult", "ChildRequest", "ToolHost"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,88 @@
+"""The :class:`~octipusd.toolkit.ToolHost` of a call a person started by hand (seed 001).
+
+A hand-started call (:class:`~octipusd.runtime.actions.ActionService`) runs one tool's handler
+outside any run: the service has already decided it with the permission rules and runs it
+inside the action journal itself. Its host therefore answers only for that one call: it
+authorizes exactly the tool it was decided for, logs the events a handler records, and refuses
+what needs a run (the work plan, the run context, children, a nested journaled action) with a
+:class:`~octipusd.errors.ConflictError` saying so. The tools that can be started by hand
+(``shell__run``, MCP connector tools) use none of those.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from octipusd.errors import ConflictError
+from octipusd.toolkit import AuthorizationResult, Body, ChildRequest, Executed, RunIdentity
+
+__all__ = ["ManualCallHost"]
+
+log = logging.getLogger("octipusd.runtime.actions")
+
+
+def _no_run(what: str, identity: RunIdentity) -> ConflictError:
+    return ConflictError(
+        f"{what} is not available to a call started by hand ({identity.run_id}): it belongs to no agent run"
+    )
+
+
+@dataclass(frozen=True)
+class ManualCallHost:
+    """The host of one hand-started call.
+
+    Attributes:
+        tool_id: The tool the call was decided for (``shell__run`` or ``server.tool``).
+        reason: The permission decision that allowed it (returned by :meth:`authorize`).
+    """
+
+    tool_id: str
+    reason: str
+
+    async def authorize(
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+    ) -> AuthorizationResult:
+        """Allow the decided tool (the service asked the rules before dispatch); refuse any other."""
+        if tool_id == self.tool_id:
+            return AuthorizationResult(True, self.reason)
+        return AuthorizationResult(False, f"a call started by hand runs only {self.tool_id}, not {tool_id}")
+
+    async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
+        """Refused: a work plan belongs to an agent run."""
+        raise _no_run("the work plan", identity)
+
+    async def save_work_plan(self, identity: RunIdentity, plan: dict[str, Any]) -> dict[str, Any]:
+        """Refused: a work plan belongs to an agent run."""
+        raise _no_run("the work plan", identity)
+
+    async def run_context(self, identity: RunIdentity) -> dict[str, Any]:
+        """Refused: the run context belongs to an agent run."""
+        raise _no_run("the run context", identity)
+
+    async def spawn_child(self, identity: RunIdentity, request: ChildRequest) -> dict[str, Any]:
+        """Refused: only an agent run has children."""
+        raise _no_run("spawn_child", identity)
+
+    async def collect_children(
+        self, identity: RunIdentity, child_run_ids: Sequence[str] | None, timeout_seconds: float
+    ) -> dict[str, Any]:
+        """Refused: only an agent run has children."""
+        raise _no_run("collect_children", identity)
+
+    async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
+        """Log the event: a hand-started call has no run event stream (its record is the invocation)."""
+        log.info("%s (%s): %s %s", identity.run_id, self.tool_id, kind, data)
+
+    async def run_action(
+        self,
+        identity: RunIdentity,
+        tool_id: str,
+        arguments: dict[str, Any],
+        body: Body,
+        timeout_seconds: float | None,
+    ) -> Executed:
+        """Refused: the service journals the call itself; a nested action would go unjournaled."""
+        raise _no_run("a nested journaled action", identity)

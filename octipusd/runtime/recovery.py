@@ -1,0 +1,182 @@
+"""The recovery of approved hand-started calls, and the escalation of overdue actions (seeds 001, 004).
+
+:class:`RecoveryWorker` recovers owed invocations at start-up (discovering the users that have
+any) and after committed decisions (signalled per user), paging each user's approved
+invocations in id order and dispatching each through the action service
+(:meth:`octipusd.runtime.actions.ActionService.dispatch`); it also hands uncertain actions past
+their deadline to their owners (seed 004) and expires approvals of no run left unanswered. Once
+nothing is owed and no deadline is pending it waits for a signal: no periodic scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from octipusd.errors import OctipusError
+from octipusd.journal.operator import RecoveryOperator
+from octipusd.store.aio import in_thread
+from octipusd.store.repository import Store
+
+__all__ = ["PAGE", "RETRY_SECONDS", "Dispatch", "PreparationError", "RecoveryWorker"]
+
+log = logging.getLogger("octipusd.runtime.recovery")
+
+#: Retry delay of a user whose owed invocation failed in preparation (seconds, seed 001).
+RETRY_SECONDS = 30.0
+#: Page size of one user's owed invocations.
+PAGE = 50
+
+#: ``async (invocation id) -> dispatched``: claim and run one approved invocation; raises
+#: :class:`PreparationError` when a dependency failed before dispatch.
+Dispatch = Callable[[str], Awaitable[bool]]
+
+
+class PreparationError(OctipusError):
+    """A dependency failed before dispatch (nothing ran): the claim is released and retried."""
+
+    code = "preparation_failed"
+    http_status = 503
+
+
+class RecoveryWorker:
+    """Recovers owed invocations and escalates overdue actions (see the module docstring).
+
+    Args:
+        store: The store (owed invocations, deadlines, approvals of no run).
+        operator: Hands overdue uncertain actions to their owners.
+        dispatch: Claims and runs one owed invocation (the action service's).
+        retry_seconds: Delay before a user's failed preparation is retried (seconds).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        operator: RecoveryOperator,
+        dispatch: Dispatch,
+        *,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self.store = store
+        self.operator = operator
+        self.dispatch = dispatch
+        self.retry_seconds = retry_seconds
+        self._users: set[str] = set()
+        self._sessions: set[str] = set()
+        self._retry_at: dict[str, float] = {}
+        self._wake = anyio.Event()
+        self.passes = 0
+
+    def signal_user(self, user: str) -> None:
+        """A committed change may owe ``user`` an execution: recover that user's invocations."""
+        self._users.add(user)
+        self._wake.set()
+
+    def signal_session(self, session_id: str) -> None:
+        """Like :meth:`signal_user`, for the owner of invocations in ``session_id``."""
+        self._sessions.add(session_id)
+        self._wake.set()
+
+    def retry_later(self, user: str) -> None:
+        """Retry ``user``'s owed invocations after :attr:`retry_seconds` (a failed preparation)."""
+        self._retry_at[user] = time.monotonic() + self.retry_seconds
+        self._wake.set()
+
+    def signal_deadline(self) -> None:
+        """An action became uncertain: recompute the next escalation deadline."""
+        self._wake.set()
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run until cancelled. Start-up discovery first, then signal-driven passes."""
+        for user in await in_thread(self.store.owed_invocation_users):
+            self._users.add(user)
+        task_status.started()
+        while True:
+            self._wake = anyio.Event()
+            users = await self._take_users()
+            for user in sorted(users):
+                await self._pass(user)
+            await self._escalate()
+            if self._users or self._sessions:
+                continue
+            timeout = await self._next_wake()
+            with anyio.move_on_after(timeout):
+                await self._wake.wait()
+
+    async def _take_users(self) -> set[str]:
+        users, self._users = self._users, set()
+        sessions, self._sessions = self._sessions, set()
+        for session_id in sessions:
+            users.update(await in_thread(self.store.owed_users_of_session, session_id))
+        now = time.monotonic()
+        for user, at in list(self._retry_at.items()):
+            if at <= now:
+                users.add(user)
+                del self._retry_at[user]
+        return users
+
+    async def _pass(self, user: str) -> None:
+        """Drain every page of ``user``'s owed invocations (scoped reads only)."""
+        self.passes += 1
+        after: str | None = None
+        while True:
+            try:
+                page = await in_thread(self.store.owed_invocations, user, after=after, limit=PAGE)
+            except Exception as exc:
+                log.warning(
+                    "reading owed invocations of %s failed: %r; retrying in %g s",
+                    user,
+                    exc,
+                    self.retry_seconds,
+                )
+                self._retry_at[user] = time.monotonic() + self.retry_seconds
+                return
+            if not page:
+                return
+            for invocation in page:
+                try:
+                    await self.dispatch(invocation.id)
+                except PreparationError as exc:
+                    log.warning("%s; retrying in %g s", exc.message, self.retry_seconds)
+                    self._retry_at[user] = time.monotonic() + self.retry_seconds
+                except Exception:
+                    log.exception("dispatching invocation %s failed", invocation.id)
+                    self._retry_at[user] = time.monotonic() + self.retry_seconds
+            after = page[-1].id
+
+    async def _escalate(self) -> None:
+        now = datetime.now(UTC)
+        try:
+            await self.operator.escalate_due(now)
+        except Exception as exc:
+            log.warning("escalating overdue actions failed: %r", exc)
+        try:
+            for approval_id in await in_thread(self.store.expire_runless_approvals, now):
+                log.info("approval %s of no run expired unanswered", approval_id)
+        except Exception as exc:
+            log.warning("expiring approvals failed: %r", exc)
+
+    async def _next_wake(self) -> float:
+        """Seconds until the next retry or escalation deadline (inf: nothing owed)."""
+        wake = math.inf
+        if self._retry_at:
+            wake = max(0.0, min(self._retry_at.values()) - time.monotonic())
+        try:
+            deadline = await in_thread(self.store.next_action_deadline)
+        except Exception:
+            deadline = None
+            wake = min(wake, self.retry_seconds)
+        try:
+            expiry = await in_thread(self.store.next_runless_approval_expiry)
+        except Exception:
+            expiry = None
+        for moment in (deadline, expiry):
+            if moment is not None:
+                wake = min(wake, max(0.0, (moment - datetime.now(UTC)).total_seconds()) + 0.05)
+        return wake

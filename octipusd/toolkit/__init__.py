@@ -1,0 +1,97 @@
+"""The tool vocabulary shared by the bridge, the tools, the connectors, policy and the journal.
+
+A foundation (DESIGN.md "Layers": errors < settings < adapter, toolkit < store): it imports
+only :mod:`octipusd.errors`, so every capability room can use these types without importing a
+sibling. Import the names from here; the modules are its parts:
+
+* :mod:`~octipusd.toolkit.identity` -- :class:`RunIdentity`, identity-override stripping and
+  the :data:`RUN_MARKER` of a run's processes;
+* :mod:`~octipusd.toolkit.host` -- the :class:`ToolHost` seam, :class:`AuthorizationResult`,
+  :class:`ChildRequest`;
+* :mod:`~octipusd.toolkit.specs` -- :class:`ToolSpec`, :data:`ToolResult`, :data:`ToolHandler`;
+* :mod:`~octipusd.toolkit.outcomes` -- the journal's outcomes (:class:`ActionOutcome`,
+  :class:`ToolOutcome`, :class:`NotExecutedError`) and a call's end (:data:`Body`,
+  :class:`Executed`, :func:`classify`, :func:`run_unjournaled`);
+* :mod:`~octipusd.toolkit.contracts` -- recovery contracts, probes, dispatch references (seed 004);
+* :mod:`~octipusd.toolkit.calls` -- what the permission gate is asked (:class:`CallContext`)
+  and answers (:class:`GateResult`).
+"""
+
+from __future__ import annotations
+
+from octipusd.toolkit.calls import CallContext, GateResult
+from octipusd.toolkit.contracts import (
+    DEFAULT_DEADLINE_SECONDS,
+    ActionRef,
+    Compensation,
+    DispatchEnd,
+    DispatchKind,
+    DispatchRef,
+    IdempotencyKey,
+    Probe,
+    ProbeResult,
+    ProbeStatus,
+    ProbeVerdict,
+    RecoveryContract,
+    RecoveryState,
+    RiskClass,
+)
+from octipusd.toolkit.host import AuthorizationResult, ChildRequest, ToolHost
+from octipusd.toolkit.identity import (
+    RESERVED_IDENTITY_ARGUMENTS,
+    RUN_MARKER,
+    RunIdentity,
+    strip_identity_arguments,
+)
+from octipusd.toolkit.outcomes import (
+    ActionOutcome,
+    Body,
+    Executed,
+    NotExecutedError,
+    Origin,
+    ToolOutcome,
+    classify,
+    describe_failure,
+    run_unjournaled,
+)
+from octipusd.toolkit.specs import UNDECLARED_CONTRACT, ToolHandler, ToolResult, ToolSpec, validate_tool_specs
+
+__all__ = [
+    "DEFAULT_DEADLINE_SECONDS",
+    "RESERVED_IDENTITY_ARGUMENTS",
+    "RUN_MARKER",
+    "UNDECLARED_CONTRACT",
+    "ActionOutcome",
+    "ActionRef",
+    "AuthorizationResult",
+    "Body",
+    "CallContext",
+    "ChildRequest",
+    "Compensation",
+    "DispatchEnd",
+    "DispatchKind",
+    "DispatchRef",
+    "Executed",
+    "GateResult",
+    "IdempotencyKey",
+    "NotExecutedError",
+    "Origin",
+    "Probe",
+    "ProbeResult",
+    "ProbeStatus",
+    "ProbeVerdict",
+    "RecoveryContract",
+    "RecoveryState",
+    "RiskClass",
+    "RunIdentity",
+    "ToolHandler",
+    "ToolHost",
+    "ToolOutcome",
+    "ToolResult",
+    "ToolSpec",
+    "classify",
+    "describe_failure",
+    "run_unjournaled",
+    "strip_identity_arguments",
+    "validate_tool_specs",
+]
