@@ -55,6 +55,7 @@ from octipusd.adapter import (
 from octipusd.bridge.host import AuthorizationResult, ChildRequest
 from octipusd.bridge.identity import RunIdentity
 from octipusd.bridge.server import open_bridge
+from octipusd.environment import vendor_environment
 from octipusd.errors import (
     ConflictError,
     ExecutableNotFoundError,
@@ -81,7 +82,6 @@ from octipusd.runtime.children import (
     child_scope,
 )
 from octipusd.runtime.compaction import CompactionReport, compact, describe_compaction, uncovered_chars
-from octipusd.runtime.env import vendor_env
 from octipusd.runtime.events import NOT_STORED, EventHub
 from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import ResumePlan, fingerprint, plan_resume, provider_identity
@@ -173,7 +173,8 @@ class RunManager:
         resolutions: Registry name -> executable resolution (from start-up).
         data_dir: Octipus data directory (run folders live under ``runs/``).
         owner: This daemon instance's id (stored on runs for orphan detection).
-        base_env: Environment passed to vendor processes.
+        base_env: The daemon's environment with PATH set to the search PATH; each launch takes
+            only its allowlist from it (:func:`octipusd.environment.vendor_environment`).
         prompt_dumps: ``agent.promptDumps``.
         run_timeout: Active-work limit of one run (seconds; approval waits excluded).
         flow_guard: ``agent.flowGuard`` (``ask`` or ``off``).
@@ -949,7 +950,7 @@ class RunManager:
                             model=session.model,
                             permission_mode=mode,
                             bridge=bridge.endpoint,
-                            env=vendor_env(self.base_env, options),
+                            env=vendor_environment(self.base_env, adapter, options),
                             additive_flags=adapter.check_additive_flags(flags),
                             options=options,
                             turn_limit=self._turn_limit(live, options),

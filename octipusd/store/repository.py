@@ -77,11 +77,11 @@ from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.validation import (
     check_additive_flags_shape,
     check_binary,
-    check_cli_agent,
     check_metadata,
     check_model_name,
     check_model_row_name,
     check_permission_mode,
+    check_session_options,
 )
 
 __all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
@@ -486,7 +486,7 @@ class Store(PolicyStoreMixin, JournalStoreMixin, RecoveryStoreMixin, InvocationS
             raise ValueError(f"workspace must be an absolute path, got {workspace!r}")
         if not adapter:
             raise ValueError("adapter must not be empty")
-        options_text = _dump(check_cli_agent({} if options is None else options, "options"), "options")
+        options_text = _dump(check_session_options({} if options is None else options), "options")
         now = self._clock()
         row = SessionRow(
             id=_new_id(),

@@ -39,6 +39,11 @@ wrapper notes a failed TCP connect.
 Connections are opened per use (:meth:`ConnectorRegistry.connect_all` for a run's bridge,
 :meth:`ConnectorRegistry.connect` for one server), and the configuration is read at every new
 connection, so an edited server setting applies on the next connection (seed 000).
+
+A stdio server starts with the login variables of the daemon's environment
+(:func:`octipusd.environment.login_environment`: HOME, PATH, locale, proxies, CA bundles...) and
+then its configured ``env``; never the daemon's settings, API keys or other credentials. A server
+that needs a credential gets it in its ``env``, as when a vendor CLI starts it from its own config.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ from mcp_types import (
 
 from octipusd.bridge.host import ToolHost
 from octipusd.bridge.identity import RESERVED_IDENTITY_ARGUMENTS, RunIdentity
+from octipusd.environment import login_environment
 from octipusd.errors import NotFoundError, OctipusError
 from octipusd.journal.contracts import (
     ActionRef,
@@ -764,9 +770,10 @@ class ConnectorRegistry:
         if cfg.transport == "stdio":
             assert cfg.command is not None  # enforced by McpServerSettings
             marker = f"connector-{uuid.uuid4().hex}"
-            params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env={**cfg.env, RUN_MARKER: marker}, cwd=cfg.cwd
-            )
+            # the login variables (the SDK adds only HOME, LOGNAME, PATH, SHELL, TERM, USER, which
+            # are among them), then the server's own configured env
+            env = {**login_environment(os.environ), **cfg.env, RUN_MARKER: marker}
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
             read_fd, write_fd = os.pipe()
             slot.stderr_done = anyio.Event()
             pumps.start_soon(_pump_stderr, read_fd, slot, slot.stderr_done)

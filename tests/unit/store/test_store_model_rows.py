@@ -211,6 +211,14 @@ def test_concurrent_creates_of_one_name_give_exactly_one_row(store: Store) -> No
         ({"metadata": {"cliAgent": {"transport": 1}}}, TypeError, "transport must be a string"),
         ({"metadata": {"cliAgent": {"sharedUse": "yes"}}}, TypeError, "sharedUse must be a boolean"),
         ({"metadata": {"cliAgent": {"inheritApiKeys": 1}}}, TypeError, "inheritApiKeys must be a boolean"),
+        ({"metadata": {"cliAgent": {"passEnv": "AWS_PROFILE"}}}, TypeError, "passEnv must be a list"),
+        ({"metadata": {"cliAgent": {"passEnv": ["AWS_PROFILE", 3]}}}, TypeError, "entry 3 is not a string"),
+        ({"metadata": {"cliAgent": {"passEnv": ["AWS_*"]}}}, ValueError, "'AWS_\\*' is not an environment"),
+        (
+            {"metadata": {"cliAgent": {"passEnv": ["HOME", "Octipus_Database_Url"]}}},
+            ValueError,
+            "passEnv: 'Octipus_Database_Url' is one of the daemon's own settings",
+        ),
         ({"metadata": {"x": float("nan")}}, TypeError, "JSON"),
     ],
 )
@@ -319,6 +327,8 @@ def test_session_options_are_checked(store: Store) -> None:
         store.create_session(workspace="/w", adapter="claude-code", options=["x"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"options\.sharedUse must be a boolean"):
         store.create_session(workspace="/w", adapter="claude-code", options={"sharedUse": "no"})
+    with pytest.raises(ValueError, match=r"options\.passEnv is not accepted on a session.*model row"):
+        store.create_session(workspace="/w", adapter="claude-code", options={"passEnv": ["AWS_PROFILE"]})
     session = store.create_session(
         workspace="/w", adapter="vibe", options={"transport": "headless", "k": [1]}
     )
