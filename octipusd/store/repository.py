@@ -466,7 +466,7 @@ class Store(PolicyStoreMixin, JournalStoreMixin, RecoveryStoreMixin, InvocationS
             model_row_id: Id of the model row the session is created from, or None.
             options: Per-session adapter options (JSON object; the known ``cliAgent`` keys
                 ``transport`` str, ``inheritApiKeys`` bool, ``sharedUse`` bool are
-                type-checked); None for ``{}``.
+                type-checked; ``passEnv`` is refused: it belongs to the model row); None for ``{}``.
             space_id: The shared space the session belongs to (must exist and not be
                 archived), or None for a personal session.
 
@@ -474,7 +474,8 @@ class Store(PolicyStoreMixin, JournalStoreMixin, RecoveryStoreMixin, InvocationS
             The new session (id: 32 hex characters).
 
         Raises:
-            ValueError: ``workspace`` is not an absolute path, or ``adapter`` is empty.
+            ValueError: ``workspace`` is not an absolute path, ``adapter`` is empty, or
+                ``options`` sets ``passEnv``.
             TypeError: ``options`` is not a JSON-serialisable object, or a known key has the
                 wrong type.
             NotFoundError: No model row ``model_row_id``, or no space ``space_id``.

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
+from octipusd.ctl.client import ApiError
 from octipusd.runner.process import RUN_MARKER
 from tests.e2e.conftest import Env
 
@@ -30,8 +31,6 @@ CREDENTIALS: Mapping[str, str] = {
 }
 #: A variable a row lists in passEnv.
 PASSED = {"PASSED_ON_PURPOSE": "passed-value"}
-
-pytestmark = pytest.mark.postgres
 
 
 def _daemon_env(postgres_database_url: str) -> dict[str, str]:
@@ -86,6 +85,7 @@ def _row(env: Env, name: str, binary: Path | None, cli_agent: dict[str, Any]) ->
     env.client.request("POST", "/models", json=body)
 
 
+@pytest.mark.postgres
 def test_a_stub_vendor_gets_the_login_its_config_and_the_rows_variables_only(
     octipus: Callable[..., Env], tmp_path: Path, postgres_database_url: str
 ) -> None:
@@ -115,6 +115,30 @@ def test_a_stub_vendor_gets_the_login_its_config_and_the_rows_variables_only(
     assert "PASSED_ON_PURPOSE" not in inherit and "ROW_VAR" not in inherit
 
 
+def _refused(env: Env, path: str, body: dict[str, Any]) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        env.client.request("POST", path, json=body)
+    assert (caught.value.http_status, caught.value.code) == (400, "invalid_request"), caught.value
+    return caught.value
+
+
+def test_pass_env_is_the_rows_and_never_names_a_daemon_setting(octipus: Callable[..., Env]) -> None:
+    env = octipus({"steps": []})
+    reserved = {
+        "name": "bad",
+        "adapter": "claude-code",
+        "metadata": {"cliAgent": {"passEnv": ["OCTIPUS_DATABASE_URL"]}},
+    }
+    message = _refused(env, "/models", reserved).message
+    assert "'OCTIPUS_DATABASE_URL'" in message and "never reach a vendor" in message
+    pattern = {"name": "bad", "adapter": "claude-code", "metadata": {"cliAgent": {"passEnv": ["AWS_*"]}}}
+    assert "'AWS_*' is not an environment variable name" in _refused(env, "/models", pattern).message
+    on_session = {"workspace": str(env.daemon.workspace), "options": {"passEnv": ["AWS_PROFILE"]}}
+    assert "model row" in _refused(env, "/sessions", on_session).message
+    assert env.client.request("GET", "/models") == []
+
+
+@pytest.mark.postgres
 def test_the_real_claude_and_shell_run_see_none_of_the_daemons_secrets(
     octipus: Callable[..., Env], postgres_database_url: str
 ) -> None:
