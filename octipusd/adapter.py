@@ -86,7 +86,8 @@ class LaunchRequest:
         model: Vendor model name, or None for the vendor default.
         permission_mode: The row's Octipus permission mode.
         bridge: The run's MCP bridge, or None for a run without Octipus tools.
-        env: The base environment for the child (already filtered by the runtime).
+        env: The base environment for the child, built by the runtime from an allowlist
+            (:func:`octipusd.environment.vendor_environment`).
         additive_flags: Allowed extra flags of the model row (validated by the adapter).
         system_prompt: Instructions appended to the vendor's system prompt, or None.
         options: The model row's ``metadata.cliAgent`` object (e.g. ``transport``,
@@ -546,6 +547,11 @@ class Adapter(Protocol):
         supports_resume: Whether the vendor can continue its own conversation by id.
         transports: The values ``metadata.cliAgent.transport`` may take, default first; empty
             for a vendor with one way of running (a row naming a transport is then refused).
+        config_env: The vendor's own configuration variables passed from the daemon's
+            environment (names, or prefixes ending in ``*``: ``CLAUDE_CONFIG_DIR``, ``VIBE_*``);
+            never an ``OCTIPUS_*`` one (:mod:`octipusd.environment`).
+        api_key_env: The vendor's backend API-key variables (names or prefixes), passed from
+            the daemon's environment only with ``metadata.cliAgent.inheritApiKeys: true``.
     """
 
     name: str
@@ -554,6 +560,8 @@ class Adapter(Protocol):
     default_binary: str
     supports_resume: bool
     transports: tuple[str, ...]
+    config_env: frozenset[str]
+    api_key_env: frozenset[str]
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return the argv that prints the binary's version."""

@@ -79,7 +79,11 @@ def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, R
 
 
 def vendor_base_env(search_path: str) -> dict[str, str]:
-    """The environment handed to vendor CLIs: the daemon's, with PATH set to the search PATH."""
+    """The environment vendor launches pick from: the daemon's, with PATH set to the search PATH.
+
+    Not handed to a vendor as it is: each launch takes only the login variables, the adapter's
+    declared ones and the row's (:func:`octipusd.environment.vendor_environment`).
+    """
     env = dict(os.environ)
     env["PATH"] = search_path
     return env

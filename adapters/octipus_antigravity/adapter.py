@@ -37,6 +37,8 @@ class AntigravityAdapter(AdapterDefaults):
         default_binary: ``agy``.
         supports_resume: False: print mode prints no conversation id and a stale id silently starts
             a new conversation, so Octipus never resumes agy (seed 003 "Session reuse").
+        config_env: :data:`octipus_antigravity.launch.CONFIG_ENV`.
+        api_key_env: :data:`octipus_antigravity.launch.API_KEY_ENV`.
         bridge_helper: The helper path used in the environment and the instructions.
         space_mode: The declared space mode (seed 003 "In shared spaces"; read by
             ``octipusd.policy.spaces.check_space_model``): ``--mode plan`` whatever the row says.
@@ -48,6 +50,8 @@ class AntigravityAdapter(AdapterDefaults):
     default_binary: str = "agy"
     supports_resume: bool = False
     transports: tuple[str, ...] = ()
+    config_env: frozenset[str] = launch.CONFIG_ENV
+    api_key_env: frozenset[str] = launch.API_KEY_ENV
     space_mode: str | None = "--mode plan (read-only planning) whatever the row's permission mode"
 
     def __init__(self, *, bridge_helper: str | None = None) -> None:

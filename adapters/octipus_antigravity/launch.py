@@ -95,6 +95,13 @@ ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = adapterkit.allowed_additive_fla
     ADDITIVE_SWITCHES, _EFFORT_FLAG
 )
 
+#: Antigravity's own configuration variables passed from the daemon's environment: its ``AGY_*``
+#: switches (AGY ``CHANGELOG.md``) and the Gemini endpoint and switches it shares with Gemini CLI
+#: (``GOOGLE_GEMINI_BASE_URL``, ``GEMINI_*``; observed-2.md §2.1).
+CONFIG_ENV: Final[frozenset[str]] = frozenset({"AGY_*", "GOOGLE_GEMINI_BASE_URL", "GEMINI_*"})
+#: Google's API-key variables (observed-2.md §2.1), passed only with ``inheritApiKeys``.
+API_KEY_ENV: Final[frozenset[str]] = frozenset({"GEMINI_API_KEY", "GOOGLE_API_KEY"})
+
 #: Variables set on top of the request's environment: no LaTeX rendering and no account header
 #: in the printed text (AGY ``CHANGELOG.md`` 1.0.4 / 1.0.2), no colour codes (``NO_COLOR``).
 QUIET_ENV: Final[Mapping[str, str]] = {

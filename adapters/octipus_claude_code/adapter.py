@@ -49,6 +49,8 @@ class ClaudeCodeAdapter(AdapterDefaults):
         setting_key: ``claudeCode`` (the ``cliModels.claudeCode`` binary setting).
         default_binary: ``claude``.
         supports_resume: True: Octipus mints the id (``--session-id``) and resumes it (``--resume``).
+        config_env: :data:`octipus_claude_code.launch.CONFIG_ENV`.
+        api_key_env: :data:`octipus_claude_code.launch.API_KEY_ENV`.
         space_mode: The declared space mode (seed 003 "In shared spaces"; read by
             ``octipusd.policy.spaces.check_space_model``): permission mode default (plan stays plan)
             with the stdio relay, no settings files but a locked ``--settings`` file whose only hook
@@ -62,6 +64,8 @@ class ClaudeCodeAdapter(AdapterDefaults):
     default_binary: str = "claude"
     supports_resume: bool = True
     transports: tuple[str, ...] = ()
+    config_env: frozenset[str] = launch.CONFIG_ENV
+    api_key_env: frozenset[str] = launch.API_KEY_ENV
     space_mode: str | None = (
         "--permission-mode default (plan stays plan) with the stdio permission relay; no user, project or "
         "local settings (--setting-sources=) but a locked --settings file: no allow rules, bypass and auto "

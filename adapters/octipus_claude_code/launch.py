@@ -82,6 +82,35 @@ QUIET_ENV: Final[Mapping[str, str]] = {
     "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
 }
 
+#: Claude Code's own configuration variables passed from the daemon's environment (sources.md
+#: §1.10, CCDOCS ``env-vars``): ``CLAUDE_CONFIG_DIR``, every ``CLAUDE_CODE_*`` switch (the OAuth
+#: login ``CLAUDE_CODE_OAUTH_TOKEN`` included: it is Claude's stored login, not an API key;
+#: ``CLAUDE_CODE_MAX_RETRIES``, ``CLAUDE_CODE_USE_BEDROCK``...), the endpoint and model choices,
+#: the ``DISABLE_*`` switches and the MCP / Bash / thinking limits. ``CLAUDECODE`` does not match.
+CONFIG_ENV: Final[frozenset[str]] = frozenset(
+    {
+        "CLAUDE_*",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_*",
+        "ANTHROPIC_SMALL_FAST_MODEL*",
+        "ANTHROPIC_BEDROCK_BASE_URL",
+        "ANTHROPIC_VERTEX_*",
+        "DISABLE_*",
+        "MCP_TIMEOUT",
+        "MCP_TOOL_TIMEOUT",
+        "MAX_MCP_OUTPUT_TOKENS",
+        "MAX_THINKING_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "BASH_MAX_OUTPUT_LENGTH",
+        "USE_BUILTIN_RIPGREP",
+    }
+)
+
+#: Anthropic's API-key variables (sources.md §1.10), passed only with ``inheritApiKeys``.
+API_KEY_ENV: Final[frozenset[str]] = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
+
 #: Variables removed from the child's environment: ``CLAUDECODE`` makes a nested CLI believe it
 #: runs inside Claude Code (the SDK strips it, sources.md §1.1).
 STRIPPED_ENV: Final[frozenset[str]] = frozenset({"CLAUDECODE"})

@@ -52,9 +52,10 @@ corpus, e.g. the Z.ai Claude Code guide ``docs.z.ai/devpack/tool/claude`` quoted
 international hosts. Mainland-China accounts set ``baseUrl`` to ``https://open.bigmodel.cn/api/anthropic``
 or ``https://api.moonshot.cn/anthropic``.
 
-Note for the runtime: ``octipusd.runtime.env.vendor_env`` removes backend API-key variables
-(``ZAI_API_KEY``, ``MOONSHOT_API_KEY``...) unless ``inheritApiKeys`` is set; the variable named by
-``authTokenEnv`` must be kept for these adapters.
+The runtime (``octipusd.environment.vendor_environment``) passes the vendors' key variables
+(``ZAI_API_KEY``, ``MOONSHOT_API_KEY``..., :attr:`VendorEndpointAdapter.api_key_env`) only with
+``inheritApiKeys``, but always the variable named by ``authTokenEnv``; an ``OCTIPUS_*`` name is
+refused there, since the daemon's own settings never reach a vendor.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Final
 
 from octipusd.adapter import LaunchRequest, LaunchSpec
+from octipusd.environment import is_reserved
 from octipusd.errors import AdapterError
 
 from . import launch
@@ -200,6 +202,12 @@ class VendorEndpointAdapter(ClaudeCodeAdapter):
                 f"{self.name}: metadata.cliAgent.authTokenEnv must be an environment variable name "
                 f"([A-Za-z_][A-Za-z0-9_]*), got {variable!r}"
             )
+        if is_reserved(variable):
+            raise AdapterError(
+                f"{self.name}: metadata.cliAgent.authTokenEnv {variable!r} names one of the daemon's own "
+                f"settings (OCTIPUS_*), which never reach a vendor; keep the key in another variable "
+                f'(e.g. "authTokenEnv": "{self.key_hint}")'
+            )
         key = request.env.get(variable, "").strip()
         if not key:
             raise AdapterError(
@@ -264,10 +272,12 @@ class GlmAdapter(VendorEndpointAdapter):
         name: ``claude-glm``.
         display_name: ``Claude Code (GLM)``.
         default_base_url: :data:`GLM_BASE_URL`.
+        api_key_env: Anthropic's key variables and Z.ai's (``ZAI_API_KEY``, ``ZHIPUAI_API_KEY``).
     """
 
     name: str = "claude-glm"
     display_name: str = "Claude Code (GLM)"
+    api_key_env: frozenset[str] = launch.API_KEY_ENV | {"ZAI_API_KEY", "ZHIPUAI_API_KEY"}
     vendor: ClassVar[str] = "Z.ai"
     default_base_url: ClassVar[str] = GLM_BASE_URL
     key_hint: ClassVar[str] = "ZAI_API_KEY"
@@ -280,10 +290,12 @@ class KimiAdapter(VendorEndpointAdapter):
         name: ``claude-kimi``.
         display_name: ``Claude Code (Kimi)``.
         default_base_url: :data:`KIMI_BASE_URL`.
+        api_key_env: Anthropic's key variables and Moonshot's (``MOONSHOT_API_KEY``, ``KIMI_API_KEY``).
     """
 
     name: str = "claude-kimi"
     display_name: str = "Claude Code (Kimi)"
+    api_key_env: frozenset[str] = launch.API_KEY_ENV | {"MOONSHOT_API_KEY", "KIMI_API_KEY"}
     vendor: ClassVar[str] = "Moonshot"
     default_base_url: ClassVar[str] = KIMI_BASE_URL
     key_hint: ClassVar[str] = "MOONSHOT_API_KEY"

@@ -35,6 +35,8 @@ class CodexAdapter(AdapterDefaults):
         default_binary: ``codex``.
         supports_resume: True: Codex assigns the thread id (captured from the
             :class:`~octipusd.adapter.SessionEvent`), Octipus resumes it.
+        config_env: :data:`octipus_codex.launch.CONFIG_ENV`.
+        api_key_env: :data:`octipus_codex.launch.API_KEY_ENV`.
         space_mode: The declared space mode (seed 003 "In shared spaces"; read by
             ``octipusd.policy.spaces.check_space_model``): the read-only sandbox with approval
             policy ``never``, on both transports, whatever the row's permission mode.
@@ -46,6 +48,8 @@ class CodexAdapter(AdapterDefaults):
     default_binary: str = "codex"
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
+    config_env: frozenset[str] = launch.CONFIG_ENV
+    api_key_env: frozenset[str] = launch.API_KEY_ENV
     space_mode: str | None = (
         "read-only sandbox with approval policy never (nothing escalates out of it), whatever the row's "
         "permission mode"

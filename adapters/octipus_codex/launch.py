@@ -48,6 +48,14 @@ QUIET_FLAGS: Final[tuple[str, ...]] = (
 #: The environment variable holding the bridge capability in the child (never on argv).
 BRIDGE_TOKEN_ENV: Final = "OCTIPUS_BRIDGE_TOKEN"
 
+#: Codex's own configuration variables passed from the daemon's environment (sources.md §2.1, §2.4):
+#: ``CODEX_HOME`` (config, auth, sessions) and the other ``CODEX_*`` switches, and the built-in
+#: provider's ``OPENAI_BASE_URL``. A custom provider's ``env_key`` is the operator's own name:
+#: the row lists it in ``metadata.cliAgent.passEnv``.
+CONFIG_ENV: Final[frozenset[str]] = frozenset({"CODEX_*", "OPENAI_BASE_URL"})
+#: OpenAI's and Codex's API-key variables (sources.md §2.1, §2.4), passed only with ``inheritApiKeys``.
+API_KEY_ENV: Final[frozenset[str]] = frozenset({"OPENAI_API_KEY", "CODEX_API_KEY"})
+
 #: Octipus permission mode -> Codex sandbox mode (seed 003 "Permissions and limits"; values of
 #: ``SandboxMode`` in the generated schema and of ``codex exec --sandbox``).
 SANDBOX_MODES: Final[Mapping[PermissionMode, str]] = {

@@ -32,6 +32,8 @@ class VibeAdapter(AdapterDefaults):
         supports_resume: True: Vibe assigns the session id (ACP ``session/new`` result, headless
             ``sessionId``) and continues it (ACP ``session/load``, headless ``--resume``); an unknown
             id gives ``Session not found: <id>`` (:meth:`session_missing`).
+        config_env: :data:`octipus_vibe.launch.CONFIG_ENV`.
+        api_key_env: :data:`octipus_vibe.launch.API_KEY_ENV`.
         space_mode: None: Vibe declares no space mode, so it is refused in shared spaces (seed 003
             "In shared spaces"; ``octipusd.policy.spaces.check_space_model`` reads this, and
             :meth:`build_launch` refuses a space request too).
@@ -43,6 +45,8 @@ class VibeAdapter(AdapterDefaults):
     default_binary: str = launch.ACP_BINARY_NAME
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
+    config_env: frozenset[str] = launch.CONFIG_ENV
+    api_key_env: frozenset[str] = launch.API_KEY_ENV
     space_mode: str | None = None
 
     def version_argv(self, binary: str) -> tuple[str, ...]:

@@ -85,6 +85,14 @@ QUIET_ENV: Final[Mapping[str, str]] = {
     "VIBE_BYPASS_TOOL_PERMISSIONS": "false",
 }
 
+#: Vibe's own configuration variables passed from the daemon's environment: ``VIBE_HOME`` and any
+#: ``VIBE_<FIELD>`` config override (sources.md §3.3). Vibe also loads ``$VIBE_HOME/.env``, where
+#: its setup stores the provider keys; a provider's ``api_key_env_var`` kept in the daemon's
+#: environment instead is listed in the row's ``metadata.cliAgent.passEnv``.
+CONFIG_ENV: Final[frozenset[str]] = frozenset({"VIBE_*"})
+#: Mistral's API-key variable (Vibe's default provider), passed only with ``inheritApiKeys``.
+API_KEY_ENV: Final[frozenset[str]] = frozenset({"MISTRAL_API_KEY"})
+
 #: Environment variable that selects the model alias (Vibe's ``active_model``).
 MODEL_ENV: Final = "VIBE_ACTIVE_MODEL"
 #: Environment variable holding Vibe's extra MCP servers (JSON list; headless only).

@@ -85,11 +85,11 @@ from octipusd.store.records import ModelRow, RunStatus
 from octipusd.store.validation import (
     check_additive_flags_shape,
     check_binary,
-    check_cli_agent,
     check_metadata,
     check_model_name,
     check_model_row_name,
     check_permission_mode,
+    check_session_options,
 )
 
 log = logging.getLogger("octipusd.api")
@@ -413,7 +413,7 @@ def create_app(services: Services) -> FastAPI:
             raise InvalidRequestError(
                 f"workspace {body.workspace!r} is not an existing absolute directory; create it or pass another"
             )
-        options = check_cli_agent(body.options, "options")
+        options = check_session_options(body.options)
         adapter, model, mode = body.adapter, body.model, str(body.permission_mode)
         row: ModelRow | None = None
         if body.model_row is not None:

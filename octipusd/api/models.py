@@ -103,7 +103,9 @@ class ModelRowCreate(_Model):
     (acceptEdits, the default), ``full``, ``plan`` or ``default``. ``additive_flags``: extra
     vendor flags the adapter allows (stored normalized, e.g. ``--effort high`` becomes
     ``--effort=high``). ``metadata``: an object; ``metadata.cliAgent`` holds ``transport``
-    (string), ``inheritApiKeys`` and ``sharedUse`` (booleans) and adapter-specific keys.
+    (string), ``inheritApiKeys`` and ``sharedUse`` (booleans), ``env`` (name -> value),
+    ``passEnv`` (names of daemon variables the vendor also gets; no ``OCTIPUS_*``) and
+    adapter-specific keys.
     """
 
     name: str

@@ -40,6 +40,11 @@ Modules: :mod:`~octipusd.connectors.registry` (connecting, tool specs, ending a 
 sessions), :mod:`~octipusd.connectors.calls` (one call and its outcome),
 :mod:`~octipusd.connectors.contracts` (recovery contracts, probes, compensations),
 :mod:`~octipusd.connectors.transport` (connections, the hand-over tracking).
+
+A stdio server starts with the login variables of the daemon's environment
+(:func:`octipusd.environment.login_environment`: HOME, PATH, locale, proxies, CA bundles...) and
+then its configured ``env``; never the daemon's settings, API keys or other credentials. A server
+that needs a credential gets it in its ``env``, as when a vendor CLI starts it from its own config.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from octipusd.connectors.transport import (
     pump_stderr,
     url_digest,
 )
+from octipusd.environment import login_environment
 from octipusd.errors import NotFoundError
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import (
@@ -263,9 +264,10 @@ class ConnectorRegistry:
         if cfg.transport == "stdio":
             assert cfg.command is not None  # enforced by McpServerSettings
             marker = f"connector-{uuid.uuid4().hex}"
-            params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env={**cfg.env, RUN_MARKER: marker}, cwd=cfg.cwd
-            )
+            # the login variables (the SDK adds only HOME, LOGNAME, PATH, SHELL, TERM, USER, which
+            # are among them), then the server's own configured env
+            env = {**login_environment(os.environ), **cfg.env, RUN_MARKER: marker}
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
             read_fd, write_fd = os.pipe()
             slot.stderr_done = anyio.Event()
             pumps.start_soon(pump_stderr, read_fd, slot, slot.stderr_done)

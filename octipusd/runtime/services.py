@@ -80,7 +80,8 @@ class RunServices:
         data_dir: Octipus data directory (run folders live under ``runs/``).
         owner: This daemon instance's id (stored on runs for orphan detection).
         user: The daemon's user (the identity of the runs it executes).
-        base_env: The environment vendor processes start from.
+        base_env: The daemon's environment (PATH set to the search PATH); each launch takes only its
+            allowlist from it (:func:`octipusd.environment.vendor_environment`).
         limits: The run limits.
         prompt_dumps: ``agent.promptDumps``.
         connectors: The configured MCP servers whose tools every run's bridge exposes (None: none).

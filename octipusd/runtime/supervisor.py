@@ -44,11 +44,11 @@ from octipusd.adapter import (
 )
 from octipusd.bridge.server import Bridge, open_bridge
 from octipusd.connectors import ConnectorSet
+from octipusd.environment import vendor_environment
 from octipusd.errors import ExecutableNotFoundError, OctipusError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.compaction import uncovered_chars
 from octipusd.runtime.delegation import Delegation
-from octipusd.runtime.env import vendor_env
 from octipusd.runtime.events import NOT_STORED
 from octipusd.runtime.host import RunHost
 from octipusd.runtime.outcome import Happened, final_status, result_failure
@@ -338,7 +338,7 @@ class RunSupervisor:
             model=basis.session.model,
             permission_mode=basis.mode,
             bridge=bridge.endpoint,
-            env=vendor_env(self.services.base_env, basis.options),
+            env=vendor_environment(self.services.base_env, basis.adapter, basis.options),
             additive_flags=basis.adapter.check_additive_flags(basis.flags),
             options=basis.options,
             turn_limit=turn_limit or positive_int(basis.options.get("maxTurns")),

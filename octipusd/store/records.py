@@ -91,7 +91,8 @@ class ModelRow:
             saved (e.g. ``("--no-chrome", "--effort=high")``).
         metadata: JSON object. ``metadata["cliAgent"]`` (when present, an object) holds the
             seed's ``metadata.cliAgent.*`` settings: ``transport`` (str),
-            ``inheritApiKeys`` (bool), ``sharedUse`` (bool), and adapter-specific keys.
+            ``inheritApiKeys`` (bool), ``sharedUse`` (bool), ``env`` (name -> str), ``passEnv``
+            (list of variable names), and adapter-specific keys.
         created_at: UTC creation time.
         updated_at: UTC time of the last change.
     """

@@ -31,7 +31,7 @@ from octipusd.store.models import (
     WorkPlanRow,
 )
 from octipusd.store.records import RunStatus, Session, WorkPlan
-from octipusd.store.validation import check_cli_agent
+from octipusd.store.validation import check_session_options
 
 __all__ = ["SessionStoreMixin"]
 
@@ -127,7 +127,7 @@ class SessionStoreMixin(StoreMixin):
             raise InvalidRequestError(f"workspace must be an absolute path, got {workspace!r}")
         if not adapter:
             raise InvalidRequestError("adapter must not be empty")
-        options_text = dump_object(check_cli_agent({} if options is None else options, "options"), "options")
+        options_text = dump_object(check_session_options({} if options is None else options), "options")
         now = self._clock()
         row = SessionRow(
             id=new_id(),

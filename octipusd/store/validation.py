@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from octipusd.adapter import PermissionMode
+from octipusd.environment import RESERVED_PREFIX, is_reserved
 from octipusd.errors import InvalidRequestError
 
 __all__ = [
@@ -31,7 +32,9 @@ __all__ = [
     "check_metadata",
     "check_model_name",
     "check_model_row_name",
+    "check_pass_env",
     "check_permission_mode",
+    "check_session_options",
     "looks_like_id",
 ]
 
@@ -180,6 +183,42 @@ def check_additive_flags_shape(flags: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def check_pass_env(value: object, what: str = "metadata.cliAgent.passEnv") -> list[str]:
+    """Check a row's ``passEnv``: the names of daemon environment variables its vendor also gets.
+
+    Returns:
+        The names, duplicates dropped, in their order.
+
+    Raises:
+        InvalidRequestError: Not a list of strings, an entry is not a variable name, or names one of the daemon's own settings
+            (``OCTIPUS_*``, in any case), which never reach a vendor.
+    """
+    if not isinstance(value, list):
+        raise InvalidRequestError(
+            f'{what} must be a list of environment variable names (e.g. ["AWS_PROFILE"]), '
+            f"not {json.dumps(value, default=repr)}"
+        )
+    names: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise InvalidRequestError(f"{what}: entry {json.dumps(item, default=repr)} is not a string")
+        if ENV_NAME_PATTERN.fullmatch(item) is None:
+            raise InvalidRequestError(
+                f"{what}: {item!r} is not an environment variable name (letters, digits and '_', "
+                "not starting with a digit; no '*' patterns)"
+            )
+        if is_reserved(item):
+            raise InvalidRequestError(
+                f"{what}: {item!r} is one of the daemon's own settings ({RESERVED_PREFIX}*): they configure "
+                f"Octipus (its database URL among them) and never reach a vendor; set the value the "
+                f'vendor needs on the row with metadata.cliAgent.env (e.g. {{"{item[len(RESERVED_PREFIX) :]}": '
+                '"..."}) or keep it in a variable of another name'
+            )
+        if item not in names:
+            names.append(item)
+    return names
+
+
 def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str, Any]:
     """Check a ``cliAgent`` object (a row's ``metadata.cliAgent`` or a session's ``options``).
 
@@ -192,11 +231,13 @@ def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str,
 
     ``env`` (an object of environment variable name -> string) is the vendor's environment set
     on the model (seed 003: in a space the user's settings files are not read, so "set its
-    environment on the model").
+    environment on the model"). ``passEnv`` (see :func:`check_pass_env`) names variables of the
+    daemon's environment the vendor also gets (:mod:`octipusd.environment`).
 
     Raises:
         InvalidRequestError: Not a JSON object, or a known key has the wrong type
-            (see :data:`CLI_AGENT_KEY_TYPES`; ``env`` must map names to strings).
+            (see :data:`CLI_AGENT_KEY_TYPES`; ``env`` must map names to strings, ``passEnv``
+            a list of variable names that are not ``OCTIPUS_*``).
     """
     if not isinstance(value, dict):
         raise InvalidRequestError(f"{what} must be an object, not {type(value).__name__}")
@@ -217,7 +258,28 @@ def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str,
             raise InvalidRequestError(
                 f"{what}.{key} must be {_JSON_TYPE_NAMES[expected]}, not {json.dumps(value[key], default=repr)}"
             )
-    return dict(value)
+    checked = dict(value)
+    if "passEnv" in value:
+        checked["passEnv"] = check_pass_env(value["passEnv"], f"{what}.passEnv")
+    return checked
+
+
+def check_session_options(value: object) -> dict[str, Any]:
+    """Check a session's ``options`` (:func:`check_cli_agent`), which may not set ``passEnv``.
+
+    Which of the daemon's variables a vendor gets is the model row's decision (its operator's),
+    never a session's: a session in a shared space must not pull the daemon's credentials.
+
+    Raises:
+        InvalidRequestError: See :func:`check_cli_agent`; or ``passEnv`` is set.
+    """
+    options = check_cli_agent(value, "options")
+    if "passEnv" in options:
+        raise InvalidRequestError(
+            "options.passEnv is not accepted on a session: list the variables on the model row "
+            "(metadata.cliAgent.passEnv) and create the session from that row"
+        )
+    return options
 
 
 def check_metadata(metadata: object) -> dict[str, Any]:

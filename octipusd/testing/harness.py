@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -32,6 +33,31 @@ DEFAULT_CLAUDE = ROOT / ".vendor" / "npm" / "node_modules" / ".bin" / "claude"
 #: Variables that keep Claude Code on 127.0.0.1 only (the adapter's, observed.md §1.1), plus no
 #: API retries so a scripted error fails at once (observed.md §1.8).
 QUIET_ENV = {**CLAUDE_QUIET_ENV, "CLAUDE_CODE_MAX_RETRIES": "0"}
+
+
+def write_python_stub(path: Path, module: str, env: Mapping[str, str]) -> Path:
+    """Write an executable that runs the stub CLI ``python -m <module>`` with this interpreter.
+
+    The daemon hands its vendors an allowlisted environment (:mod:`octipusd.environment`), neither
+    the test's variables nor ``PYTHONPATH``: the wrapper exports them itself, so the stub finds its
+    script and imports the code under test (``PYTHONPATH`` as this process has it, if set).
+
+    Args:
+        path: The wrapper's path (its folder is created).
+        module: The stub's module (``octipusd.testing.stub_cli``).
+        env: Variables exported before the stub starts (its script, record...).
+
+    Returns:
+        ``path`` (mode 0755).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    exported = {**({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}), **env}
+    lines = ["#!/bin/sh"]
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in exported.items()]
+    lines.append(f'exec {shlex.quote(sys.executable)} -m {module} "$@"')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.chmod(0o755)
+    return path
 
 
 def claude_binary() -> Path:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
 from octipusd.testing.conformance import ModelServer, Step
+from octipusd.testing.harness import write_python_stub
 from octipusd.testing.kit_claude import ClaudeKit
 from octipusd.testing.stub_agy import RECORD_ENV, SCRIPT_ENV, STATE_ENV
 
@@ -56,23 +56,18 @@ def group_turns(steps: list[Step]) -> list[list[dict[str, Any]]]:
 
 
 def write_agy_wrapper(path: Path, env: Mapping[str, str]) -> Path:
-    """Write an executable ``agy`` that runs the stub with this interpreter.
+    """Write an executable ``agy`` that runs the stub with this interpreter
+    (:func:`octipusd.testing.harness.write_python_stub`).
 
     Args:
         path: The wrapper's path (its folder is created).
         env: Variables exported by the wrapper before it starts the stub (so the stub finds its
-            script and record even if the daemon filters its vendors' environment).
+            script and record: the daemon passes its vendors only an allowlisted environment).
 
     Returns:
         ``path`` (mode 0755).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["#!/bin/sh"]
-    lines += [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
-    lines.append(f'exec {shlex.quote(sys.executable)} -m octipusd.testing.stub_agy "$@"')
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    path.chmod(0o755)
-    return path
+    return write_python_stub(path, "octipusd.testing.stub_agy", env)
 
 
 class AgyScript:
@@ -173,8 +168,9 @@ class AntigravityKit:
         return {}
 
 
-#: The variable holding the scripted GLM "key" in the daemon's environment.
-GLM_TOKEN_ENV = "OCTIPUS_TEST_GLM_KEY"
+#: The variable holding the scripted GLM "key" in the daemon's environment (not an ``OCTIPUS_*``
+#: name: the daemon's own settings never reach a vendor).
+GLM_TOKEN_ENV = "SCRIPTED_GLM_KEY"
 #: Its value (the scripted server accepts anything).
 GLM_TOKEN = "glm-scripted-key-0123456789"
 #: The model name the GLM kit configures.

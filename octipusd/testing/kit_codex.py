@@ -21,11 +21,11 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 #: The project-local Codex CLI installed by scripts/install-codex.sh.
 DEFAULT_CODEX: Final = ROOT / ".vendor" / "npm" / "node_modules" / ".bin" / "codex"
 
-#: Provider id, model name and API-key variable of the scripted model in config.toml. The key
-#: variable is not one of the API-key variables the runtime strips from a vendor's environment.
+#: Provider id, model name and key of the scripted model in config.toml. The key is stored in the
+#: config (``experimental_bearer_token``), as a user's login is stored in CODEX_HOME: the daemon
+#: does not pass its own environment's keys to a vendor.
 PROVIDER_ID: Final = "mock"
 MODEL_NAME: Final = "mock-model"
-KEY_ENV: Final = "OCTIPUS_MOCK_OPENAI_KEY"
 KEY_VALUE: Final = "sk-mock-codex"
 
 
@@ -52,7 +52,7 @@ def _toml(value: str) -> str:
 def config_toml(base_url: str, extra: str = "") -> str:
     """The ``config.toml`` pointing Codex at a scripted model (observed.md §2.1, observed-2.md §1.1).
 
-    The provider ``mock`` uses the Responses wire API with ``$OCTIPUS_MOCK_OPENAI_KEY`` as its key and
+    The provider ``mock`` uses the Responses wire API with :data:`KEY_VALUE` as its stored key and
     no retries (a scripted error fails at once, observed.md §2.7); analytics, the update check and
     the plugin features (which make DNS look-ups, observed.md §0) are off.
 
@@ -80,7 +80,7 @@ def config_toml(base_url: str, extra: str = "") -> str:
             f"name = {_toml(PROVIDER_ID)}",
             f"base_url = {_toml(base_url)}",
             'wire_api = "responses"',
-            f"env_key = {_toml(KEY_ENV)}",
+            f"experimental_bearer_token = {_toml(KEY_VALUE)}",
             "request_max_retries = 0",
             "stream_max_retries = 0",
             "",
@@ -111,12 +111,11 @@ class CodexKit:
         return ScriptedResponsesServer({"steps": steps}).start()
 
     def daemon_env(self, home: Path, model: ModelServer) -> dict[str, str]:
-        """Write ``home/.codex/config.toml`` for the model; return CODEX_HOME, the key and the binary."""
+        """Write ``home/.codex/config.toml`` for the model; return CODEX_HOME and the binary."""
         codex_home = home / ".codex"
         write_codex_config(codex_home, model.base_url)
         return {
             "CODEX_HOME": str(codex_home),
-            KEY_ENV: KEY_VALUE,
             "OCTIPUS_CODEX_BINARY": str(require_codex()),
         }
 

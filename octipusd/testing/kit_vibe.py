@@ -41,9 +41,10 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 VIBE_VENV: Final = ROOT / ".vendor" / "vibe-venv"
 DEFAULT_VIBE_ACP: Final = VIBE_VENV / "bin" / "vibe-acp"
 
-#: Variable holding the scripted provider's API key (not one of the key variables the runtime
-#: strips from a vendor's environment, octipusd/runtime/env.py).
-API_KEY_ENV: Final = "OCTIPUS_SCRIPTED_VIBE_KEY"
+#: Variable holding the scripted provider's API key, stored in ``$VIBE_HOME/.env`` (where Vibe's
+#: own setup keeps provider keys, loaded at start): the daemon does not pass its own
+#: environment's keys to a vendor.
+API_KEY_ENV: Final = "SCRIPTED_VIBE_API_KEY"
 #: The scripted provider's API key (sent as ``Authorization: Bearer``; the server ignores it).
 API_KEY: Final = "sk-scripted-vibe"
 #: Alias of the scripted model in config.toml (``active_model``).
@@ -122,8 +123,12 @@ def config_toml(api_base: str) -> str:
 
 
 def write_vibe_home(vibe_home: Path, api_base: str) -> Path:
-    """Create ``vibe_home`` (0700) with :func:`config_toml` (0600); return the config path."""
+    """Create ``vibe_home`` (0700) with :func:`config_toml` and the key in ``.env`` (both 0600);
+    return the config path."""
     vibe_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    dotenv = vibe_home / ".env"
+    dotenv.write_text(f"{API_KEY_ENV}={API_KEY}\n", encoding="utf-8")
+    dotenv.chmod(0o600)
     path = vibe_home / "config.toml"
     path.write_text(config_toml(api_base), encoding="utf-8")
     path.chmod(0o600)
@@ -158,8 +163,8 @@ class VibeKit:
         when the settings schema knows ``cliModels.mistralVibe`` (see :func:`settings_know_vibe`).
 
         Returns:
-            ``VIBE_HOME``, the scripted provider's key variable and, when supported,
-            ``OCTIPUS_VIBE_BINARY``.
+            ``VIBE_HOME`` and, when supported, ``OCTIPUS_VIBE_BINARY`` (the key is in
+            ``VIBE_HOME/.env``).
         """
         vibe_home = home / ".vibe"
         write_vibe_home(vibe_home, model.base_url)
@@ -170,7 +175,7 @@ class VibeKit:
             link = bindir / target.name
             if not link.exists():
                 link.symlink_to(target)
-        env = {"VIBE_HOME": str(vibe_home), API_KEY_ENV: API_KEY}
+        env = {"VIBE_HOME": str(vibe_home)}
         if settings_know_vibe():
             env["OCTIPUS_VIBE_BINARY"] = str(binary)
         return env

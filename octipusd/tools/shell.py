@@ -23,6 +23,11 @@ by a signal returns its output as a :class:`~octipusd.toolkit.ToolOutcome` marke
 uncertain, since it may have done part of its work. The tool's recovery contract is
 ``containable``: its blast radius is the workspace, its process group and its timeout.
 
+Environment: the login variables of the daemon's environment (:mod:`octipusd.environment`: HOME,
+PATH, locale, proxies, CA bundles...), then the call's ``env``, then ``PWD`` and the run marker.
+The vendor's configuration variables and API keys are not passed: a command that needs a
+credential gets it through ``env``.
+
 Vault placeholders (``{{secret:NAME}}``) in ``env`` are resolved by the host before
 execution once the vault exists (seed 003 "Authenticate with a vault credential"); this
 tool passes values through unchanged.
@@ -45,6 +50,7 @@ import anyio
 import anyio.abc
 import psutil
 
+from octipusd.environment import login_environment
 from octipusd.errors import InvalidRequestError
 from octipusd.toolkit import (
     RUN_MARKER,
@@ -67,8 +73,6 @@ KILL_GRACE_SECONDS = 2.0
 _FINAL_DRAIN_SECONDS = 0.25
 _POLL_SECONDS = 0.02
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: Variables of the daemon's environment that a command never inherits.
-_PRIVATE_ENV = frozenset({"OCTIPUS_BRIDGE_TOKEN", "OCTIPUS_BRIDGE_URL"})
 
 
 @dataclass(frozen=True)
@@ -184,8 +188,11 @@ async def terminate_group(
 
 
 def base_environment() -> dict[str, str]:
-    """Return the environment a command starts from: the daemon's, minus bridge credentials."""
-    return {key: value for key, value in os.environ.items() if key not in _PRIVATE_ENV}
+    """Return the environment a command starts from: the login variables of the daemon's
+    environment (:func:`octipusd.environment.login_environment`, its PATH as the daemon was
+    started with), never its settings, API keys or other credentials; a command gets those only
+    through the call's ``env``."""
+    return login_environment(os.environ)
 
 
 async def run_shell(

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
+from octipusd.testing.harness import write_python_stub
+from octipusd.testing.stub_cli import ARGV_FILE_ENV, SCRIPT_ENV
 from tests.e2e.conftest import Env
 
 
-def stub_binary(folder: Path) -> Path:
-    """An executable that runs octipusd.testing.stub_cli with this interpreter."""
-    path = folder / "claude-stub"
-    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m octipusd.testing.stub_cli "$@"\n')
-    path.chmod(0o755)
-    return path
+def stub_binary(folder: Path, script: Path, **env: str) -> Path:
+    """An executable that runs octipusd.testing.stub_cli with this interpreter on ``script``."""
+    return write_python_stub(
+        folder / "claude-stub", "octipusd.testing.stub_cli", {SCRIPT_ENV: str(script), **env}
+    )
 
 
 def test_malformed_and_3_mib_lines_neither_crash_nor_get_lost(
@@ -51,7 +51,7 @@ def test_malformed_and_3_mib_lines_neither_crash_nor_get_lost(
     ]
     script = tmp_path / "stub.json"
     script.write_text(json.dumps(actions))
-    env = octipus({"steps": []}, extra_env={"OCTIPUS_STUB_SCRIPT": str(script)}, binary=stub_binary(tmp_path))
+    env = octipus({"steps": []}, binary=stub_binary(tmp_path, script))
     run = env.post(env.new_session(), "go")
     final = env.wait_final(run)
     assert final["status"] == "succeeded", final
@@ -83,7 +83,7 @@ def test_bridge_reported_failed_in_init_fails_the_run(octipus: Callable[..., Env
     ]
     script = tmp_path / "stub.json"
     script.write_text(json.dumps(actions))
-    env = octipus({"steps": []}, extra_env={"OCTIPUS_STUB_SCRIPT": str(script)}, binary=stub_binary(tmp_path))
+    env = octipus({"steps": []}, binary=stub_binary(tmp_path, script))
     run = env.post(env.new_session(), "go")
     final = env.wait_final(run)
     assert final["status"] == "failed"
@@ -122,13 +122,11 @@ def test_api_keys_reach_the_vendor_only_when_the_row_inherits_them(
     env = octipus(
         {"steps": []},
         extra_env={
-            "OCTIPUS_STUB_SCRIPT": str(script),
-            "OCTIPUS_STUB_ARGV_FILE": str(record),
             "ANTHROPIC_API_KEY": "sk-ant-daemon-environment",
             "OPENAI_API_KEY": "sk-openai-daemon-environment",
             "CLAUDE_CODE_OAUTH_TOKEN": "oauth-token",
         },
-        binary=stub_binary(tmp_path),
+        binary=stub_binary(tmp_path, script, **{ARGV_FILE_ENV: str(record)}),
     )
     assert env.wait_final(env.post(env.new_session(), "go"))["status"] == "succeeded"
     keys = set(json.loads(record.read_text())["env_keys"])
@@ -138,4 +136,5 @@ def test_api_keys_reach_the_vendor_only_when_the_row_inherits_them(
     inherit = env.new_session(options={"inheritApiKeys": True})
     assert env.wait_final(env.post(inherit, "go"))["status"] == "succeeded"
     keys = set(json.loads(record.read_text())["env_keys"])
-    assert {"ANTHROPIC_API_KEY", "OPENAI_API_KEY"} <= keys
+    # the backend's own keys (the adapter's api_key_env), not every vendor's
+    assert "ANTHROPIC_API_KEY" in keys and "OPENAI_API_KEY" not in keys

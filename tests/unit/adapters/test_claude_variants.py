@@ -135,6 +135,7 @@ def test_auth_token_env_is_required(request_: LaunchRequest) -> None:
     ("options", "message"),
     [
         ({"authTokenEnv": "1BAD"}, "environment variable name"),
+        ({"authTokenEnv": "OCTIPUS_GLM_KEY"}, r"daemon's own settings \(OCTIPUS_\*\), which never reach"),
         ({"authTokenEnv": 7}, "non-empty string"),
         ({"authTokenEnv": "MY_ZAI_KEY", "baseUrl": "api.z.ai"}, "http"),
         ({"authTokenEnv": "MY_ZAI_KEY", "baseUrl": "https://x y"}, "http"),

@@ -27,7 +27,7 @@ from octipusd.adapter import (
     StatusEvent,
     StdinWriteEvent,
 )
-from octipusd.testing.kit_codex import KEY_ENV, require_codex, write_codex_config
+from octipusd.testing.kit_codex import require_codex, write_codex_config
 from octipusd.testing.responses_server import ScriptedResponsesServer
 
 pytestmark = [pytest.mark.e2e]
@@ -127,7 +127,6 @@ def environment(root: Path, base_url: str = "http://127.0.0.1:9/v1") -> dict[str
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root / "home"),
         "CODEX_HOME": str(root / "codex_home"),
-        KEY_ENV: "sk-mock",
     }
 
 

@@ -1,4 +1,4 @@
-"""Runtime rules that need no process: vendor environment, result outcomes, resume decisions."""
+"""Runtime rules that need no process: result outcomes, resume decisions."""
 
 from __future__ import annotations
 
@@ -6,17 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from octipusd.adapter import ResultEvent
-from octipusd.runtime.env import vendor_env
 from octipusd.runtime.outcome import result_failure
 from octipusd.runtime.sessions import fingerprint, plan_resume
 from octipusd.store.records import VendorSession
-
-
-def test_api_keys_are_not_inherited_unless_the_row_says_so() -> None:
-    base = {"PATH": "/bin", "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "o", "CLAUDE_CODE_OAUTH_TOKEN": "t"}
-    assert vendor_env(base, {}) == {"PATH": "/bin", "CLAUDE_CODE_OAUTH_TOKEN": "t"}
-    assert vendor_env(base, {"inheritApiKeys": True}) == base
-    assert "ANTHROPIC_API_KEY" not in vendor_env(base, {"inheritApiKeys": "yes"})
 
 
 def test_result_subtypes_map_to_clear_reasons() -> None:

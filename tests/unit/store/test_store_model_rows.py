@@ -219,6 +219,26 @@ def test_concurrent_creates_of_one_name_give_exactly_one_row(store: Store) -> No
             InvalidRequestError,
             "inheritApiKeys must be a boolean",
         ),
+        (
+            {"metadata": {"cliAgent": {"passEnv": "AWS_PROFILE"}}},
+            InvalidRequestError,
+            "passEnv must be a list",
+        ),
+        (
+            {"metadata": {"cliAgent": {"passEnv": ["AWS_PROFILE", 3]}}},
+            InvalidRequestError,
+            "entry 3 is not a string",
+        ),
+        (
+            {"metadata": {"cliAgent": {"passEnv": ["AWS_*"]}}},
+            InvalidRequestError,
+            "'AWS_\\*' is not an environment",
+        ),
+        (
+            {"metadata": {"cliAgent": {"passEnv": ["HOME", "Octipus_Database_Url"]}}},
+            InvalidRequestError,
+            "passEnv: 'Octipus_Database_Url' is one of the daemon's own settings",
+        ),
         ({"metadata": {"x": float("nan")}}, InvalidRequestError, "JSON"),
     ],
 )
@@ -327,6 +347,10 @@ def test_session_options_are_checked(store: Store) -> None:
         store.create_session(workspace="/w", adapter="claude-code", options=["x"])  # type: ignore[arg-type]
     with pytest.raises(InvalidRequestError, match=r"options\.sharedUse must be a boolean"):
         store.create_session(workspace="/w", adapter="claude-code", options={"sharedUse": "no"})
+    with pytest.raises(
+        InvalidRequestError, match=r"options\.passEnv is not accepted on a session.*model row"
+    ):
+        store.create_session(workspace="/w", adapter="claude-code", options={"passEnv": ["AWS_PROFILE"]})
     session = store.create_session(
         workspace="/w", adapter="vibe", options={"transport": "headless", "k": [1]}
     )
