@@ -66,6 +66,9 @@ EXIT_POLL_INTERVAL = 0.1
 #: Seconds :meth:`VendorProcess.stop` waits after stdin EOF, then after SIGTERM.
 EOF_GRACE = 2.0
 TERM_GRACE = 3.0
+#: Seconds to wait for the leader's exit after SIGKILL (it cannot be ignored; only a process stuck in
+#: the kernel takes longer), whatever grace the caller gave the polite signals.
+KILL_WAIT = 5.0
 
 
 class LineFramer:
@@ -403,7 +406,7 @@ class VendorProcess:
 
         SIGTERM to each leftover, up to ``grace`` seconds for them to end, then SIGKILL to the
         whole cage (``cgroup.kill``), the group and the marked ones; the leader is awaited (up to
-        ``grace`` seconds) and the cage released (the cgroup removed, re-parented zombies reaped).
+        :data:`KILL_WAIT` seconds) and the cage released (the cgroup removed, re-parented zombies reaped).
         Shielded from cancellation; safe to call again.
 
         Returns:
@@ -418,7 +421,7 @@ class VendorProcess:
                 await anyio.to_thread.run_sync(wait_ended, survivors, grace)
             await anyio.to_thread.run_sync(self._kill_tree)
             if self._process.returncode is None:
-                with anyio.move_on_after(grace):
+                with anyio.move_on_after(max(grace, KILL_WAIT)):
                     await self._process.wait()
             if not await anyio.to_thread.run_sync(self._cage.release):
                 log.warning("run %s: processes of pid %d's cage outlived SIGKILL", self.run_id, self.pid)

@@ -49,9 +49,7 @@ def _result(text: str, tokens: int = 5) -> dict[str, Any]:
 def _start(octipus: Callable[..., Env], tmp_path: Path, actions: list[dict[str, Any]]) -> Env:
     script = tmp_path / "stub.json"
     script.write_text(json.dumps(actions))
-    return octipus(
-        {"steps": []}, extra_env={"OCTIPUS_STUB_SCRIPT": str(script)}, binary=stub_binary(tmp_path)
-    )
+    return octipus({"steps": []}, binary=stub_binary(tmp_path, script))
 
 
 def _gone(pid: int) -> bool:

@@ -27,10 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 #: Ranks of the foundations: a foundation imports only lower ranks (DESIGN.md "Layers", 5).
-#: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers.
+#: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers;
+#: ``environment`` the allowlist of what child processes inherit.
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
     "errors": 1,
+    "environment": 1,
     "settings": 2,
     "adapter": 3,
     "toolkit": 3,
