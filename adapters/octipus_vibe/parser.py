@@ -2,7 +2,7 @@
 
 ``Adapter.new_parser()`` takes no argument, so one :class:`VibeParser` serves both transports
 and tells them apart by the first JSON line: JSON-RPC messages (``"jsonrpc": "2.0"``) are
-``vibe-acp`` (:class:`~octipus_vibe.acp.AcpParser`), the headless wrapper's header and Vibe's
+``vibe-acp`` (:class:`~octipus_vibe.acp_parser.AcpParser`), the headless wrapper's header and Vibe's
 journal entries are headless (:class:`~octipus_vibe.headless.HeadlessParser`). Lines that are
 not JSON objects become :class:`~octipusd.adapter.UnparsedLine` in either case.
 """
@@ -14,7 +14,7 @@ from typing import Literal
 from octipusd.adapter import JSON, StreamParserDefaults, UnknownEvent, UnparsedLine, Usage, VendorEvent
 
 from ._coerce import as_str, decode_line, load_object
-from .acp import AcpParser
+from .acp_parser import AcpParser
 from .headless import HeadlessParser, is_headless_object
 
 
@@ -43,7 +43,7 @@ class VibeParser(StreamParserDefaults):
             line: The raw line, any length, any bytes.
 
         Returns:
-            Zero or more events, in stream order (see :class:`~octipus_vibe.acp.AcpParser` and
+            Zero or more events, in stream order (see :class:`~octipus_vibe.acp_parser.AcpParser` and
             :class:`~octipus_vibe.headless.HeadlessParser`).
         """
         text = decode_line(line)
