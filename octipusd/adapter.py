@@ -484,6 +484,25 @@ class Steering:
 
 
 @dataclass(frozen=True)
+class CapabilityRow:
+    """What a model row of this adapter offers: seed 003's "Permissions and limits" row.
+
+    Attributes:
+        adapter: The table's adapter label, e.g. ``"Claude Code / GLM / Kimi"``.
+        octipus_tools: How the vendor reaches Octipus's tools (``Scoped MCP``, ``Terminal bridge``).
+        vendor_planning_mode: What Octipus's plan mode maps to (``plan``, ``read-only sandbox``...).
+        activity: How progress arrives (``Structured stream``, ``Buffered text``...).
+        vendor_approval_relay: Whether and how the vendor's approvals enter Octipus approvals.
+    """
+
+    adapter: str
+    octipus_tools: str
+    vendor_planning_mode: str
+    activity: str
+    vendor_approval_relay: str
+
+
+@dataclass(frozen=True)
 class PermissionDecision:
     """Octipus's answer to a :class:`PermissionRequestEvent`.
 
@@ -627,6 +646,11 @@ class Adapter(Protocol):
         vendor takes no interrupt."""
         ...
 
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow | None:
+        """The capability row of a model row with these ``metadata.cliAgent`` options (the transport
+        may change it), shown with the row by the API; None when the adapter describes none."""
+        ...
+
 
 class StreamParserDefaults:
     """Defaults of the :class:`StreamParser` members a vendor may leave out; parsers inherit it."""
@@ -644,6 +668,19 @@ class AdapterDefaults:
     """
 
     supports_resume: bool
+    display_name: str
+
+    def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
+        """No additive flags: any flag is refused (none refused when none is given).
+
+        Raises:
+            AdapterError: a flag was given; the message names it.
+        """
+        if flags:
+            raise AdapterError(
+                f"additive flag {flags[0]!r} is not allowed: {self.display_name} declares no additive flags"
+            )
+        return ()
 
     def resumable(self, options: Mapping[str, Any]) -> bool:
         """Every transport resumes as the vendor does (:attr:`Adapter.supports_resume`)."""
@@ -659,6 +696,10 @@ class AdapterDefaults:
 
     def encode_interrupt(self, request_id: str) -> str | None:
         """No interrupt: a stop ends the process."""
+        return None
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow | None:
+        """No capability row: the API shows the row's capabilities as not described."""
         return None
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from octipusd.adapter import (
     AdapterDefaults,
+    CapabilityRow,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -16,6 +18,15 @@ from octipusd.errors import AdapterError
 
 from . import launch
 from .parser import AntigravityTextParser
+
+#: Seed 003's "Permissions and limits" row of Antigravity.
+CAPABILITIES: Final = CapabilityRow(
+    adapter="Antigravity",
+    octipus_tools="Terminal bridge",
+    vendor_planning_mode="plan mode",
+    activity="Buffered text",
+    vendor_approval_relay="Vendor mode; no interactive relay",
+)
 
 
 class AntigravityAdapter(AdapterDefaults):
@@ -117,6 +128,10 @@ class AntigravityAdapter(AdapterDefaults):
         """
         chars = len(self.input_text(request)) if request is not None else 0
         return AntigravityTextParser(input_chars=chars)
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow:
+        """The row's capabilities (:data:`CAPABILITIES`; agy runs one way only)."""
+        return CAPABILITIES
 
     def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
         """Validate additive flags (see :func:`octipus_antigravity.launch.normalize_additive_flags`)."""

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from octipusd.adapter import (
     AdapterDefaults,
+    CapabilityRow,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -176,6 +178,10 @@ class ClaudeCodeAdapter(AdapterDefaults):
     def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
         """Validate additive flags (see :func:`~octipus_claude_code.launch.normalize_additive_flags`)."""
         return normalize_additive_flags(flags)
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow:
+        """Seed 003's row for the Claude-based adapters (see :data:`octipus_claude_code.control.CAPABILITIES`)."""
+        return control.CAPABILITIES
 
     def new_session_id(self) -> str:
         """Mint Claude's session id for a first turn: a random UUID4 string (seed 003 "Session reuse")."""

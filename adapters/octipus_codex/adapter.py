@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from octipusd import __version__
 from octipusd.adapter import (
     AdapterDefaults,
+    CapabilityRow,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -119,6 +121,10 @@ class CodexAdapter(AdapterDefaults):
     def encode_control_error(self, request_id: str, message: str) -> str:
         """Encode a JSON-RPC error answer to a server request (see :func:`octipus_codex.rpc.encode_control_error`)."""
         return rpc.encode_control_error(request_id, message)
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow:
+        """The row's capabilities per transport (see :func:`octipus_codex.control.capabilities`)."""
+        return control.capabilities(options)
 
     def new_session_id(self) -> str | None:
         """Codex assigns the thread id itself (seed 003 "Session reuse"), so none is minted."""
