@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from octipusd.errors import AdapterError
@@ -561,18 +562,29 @@ class Adapter(Protocol):
         name: Registry name (``claude-code``), used on model rows and in session keys.
         display_name: Human name of the vendor CLI.
         setting_key: The ``cliModels.<key>`` of its binary setting (``claudeCode``).
+        binary_env: The first-boot environment variable of that setting (``OCTIPUS_CLAUDE_BINARY``),
+            or None for none; adapters sharing a setting key share it.
         default_binary: Command name looked up on PATH when no binary is configured.
         supports_resume: Whether the vendor can continue its own conversation by id.
         transports: The values ``metadata.cliAgent.transport`` may take, default first; empty
             for a vendor with one way of running (a row naming a transport is then refused).
+        space_mode: How the adapter runs in a shared space, where native tools cannot act outside
+            Octipus's decision path (one sentence, shown to people), or None: it has none and is
+            refused in shared spaces (seed 003 "In shared spaces").
+        tool_aliases: The vendor's native tool names that behave like a Claude native tool, mapped
+            to it (``commandExecution`` -> ``Bash``), for the flow guard's classification; rules
+            still name the vendor's own tools.
     """
 
     name: str
     display_name: str
     setting_key: str
+    binary_env: str | None
     default_binary: str
     supports_resume: bool
     transports: tuple[str, ...]
+    space_mode: str | None
+    tool_aliases: Mapping[str, str]
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return the argv that prints the binary's version."""
@@ -669,6 +681,12 @@ class AdapterDefaults:
 
     supports_resume: bool
     display_name: str
+    #: No first-boot variable for the binary setting (the settings file still sets it).
+    binary_env: str | None = None
+    #: No space mode: refused in shared spaces.
+    space_mode: str | None = None
+    #: No native tool named differently from Claude's.
+    tool_aliases: Mapping[str, str] = MappingProxyType({})
 
     def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
         """No additive flags: any flag is refused (none refused when none is given).

@@ -68,6 +68,20 @@ def binary_setting(settings: Settings, adapter: Adapter) -> str:
     return value or adapter.default_binary
 
 
+def tool_aliases(adapters: Mapping[str, Adapter]) -> dict[str, str]:
+    """The installed adapters' native tool aliases, merged for the flow guard
+    (:attr:`~octipusd.adapter.Adapter.tool_aliases`); on a name two adapters map differently the
+    first adapter by registry name wins, and the conflict is logged."""
+    merged: dict[str, str] = {}
+    for name in sorted(adapters):
+        for alias, tool in adapters[name].tool_aliases.items():
+            if merged.setdefault(alias, tool) != tool:
+                log.warning(
+                    "adapter %s maps native tool %s to %s, kept as %s", name, alias, tool, merged[alias]
+                )
+    return merged
+
+
 def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, Resolution]:
     """Resolve every adapter's binary on ``cliModels.path`` or the login PATH (seed 003)."""
     search = settings.cliModels.path or login_path()
@@ -112,6 +126,7 @@ def build_runs(
         policy,
         flow_guard=FlowGuardMode(settings.agent.flowGuard),
         plan_tools=frozenset(t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"),
+        tool_aliases=tool_aliases(adapters),
     )
     services = RunServices(
         store=store,

@@ -45,6 +45,7 @@ class AntigravityAdapter(AdapterDefaults):
         name: ``antigravity``.
         display_name: ``Antigravity CLI``.
         setting_key: ``antigravityCli`` (the ``cliModels.antigravityCli`` binary setting).
+        binary_env: ``OCTIPUS_ANTIGRAVITY_BINARY`` (its first-boot variable).
         default_binary: ``agy``.
         supports_resume: False: print mode prints no conversation id and a stale id silently starts
             a new conversation, so Octipus never resumes agy (seed 003 "Session reuse").
@@ -56,6 +57,7 @@ class AntigravityAdapter(AdapterDefaults):
     name: str = "antigravity"
     display_name: str = "Antigravity CLI"
     setting_key: str = "antigravityCli"
+    binary_env: str | None = "OCTIPUS_ANTIGRAVITY_BINARY"
     default_binary: str = "agy"
     supports_resume: bool = False
     transports: tuple[str, ...] = ()

@@ -49,6 +49,7 @@ class ClaudeCodeAdapter(AdapterDefaults):
         name: ``claude-code``.
         display_name: ``Claude Code``.
         setting_key: ``claudeCode`` (the ``cliModels.claudeCode`` binary setting).
+        binary_env: ``OCTIPUS_CLAUDE_BINARY`` (its first-boot variable).
         default_binary: ``claude``.
         supports_resume: True: Octipus mints the id (``--session-id``) and resumes it (``--resume``).
         space_mode: The declared space mode (seed 003 "In shared spaces"; read by
@@ -61,6 +62,7 @@ class ClaudeCodeAdapter(AdapterDefaults):
     name: str = "claude-code"
     display_name: str = "Claude Code"
     setting_key: str = "claudeCode"
+    binary_env: str | None = "OCTIPUS_CLAUDE_BINARY"
     default_binary: str = "claude"
     supports_resume: bool = True
     transports: tuple[str, ...] = ()

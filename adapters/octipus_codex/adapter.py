@@ -34,17 +34,21 @@ class CodexAdapter(AdapterDefaults):
         name: ``codex``.
         display_name: ``Codex CLI``.
         setting_key: ``codexCli`` (the ``cliModels.codexCli`` binary setting).
+        binary_env: ``OCTIPUS_CODEX_BINARY`` (its first-boot variable, seed 003).
         default_binary: ``codex``.
         supports_resume: True: Codex assigns the thread id (captured from the
             :class:`~octipusd.adapter.SessionEvent`), Octipus resumes it.
         space_mode: The declared space mode (seed 003 "In shared spaces"; read by
             ``octipusd.policy.spaces.check_space_model``): the read-only sandbox with approval
             policy ``never``, on both transports, whatever the row's permission mode.
+        tool_aliases: Codex's item names that behave like Claude tools
+            (:data:`octipus_codex.control.TOOL_ALIASES`).
     """
 
     name: str = "codex"
     display_name: str = "Codex CLI"
     setting_key: str = "codexCli"
+    binary_env: str | None = "OCTIPUS_CODEX_BINARY"
     default_binary: str = "codex"
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
@@ -52,6 +56,7 @@ class CodexAdapter(AdapterDefaults):
         "read-only sandbox with approval policy never (nothing escalates out of it), whatever the row's "
         "permission mode"
     )
+    tool_aliases: Mapping[str, str] = control.TOOL_ALIASES
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return ``(binary, "--version")``; it prints ``codex-cli 0.171.0`` in about 0.1 s."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from octipusd.adapter import CapabilityRow, LaunchRequest, ResultEvent, SessionEvent
@@ -21,6 +22,18 @@ SESSION_MISSING_TEXT: Final = "no rollout found for thread id"
 
 #: Codex's text for a resume id that is not a UUID (app-server -32600, observed on 0.171.0).
 INVALID_SESSION_TEXT: Final = "invalid session id"
+
+#: Codex names its native items differently from Claude; the flow guard classifies them under the
+#: Claude tool they behave like (observed-2.md: ``commandExecution`` carries ``command``; exec's
+#: ``web_search`` item is named ``webSearch`` by the parser, kept for rules written either way).
+TOOL_ALIASES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "commandExecution": "Bash",
+        "fileChange": "Write",
+        "webSearch": "WebSearch",
+        "web_search": "WebSearch",
+    }
+)
 
 _VERSION_RE: Final = re.compile(r"\b(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)")
 

@@ -46,6 +46,7 @@ class VibeAdapter(AdapterDefaults):
         name: ``vibe``.
         display_name: ``Mistral Vibe``.
         setting_key: ``mistralVibe`` (the ``cliModels.mistralVibe.binaryPath`` setting).
+        binary_env: ``OCTIPUS_VIBE_BINARY`` (its first-boot variable).
         default_binary: ``vibe-acp`` (the ACP entry point; ``vibe`` next to it serves headless runs).
         supports_resume: True: Vibe assigns the session id (ACP ``session/new`` result, headless
             ``sessionId``) and continues it (ACP ``session/load``, headless ``--resume``); an unknown
@@ -58,6 +59,7 @@ class VibeAdapter(AdapterDefaults):
     name: str = "vibe"
     display_name: str = "Mistral Vibe"
     setting_key: str = "mistralVibe"
+    binary_env: str | None = "OCTIPUS_VIBE_BINARY"
     default_binary: str = launch.ACP_BINARY_NAME
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
