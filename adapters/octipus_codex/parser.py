@@ -74,9 +74,9 @@ started thread means the bridge initialized; a failed bridge ends exec with rc 1
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from octipusd.adapter import (
     JSON,
@@ -98,10 +98,12 @@ from octipusd.adapter import (
 from octipusd.errors import AdapterError
 
 from . import control, rpc
-from ._coerce import as_dict, as_list, as_str, to_text
+from ._coerce import as_dict, as_list, as_str, decode_line, load_object, to_text
 from .items import ItemTranslator, server_request
 from .launch import TRANSPORT_APP_SERVER, app_server_plan, transport_of
 from .usage import UsageCounter
+
+log = logging.getLogger("octipus_codex")
 
 #: Name of the Octipus bridge as the exec parser reports it (``BridgeEndpoint.server_name``'s
 #: default; exec prints nothing that names it).
@@ -155,15 +157,6 @@ _WARNINGS: Final = {
 }
 
 #: Thread items that are not tool calls and are reported as a :class:`StatusEvent` when completed.
-
-
-def _decode(line: bytes | bytearray | memoryview | str) -> str:
-    if isinstance(line, str):
-        return line
-    try:
-        return bytes(line).decode("utf-8", errors="replace")
-    except Exception:  # an odd buffer object: keep something readable
-        return repr(line)
 
 
 class CodexStreamParser(StreamParserDefaults):
@@ -249,12 +242,9 @@ class CodexStreamParser(StreamParserDefaults):
         characters, text that is not a JSON object becomes :class:`UnparsedLine`, and an object
         of an unexpected shape becomes :class:`UnknownEvent`.
         """
-        text = _decode(line)
-        try:
-            obj: Any = json.loads(text)
-        except (ValueError, RecursionError):
-            return [UnparsedLine(raw=None, text=text)]
-        if not isinstance(obj, dict):
+        text = decode_line(line)
+        obj = load_object(text)
+        if obj is None:
             return [UnparsedLine(raw=None, text=text)]
         try:
             if isinstance(obj.get("method"), str) or "id" in obj:
@@ -264,8 +254,10 @@ class CodexStreamParser(StreamParserDefaults):
             if handler is None:
                 return [UnknownEvent(raw=obj, type=kind)]
             return handler(obj)
-        except Exception:  # last resort: an unforeseen shape must not kill the run
-            return [UnknownEvent(raw=obj, type=as_str(obj.get("method")) or as_str(obj.get("type")))]
+        except Exception:  # last resort, logged: an unforeseen shape must not kill the run
+            kind = as_str(obj.get("method")) or as_str(obj.get("type"))
+            log.exception("Codex %s line of an unforeseen shape, kept as an unknown event", kind)
+            return [UnknownEvent(raw=obj, type=kind)]
 
     def total_usage(self) -> Usage:
         """Usage of the run so far (tokens): the sum of every :class:`UsageEvent` emitted."""

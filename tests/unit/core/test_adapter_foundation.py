@@ -20,6 +20,7 @@ from octipusd.adapter import (
     StreamParserDefaults,
     Usage,
 )
+from octipusd.adapterkit import decode_line, load_object
 from octipusd.errors import AdapterError
 
 
@@ -88,3 +89,16 @@ def test_the_vendors_that_differ_override_the_defaults(tmp_path: Path) -> None:
     assert CodexAdapter().tool_aliases["commandExecution"] == "Bash" and not ClaudeCodeAdapter().tool_aliases
     assert VibeAdapter().space_mode is None and CodexAdapter().space_mode is not None
     assert CodexAdapter().capabilities({"transport": "exec"}) != CodexAdapter().capabilities({})
+
+
+def test_lines_are_decoded_and_objects_loaded_without_raising() -> None:
+    assert decode_line(b"caf\xc3\xa9 \xff") == "café \ufffd"
+    assert decode_line(memoryview(b"ok")) == "ok" and decode_line("text") == "text"
+    released = memoryview(b"gone")
+    released.release()
+    assert decode_line(released).startswith("<released memory")
+    odd = object()
+    assert decode_line(odd) == repr(odd)  # type: ignore[arg-type]  # no buffer: its repr
+    assert load_object('{"type": "x"}') == {"type": "x"}
+    assert load_object("[1, 2]") is None and load_object("not json") is None
+    assert load_object("[" * 100_000 + "]" * 100_000) is None  # nested too deep
