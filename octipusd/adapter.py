@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from octipusd.errors import AdapterError
@@ -485,6 +486,25 @@ class Steering:
 
 
 @dataclass(frozen=True)
+class CapabilityRow:
+    """What a model row of this adapter offers: seed 003's "Permissions and limits" row.
+
+    Attributes:
+        adapter: The table's adapter label, e.g. ``"Claude Code / GLM / Kimi"``.
+        octipus_tools: How the vendor reaches Octipus's tools (``Scoped MCP``, ``Terminal bridge``).
+        vendor_planning_mode: What Octipus's plan mode maps to (``plan``, ``read-only sandbox``...).
+        activity: How progress arrives (``Structured stream``, ``Buffered text``...).
+        vendor_approval_relay: Whether and how the vendor's approvals enter Octipus approvals.
+    """
+
+    adapter: str
+    octipus_tools: str
+    vendor_planning_mode: str
+    activity: str
+    vendor_approval_relay: str
+
+
+@dataclass(frozen=True)
 class PermissionDecision:
     """Octipus's answer to a :class:`PermissionRequestEvent`.
 
@@ -543,6 +563,8 @@ class Adapter(Protocol):
         name: Registry name (``claude-code``), used on model rows and in session keys.
         display_name: Human name of the vendor CLI.
         setting_key: The ``cliModels.<key>`` of its binary setting (``claudeCode``).
+        binary_env: The first-boot environment variable of that setting (``OCTIPUS_CLAUDE_BINARY``),
+            or None for none; adapters sharing a setting key share it.
         default_binary: Command name looked up on PATH when no binary is configured.
         supports_resume: Whether the vendor can continue its own conversation by id.
         transports: The values ``metadata.cliAgent.transport`` may take, default first; empty
@@ -552,16 +574,25 @@ class Adapter(Protocol):
             never an ``OCTIPUS_*`` one (:mod:`octipusd.environment`).
         api_key_env: The vendor's backend API-key variables (names or prefixes), passed from
             the daemon's environment only with ``metadata.cliAgent.inheritApiKeys: true``.
+        space_mode: How the adapter runs in a shared space, where native tools cannot act outside
+            Octipus's decision path (one sentence, shown to people), or None: it has none and is
+            refused in shared spaces (seed 003 "In shared spaces").
+        tool_aliases: The vendor's native tool names that behave like a Claude native tool, mapped
+            to it (``commandExecution`` -> ``Bash``), for the flow guard's classification; rules
+            still name the vendor's own tools.
     """
 
     name: str
     display_name: str
     setting_key: str
+    binary_env: str | None
     default_binary: str
     supports_resume: bool
     transports: tuple[str, ...]
     config_env: frozenset[str]
     api_key_env: frozenset[str]
+    space_mode: str | None
+    tool_aliases: Mapping[str, str]
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return the argv that prints the binary's version."""
@@ -635,6 +666,11 @@ class Adapter(Protocol):
         vendor takes no interrupt."""
         ...
 
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow | None:
+        """The capability row of a model row with these ``metadata.cliAgent`` options (the transport
+        may change it), shown with the row by the API; None when the adapter describes none."""
+        ...
+
 
 class StreamParserDefaults:
     """Defaults of the :class:`StreamParser` members a vendor may leave out; parsers inherit it."""
@@ -652,6 +688,29 @@ class AdapterDefaults:
     """
 
     supports_resume: bool
+    display_name: str
+    #: No first-boot variable for the binary setting (the settings file still sets it).
+    binary_env: str | None = None
+    #: No space mode: refused in shared spaces.
+    space_mode: str | None = None
+    #: No native tool named differently from Claude's.
+    tool_aliases: Mapping[str, str] = MappingProxyType({})
+    #: No configuration variable of the vendor's own passes from the daemon's environment.
+    config_env: frozenset[str] = frozenset()
+    #: No API-key variable passes, even with ``inheritApiKeys``.
+    api_key_env: frozenset[str] = frozenset()
+
+    def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
+        """No additive flags: any flag is refused (none refused when none is given).
+
+        Raises:
+            AdapterError: a flag was given; the message names it.
+        """
+        if flags:
+            raise AdapterError(
+                f"additive flag {flags[0]!r} is not allowed: {self.display_name} declares no additive flags"
+            )
+        return ()
 
     def resumable(self, options: Mapping[str, Any]) -> bool:
         """Every transport resumes as the vendor does (:attr:`Adapter.supports_resume`)."""
@@ -667,6 +726,10 @@ class AdapterDefaults:
 
     def encode_interrupt(self, request_id: str) -> str | None:
         """No interrupt: a stop ends the process."""
+        return None
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow | None:
+        """No capability row: the API shows the row's capabilities as not described."""
         return None
 
 

@@ -100,6 +100,29 @@ def bridge_not_connected(
     return RunFailureEvent(raw=event.raw, reason=reason)
 
 
+def decode_line(line: bytes | bytearray | memoryview | str) -> str:
+    """Decode one output line as UTF-8 with replacement characters (never raises).
+
+    Returns:
+        The text; ``repr(line)`` for an object that is no buffer (``bytes()`` refuses it).
+    """
+    if isinstance(line, str):
+        return line
+    try:
+        return bytes(line).decode("utf-8", errors="replace")
+    except (TypeError, ValueError):  # not a buffer, or a released memoryview: keep something readable
+        return repr(line)
+
+
+def load_object(text: str) -> JSON | None:
+    """Parse ``text`` as a JSON object; None when it is not JSON (or nested too deep) or not an object."""
+    try:
+        obj: Any = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def as_dict(value: object) -> JSON:
     """Return ``value`` if it is a JSON object (a dict with string keys), else an empty dict.
 

@@ -50,7 +50,14 @@ from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
-from octipusd.settings import McpServerSettings, Settings, load_settings, socket_path, xdg_data_dir
+from octipusd.settings import (
+    McpServerSettings,
+    Settings,
+    VendorBinary,
+    load_settings,
+    socket_path,
+    xdg_data_dir,
+)
 from octipusd.store.aio import in_thread
 from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url
 from octipusd.store.lock import DatabaseLock
@@ -63,9 +70,43 @@ log = logging.getLogger("octipusd")
 
 def binary_setting(settings: Settings, adapter: Adapter) -> str:
     """Return the configured ``cliModels.<key>.binaryPath`` of an adapter, or its default command."""
-    section = getattr(settings.cliModels, adapter.setting_key, None)
-    value = getattr(section, "binaryPath", None) if section is not None else None
-    return value or adapter.default_binary
+    return settings.cliModels.binary_path(adapter.setting_key) or adapter.default_binary
+
+
+def vendor_binaries(adapters: Mapping[str, Adapter]) -> list[VendorBinary]:
+    """The installed adapters' binary settings (declared ``setting_key`` and ``binary_env``), one per
+    key: adapters sharing a key (Claude Code and its GLM and Kimi variants) share the setting."""
+    found: dict[str, VendorBinary] = {}
+    for name in sorted(adapters):
+        adapter = adapters[name]
+        known = found.get(adapter.setting_key)
+        if known is None or (known.env is None and adapter.binary_env is not None):
+            found[adapter.setting_key] = VendorBinary(adapter.setting_key, adapter.binary_env)
+    return list(found.values())
+
+
+def read_settings(config_file: Path | None, environ: Mapping[str, str] | None = None) -> Settings:
+    """:func:`~octipusd.settings.load_settings` with the installed adapters' binary settings.
+
+    Raises:
+        ConfigError: as :func:`~octipusd.settings.load_settings` (an adapter that fails to load is
+            left out here; the daemon reports it once it serves).
+    """
+    return load_settings(config_file, environ, vendor_binaries(load_adapters([])))
+
+
+def tool_aliases(adapters: Mapping[str, Adapter]) -> dict[str, str]:
+    """The installed adapters' native tool aliases, merged for the flow guard
+    (:attr:`~octipusd.adapter.Adapter.tool_aliases`); on a name two adapters map differently the
+    first adapter by registry name wins, and the conflict is logged."""
+    merged: dict[str, str] = {}
+    for name in sorted(adapters):
+        for alias, tool in adapters[name].tool_aliases.items():
+            if merged.setdefault(alias, tool) != tool:
+                log.warning(
+                    "adapter %s maps native tool %s to %s, kept as %s", name, alias, tool, merged[alias]
+                )
+    return merged
 
 
 def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, Resolution]:
@@ -116,6 +157,7 @@ def build_runs(
         policy,
         flow_guard=FlowGuardMode(settings.agent.flowGuard),
         plan_tools=frozenset(t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"),
+        tool_aliases=tool_aliases(adapters),
     )
     services = RunServices(
         store=store,
@@ -154,13 +196,14 @@ class McpServersSource:
     def __init__(self, settings: Settings, config_file: Path | None) -> None:
         self._last: Mapping[str, McpServerSettings] = settings.mcpServers
         self._config_file = config_file
+        self._vendors = vendor_binaries(load_adapters([]))
         self.problem: str | None = None
 
     def __call__(self) -> Mapping[str, McpServerSettings]:
         """The current ``mcpServers``; an invalid edit keeps the last good ones (logged, and
         reported by :meth:`notices` to every run until the file is fixed)."""
         try:
-            self._last = load_settings(self._config_file).mcpServers
+            self._last = load_settings(self._config_file, vendors=self._vendors).mcpServers
             self.problem = None
         except ConfigError as exc:
             self.problem = exc.message
@@ -452,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        settings = load_settings(args.config)
+        settings = read_settings(args.config)
     except ConfigError as exc:
         print(f"octipusd: {exc.message}", file=sys.stderr)
         return exc.exit_code

@@ -43,11 +43,16 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
 
 Sources, highest first: explicit arguments, the TOML file, ``OCTIPUS_<SECTION>__<KEY>``
 variables (e.g. ``OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS``), then the seed's first-boot
-variables ``OCTIPUS_CLI_PATH``, ``OCTIPUS_CLAUDE_BINARY``, ``OCTIPUS_CODEX_BINARY``,
-``OCTIPUS_ANTIGRAVITY_BINARY``, plus ``OCTIPUS_VIBE_BINARY``, ``OCTIPUS_DATABASE_URL`` and the original's
-``AGENT_FLOW_GUARD``. The first-boot names are
+variables ``OCTIPUS_CLI_PATH``, ``OCTIPUS_DATABASE_URL``, the original's ``AGENT_FLOW_GUARD``, and
+each adapter's binary variable (``OCTIPUS_CLAUDE_BINARY``, ``OCTIPUS_CODEX_BINARY``,
+``OCTIPUS_ANTIGRAVITY_BINARY``, ``OCTIPUS_VIBE_BINARY``). The first-boot names are
 defaults: a value in the file wins over them, as a saved setting wins over its first-boot
 environment equivalent in the seed.
+
+The ``cliModels.<key>`` sections are the adapters': each adapter declares its settings key and its
+binary variable (``Adapter.setting_key``, ``Adapter.binary_env``), and the daemon passes them to
+:func:`load_settings` as :class:`VendorBinary` entries; a section no adapter declares is an
+unknown setting. Nothing here names a vendor.
 
 An invalid value raises :class:`~octipusd.errors.ConfigError` whose message names the key,
 where it came from (file or variable) and what is accepted; ``octipusd`` prints it and exits
@@ -59,27 +64,47 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from octipusd.errors import ConfigError
 
-#: First-boot environment names from seed 003, mapped to their dotted setting keys.
+#: First-boot environment names from seed 003 other than the adapters' binary variables
+#: (:class:`VendorBinary`), mapped to their dotted setting keys.
 FIRST_BOOT_ENV: dict[str, str] = {
     "OCTIPUS_CLI_PATH": "cliModels.path",
-    "OCTIPUS_CLAUDE_BINARY": "cliModels.claudeCode.binaryPath",
-    "OCTIPUS_CODEX_BINARY": "cliModels.codexCli.binaryPath",
-    "OCTIPUS_ANTIGRAVITY_BINARY": "cliModels.antigravityCli.binaryPath",
-    "OCTIPUS_VIBE_BINARY": "cliModels.mistralVibe.binaryPath",
     "OCTIPUS_DATABASE_URL": "database.url",
     "AGENT_FLOW_GUARD": "agent.flowGuard",
 }
+
+
+@dataclass(frozen=True)
+class VendorBinary:
+    """One adapter's binary setting, as the adapter declares it.
+
+    Attributes:
+        key: The ``cliModels.<key>`` section (``Adapter.setting_key``, e.g. ``claudeCode``).
+        env: Its first-boot variable (``Adapter.binary_env``, e.g. ``OCTIPUS_CLAUDE_BINARY``), or None.
+    """
+
+    key: str
+    env: str | None = None
+
 
 #: What each key accepts, for error messages.
 ACCEPTED: dict[str, str] = {
@@ -135,13 +160,26 @@ class BinarySetting(_Section):
 
 
 class CliModels(_Section):
-    """``cliModels``: executable resolution (seed 003)."""
+    """``cliModels``: executable resolution (seed 003): ``path`` and one section per adapter key.
+
+    The sections are the adapters' (:class:`VendorBinary`): :func:`load_settings` validates them
+    against the declared keys (see :func:`_declared_cli_models`); this base model holds them by key.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
     path: str | None = None
-    claudeCode: BinarySetting = Field(default_factory=BinarySetting)
-    codexCli: BinarySetting = Field(default_factory=BinarySetting)
-    antigravityCli: BinarySetting = Field(default_factory=BinarySetting)
-    mistralVibe: BinarySetting = Field(default_factory=BinarySetting)
+    __pydantic_extra__: dict[str, BinarySetting] = Field(init=False)
+
+    @property
+    def sections(self) -> Mapping[str, BinarySetting]:
+        """The ``cliModels.<key>`` sections by adapter settings key."""
+        return {key: value for key, value in self if isinstance(value, BinarySetting)}
+
+    def binary_path(self, key: str) -> str | None:
+        """``cliModels.<key>.binaryPath``, or None when unset."""
+        section = self.sections.get(key)
+        return section.binaryPath if section is not None else None
 
     @field_validator("path")
     @classmethod
@@ -418,16 +456,19 @@ class _TomlSource(PydanticBaseSettingsSource):
 
 
 class _FirstBootEnvSource(PydanticBaseSettingsSource):
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, settings_cls: type[BaseSettings], environ: Mapping[str, str], names: Mapping[str, str]
+    ) -> None:
         super().__init__(settings_cls)
         self._environ = environ
+        self._names = names
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name, key in FIRST_BOOT_ENV.items():
+        for name, key in self._names.items():
             value = self._environ.get(name)
             if value is None or value == "":
                 continue
@@ -489,6 +530,7 @@ class Settings(BaseSettings):
 
     _toml_data: ClassVar[dict[str, Any]] = {}
     _environ: ClassVar[Mapping[str, str]] = {}
+    _first_boot: ClassVar[Mapping[str, str]] = FIRST_BOOT_ENV
 
     @classmethod
     def settings_customise_sources(
@@ -503,7 +545,7 @@ class Settings(BaseSettings):
             init_settings,
             _TomlSource(settings_cls, cls._toml_data),
             env_settings,
-            _FirstBootEnvSource(settings_cls, cls._environ),
+            _FirstBootEnvSource(settings_cls, cls._environ, cls._first_boot),
         )
 
 
@@ -514,8 +556,34 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "octipus" / "config.toml"
 
 
+def first_boot_names(vendors: Sequence[VendorBinary]) -> dict[str, str]:
+    """Every first-boot variable -> its dotted key: :data:`FIRST_BOOT_ENV` and the adapters' binaries."""
+    names = dict(FIRST_BOOT_ENV)
+    for vendor in vendors:
+        if vendor.env is not None:
+            names.setdefault(vendor.env, f"cliModels.{vendor.key}.binaryPath")
+    return names
+
+
+class _DeclaredCliModels(CliModels):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _declared_cli_models(vendors: Sequence[VendorBinary]) -> type[CliModels]:
+    """``cliModels`` with one typed section per declared key and no other (an unknown key is an
+    unknown setting; ``OCTIPUS_CLIMODELS__<KEY>__BINARYPATH`` matches its key in any case)."""
+    sections: dict[str, Any] = {
+        vendor.key: (BinarySetting, Field(default_factory=BinarySetting)) for vendor in vendors
+    }
+    return create_model("CliModels", __base__=_DeclaredCliModels, **sections)
+
+
 def _origin(
-    key: str, toml_data: Mapping[str, Any], config_file: Path | None, environ: Mapping[str, str]
+    key: str,
+    toml_data: Mapping[str, Any],
+    config_file: Path | None,
+    environ: Mapping[str, str],
+    first_boot: Mapping[str, str],
 ) -> str:
     present, _ = _get_dotted(toml_data, key)
     if present and config_file is not None:
@@ -524,7 +592,7 @@ def _origin(
     for name in environ:
         if name.upper() == nested:
             return f"environment variable {name}"
-    for name, dotted in FIRST_BOOT_ENV.items():
+    for name, dotted in first_boot.items():
         if dotted == key and environ.get(name):
             return f"environment variable {name}"
     return "defaults"
@@ -537,13 +605,19 @@ def _accepted(key: str) -> str:
     return ACCEPTED.get(leaf, "see the Configuration section of the README")
 
 
-def load_settings(config_file: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    vendors: Sequence[VendorBinary] = (),
+) -> Settings:
     """Read settings from the TOML file and the environment.
 
     Args:
         config_file: Explicit file (``--config``); it must exist. None reads
             :func:`default_config_path` when it exists.
         environ: Environment to read (defaults to ``os.environ``).
+        vendors: The installed adapters' binary settings (their ``cliModels.<key>`` sections and
+            first-boot variables); a ``cliModels`` section not among them is an unknown setting.
 
     Returns:
         The validated, frozen settings.
@@ -566,9 +640,14 @@ def load_settings(config_file: Path | None = None, environ: Mapping[str, str] | 
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
 
-    class _Bound(Settings):
-        _toml_data: ClassVar[dict[str, Any]] = data
-        _environ: ClassVar[Mapping[str, str]] = env
+    cli_models = _declared_cli_models(vendors)
+    first_boot = first_boot_names(vendors)
+    bound = create_model(
+        "Settings", __base__=Settings, cliModels=(cli_models, Field(default_factory=cli_models))
+    )
+    bound._toml_data = data
+    bound._environ = env
+    bound._first_boot = first_boot
 
     saved = os.environ.copy()
     try:
@@ -576,12 +655,12 @@ def load_settings(config_file: Path | None = None, environ: Mapping[str, str] | 
             os.environ.clear()
             os.environ.update(env)
         try:
-            loaded = _Bound()
+            loaded = bound()
         except ValidationError as exc:
             lines = []
             for err in exc.errors():
                 key = ".".join(str(p) for p in err["loc"])
-                origin = _origin(key, data, path, env)
+                origin = _origin(key, data, path, env, first_boot)
                 if err["type"] == "extra_forbidden":
                     lines.append(f"{key}: unknown setting (from {origin}); check the spelling of the key")
                 else:
@@ -592,7 +671,7 @@ def load_settings(config_file: Path | None = None, environ: Mapping[str, str] | 
         if environ is not None:
             os.environ.clear()
             os.environ.update(saved)
-    return Settings.model_validate(loaded.model_dump())
+    return loaded
 
 
 def xdg_runtime_dir(environ: Mapping[str, str] | None = None) -> Path:

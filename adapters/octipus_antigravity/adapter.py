@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from octipusd.adapter import (
     AdapterDefaults,
+    CapabilityRow,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -16,6 +18,15 @@ from octipusd.errors import AdapterError
 
 from . import launch
 from .parser import AntigravityTextParser
+
+#: Seed 003's "Permissions and limits" row of Antigravity.
+CAPABILITIES: Final = CapabilityRow(
+    adapter="Antigravity",
+    octipus_tools="Terminal bridge",
+    vendor_planning_mode="plan mode",
+    activity="Buffered text",
+    vendor_approval_relay="Vendor mode; no interactive relay",
+)
 
 
 class AntigravityAdapter(AdapterDefaults):
@@ -34,6 +45,7 @@ class AntigravityAdapter(AdapterDefaults):
         name: ``antigravity``.
         display_name: ``Antigravity CLI``.
         setting_key: ``antigravityCli`` (the ``cliModels.antigravityCli`` binary setting).
+        binary_env: ``OCTIPUS_ANTIGRAVITY_BINARY`` (its first-boot variable).
         default_binary: ``agy``.
         supports_resume: False: print mode prints no conversation id and a stale id silently starts
             a new conversation, so Octipus never resumes agy (seed 003 "Session reuse").
@@ -47,6 +59,7 @@ class AntigravityAdapter(AdapterDefaults):
     name: str = "antigravity"
     display_name: str = "Antigravity CLI"
     setting_key: str = "antigravityCli"
+    binary_env: str | None = "OCTIPUS_ANTIGRAVITY_BINARY"
     default_binary: str = "agy"
     supports_resume: bool = False
     transports: tuple[str, ...] = ()
@@ -121,6 +134,10 @@ class AntigravityAdapter(AdapterDefaults):
         """
         chars = len(self.input_text(request)) if request is not None else 0
         return AntigravityTextParser(input_chars=chars)
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow:
+        """The row's capabilities (:data:`CAPABILITIES`; agy runs one way only)."""
+        return CAPABILITIES
 
     def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
         """Validate additive flags (see :func:`octipus_antigravity.launch.normalize_additive_flags`)."""

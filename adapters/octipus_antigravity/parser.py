@@ -42,6 +42,7 @@ import re
 from typing import Final
 
 from octipusd.adapter import ResultEvent, StreamParserDefaults, TextEvent, Usage, UsageEvent, VendorEvent
+from octipusd.adapterkit import decode_line
 
 #: Characters per estimated token (seed 003: "about four characters per token").
 CHARS_PER_TOKEN: Final = 4
@@ -82,7 +83,7 @@ def clean_line(raw: bytes | bytearray | memoryview | str) -> str:
         The text without ANSI escapes and without a trailing carriage return; when carriage returns
         remain inside the line, only the text after the last one (what a terminal would show).
     """
-    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", errors="replace")
+    text = decode_line(raw)
     text = _ANSI.sub("", text).rstrip("\r")
     if "\r" in text:
         text = text.rsplit("\r", 1)[-1]
@@ -115,10 +116,7 @@ class AntigravityTextParser(StreamParserDefaults):
         """
         if self._finished:
             return []
-        try:
-            text = clean_line(line)
-        except Exception:  # an odd buffer object: keep something readable
-            text = repr(line)
+        text = clean_line(line)
         # +1 counts the newline that joins this line to the previous one
         self._output_chars += len(text) + (1 if self._lines or self._truncated else 0)
         if self._truncated:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from octipusd.adapter import (
     AdapterDefaults,
+    CapabilityRow,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -47,6 +49,7 @@ class ClaudeCodeAdapter(AdapterDefaults):
         name: ``claude-code``.
         display_name: ``Claude Code``.
         setting_key: ``claudeCode`` (the ``cliModels.claudeCode`` binary setting).
+        binary_env: ``OCTIPUS_CLAUDE_BINARY`` (its first-boot variable).
         default_binary: ``claude``.
         supports_resume: True: Octipus mints the id (``--session-id``) and resumes it (``--resume``).
         config_env: :data:`octipus_claude_code.launch.CONFIG_ENV`.
@@ -61,6 +64,7 @@ class ClaudeCodeAdapter(AdapterDefaults):
     name: str = "claude-code"
     display_name: str = "Claude Code"
     setting_key: str = "claudeCode"
+    binary_env: str | None = "OCTIPUS_CLAUDE_BINARY"
     default_binary: str = "claude"
     supports_resume: bool = True
     transports: tuple[str, ...] = ()
@@ -180,6 +184,10 @@ class ClaudeCodeAdapter(AdapterDefaults):
     def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
         """Validate additive flags (see :func:`~octipus_claude_code.launch.normalize_additive_flags`)."""
         return normalize_additive_flags(flags)
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow:
+        """Seed 003's row for the Claude-based adapters (see :data:`octipus_claude_code.control.CAPABILITIES`)."""
+        return control.CAPABILITIES
 
     def new_session_id(self) -> str:
         """Mint Claude's session id for a first turn: a random UUID4 string (seed 003 "Session reuse")."""

@@ -11,11 +11,27 @@ import json
 import re
 from typing import Final
 
-from octipusd.adapter import JSON, PermissionDecision, PermissionRequestEvent, ResultEvent, SessionEvent
+from octipusd.adapter import (
+    JSON,
+    CapabilityRow,
+    PermissionDecision,
+    PermissionRequestEvent,
+    ResultEvent,
+    SessionEvent,
+)
 from octipusd.adapterkit import bridge_not_connected
 
 #: Text of Claude's error for an unknown or out-of-cwd resume id (observed.md §1.7, sources.md §1.2).
 SESSION_MISSING_TEXT: Final = "No conversation found with session ID"
+
+#: Seed 003's "Permissions and limits" row of the Claude-based adapters (Claude Code, GLM, Kimi).
+CAPABILITIES: Final = CapabilityRow(
+    adapter="Claude Code / GLM / Kimi",
+    octipus_tools="Scoped MCP",
+    vendor_planning_mode="plan",
+    activity="Structured stream",
+    vendor_approval_relay="Claude permission control requests enter Octipus approvals",
+)
 
 #: Reason sent with a denial when the decision carries none.
 DEFAULT_DENY_MESSAGE: Final = "denied by Octipus policy"

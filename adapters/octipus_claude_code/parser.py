@@ -57,9 +57,8 @@ before the :class:`ResultEvent`; hence the sum of all ``UsageEvent.usage`` alway
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable
-from typing import Any
 
 from octipusd.adapter import (
     JSON,
@@ -90,22 +89,17 @@ from ._coerce import (
     as_dict,
     as_list,
     as_str,
+    decode_line,
     field_max,
     is_zero,
+    load_object,
     parse_usage,
     to_text,
 )
 from .control import encode_control_error, mcp_failure
 from .launch import encode_user_message
 
-
-def _decode(line: bytes | bytearray | memoryview | str) -> str:
-    if isinstance(line, str):
-        return line
-    try:
-        return bytes(line).decode("utf-8", errors="replace")
-    except Exception:  # an odd buffer object: keep something readable
-        return repr(line)
+log = logging.getLogger("octipus_claude_code")
 
 
 def flatten_tool_result(content: object) -> str:
@@ -187,12 +181,9 @@ class ClaudeStreamParser(StreamParserDefaults):
         characters, text that is not a JSON object becomes :class:`UnparsedLine`, and an object
         of an unexpected shape becomes :class:`UnknownEvent`.
         """
-        text = _decode(line)
-        try:
-            obj: Any = json.loads(text)
-        except (ValueError, RecursionError):
-            return [UnparsedLine(raw=None, text=text)]
-        if not isinstance(obj, dict):
+        text = decode_line(line)
+        obj = load_object(text)
+        if obj is None:
             return [UnparsedLine(raw=None, text=text)]
         vendor_type = as_str(obj.get("type"))
         handler = self._handlers.get(vendor_type) if vendor_type is not None else None
@@ -200,7 +191,8 @@ class ClaudeStreamParser(StreamParserDefaults):
             return [UnknownEvent(raw=obj, type=vendor_type)]
         try:
             return handler(obj)
-        except Exception:  # last resort: an unforeseen shape must not kill the run
+        except Exception:  # last resort, logged: an unforeseen shape must not kill the run
+            log.exception("Claude %s line of an unforeseen shape, kept as an unknown event", vendor_type)
             return [UnknownEvent(raw=obj, type=vendor_type)]
 
     def total_usage(self) -> Usage:

@@ -65,6 +65,7 @@ from .control import (
     stderr_session_missing,
     usage_is_cumulative,
 )
+from .items import command_input
 from .launch import (
     ALLOWED_ADDITIVE_FLAGS,
     APPROVAL_POLICIES,
@@ -77,7 +78,7 @@ from .launch import (
     normalize_additive_flags,
     toml_string,
 )
-from .parser import CodexStreamParser, command_input
+from .parser import CodexStreamParser
 from .rpc import encode_control_error, encode_permission_response, unwrap_shell
 
 __all__ = [

@@ -13,7 +13,9 @@ from octipusd.adapterkit import (  # re-exported: this package's parsers import 
     as_list as as_list,
     as_str as as_str,
     as_tokens as as_tokens,
+    decode_line as decode_line,
     is_zero as is_zero,
+    load_object as load_object,
     to_text as to_text,
 )
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from octipusd import __version__
 from octipusd.adapter import (
     AdapterDefaults,
+    CapabilityRow,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -32,6 +34,7 @@ class CodexAdapter(AdapterDefaults):
         name: ``codex``.
         display_name: ``Codex CLI``.
         setting_key: ``codexCli`` (the ``cliModels.codexCli`` binary setting).
+        binary_env: ``OCTIPUS_CODEX_BINARY`` (its first-boot variable, seed 003).
         default_binary: ``codex``.
         supports_resume: True: Codex assigns the thread id (captured from the
             :class:`~octipusd.adapter.SessionEvent`), Octipus resumes it.
@@ -40,11 +43,14 @@ class CodexAdapter(AdapterDefaults):
         space_mode: The declared space mode (seed 003 "In shared spaces"; read by
             ``octipusd.policy.spaces.check_space_model``): the read-only sandbox with approval
             policy ``never``, on both transports, whatever the row's permission mode.
+        tool_aliases: Codex's item names that behave like Claude tools
+            (:data:`octipus_codex.control.TOOL_ALIASES`).
     """
 
     name: str = "codex"
     display_name: str = "Codex CLI"
     setting_key: str = "codexCli"
+    binary_env: str | None = "OCTIPUS_CODEX_BINARY"
     default_binary: str = "codex"
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
@@ -54,6 +60,7 @@ class CodexAdapter(AdapterDefaults):
         "read-only sandbox with approval policy never (nothing escalates out of it), whatever the row's "
         "permission mode"
     )
+    tool_aliases: Mapping[str, str] = control.TOOL_ALIASES
 
     def version_argv(self, binary: str) -> tuple[str, ...]:
         """Return ``(binary, "--version")``; it prints ``codex-cli 0.171.0`` in about 0.1 s."""
@@ -123,6 +130,10 @@ class CodexAdapter(AdapterDefaults):
     def encode_control_error(self, request_id: str, message: str) -> str:
         """Encode a JSON-RPC error answer to a server request (see :func:`octipus_codex.rpc.encode_control_error`)."""
         return rpc.encode_control_error(request_id, message)
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow:
+        """The row's capabilities per transport (see :func:`octipus_codex.control.capabilities`)."""
+        return control.capabilities(options)
 
     def new_session_id(self) -> str | None:
         """Codex assigns the thread id itself (seed 003 "Session reuse"), so none is minted."""

@@ -7,9 +7,11 @@ resume`` (observed.md §2.6), the MCP start-up statuses (observed-2.md §1.4), `
 from __future__ import annotations
 
 import re
-from typing import Final
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
 
-from octipusd.adapter import LaunchRequest, ResultEvent, SessionEvent
+from octipusd.adapter import CapabilityRow, LaunchRequest, ResultEvent, SessionEvent
 from octipusd.adapterkit import bridge_not_connected
 
 from .launch import TRANSPORT_EXEC, transport_of
@@ -21,7 +23,29 @@ SESSION_MISSING_TEXT: Final = "no rollout found for thread id"
 #: Codex's text for a resume id that is not a UUID (app-server -32600, observed on 0.171.0).
 INVALID_SESSION_TEXT: Final = "invalid session id"
 
+#: Codex names its native items differently from Claude; the flow guard classifies them under the
+#: Claude tool they behave like (observed-2.md: ``commandExecution`` carries ``command``; exec's
+#: ``web_search`` item is named ``webSearch`` by the parser, kept for rules written either way).
+TOOL_ALIASES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "commandExecution": "Bash",
+        "fileChange": "Write",
+        "webSearch": "WebSearch",
+        "web_search": "WebSearch",
+    }
+)
+
 _VERSION_RE: Final = re.compile(r"\b(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)")
+
+
+def capabilities(options: Mapping[str, Any]) -> CapabilityRow:
+    """Seed 003's "Permissions and limits" row of Codex for a model row's ``metadata.cliAgent``:
+    ``app-server`` relays command and MCP approvals, ``exec`` relays none (its sandbox decides)."""
+    if options.get("transport") == TRANSPORT_EXEC:
+        relay = "Vendor’s noninteractive sandbox policy; no interactive relay"
+    else:
+        relay = "app-server: command and MCP approvals enter Octipus approvals"
+    return CapabilityRow("Codex CLI", "Scoped MCP", "read-only sandbox", "Structured stream", relay)
 
 
 def session_missing(result: ResultEvent) -> bool:

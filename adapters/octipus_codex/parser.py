@@ -6,12 +6,8 @@ One :class:`CodexStreamParser` reads one process's stdout, one complete line per
 ``codex exec --json`` event (observed.md §2.3). Every event keeps the line's decoded object as
 ``raw``.
 
-Tool names (the ``<Tool>`` of ``cli-native:<Tool>`` rules) are the app-server item types, for
-both transports: ``commandExecution`` (input ``command`` = the model's command without Codex's
-``/bin/bash -lc`` wrapper, ``cwd``, and ``rawCommand`` when a wrapper was removed),
-``fileChange`` (``changes``, ``path`` = the first changed path), ``permissions``, and
-``mcp__<server>__<tool>`` for MCP tools (as Claude names them, so the runtime recognises its own
-bridge's tools). Other tool items (``webSearch``, ``dynamicToolCall``, ...) keep their item type.
+Tool names and the item and approval-request events are :mod:`octipus_codex.items`'s; usage is
+counted by :mod:`octipus_codex.usage` (this turn's own figures on both transports).
 
 app-server (JSON-RPC) ->  events
 ---------------------------------
@@ -74,43 +70,19 @@ started thread means the bridge initialized; a failed bridge ends exec with rc 1
 ``turn.completed`` -> :class:`UsageEvent` + :class:`ResultEvent`; ``turn.failed`` ->
 :class:`ResultEvent` (error); a top-level ``error`` -> :class:`ErrorEvent` (``fatal=False``:
 "Reconnecting... n/5" lines precede a real failure, which ``turn.failed`` reports).
-
-Usage (tokens)
---------------
-app-server sends ``thread/tokenUsage/updated`` after every model request with ``last`` (that
-request) and ``total`` (the thread, cumulative across resumes) (observed-2.md §1.6). The parser
-counts ``last`` of the notifications whose ``turnId`` is this run's turn, once per distinct
-``total``: a resumed thread first replays the previous turn's notification (its old ``turnId``,
-observed on 0.171.0), which is not counted. Notifications that arrive before the turn id is
-known are held until it is. So a turn's usage is exact whatever the thread's history, and
-:attr:`ResultEvent.usage` is the turn's sum.
-
-exec reports only ``turn.completed.usage``, cumulative for the whole thread across resumed runs
-(observed.md §2.3). The parser emits the increase over the thread's usage before this turn: for a
-resumed exec launch the adapter declares its usage cumulative
-(:meth:`octipus_codex.CodexAdapter.usage_is_cumulative`), the runtime supplies what it stored for
-the thread's earlier runs as :attr:`~octipusd.adapter.LaunchRequest.thread_usage`, and the parser
-subtracts it (clamped at 0); a new thread (or a resume answered with another thread) starts from 0.
-So the :class:`UsageEvent`, the :class:`ResultEvent` and :meth:`CodexStreamParser.total_usage`
-carry this turn's own figures on both transports.
-
-Codex's input counts include cached input; :class:`~octipusd.adapter.Usage` gets the uncached part
-as ``input_tokens`` and the cached part as ``cache_read_input_tokens``.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
+import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from octipusd.adapter import (
     JSON,
     ControlCancelEvent,
     ErrorEvent,
     LaunchRequest,
-    PermissionRequestEvent,
     ResultEvent,
     RunFailureEvent,
     SessionEvent,
@@ -118,21 +90,20 @@ from octipusd.adapter import (
     StdinWriteEvent,
     Steering,
     StreamParserDefaults,
-    TextEvent,
-    ThinkingEvent,
-    ToolResultEvent,
-    ToolUseEvent,
     UnknownEvent,
     UnparsedLine,
     Usage,
-    UsageEvent,
     VendorEvent,
 )
 from octipusd.errors import AdapterError
 
 from . import control, rpc
-from ._coerce import as_dict, as_list, as_str, codex_usage, flatten_content, is_zero, to_text
+from ._coerce import as_dict, as_list, as_str, decode_line, load_object, to_text
+from .items import ItemTranslator, server_request
 from .launch import TRANSPORT_APP_SERVER, app_server_plan, transport_of
+from .usage import UsageCounter
+
+log = logging.getLogger("octipus_codex")
 
 #: Name of the Octipus bridge as the exec parser reports it (``BridgeEndpoint.server_name``'s
 #: default; exec prints nothing that names it).
@@ -186,80 +157,6 @@ _WARNINGS: Final = {
 }
 
 #: Thread items that are not tool calls and are reported as a :class:`StatusEvent` when completed.
-_STATUS_ITEMS: Final = frozenset(
-    {
-        "plan",
-        "contextCompaction",
-        "enteredReviewMode",
-        "exitedReviewMode",
-        "hookPrompt",
-        "subAgentActivity",
-        "functionCallOutput",
-        "todo_list",
-    }
-)
-
-#: exec item types (snake_case) -> the app-server item type used as the tool name.
-_EXEC_ITEM_TYPES: Final = {
-    "command_execution": "commandExecution",
-    "mcp_tool_call": "mcpToolCall",
-    "file_change": "fileChange",
-    "web_search": "webSearch",
-    "agent_message": "agentMessage",
-    "reasoning": "reasoning",
-    "collab_tool_call": "collabAgentToolCall",
-}
-
-
-def _decode(line: bytes | bytearray | memoryview | str) -> str:
-    if isinstance(line, str):
-        return line
-    try:
-        return bytes(line).decode("utf-8", errors="replace")
-    except Exception:  # an odd buffer object: keep something readable
-        return repr(line)
-
-
-def command_input(command: str, cwd: object) -> JSON:
-    """The :class:`ToolUseEvent` / :class:`PermissionRequestEvent` input of a command.
-
-    Args:
-        command: The command as Codex reports it (``/bin/bash -lc '<cmd>'``).
-        cwd: Its working directory, if known.
-
-    Returns:
-        ``{"command": <cmd without the shell wrapper>, ["cwd": <cwd>], ["rawCommand": <command>]}``;
-        ``rawCommand`` only when a wrapper was removed (:func:`octipus_codex.rpc.unwrap_shell`).
-    """
-    inner = rpc.unwrap_shell(command)
-    data: JSON = {"command": inner}
-    if isinstance(cwd, str) and cwd:
-        data["cwd"] = cwd
-    if inner != command:
-        data["rawCommand"] = command
-    return data
-
-
-def _changes_input(changes: object) -> JSON:
-    data: JSON = {"changes": changes}
-    for change in as_list(changes):
-        path = as_str(as_dict(change).get("path"))
-        if path:
-            data["path"] = path
-            break
-    return data
-
-
-def _mcp_name(server: object, tool: object) -> str:
-    return f"mcp__{as_str(server) or ''}__{as_str(tool) or ''}"
-
-
-def _arguments(value: object) -> JSON:
-    if isinstance(value, dict):
-        return value
-    if value is None:
-        return {}
-    return {"arguments": value}
 
 
 class CodexStreamParser(StreamParserDefaults):
@@ -281,11 +178,11 @@ class CodexStreamParser(StreamParserDefaults):
         self._plan: rpc.Plan | None = None
         self._exec_bridge: str | None = DEFAULT_BRIDGE_NAME
         self._requested: str | None = None
-        self._exec_cumulative = Usage()  # the thread's exec usage already counted (tokens)
+        thread_usage = Usage()  # the thread's exec usage already counted (tokens)
         if request is not None:
             self._requested = request.vendor_session_id if request.resume else None
             if self._requested is not None and request.thread_usage is not None:
-                self._exec_cumulative = request.thread_usage
+                thread_usage = request.thread_usage
             self._exec_bridge = request.bridge.server_name if request.bridge is not None else None
             try:
                 if transport_of(request.options) == TRANSPORT_APP_SERVER:
@@ -301,13 +198,8 @@ class CodexStreamParser(StreamParserDefaults):
         self._turn_id: str | None = None
         self._turn_done = False
         self._steers = 0
-        self._pending_usage: list[tuple[str | None, JSON]] = []
-        self._last_total: str | None = None
-        self._turn_usage = Usage()
-        self._total = Usage()
-        self._started: set[str] = set()
-        self._file_changes: dict[str, JSON] = {}
-        self._last_text: str | None = None
+        self._usage = UsageCounter(thread_usage)
+        self._items = ItemTranslator()
         self._rpc_notifications: dict[str, Callable[[JSON, JSON], list[VendorEvent]]] = {
             "mcpServer/startupStatus/updated": self._mcp_status,
             "thread/started": self._thread_started,
@@ -322,9 +214,9 @@ class CodexStreamParser(StreamParserDefaults):
         self._exec_handlers: dict[str, Callable[[JSON], list[VendorEvent]]] = {
             "thread.started": self._exec_thread_started,
             "turn.started": self._exec_turn_started,
-            "item.started": self._exec_item,
-            "item.updated": self._exec_item,
-            "item.completed": self._exec_item,
+            "item.started": self._items.exec_item,
+            "item.updated": self._items.exec_item,
+            "item.completed": self._items.exec_item,
             "turn.completed": self._exec_turn_completed,
             "turn.failed": self._exec_turn_failed,
             "error": self._exec_error,
@@ -350,12 +242,9 @@ class CodexStreamParser(StreamParserDefaults):
         characters, text that is not a JSON object becomes :class:`UnparsedLine`, and an object
         of an unexpected shape becomes :class:`UnknownEvent`.
         """
-        text = _decode(line)
-        try:
-            obj: Any = json.loads(text)
-        except (ValueError, RecursionError):
-            return [UnparsedLine(raw=None, text=text)]
-        if not isinstance(obj, dict):
+        text = decode_line(line)
+        obj = load_object(text)
+        if obj is None:
             return [UnparsedLine(raw=None, text=text)]
         try:
             if isinstance(obj.get("method"), str) or "id" in obj:
@@ -365,12 +254,14 @@ class CodexStreamParser(StreamParserDefaults):
             if handler is None:
                 return [UnknownEvent(raw=obj, type=kind)]
             return handler(obj)
-        except Exception:  # last resort: an unforeseen shape must not kill the run
-            return [UnknownEvent(raw=obj, type=as_str(obj.get("method")) or as_str(obj.get("type")))]
+        except Exception:  # last resort, logged: an unforeseen shape must not kill the run
+            kind = as_str(obj.get("method")) or as_str(obj.get("type"))
+            log.exception("Codex %s line of an unforeseen shape, kept as an unknown event", kind)
+            return [UnknownEvent(raw=obj, type=kind)]
 
     def total_usage(self) -> Usage:
         """Usage of the run so far (tokens): the sum of every :class:`UsageEvent` emitted."""
-        return self._total
+        return self._usage.total
 
     def finish(self, exit_code: int | None) -> list[VendorEvent]:
         """Nothing is buffered; a run that ended without a result is reported by the runtime."""
@@ -381,7 +272,7 @@ class CodexStreamParser(StreamParserDefaults):
     def _rpc(self, obj: JSON) -> list[VendorEvent]:
         method = as_str(obj.get("method"))
         if method is not None and "id" in obj:
-            return self._server_request(obj, method)
+            return server_request(obj, method, self._items.file_changes)
         if method is not None:
             handler = self._rpc_notifications.get(method)
             params = as_dict(obj.get("params"))
@@ -448,7 +339,7 @@ class CodexStreamParser(StreamParserDefaults):
             is_error=True,
             subtype=subtype,
             session_id=session_id,
-            usage=self._turn_usage,
+            usage=self._usage.turn,
             errors=(message,),
         )
 
@@ -548,40 +439,10 @@ class CodexStreamParser(StreamParserDefaults):
         if self._turn_id is not None or turn_id is None:
             return []
         self._turn_id = turn_id
-        pending, self._pending_usage = self._pending_usage, []
-        events: list[VendorEvent] = []
-        for held_turn, held in pending:
-            if held_turn in (None, turn_id):
-                events.extend(self._count_usage(held))
-        return events
+        return self._usage.release(turn_id)
 
     def _token_usage(self, obj: JSON, params: JSON) -> list[VendorEvent]:
-        turn_id = as_str(params.get("turnId"))
-        if self._turn_id is None:
-            self._pending_usage.append((turn_id, obj))
-            return []
-        if turn_id is not None and turn_id != self._turn_id:
-            return []  # another turn's figures (the replay of a resumed thread's last turn)
-        return self._count_usage(obj)
-
-    def _count_usage(self, obj: JSON) -> list[VendorEvent]:
-        token_usage = as_dict(as_dict(obj.get("params")).get("tokenUsage"))
-        total = to_text(token_usage.get("total"))
-        if total == self._last_total:
-            return []  # the same request reported again
-        self._last_total = total
-        usage = codex_usage(
-            token_usage.get("last"),
-            input_key="inputTokens",
-            cached_key="cachedInputTokens",
-            cache_write_key="cacheWriteInputTokens",
-            output_key="outputTokens",
-        )
-        if usage is None or is_zero(usage):
-            return []
-        self._turn_usage = self._turn_usage + usage
-        self._total = self._total + usage
-        return [UsageEvent(raw=obj, usage=usage)]
+        return self._usage.notification(obj, as_str(params.get("turnId")), self._turn_id)
 
     def _turn_completed(self, obj: JSON, params: JSON) -> list[VendorEvent]:
         turn = as_dict(params.get("turn"))
@@ -597,7 +458,7 @@ class CodexStreamParser(StreamParserDefaults):
             errors = (as_str(as_dict(error).get("message")) or to_text(error),)
         elif status == "interrupted":
             errors = ("the Codex turn was interrupted",)
-        text = self._last_text
+        text = self._items.last_text
         for item in as_list(turn.get("items")):
             entry = as_dict(item)
             if entry.get("type") == "agentMessage" and as_str(entry.get("text")):
@@ -610,7 +471,7 @@ class CodexStreamParser(StreamParserDefaults):
                 subtype=status,
                 text=text,
                 session_id=self._thread_id,
-                usage=self._turn_usage,
+                usage=self._usage.turn,
                 errors=errors,
             )
         )
@@ -629,201 +490,16 @@ class CodexStreamParser(StreamParserDefaults):
     # ------------------------------------------------------------------ items (both transports)
 
     def _item_started(self, obj: JSON, params: JSON) -> list[VendorEvent]:
-        return self._item(obj, as_dict(params.get("item")), completed=False)
+        return self._items.item(obj, as_dict(params.get("item")), completed=False)
 
     def _item_completed(self, obj: JSON, params: JSON) -> list[VendorEvent]:
-        return self._item(obj, as_dict(params.get("item")), completed=True)
-
-    def _tool(self, obj: JSON, item_id: str, name: str, data: JSON) -> list[VendorEvent]:
-        """The :class:`ToolUseEvent` of an item, once per item id (started, or completed alone)."""
-        if item_id and item_id in self._started:
-            return []
-        if item_id:
-            self._started.add(item_id)
-        return [ToolUseEvent(raw=obj, tool_use_id=item_id, name=name, input=data)]
-
-    def _item(self, obj: JSON, item: JSON, *, completed: bool) -> list[VendorEvent]:
-        kind = as_str(item.get("type"))
-        item_id = as_str(item.get("id")) or ""
-        status = as_str(item.get("status"))
-        if kind == "agentMessage":
-            text = as_str(item.get("text"))
-            if not completed or not text:
-                return []
-            self._last_text = text
-            return [TextEvent(raw=obj, text=text, message_id=item_id or None)]
-        if kind == "reasoning":
-            parts = [
-                p
-                for p in (*as_list(item.get("summary")), *as_list(item.get("content")))
-                if isinstance(p, str)
-            ]
-            text = as_str(item.get("text")) or "\n".join(parts)
-            return (
-                [ThinkingEvent(raw=obj, text=text, message_id=item_id or None)] if completed and text else []
-            )
-        if kind == "userMessage":
-            return []
-        if kind == "commandExecution":
-            command = as_str(item.get("command")) or ""
-            events = self._tool(obj, item_id, "commandExecution", command_input(command, item.get("cwd")))
-            if completed:
-                output = as_str(item.get("aggregatedOutput"))
-                if output is None:
-                    output = as_str(item.get("aggregated_output")) or ""
-                exit_code = item.get("exitCode", item.get("exit_code"))
-                failed = status not in (None, "completed") or (isinstance(exit_code, int) and exit_code != 0)
-                if not output and status == "declined":
-                    output = "declined"
-                events.append(ToolResultEvent(raw=obj, tool_use_id=item_id, content=output, is_error=failed))
-            return events
-        if kind == "mcpToolCall":
-            name = _mcp_name(item.get("server"), item.get("tool"))
-            events = self._tool(obj, item_id, name, _arguments(item.get("arguments")))
-            if completed:
-                error = item.get("error")
-                result = as_dict(item.get("result"))
-                if error is not None:
-                    content = as_str(as_dict(error).get("message")) or to_text(error)
-                else:
-                    content = flatten_content(result.get("content"))
-                failed = error is not None or status == "failed"
-                events.append(ToolResultEvent(raw=obj, tool_use_id=item_id, content=content, is_error=failed))
-            return events
-        if kind == "fileChange":
-            data = _changes_input(item.get("changes"))
-            self._file_changes[item_id] = data
-            events = self._tool(obj, item_id, "fileChange", data)
-            if completed:
-                failed = status in ("failed", "declined")
-                events.append(
-                    ToolResultEvent(raw=obj, tool_use_id=item_id, content=status or "", is_error=failed)
-                )
-            return events
-        if kind in _STATUS_ITEMS:
-            return [StatusEvent(raw=obj, status=f"item:{kind}")] if completed else []
-        if kind in (
-            "webSearch",
-            "dynamicToolCall",
-            "collabAgentToolCall",
-            "imageView",
-            "imageGeneration",
-            "sleep",
-        ):
-            data = {k: v for k, v in item.items() if k not in ("id", "type", "status")}
-            events = self._tool(obj, item_id, kind, data)
-            if completed:
-                detail = item.get("result", item.get("contentItems", item.get("action")))
-                failed = status in ("failed", "declined") or item.get("success") is False
-                events.append(
-                    ToolResultEvent(
-                        raw=obj,
-                        tool_use_id=item_id,
-                        content="" if detail is None else to_text(detail),
-                        is_error=failed,
-                    )
-                )
-            return events
-        return [UnknownEvent(raw=obj, type=f"item/{'completed' if completed else 'started'}")]
-
-    # ------------------------------------------------------------------ server requests
-
-    def _server_request(self, obj: JSON, method: str) -> list[VendorEvent]:
-        request_id = obj.get("id")
-        rid = rpc.request_id_text(request_id)
-        params = as_dict(obj.get("params"))
-        item_id = as_str(params.get("itemId"))
-        if method == "item/commandExecution/requestApproval":
-            data = command_input(as_str(params.get("command")) or "", params.get("cwd"))
-            if not params.get("command"):
-                data.pop("command", None)
-            for key in ("reason", "kind"):
-                value = as_str(params.get(key))
-                if value and not (key == "kind" and value == "command"):
-                    data[key] = value
-            return [
-                PermissionRequestEvent(
-                    raw=obj, request_id=rid, tool_name="commandExecution", input=data, tool_use_id=item_id
-                )
-            ]
-        if method == "item/fileChange/requestApproval":
-            data = dict(self._file_changes.get(item_id or "", {}))
-            for key in ("reason", "grantRoot"):
-                value = as_str(params.get(key))
-                if value:
-                    data[key] = value
-            return [
-                PermissionRequestEvent(
-                    raw=obj, request_id=rid, tool_name="fileChange", input=data, tool_use_id=item_id
-                )
-            ]
-        if method == "item/permissions/requestApproval":
-            data = {"permissions": params.get("permissions")}
-            for key in ("cwd", "reason"):
-                value = as_str(params.get(key))
-                if value:
-                    data[key] = value
-            return [
-                PermissionRequestEvent(
-                    raw=obj, request_id=rid, tool_name="permissions", input=data, tool_use_id=item_id
-                )
-            ]
-        if method == "mcpServer/elicitation/request":
-            meta = as_dict(params.get("_meta"))
-            tool = as_str(meta.get("tool_name"))
-            if meta.get("codex_approval_kind") == "mcp_tool_call" and tool:
-                name = _mcp_name(params.get("serverName"), tool)
-                return [
-                    PermissionRequestEvent(
-                        raw=obj, request_id=rid, tool_name=name, input=_arguments(meta.get("tool_params"))
-                    )
-                ]
-            # an MCP server's own question (a form or a URL): Octipus cannot fill it in
-            answer = rpc.response(request_id, {"action": "decline", "content": None, "_meta": None})
-            return [UnknownEvent(raw=obj, type=method), StdinWriteEvent(raw=None, lines=(answer,))]
-        if method == "execCommandApproval":
-            argv = [a for a in as_list(params.get("command")) if isinstance(a, str)]
-            data = command_input(shlex.join(argv), params.get("cwd"))
-            reason = as_str(params.get("reason"))
-            if reason:
-                data["reason"] = reason
-            return [
-                PermissionRequestEvent(
-                    raw=obj,
-                    request_id=rid,
-                    tool_name="commandExecution",
-                    input=data,
-                    tool_use_id=as_str(params.get("callId")),
-                )
-            ]
-        if method == "applyPatchApproval":
-            changes = as_dict(params.get("fileChanges"))
-            data = {"changes": changes}
-            first = next((k for k in changes if isinstance(k, str)), None)
-            if first:
-                data["path"] = first
-            reason = as_str(params.get("reason"))
-            if reason:
-                data["reason"] = reason
-            return [
-                PermissionRequestEvent(
-                    raw=obj,
-                    request_id=rid,
-                    tool_name="fileChange",
-                    input=data,
-                    tool_use_id=as_str(params.get("callId")),
-                )
-            ]
-        answer = rpc.error_response(request_id, f"Octipus does not handle the Codex request {method}")
-        return [UnknownEvent(raw=obj, type=method), StdinWriteEvent(raw=None, lines=(answer,))]
-
-    # ------------------------------------------------------------------ exec JSONL
+        return self._items.item(obj, as_dict(params.get("item")), completed=True)
 
     def _exec_thread_started(self, obj: JSON) -> list[VendorEvent]:
         thread_id = as_str(obj.get("thread_id"))
         self._thread_id = thread_id
         if self._requested is not None and thread_id != self._requested:
-            self._exec_cumulative = Usage()  # another thread: none of its usage was counted before
+            self._usage.new_thread()
         if self._announced:
             return [StatusEvent(raw=obj, status="thread.started")]
         self._announced = True
@@ -836,61 +512,19 @@ class CodexStreamParser(StreamParserDefaults):
     def _exec_turn_started(self, obj: JSON) -> list[VendorEvent]:
         return [StatusEvent(raw=obj, status="turn.started")]
 
-    def _exec_item(self, obj: JSON, /) -> list[VendorEvent]:
-        phase = as_str(obj.get("type")) or "item.completed"
-        item = dict(as_dict(obj.get("item")))
-        kind = as_str(item.get("type"))
-        completed = phase == "item.completed"
-        if kind == "error":
-            message = as_str(item.get("message")) or to_text(item)
-            return [ErrorEvent(raw=obj, message=message, fatal=False)] if completed else []
-        if kind == "todo_list":
-            return [StatusEvent(raw=obj, status="item:todo_list")]
-        if phase == "item.updated":
-            return []
-        if kind is None or kind not in _EXEC_ITEM_TYPES:
-            return [UnknownEvent(raw=obj, type=phase)]
-        item["type"] = _EXEC_ITEM_TYPES[kind]
-        if kind == "mcp_tool_call":
-            result = as_dict(item.get("result"))
-            if result:
-                item["result"] = {
-                    "content": result.get("content"),
-                    "structuredContent": result.get("structured_content"),
-                }
-        if kind == "file_change":
-            completed = True  # exec emits file changes only once, completed (sources.md §2.3)
-        if kind == "reasoning" and not completed:
-            return []
-        return self._item(obj, item, completed=completed)
-
     def _exec_turn_completed(self, obj: JSON) -> list[VendorEvent]:
-        cumulative = codex_usage(
-            obj.get("usage"),
-            input_key="input_tokens",
-            cached_key="cached_input_tokens",
-            cache_write_key="cache_write_input_tokens",
-            output_key="output_tokens",
-        )
-        events: list[VendorEvent] = []
-        turn = Usage()
-        if cumulative is not None:
-            turn = cumulative - self._exec_cumulative
-            self._exec_cumulative = cumulative
-            if not is_zero(turn):
-                self._total = self._total + turn
-                events.append(UsageEvent(raw=obj, usage=turn))
+        turn, events = self._usage.exec_turn(obj)
         events.append(
             ResultEvent(
                 raw=obj,
                 is_error=False,
                 subtype="completed",
-                text=self._last_text,
+                text=self._items.last_text,
                 session_id=self._thread_id,
                 usage=turn,
             )
         )
-        self._last_text = None
+        self._items.last_text = None
         return events
 
     def _exec_turn_failed(self, obj: JSON) -> list[VendorEvent]:
@@ -901,7 +535,7 @@ class CodexStreamParser(StreamParserDefaults):
                 raw=obj,
                 is_error=True,
                 subtype="failed",
-                text=self._last_text,
+                text=self._items.last_text,
                 session_id=self._thread_id,
                 errors=(message,),
             )

@@ -53,12 +53,12 @@ from .acp import (
     PROMPT_ID,
     SESSION_PREFIX,
     SET_MODE_ID,
-    AcpParser,
     SessionPlan,
     encode_cancel,
     encode_control_error,
     encode_permission_response,
 )
+from .acp_parser import AcpParser
 from .adapter import VibeAdapter
 from .headless import HEADER_TYPE, WRAPPER, HeadlessHeader, HeadlessParser
 from .launch import (

@@ -7,19 +7,19 @@ an unexpected type instead of failing.
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any
 
-from octipusd.adapter import JSON, Usage
+from octipusd.adapter import Usage
 from octipusd.adapterkit import (  # re-exported: this package's parsers import them from here
     as_cost as as_cost,
     as_dict as as_dict,
     as_list as as_list,
     as_str as as_str,
     as_tokens as as_tokens,
+    decode_line as decode_line,
     field_max as field_max,
     is_zero as is_zero,
+    load_object as load_object,
     to_text as to_text,
 )
 
@@ -58,22 +58,3 @@ def usage_from_totals(prompt: int, completion: int, cached: int, *, estimated: b
         cache_read_input_tokens=cached,
         estimated=estimated,
     )
-
-
-def decode_line(line: bytes | bytearray | memoryview | str) -> str:
-    """Decode one output line as UTF-8 with replacement characters (never raises)."""
-    if isinstance(line, str):
-        return line
-    try:
-        return bytes(line).decode("utf-8", errors="replace")
-    except Exception:  # an odd buffer object: keep something readable
-        return repr(line)
-
-
-def load_object(text: str) -> JSON | None:
-    """Parse ``text`` as a JSON object; None when it is not JSON or not an object."""
-    try:
-        obj: Any = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    return obj if isinstance(obj, dict) else None

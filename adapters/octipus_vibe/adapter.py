@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from octipusd import __version__ as OCTIPUS_VERSION
 from octipusd.adapter import (
     AdapterDefaults,
+    CapabilityRow,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
@@ -16,6 +18,22 @@ from octipusd.adapter import (
 
 from . import acp, launch, signals
 from .parser import VibeParser
+
+#: Seed 003's "Permissions and limits" row of Vibe over ACP (the default transport) and headless.
+CAPABILITIES: Final = CapabilityRow(
+    adapter="Mistral Vibe",
+    octipus_tools="Scoped MCP",
+    vendor_planning_mode="plan agent",
+    activity="Structured stream over ACP",
+    vendor_approval_relay="ACP permission requests enter Octipus approvals",
+)
+HEADLESS_CAPABILITIES: Final = CapabilityRow(
+    adapter="Mistral Vibe",
+    octipus_tools="Scoped MCP",
+    vendor_planning_mode="plan agent",
+    activity="Buffered",
+    vendor_approval_relay="Vendor agent mode; no interactive relay",
+)
 
 
 class VibeAdapter(AdapterDefaults):
@@ -28,6 +46,7 @@ class VibeAdapter(AdapterDefaults):
         name: ``vibe``.
         display_name: ``Mistral Vibe``.
         setting_key: ``mistralVibe`` (the ``cliModels.mistralVibe.binaryPath`` setting).
+        binary_env: ``OCTIPUS_VIBE_BINARY`` (its first-boot variable).
         default_binary: ``vibe-acp`` (the ACP entry point; ``vibe`` next to it serves headless runs).
         supports_resume: True: Vibe assigns the session id (ACP ``session/new`` result, headless
             ``sessionId``) and continues it (ACP ``session/load``, headless ``--resume``); an unknown
@@ -42,6 +61,7 @@ class VibeAdapter(AdapterDefaults):
     name: str = "vibe"
     display_name: str = "Mistral Vibe"
     setting_key: str = "mistralVibe"
+    binary_env: str | None = "OCTIPUS_VIBE_BINARY"
     default_binary: str = launch.ACP_BINARY_NAME
     supports_resume: bool = True
     transports: tuple[str, ...] = launch.TRANSPORTS
@@ -147,6 +167,12 @@ class VibeAdapter(AdapterDefaults):
         can verify (seed 003 "Session reuse").
         """
         return launch.transport_of(options) != launch.TRANSPORT_HEADLESS
+
+    def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow:
+        """The row's capabilities: :data:`CAPABILITIES` over ACP, :data:`HEADLESS_CAPABILITIES` headless."""
+        return (
+            HEADLESS_CAPABILITIES if options.get("transport") == launch.TRANSPORT_HEADLESS else CAPABILITIES
+        )
 
     def check_additive_flags(self, flags: Sequence[str]) -> tuple[str, ...]:
         """Refuse every additive flag: Vibe has none (see :func:`octipus_vibe.check_additive_flags`)."""

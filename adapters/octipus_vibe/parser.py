@@ -2,20 +2,23 @@
 
 ``Adapter.new_parser()`` takes no argument, so one :class:`VibeParser` serves both transports
 and tells them apart by the first JSON line: JSON-RPC messages (``"jsonrpc": "2.0"``) are
-``vibe-acp`` (:class:`~octipus_vibe.acp.AcpParser`), the headless wrapper's header and Vibe's
+``vibe-acp`` (:class:`~octipus_vibe.acp_parser.AcpParser`), the headless wrapper's header and Vibe's
 journal entries are headless (:class:`~octipus_vibe.headless.HeadlessParser`). Lines that are
 not JSON objects become :class:`~octipusd.adapter.UnparsedLine` in either case.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from octipusd.adapter import JSON, StreamParserDefaults, UnknownEvent, UnparsedLine, Usage, VendorEvent
 
 from ._coerce import as_str, decode_line, load_object
-from .acp import AcpParser
+from .acp_parser import AcpParser
 from .headless import HeadlessParser, is_headless_object
+
+log = logging.getLogger("octipus_vibe")
 
 
 class VibeParser(StreamParserDefaults):
@@ -43,7 +46,7 @@ class VibeParser(StreamParserDefaults):
             line: The raw line, any length, any bytes.
 
         Returns:
-            Zero or more events, in stream order (see :class:`~octipus_vibe.acp.AcpParser` and
+            Zero or more events, in stream order (see :class:`~octipus_vibe.acp_parser.AcpParser` and
             :class:`~octipus_vibe.headless.HeadlessParser`).
         """
         text = decode_line(line)
@@ -52,8 +55,10 @@ class VibeParser(StreamParserDefaults):
             return [UnparsedLine(raw=None, text=text)]
         try:
             return self._dispatch(obj)
-        except Exception:  # last resort: an unforeseen shape must not kill the run
-            return [UnknownEvent(raw=obj, type=as_str(obj.get("type")) or as_str(obj.get("method")))]
+        except Exception:  # last resort, logged: an unforeseen shape must not kill the run
+            kind = as_str(obj.get("type")) or as_str(obj.get("method"))
+            log.exception("Vibe %s line of an unforeseen shape, kept as an unknown event", kind)
+            return [UnknownEvent(raw=obj, type=kind)]
 
     def _dispatch(self, obj: JSON) -> list[VendorEvent]:
         if self.transport is None:
@@ -89,6 +94,7 @@ class VibeParser(StreamParserDefaults):
                 return self.acp.finish()
             if self.transport == "headless":
                 return self.headless.finish(exit_code)
-        except Exception:  # never raise on vendor input
+        except Exception:  # logged: never raise on vendor input
+            log.exception("Vibe %s output could not be finished; its final events are lost", self.transport)
             return []
         return []

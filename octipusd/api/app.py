@@ -32,11 +32,12 @@ Model rows are validated whenever they are saved (create and update): the adapte
 installed, the permission mode one of the four, ``binary`` a command name or an absolute
 path, ``metadata``/``metadata.cliAgent`` objects with typed known keys, and the additive
 flags accepted by the adapter (:func:`check_additive_flags`). Their responses carry the
-seed's per-adapter capabilities (:func:`capabilities_for`).
+capabilities the adapter declares (:func:`capabilities_for`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -48,14 +49,10 @@ from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from octipus_claude_code.launch import (
-    ALLOWED_ADDITIVE_FLAGS as CLAUDE_ADDITIVE_FLAGS,
-    normalize_additive_flags as claude_normalize_additive_flags,
-)
 from pydantic import BaseModel
 
 from octipusd import __version__
-from octipusd.adapter import Adapter
+from octipusd.adapter import Adapter, CapabilityRow
 from octipusd.api.action_routes import action_router
 from octipusd.api.common import Services, dump, out
 from octipusd.api.models import (
@@ -100,172 +97,41 @@ T = TypeVar("T")
 
 # ----------------------------------------------------------------------------- model rows
 
-#: Additive flags of the adapters that do not check their own yet (no ``check_additive_flags``),
-#: from seed 003 "Permissions and limits". Claude-based adapters use the Claude adapter's list.
-FALLBACK_ADDITIVE_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
-    "codex": ("--strict-config", "--color"),
-    "antigravity": ("--disable-slash-commands", "--effort"),
-    "vibe": (),
-}
 
-#: Fallback flags that take a value (``--color=always`` or ``--color always``).
-_VALUE_FLAGS: Final = frozenset({"--color", "--effort"})
+def check_additive_flags(adapter: Adapter, flags: Sequence[str]) -> tuple[str, ...]:
+    """Check a model row's additive flags with its adapter; return them normalized.
 
-
-def _allowed_flags_text(adapter_name: str) -> str | None:
-    if adapter_name.startswith("claude"):
-        return ", ".join(CLAUDE_ADDITIVE_FLAGS)
-    allowed = FALLBACK_ADDITIVE_FLAGS.get(adapter_name)
-    if allowed is None:
-        return None
-    return ", ".join(allowed) if allowed else "none (this adapter has no additive flags)"
-
-
-def _table_flags(adapter_name: str, flags: Sequence[str]) -> tuple[str, ...]:
-    allowed = FALLBACK_ADDITIVE_FLAGS.get(adapter_name)
-    if allowed is None:
-        if flags:
-            raise InvalidRequestError(
-                f"additive flag {flags[0]!r} is not allowed: adapter {adapter_name!r} declares no additive flags"
-            )
-        return ()
-    shown = _allowed_flags_text(adapter_name)
-    out: list[str] = []
-    i = 0
-    while i < len(flags):
-        flag = flags[i].strip()
-        i += 1
-        base, eq, value = flag.partition("=")
-        if base not in allowed:
-            raise InvalidRequestError(
-                f"additive flag {flag!r} is not allowed for {adapter_name}; allowed: {shown}"
-            )
-        if base in _VALUE_FLAGS:
-            if not eq and i < len(flags) and not flags[i].strip().startswith("-"):
-                value = flags[i].strip()
-                i += 1
-            if not value:
-                raise InvalidRequestError(
-                    f"additive flag {base} needs a value ({base}=VALUE or {base} VALUE); allowed: {shown}"
-                )
-            flag = f"{base}={value}"
-        elif eq:
-            raise InvalidRequestError(f"additive flag {base} takes no value (got {flag!r}); allowed: {shown}")
-        if flag not in out:
-            out.append(flag)
-    return tuple(out)
-
-
-def check_additive_flags(adapter_name: str, adapter: Adapter | None, flags: Sequence[str]) -> tuple[str, ...]:
-    """Check a model row's additive flags against its adapter; return them normalized.
-
-    Uses ``adapter.check_additive_flags(flags)`` when the adapter has it; otherwise the
-    Claude adapter's :func:`~octipus_claude_code.launch.normalize_additive_flags` for adapter
-    names starting with ``claude``, else :data:`FALLBACK_ADDITIVE_FLAGS` (``--effort=high``
-    and ``--effort high`` both count as ``--effort`` and are stored as ``--effort=high``;
-    exact duplicates are kept once). An adapter found in none of these accepts no flags.
+    The adapter decides (:meth:`~octipusd.adapter.Adapter.check_additive_flags`: its refusal names
+    the flag and lists the allowed ones; an adapter that declares none refuses every flag).
 
     Args:
-        adapter_name: The row's adapter registry name.
-        adapter: The installed adapter, or None.
+        adapter: The row's installed adapter.
         flags: The flags as given (strings).
 
     Returns:
         The normalized flags, in order.
 
     Raises:
-        InvalidRequestError: A flag is not allowed or malformed; the message names it and
-            lists the flags allowed for that adapter.
+        InvalidRequestError: A flag is not allowed or malformed (the adapter's message).
     """
-    check = getattr(adapter, "check_additive_flags", None) if adapter is not None else None
     try:
-        if callable(check):
-            return tuple(check(list(flags)))
-        if adapter_name.startswith("claude"):
-            return claude_normalize_additive_flags(flags)
+        return tuple(adapter.check_additive_flags(list(flags)))
     except AdapterError as exc:
-        message = exc.message
-        shown = _allowed_flags_text(adapter_name)
-        if "allowed" not in message.lower() and shown is not None:
-            message = f"{message}; allowed for {adapter_name}: {shown}"
-        raise InvalidRequestError(message) from None
-    return _table_flags(adapter_name, flags)
+        raise InvalidRequestError(exc.message) from None
 
 
-_CAPABILITY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
-    ("octipus_tools", "Octipus tools"),
-    ("vendor_planning_mode", "Vendor planning mode"),
-    ("activity", "Activity"),
-    ("vendor_approval_relay", "Vendor approval relay"),
-)
-
-
-def _seed_capabilities(adapter_name: str, transport: str | None) -> tuple[str, str, str, str, str]:
-    """Seed 003's table row (adapter label and the four columns) for an adapter and transport."""
-    if adapter_name.startswith("claude"):
-        return (
-            "Claude Code / GLM / Kimi",
-            "Scoped MCP",
-            "plan",
-            "Structured stream",
-            "Claude permission control requests enter Octipus approvals",
-        )
-    if adapter_name == "codex":
-        if transport == "exec":
-            relay = "Vendor’s noninteractive sandbox policy; no interactive relay"
-        else:
-            relay = "app-server: command and MCP approvals enter Octipus approvals"
-        return ("Codex CLI", "Scoped MCP", "read-only sandbox", "Structured stream", relay)
-    if adapter_name == "vibe":
-        if transport == "headless":
-            return (
-                "Mistral Vibe",
-                "Scoped MCP",
-                "plan agent",
-                "Buffered",
-                "Vendor agent mode; no interactive relay",
-            )
-        return (
-            "Mistral Vibe",
-            "Scoped MCP",
-            "plan agent",
-            "Structured stream over ACP",
-            "ACP permission requests enter Octipus approvals",
-        )
-    if adapter_name == "antigravity":
-        return (
-            "Antigravity",
-            "Terminal bridge",
-            "plan mode",
-            "Buffered text",
-            "Vendor mode; no interactive relay",
-        )
-    unknown = "not described (no row for this adapter in the seed table)"
-    return (adapter_name, unknown, unknown, unknown, unknown)
-
-
-def _described(value: object) -> dict[str, str] | None:
-    """The four columns from an adapter's ``describe`` result (title or snake_case keys), or None."""
-    if not isinstance(value, Mapping):
-        return None
-    out: dict[str, str] = {}
-    for key, title in _CAPABILITY_COLUMNS:
-        item = value.get(title, value.get(key))
-        if not isinstance(item, str):
-            return None
-        out[key] = item
-    return out
+#: What a column says when the adapter declares no capability row (or is not installed).
+NOT_DESCRIBED: Final = "not described by the adapter"
 
 
 def capabilities_for(
     adapter_name: str, adapter: Adapter | None, cli_agent: Mapping[str, Any]
 ) -> Capabilities:
-    """Return seed 003's "Permissions and limits" row for a model row.
+    """Return seed 003's "Permissions and limits" row for a model row, as its adapter declares it.
 
-    From ``adapter.describe(cli_agent)`` when the adapter has it and it returns a mapping with
-    the four columns ("Octipus tools", "Vendor planning mode", "Activity", "Vendor approval
-    relay"); otherwise from the seed's table, where ``cliAgent.transport`` selects Codex's
-    ``exec`` and Vibe's ``headless`` variants.
+    From :meth:`~octipusd.adapter.Adapter.capabilities` with the row's ``metadata.cliAgent`` (the
+    transport may change the row; ``transport`` reports it). An adapter that declares no row, or
+    one that is not installed, gives :data:`NOT_DESCRIBED` columns (``source`` ``undeclared``).
 
     Args:
         adapter_name: The row's adapter registry name.
@@ -273,34 +139,16 @@ def capabilities_for(
         cli_agent: The row's ``metadata.cliAgent``.
 
     Returns:
-        The capabilities; never raises (a failing ``describe`` is logged and the table used).
+        The capabilities.
     """
     raw_transport = cli_agent.get("transport")
     transport = raw_transport if isinstance(raw_transport, str) else None
-    describe = getattr(adapter, "describe", None) if adapter is not None else None
-    if adapter is not None and callable(describe):
-        try:
-            described = _described(describe(dict(cli_agent)))
-        except Exception:  # a plugin's bug must not break listing rows
-            log.exception("adapter %s: describe() failed; using the seed table", adapter_name)
-            described = None
-        if described is not None:
-            return Capabilities(
-                adapter=adapter.display_name, transport=transport, source="adapter", **described
-            )
-        log.warning(
-            "adapter %s: describe() did not return the four columns; using the seed table", adapter_name
-        )
-    label, tools, planning, activity, relay = _seed_capabilities(adapter_name, transport)
-    return Capabilities(
-        adapter=label,
-        octipus_tools=tools,
-        vendor_planning_mode=planning,
-        activity=activity,
-        vendor_approval_relay=relay,
-        transport=transport,
-        source="seed_table",
-    )
+    row = adapter.capabilities(cli_agent) if adapter is not None else None
+    if row is None:
+        label = adapter.display_name if adapter is not None else adapter_name
+        row = CapabilityRow(label, NOT_DESCRIBED, NOT_DESCRIBED, NOT_DESCRIBED, NOT_DESCRIBED)
+        return Capabilities(**dataclasses.asdict(row), transport=transport, source="undeclared")
+    return Capabilities(**dataclasses.asdict(row), transport=transport, source="adapter")
 
 
 def validate_model_row(fields: Mapping[str, Any], adapters: Mapping[str, Adapter]) -> dict[str, Any]:
@@ -333,7 +181,7 @@ def validate_model_row(fields: Mapping[str, Any], adapters: Mapping[str, Adapter
         "metadata": check_metadata(fields["metadata"]),
     }
     flags = check_additive_flags_shape(fields["additive_flags"])
-    checked["additive_flags"] = check_additive_flags(adapter_name, adapter, flags)
+    checked["additive_flags"] = check_additive_flags(adapter, flags)
     transport = checked["metadata"].get("cliAgent", {}).get("transport")
     if transport is not None and transport not in adapter.transports:
         accepted = (

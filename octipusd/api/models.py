@@ -143,7 +143,8 @@ class Capabilities(_Model):
         activity: How progress arrives (``Structured stream``, ``Buffered text``...).
         vendor_approval_relay: Whether vendor approvals enter Octipus approvals.
         transport: The row's ``metadata.cliAgent.transport`` taken into account (null: default).
-        source: ``adapter`` (from the adapter's ``describe``) or ``seed_table``.
+        source: ``adapter`` (the row the adapter declares, ``Adapter.capabilities``) or
+            ``undeclared`` (the adapter declares none, or is not installed: every column says so).
     """
 
     adapter: str
@@ -152,7 +153,7 @@ class Capabilities(_Model):
     activity: str
     vendor_approval_relay: str
     transport: str | None
-    source: Literal["adapter", "seed_table"]
+    source: Literal["adapter", "undeclared"]
 
 
 class ModelRowOut(_Model):

@@ -35,7 +35,6 @@ from octipusd.api.models import (
 )
 from octipusd.errors import ApprovalError, InvalidRequestError
 from octipusd.policy.flowguard import FlowState, classify, from_label
-from octipusd.policy.gate import native_flow_id
 from octipusd.policy.questionnaire import (
     BARE_ALLOW_ERROR,
     QuestionnaireError,
@@ -183,7 +182,7 @@ def policy_router(services: Services) -> APIRouter:
         result = policy.explain(
             body.tool_id, body.arguments, body.action, session_id=body.session_id, workspace=workspace
         )
-        classification = classify(native_flow_id(body.tool_id), body.arguments)
+        classification = classify(services.gate.flow_id(body.tool_id), body.arguments)
         escalation = FlowState(flags=from_label(label)).check(classification)
         result["flow_guard"] = {
             "mode": str(services.gate.flow_guard),

@@ -56,15 +56,6 @@ __all__ = ["Emit", "PermissionGate", "native_flow_id"]
 #: ``emit(run_id, kind, data)``: store and publish one run event.
 Emit = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 
-#: Codex names its native items differently from Claude; the flow guard classifies them under
-#: the Claude tool they behave like (observed-2.md: ``commandExecution`` carries ``command``).
-_FLOW_ALIASES: dict[str, str] = {
-    "commandExecution": "Bash",
-    "fileChange": "Write",
-    "webSearch": "WebSearch",
-    "web_search": "WebSearch",
-}
-
 #: How Claude names the bridge's tools (MCP server ``octipus``): ``mcp__octipus__<tool>``.
 BRIDGE_TOOL_PREFIX = "mcp__octipus__"
 
@@ -93,18 +84,20 @@ def _space_guard(args: Mapping[str, Any], workspace: str) -> str | None:
     return str(decision["hookSpecificOutput"]["permissionDecisionReason"])
 
 
-def native_flow_id(tool_id: str) -> str:
-    """The tool id the flow guard classifies: Codex's native item names mapped to Claude's.
+def native_flow_id(tool_id: str, aliases: Mapping[str, str]) -> str:
+    """The tool id the flow guard classifies: a vendor's native tool name mapped to the Claude tool it
+    behaves like (the adapters' declared ``tool_aliases``).
 
     Args:
         tool_id: ``cli-native:<Tool>`` or any other tool id (returned unchanged).
+        aliases: Vendor native tool name -> Claude native tool name.
 
     Returns:
-        E.g. ``cli-native:commandExecution`` -> ``cli-native:Bash``.
+        E.g. ``cli-native:commandExecution`` -> ``cli-native:Bash`` with Codex's aliases.
     """
     if tool_id.startswith(CLI_NATIVE_PREFIX):
         name = tool_id.removeprefix(CLI_NATIVE_PREFIX)
-        return CLI_NATIVE_PREFIX + _FLOW_ALIASES.get(name, name)
+        return CLI_NATIVE_PREFIX + aliases.get(name, name)
     return tool_id
 
 
@@ -135,6 +128,9 @@ class PermissionGate:
         base: The configured policy (``permissions.rules`` or the built-in defaults).
         flow_guard: ``agent.flowGuard``: ``ask`` (default) or ``off``.
         plan_tools: Octipus tools a plan-mode turn may use (the read-only ones and the work plan).
+        tool_aliases: Vendor native tool name -> the Claude native tool it behaves like, which the
+            flow guard classifies (the installed adapters' ``Adapter.tool_aliases``, merged by the
+            composition root).
         clock: Current time (aware UTC); tests pass a fake one.
     """
 
@@ -147,6 +143,7 @@ class PermissionGate:
         *,
         flow_guard: FlowGuardMode = FlowGuardMode.ASK,
         plan_tools: frozenset[str] = frozenset(),
+        tool_aliases: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.store = store
@@ -155,9 +152,14 @@ class PermissionGate:
         self.base = base
         self.flow_guard = flow_guard
         self.plan_tools = plan_tools
+        self.tool_aliases: Mapping[str, str] = dict(tool_aliases or {})
         self._clock = clock
 
     # ------------------------------------------------------------------ policy
+
+    def flow_id(self, tool_id: str) -> str:
+        """The tool id the flow guard classifies for ``tool_id`` (see :func:`native_flow_id`)."""
+        return native_flow_id(tool_id, self.tool_aliases)
 
     def plan_refusal(self, tool_id: str) -> str | None:
         """Why a plan-mode turn may not use ``tool_id``, or None when it may.
@@ -224,7 +226,7 @@ class PermissionGate:
         """
         if self.flow_guard is FlowGuardMode.OFF:
             return
-        classification = classify(native_flow_id(tool_id), arguments)
+        classification = classify(self.flow_id(tool_id), arguments)
         if not classification.flags:
             return
         session = await in_thread(self.store.get_session, ctx.session_id)
@@ -250,7 +252,7 @@ class PermissionGate:
             return None
         session = await in_thread(self.store.get_session, ctx.session_id)
         state = FlowState(flags=from_label(session.flow_label))
-        return state.check(classify(native_flow_id(tool_id), arguments))
+        return state.check(classify(self.flow_id(tool_id), arguments))
 
     # ------------------------------------------------------------------ decisions
 

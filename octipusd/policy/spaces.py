@@ -14,8 +14,7 @@ request (roles are never cached):
 
 from __future__ import annotations
 
-from typing import Any
-
+from octipusd.adapter import Adapter
 from octipusd.errors import ConflictError, ForbiddenError, NotFoundError
 from octipusd.store.records import ModelRow, Space, SpaceRole
 
@@ -25,14 +24,15 @@ __all__ = ["RUN_ROLES", "check_space_model", "check_space_turn"]
 RUN_ROLES: frozenset[SpaceRole] = frozenset({SpaceRole.OWNER, SpaceRole.EDITOR})
 
 
-def check_space_model(space: Space, row: ModelRow | None, adapter: Any) -> None:
+def check_space_model(space: Space, row: ModelRow | None, adapter: Adapter | None) -> None:
     """Refuse a CLI model that may not serve ``space``.
 
     Args:
         space: The space.
         row: The session's model row (None: the session was made without one).
-        adapter: The session's adapter; its optional ``space_mode`` attribute (None: it has
-            none) says whether it can run in a space.
+        adapter: The session's adapter (None: not installed); its declared
+            :attr:`~octipusd.adapter.Adapter.space_mode` (None: it has none) says whether it can
+            run in a space.
 
     Raises:
         ConflictError: no model row, the row does not set ``sharedUse: true``, or the adapter
@@ -51,8 +51,8 @@ def check_space_model(space: Space, row: ModelRow | None, adapter: Any) -> None:
             f"{row.name} --meta cliAgent.sharedUse=true) to let it serve "
             f"space {space.name!r}"
         )
-    if getattr(adapter, "space_mode", None) is None:
-        name = getattr(adapter, "name", row.adapter)
+    if adapter is None or adapter.space_mode is None:
+        name = row.adapter if adapter is None else adapter.name
         raise ConflictError(
             f"adapter {name} declares no space mode and is refused in shared spaces; use a Claude Code, "
             "GLM, Kimi, Codex or Antigravity model row with metadata.cliAgent.sharedUse: true"

@@ -74,17 +74,6 @@ def require_vibe() -> Path:
     return binary
 
 
-def settings_know_vibe() -> bool:
-    """Whether octipusd's settings accept ``cliModels.mistralVibe`` (``OCTIPUS_VIBE_BINARY``).
-
-    While the schema lacks the key, octipusd refuses to start with that variable set ("unknown
-    setting"), so the kit then relies on the ``~/.local/bin`` install alone.
-    """
-    from octipusd.settings import CliModels
-
-    return "mistralVibe" in CliModels.model_fields
-
-
 def config_toml(api_base: str) -> str:
     """The ``config.toml`` of a Vibe home pointing at a scripted Chat Completions server.
 
@@ -159,12 +148,11 @@ class VibeKit:
         """Write ``home/.vibe/config.toml`` and install Vibe for the daemon's user.
 
         ``vibe-acp`` and ``vibe`` are linked into ``home/.local/bin`` (a pipx-style install, which
-        the daemon's executable lookup searches by default). ``OCTIPUS_VIBE_BINARY`` is returned too
-        when the settings schema knows ``cliModels.mistralVibe`` (see :func:`settings_know_vibe`).
+        the daemon's executable lookup searches by default). ``OCTIPUS_VIBE_BINARY`` (the Vibe adapter's
+        first-boot variable of ``cliModels.mistralVibe``) names the ``vibe-acp`` to run.
 
         Returns:
-            ``VIBE_HOME`` and, when supported, ``OCTIPUS_VIBE_BINARY`` (the key is in
-            ``VIBE_HOME/.env``).
+            ``VIBE_HOME`` and ``OCTIPUS_VIBE_BINARY`` (the key is in ``VIBE_HOME/.env``).
         """
         vibe_home = home / ".vibe"
         write_vibe_home(vibe_home, model.base_url)
@@ -175,10 +163,7 @@ class VibeKit:
             link = bindir / target.name
             if not link.exists():
                 link.symlink_to(target)
-        env = {"VIBE_HOME": str(vibe_home)}
-        if settings_know_vibe():
-            env["OCTIPUS_VIBE_BINARY"] = str(binary)
-        return env
+        return {"VIBE_HOME": str(vibe_home), "OCTIPUS_VIBE_BINARY": str(binary)}
 
     def text(self, text: str) -> Step:
         """Answer ``text``."""

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from octipusd.api.app import capabilities_for, check_additive_flags
+from octipusd.adapter import AdapterDefaults, load_adapters
+from octipusd.api.app import NOT_DESCRIBED, capabilities_for, check_additive_flags
 from octipusd.ctl.client import ApiError
-from octipusd.errors import AdapterError, InvalidRequestError
+from octipusd.errors import InvalidRequestError
 from tests.e2e.conftest import Env
 
 BIN = Path(sys.executable).parent
@@ -68,20 +69,15 @@ def test_model_rows_through_the_api_and_a_turn_from_a_row(octipus: Callable[...,
         },
     )
     assert created["additive_flags"] == ["--no-chrome", "--effort=high"]
-    capabilities = created["capabilities"]
-    if capabilities["source"] == "seed_table":
-        assert capabilities == {
-            "adapter": "Claude Code / GLM / Kimi",
-            "octipus_tools": "Scoped MCP",
-            "vendor_planning_mode": "plan",
-            "activity": "Structured stream",
-            "vendor_approval_relay": "Claude permission control requests enter Octipus approvals",
-            "transport": None,
-            "source": "seed_table",
-        }
-    else:  # the adapter describes itself
-        assert capabilities["source"] == "adapter"
-        assert all(capabilities[k] for k in ("octipus_tools", "vendor_planning_mode", "activity"))
+    assert created["capabilities"] == {
+        "adapter": "Claude Code / GLM / Kimi",
+        "octipus_tools": "Scoped MCP",
+        "vendor_planning_mode": "plan",
+        "activity": "Structured stream",
+        "vendor_approval_relay": "Claude permission control requests enter Octipus approvals",
+        "transport": None,
+        "source": "adapter",
+    }
     row_id = created["id"]
     assert env.client.request("GET", f"/models/{row_id}") == created
     assert env.client.request("GET", "/models/scripted-sonnet") == created
@@ -296,29 +292,19 @@ def test_model_rows_through_octipusctl(octipus: Callable[..., Env], tmp_path: Pa
     assert _ctl(env, "models", daemon_env=down).returncode == 3
 
 
-# The daemon's row checks as pure functions: the fallbacks used while an adapter lacks
-# check_additive_flags / describe, and the transport variants of the seed's table.
+# The daemon's row checks as pure functions, against the installed adapters: each adapter checks
+# its own flags and declares its capability row (per transport); an adapter that declares neither
+# (built on AdapterDefaults only) accepts no flag and shows its capabilities as not described.
+
+ADAPTERS = load_adapters()
 
 
-class _Bare:
-    """An adapter with neither ``check_additive_flags`` nor ``describe``."""
+class _Plugin(AdapterDefaults):
+    """A third-party adapter declaring only what it must: no flags, no capability row."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.display_name = name
-
-
-class _Described(_Bare):
-    def __init__(self, name: str, answer: object) -> None:
-        super().__init__(name)
-        self.answer = answer
-        self.seen: list[dict[str, Any]] = []
-
-    def describe(self, options: dict[str, Any]) -> object:
-        self.seen.append(options)
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
+    name = "plugin-cli"
+    display_name = "Plugin CLI"
+    supports_resume = False
 
 
 @pytest.mark.parametrize(
@@ -337,13 +323,12 @@ class _Described(_Bare):
         ),
         ("vibe", [], ()),
         ("claude-glm", ["--no-chrome", "--effort", "max"], ("--no-chrome", "--effort=max")),
-        ("plugin-cli", [], ()),
     ],
 )
-def test_fallback_additive_flags_are_normalized(
+def test_additive_flags_are_normalized_by_the_adapter(
     adapter: str, flags: list[str], expected: tuple[str, ...]
 ) -> None:
-    assert check_additive_flags(adapter, _Bare(adapter), flags) == expected  # type: ignore[arg-type]
+    assert check_additive_flags(ADAPTERS[adapter], flags) == expected
 
 
 @pytest.mark.parametrize(
@@ -353,39 +338,38 @@ def test_fallback_additive_flags_are_normalized(
         ("codex", ["--color"], "--color", "--strict-config, --color"),
         ("codex", ["--strict-config=yes"], "--strict-config", "--strict-config, --color"),
         ("antigravity", ["--mode=auto"], "--mode=auto", "--disable-slash-commands, --effort"),
-        ("vibe", ["--agent", "auto"], "--agent", "none"),
+        ("vibe", ["--agent", "auto"], "--agent", "no additive flags"),
         ("claude-kimi", ["--permission-mode", "bypassPermissions"], "--permission-mode", "--no-chrome"),
-        ("plugin-cli", ["--anything"], "--anything", "declares no additive flags"),
     ],
 )
 def test_a_disallowed_flag_is_named_with_the_allowed_list(
     adapter: str, flags: list[str], named: str, allowed: str
 ) -> None:
     with pytest.raises(InvalidRequestError) as caught:
-        check_additive_flags(adapter, _Bare(adapter), flags)  # type: ignore[arg-type]
+        check_additive_flags(ADAPTERS[adapter], flags)
     assert named in caught.value.message and allowed in caught.value.message
     assert caught.value.http_status == 400 and caught.value.code == "invalid_request"
 
 
-def test_an_adapters_own_flag_check_wins_and_its_error_gets_the_allowed_list() -> None:
-    class Checked(_Bare):
-        def check_additive_flags(self, flags: list[str]) -> tuple[str, ...]:
-            if flags != ["--ok"]:
-                raise AdapterError(f"additive flag {flags[0]!r} is refused")
-            return ("--ok=1",)
-
-    assert check_additive_flags("codex", Checked("codex"), ["--ok"]) == ("--ok=1",)  # type: ignore[arg-type]
-    with pytest.raises(
-        InvalidRequestError, match=r"'--color' is refused; allowed for codex: --strict-config"
-    ):
-        check_additive_flags("codex", Checked("codex"), ["--color"])  # type: ignore[arg-type]
+def test_an_adapter_that_declares_no_flags_refuses_every_flag_and_describes_nothing() -> None:
+    plugin = _Plugin()
+    assert check_additive_flags(plugin, []) == ()  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError, match=r"'--anything' is not allowed: Plugin CLI declares no"):
+        check_additive_flags(plugin, ["--anything"])  # type: ignore[arg-type]
+    caps = capabilities_for("plugin-cli", plugin, {"transport": "x"})  # type: ignore[arg-type]
+    assert (caps.adapter, caps.source, caps.transport) == ("Plugin CLI", "undeclared", "x")
+    assert caps.octipus_tools == caps.vendor_approval_relay == NOT_DESCRIBED
+    gone = capabilities_for("uninstalled-cli", None, {})
+    assert (gone.adapter, gone.source, gone.activity) == ("uninstalled-cli", "undeclared", NOT_DESCRIBED)
 
 
 @pytest.mark.parametrize(
     ("adapter", "transport", "planning", "activity", "relay"),
     [
         ("claude-code", None, "plan", "Structured stream", "Claude permission control requests"),
+        ("claude-kimi", None, "plan", "Structured stream", "Claude permission control requests"),
         ("codex", None, "read-only sandbox", "Structured stream", "app-server: command and MCP approvals"),
+        ("codex", "app-server", "read-only sandbox", "Structured stream", "app-server: command and MCP"),
         ("codex", "exec", "read-only sandbox", "Structured stream", "noninteractive sandbox policy"),
         ("vibe", None, "plan agent", "Structured stream over ACP", "ACP permission requests"),
         ("vibe", "headless", "plan agent", "Buffered", "Vendor agent mode; no interactive relay"),
@@ -396,24 +380,10 @@ def test_capabilities_follow_the_seed_table_and_the_transport(
     adapter: str, transport: str | None, planning: str, activity: str, relay: str
 ) -> None:
     options = {"transport": transport} if transport else {}
-    caps = capabilities_for(adapter, _Bare(adapter), options)  # type: ignore[arg-type]
-    assert (caps.source, caps.transport) == ("seed_table", transport)
+    caps = capabilities_for(adapter, ADAPTERS[adapter], options)
+    assert (caps.source, caps.transport) == ("adapter", transport)
     assert (caps.vendor_planning_mode, caps.activity) == (planning, activity)
     assert relay in caps.vendor_approval_relay
     assert caps.octipus_tools == ("Terminal bridge" if adapter == "antigravity" else "Scoped MCP")
-
-
-def test_capabilities_come_from_describe_when_it_answers_the_four_columns() -> None:
-    answer = {
-        "Octipus tools": "Scoped MCP",
-        "Vendor planning mode": "read-only sandbox",
-        "Activity": "Structured stream",
-        "Vendor approval relay": "described relay",
-    }
-    described = _Described("codex", answer)
-    caps = capabilities_for("codex", described, {"transport": "exec", "x": 1})  # type: ignore[arg-type]
-    assert caps.source == "adapter" and caps.vendor_approval_relay == "described relay"
-    assert described.seen == [{"transport": "exec", "x": 1}]
-    for broken in ({"Activity": "only one"}, ValueError("boom"), ["not", "a", "mapping"]):
-        fallback = capabilities_for("codex", _Described("codex", broken), {})  # type: ignore[arg-type]
-        assert fallback.source == "seed_table" and fallback.adapter == "Codex CLI"
+    labels = {"codex": "Codex CLI", "vibe": "Mistral Vibe", "antigravity": "Antigravity"}
+    assert caps.adapter == labels.get(adapter, "Claude Code / GLM / Kimi")

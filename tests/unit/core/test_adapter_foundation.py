@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from octipusd.adapter import (
     StreamParserDefaults,
     Usage,
 )
+from octipusd.adapterkit import decode_line, load_object
+from octipusd.errors import AdapterError
 
 
 def test_usage_subtraction_is_field_wise_and_clamped_at_zero() -> None:
@@ -37,6 +40,7 @@ def test_run_failure_is_a_stored_event_kind() -> None:
 def test_defaults_declare_the_common_vendor(tmp_path: Path) -> None:
     class Plain(AdapterDefaults):
         supports_resume = True
+        display_name = "Plain CLI"
 
     request = LaunchRequest(binary="x", cwd=tmp_path, run_dir=tmp_path, prompt="p", resume=True)
     plain = Plain()
@@ -44,6 +48,11 @@ def test_defaults_declare_the_common_vendor(tmp_path: Path) -> None:
     assert plain.usage_is_cumulative(request) is False
     assert plain.stderr_session_missing("no rollout found for thread id x") is False
     assert plain.encode_interrupt("r1") is None
+    assert plain.capabilities({"transport": "any"}) is None
+    assert plain.check_additive_flags([]) == ()
+    with pytest.raises(AdapterError, match=r"'--x' is not allowed: Plain CLI declares no additive flags"):
+        plain.check_additive_flags(["--x"])
+    assert (plain.binary_env, plain.space_mode, dict(plain.tool_aliases)) == (None, None, {})
     assert StreamParserDefaults().steer("guidance") is None
 
 
@@ -56,6 +65,9 @@ def test_every_builtin_adapter_declares_the_protocol(adapter: Adapter, tmp_path:
     assert isinstance(parser, StreamParserDefaults)
     request = LaunchRequest(binary="x", cwd=tmp_path, run_dir=tmp_path, prompt="p")
     assert adapter.usage_is_cumulative(request) is False  # a first turn never reports earlier turns
+    row = adapter.capabilities({})
+    assert row is not None and all(dataclasses.astuple(row))
+    assert adapter.binary_env is not None and adapter.binary_env.startswith("OCTIPUS_")
 
 
 def test_the_vendors_that_differ_override_the_defaults(tmp_path: Path) -> None:
@@ -74,3 +86,19 @@ def test_the_vendors_that_differ_override_the_defaults(tmp_path: Path) -> None:
     assert AntigravityAdapter().encode_interrupt("r1") is None
     assert VibeAdapter().resumable({"transport": "headless"}) is False and VibeAdapter().resumable({})
     assert ClaudeCodeAdapter().new_parser(None).steer("more") is not None
+    assert CodexAdapter().tool_aliases["commandExecution"] == "Bash" and not ClaudeCodeAdapter().tool_aliases
+    assert VibeAdapter().space_mode is None and CodexAdapter().space_mode is not None
+    assert CodexAdapter().capabilities({"transport": "exec"}) != CodexAdapter().capabilities({})
+
+
+def test_lines_are_decoded_and_objects_loaded_without_raising() -> None:
+    assert decode_line(b"caf\xc3\xa9 \xff") == "café \ufffd"
+    assert decode_line(memoryview(b"ok")) == "ok" and decode_line("text") == "text"
+    released = memoryview(b"gone")
+    released.release()
+    assert decode_line(released).startswith("<released memory")
+    odd = object()
+    assert decode_line(odd) == repr(odd)  # type: ignore[arg-type]  # no buffer: its repr
+    assert load_object('{"type": "x"}') == {"type": "x"}
+    assert load_object("[1, 2]") is None and load_object("not json") is None
+    assert load_object("[" * 100_000 + "]" * 100_000) is None  # nested too deep

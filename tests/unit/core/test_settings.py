@@ -6,8 +6,23 @@ from pathlib import Path
 
 import pytest
 
+from octipusd.adapter import load_adapters
+from octipusd.app import vendor_binaries
 from octipusd.errors import ConfigError
-from octipusd.settings import default_config_path, default_socket_path, load_settings
+from octipusd.settings import (
+    Settings,
+    VendorBinary,
+    default_config_path,
+    default_socket_path,
+    load_settings as load_any,
+)
+
+#: The installed adapters' binary settings, as the daemon passes them.
+VENDORS = vendor_binaries(load_adapters())
+
+
+def load_settings(config: Path | None, environ: dict[str, str]) -> Settings:
+    return load_any(config, environ, VENDORS)
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -16,7 +31,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def test_defaults(tmp_path: Path) -> None:
     s = load_settings(None, _env(tmp_path))
-    assert s.cliModels.path is None and s.cliModels.claudeCode.binaryPath is None
+    assert s.cliModels.path is None and s.cliModels.binary_path("claudeCode") is None
     assert s.agent.promptDumps is True and s.permissions.rules is None
     assert s.daemon.approvalTimeoutSeconds == 300
 
@@ -29,14 +44,16 @@ def test_seed_keys_from_toml_file(tmp_path: Path) -> None:
         '[cliModels.claudeCode]\nbinaryPath = "/opt/claude/bin/claude"\n'
         '[cliModels.codexCli]\nbinaryPath = "codex"\n'
         '[cliModels.antigravityCli]\nbinaryPath = "agy"\n'
+        '[cliModels.mistralVibe]\nbinaryPath = "vibe-acp"\n'
         "[agent]\npromptDumps = false\n"
         '[permissions]\nrules = { allow = ["cli-native:Bash(git:*)"] }\n'
     )
     s = load_settings(config, _env(tmp_path))
     assert s.cliModels.path == "/opt/bin:/usr/bin"
-    assert s.cliModels.claudeCode.binaryPath == "/opt/claude/bin/claude"
-    assert s.cliModels.codexCli.binaryPath == "codex"
-    assert s.cliModels.antigravityCli.binaryPath == "agy"
+    assert s.cliModels.binary_path("claudeCode") == "/opt/claude/bin/claude"
+    assert s.cliModels.binary_path("codexCli") == "codex"
+    assert s.cliModels.binary_path("antigravityCli") == "agy"
+    assert s.cliModels.binary_path("mistralVibe") == "vibe-acp"
     assert s.agent.promptDumps is False
     assert s.permissions.rules == {"allow": ["cli-native:Bash(git:*)"]}
 
@@ -56,13 +73,15 @@ def test_first_boot_environment_names(tmp_path: Path) -> None:
         OCTIPUS_CLAUDE_BINARY="claude-x",
         OCTIPUS_CODEX_BINARY="/c/codex",
         OCTIPUS_ANTIGRAVITY_BINARY="agy2",
+        OCTIPUS_VIBE_BINARY="/v/vibe-acp",
         OCTIPUS_DATABASE_URL="postgresql+psycopg://u@/db",
     )
     s = load_settings(None, env)
     assert s.cliModels.path == "/a:/b"
-    assert s.cliModels.claudeCode.binaryPath == "claude-x"
-    assert s.cliModels.codexCli.binaryPath == "/c/codex"
-    assert s.cliModels.antigravityCli.binaryPath == "agy2"
+    assert s.cliModels.binary_path("claudeCode") == "claude-x"
+    assert s.cliModels.binary_path("codexCli") == "/c/codex"
+    assert s.cliModels.binary_path("antigravityCli") == "agy2"
+    assert s.cliModels.binary_path("mistralVibe") == "/v/vibe-acp"
     assert s.database.url == "postgresql+psycopg://u@/db"
 
 
@@ -70,7 +89,7 @@ def test_file_wins_over_first_boot_variable(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[cliModels.claudeCode]\nbinaryPath = "from-file"\n')
     s = load_settings(config, _env(tmp_path, OCTIPUS_CLAUDE_BINARY="from-env"))
-    assert s.cliModels.claudeCode.binaryPath == "from-file"
+    assert s.cliModels.binary_path("claudeCode") == "from-file"
 
 
 @pytest.mark.parametrize(
@@ -112,6 +131,30 @@ def test_invalid_variable_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(None, _env(tmp_path, OCTIPUS_CLAUDE_BINARY="rel/claude"))
     assert "environment variable OCTIPUS_CLAUDE_BINARY" in info.value.message
+
+
+def test_cli_model_sections_are_the_adapters_declared_keys(tmp_path: Path) -> None:
+    # the nested variable of a declared key, in any case, and a file section no adapter declares
+    nested = load_settings(None, _env(tmp_path, OCTIPUS_CLIMODELS__CODEXCLI__BINARYPATH="/n/codex"))
+    assert nested.cliModels.binary_path("codexCli") == "/n/codex"
+    config = tmp_path / "c.toml"
+    config.write_text('[cliModels.codexCLI]\nbinaryPath = "codex"\n')
+    with pytest.raises(ConfigError, match=r"cliModels\.codexCLI: unknown setting"):
+        load_settings(config, _env(tmp_path))
+    # a vendor added by its package alone: its key and first-boot variable come with it
+    plugin = [*VENDORS, VendorBinary("pluginCli", "OCTIPUS_PLUGIN_BINARY")]
+    config.write_text('[cliModels.pluginCli]\nbinaryPath = "/p/plugin"\n')
+    assert load_any(config, _env(tmp_path), plugin).cliModels.binary_path("pluginCli") == "/p/plugin"
+    from_env = load_any(None, _env(tmp_path, OCTIPUS_PLUGIN_BINARY="plugin2"), plugin)
+    assert from_env.cliModels.binary_path("pluginCli") == "plugin2"
+    with pytest.raises(ConfigError, match="environment variable OCTIPUS_PLUGIN_BINARY"):
+        load_any(None, _env(tmp_path, OCTIPUS_PLUGIN_BINARY="rel/plugin"), plugin)
+    assert {v.env for v in VENDORS} == {
+        "OCTIPUS_CLAUDE_BINARY",
+        "OCTIPUS_CODEX_BINARY",
+        "OCTIPUS_ANTIGRAVITY_BINARY",
+        "OCTIPUS_VIBE_BINARY",
+    }
 
 
 def test_socket_path_under_runtime_dir(tmp_path: Path) -> None:

@@ -17,7 +17,10 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+from octipus_codex import CodexAdapter
 
+from octipusd.adapter import load_adapters
+from octipusd.app import tool_aliases
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -88,7 +91,14 @@ class Bench:
 
     def gate(self, *, timeout: float = 30.0, flow_guard: FlowGuardMode = FlowGuardMode.ASK) -> PermissionGate:
         broker = ApprovalBroker(self.store, timeout_seconds=timeout)
-        return PermissionGate(self.store, broker, self.emit, Policy.from_setting(None), flow_guard=flow_guard)
+        return PermissionGate(
+            self.store,
+            broker,
+            self.emit,
+            Policy.from_setting(None),
+            flow_guard=flow_guard,
+            tool_aliases=CodexAdapter.tool_aliases,
+        )
 
     def ctx(self, *, attended: bool = True, space: bool = False) -> CallContext:
         async def on_waiting(delta: int) -> None:
@@ -270,11 +280,13 @@ async def test_unattended_ask_is_refused_for_review(bench: Bench) -> None:
 
 
 def test_codex_item_names_map_to_claude_tools() -> None:
-    assert native_flow_id("cli-native:commandExecution") == "cli-native:Bash"
-    assert native_flow_id("cli-native:fileChange") == "cli-native:Write"
-    assert native_flow_id("cli-native:webSearch") == "cli-native:WebSearch"
-    assert native_flow_id("cli-native:Read") == "cli-native:Read"
-    assert native_flow_id("shell__run") == "shell__run"
+    aliases = tool_aliases(load_adapters())  # what the daemon gives its gate
+    assert native_flow_id("cli-native:commandExecution", aliases) == "cli-native:Bash"
+    assert native_flow_id("cli-native:fileChange", aliases) == "cli-native:Write"
+    assert native_flow_id("cli-native:webSearch", aliases) == "cli-native:WebSearch"
+    assert native_flow_id("cli-native:Read", aliases) == "cli-native:Read"
+    assert native_flow_id("shell__run", aliases) == "shell__run"
+    assert native_flow_id("cli-native:commandExecution", {}) == "cli-native:commandExecution"
 
 
 async def test_codex_command_sets_secret_and_escalates_an_allowed_egress(
