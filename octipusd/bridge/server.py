@@ -76,7 +76,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from octipusd.adapter import BridgeEndpoint
 from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
-from octipusd.errors import BridgeError, OctipusError
+from octipusd.errors import BridgeError, OctipusError, describe_error, traceback_of
 from octipusd.toolkit import (
     AuthorizationResult,
     RunIdentity,
@@ -360,8 +360,9 @@ class _Dispatcher:
                     },
                 )
             raise
-        except Exception as exc:  # the journal could not record the call: it did not run
-            logger.warning("%s was not run (run %s): %r", spec.tool_id, self.identity.run_id, exc)
+        except Exception as exc:  # noqa: BLE001 - the call did not run: the host's failure is the tool error
+            # (the journal could not record the call, or the host failed before the body)
+            _log_host_failure(f"{spec.tool_id} was not run (run {self.identity.run_id})", exc)
             message = exc.message if isinstance(exc, OctipusError) else f"{type(exc).__name__}: {exc}"
             await self._record(
                 "tool_call_finished",
@@ -396,7 +397,7 @@ class _Dispatcher:
                 verdict = await self.host.authorize(self.identity, spec.tool_id, dict(arguments))
         except TimeoutError:
             return AuthorizationResult(False, f"no permission decision within {timeout:g} s")
-        except Exception as exc:
+        except Exception as exc:  # fail closed: a failed permission check denies the call
             logger.exception("authorization of %s failed (run %s)", spec.tool_id, self.identity.run_id)
             return AuthorizationResult(False, f"the permission check failed ({type(exc).__name__}: {exc})")
         if not isinstance(verdict, AuthorizationResult):
@@ -414,8 +415,8 @@ class _Dispatcher:
             with anyio.fail_after(self.limits.context_timeout_seconds):
                 context = await self.host.run_context(self.identity)
             return f"{RUN_CONTEXT_HEADER}\n{json.dumps(context, ensure_ascii=False, default=str)}"
-        except Exception as exc:
-            logger.warning("run context refresh failed (run %s): %r", self.identity.run_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a failed refresh is a note; the tool result stands
+            _log_host_failure(f"run context refresh failed (run {self.identity.run_id})", exc)
             detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
             return (
                 "[octipus run context] unavailable right now "
@@ -426,8 +427,14 @@ class _Dispatcher:
         try:
             with anyio.fail_after(self.limits.record_timeout_seconds):
                 await self.host.record(self.identity, kind, data)
-        except Exception as exc:
-            logger.warning("recording %s failed (run %s): %r", kind, self.identity.run_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a lost event must not turn the tool's answer into an error
+            _log_host_failure(f"recording {kind} failed (run {self.identity.run_id})", exc)
+
+
+def _log_host_failure(what: str, exc: Exception) -> None:
+    """Log a failure of the run's host, with its traceback unless it is an Octipus error or a
+    timeout (whose message says what happened)."""
+    logger.warning("%s: %s", what, describe_error(exc), exc_info=traceback_of(exc))
 
 
 def _result(blocks: Sequence[str], *, is_error: bool) -> CallToolResult:
@@ -683,7 +690,7 @@ async def open_bridge(
                     await server.serve(sockets=[sock])
                 except SystemExit as exc:  # uvicorn exits the process on startup failure
                     failure.append(exc)
-                except Exception as exc:
+                except Exception as exc:  # logged, and at start-up raised as a BridgeError
                     failure.append(exc)
                     logger.exception("bridge server of run %s failed", identity.run_id)
                 finally:

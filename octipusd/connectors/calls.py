@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "result_text",
 ]
 
+logger = logging.getLogger("octipusd.connectors")
 
 #: The ``_meta`` key of a server's recovery declaration (seed 000).
 RECOVERY_META_KEY = "octipus/recovery"
@@ -171,7 +173,8 @@ async def call_tool(
             result = await connection.session.call_tool(tool, arguments, read_timeout_seconds=timeout)
         if result is None:
             failure = TimeoutError(f"no answer within {timeout:g} s")
-    except Exception as exc:
+    except Exception as exc:  # the failure is classified as the call's outcome
+        logger.warning("tools/call %s on MCP server %r failed", tool, connection.server, exc_info=exc)
         failure = exc
     finally:
         TRACKER.reset(token)

@@ -208,7 +208,9 @@ class ConnectorRegistry:
                     await self._hold_session(slot, stop, pumps)
                 finally:
                     pumps.cancel_scope.cancel()
-        except Exception as exc:  # defensive: _hold_session contains its own failures
+        except Exception as exc:  # never raises: a failure is the slot's error
+            # defensive: _hold_session contains its own failures, so this one is unexpected
+            logger.error("MCP server %r: the connection holder failed", slot.server, exc_info=exc)
             slot.error = slot.error or describe(exc)
         finally:
             if slot.connection is not None:
@@ -231,12 +233,16 @@ class ConnectorRegistry:
                     finally:
                         connection.closed = True
                         scope.deadline = anyio.current_time() + _CLOSE_TIMEOUT_SECONDS
-            except Exception as exc:
+            except Exception as exc:  # a server's failure is its slot's error, never the caller's
                 if slot.connection is not None:
                     logger.warning(
-                        "MCP server %r: session ended with an error: %s", slot.server, describe(exc)
+                        "MCP server %r: session ended with an error: %s",
+                        slot.server,
+                        describe(exc),
+                        exc_info=exc,
                     )
                 else:
+                    logger.warning("MCP server %r: could not connect", slot.server, exc_info=exc)
                     failure = exc
         if slot.connection is not None:
             return

@@ -247,7 +247,7 @@ async def pump_stderr(fd: int, slot: Slot, done: anyio.Event) -> None:
             pending = pending[-STDERR_TAIL_BYTES:]
             for line in lines:
                 logger.debug("MCP server %r stderr: %s", slot.server, line.decode("utf-8", "replace"))
-    except Exception as exc:  # a broken pipe must not take the connection down
+    except (OSError, anyio.ClosedResourceError) as exc:  # a broken pipe must not take the connection down
         logger.debug("MCP server %r: stderr pump stopped: %r", slot.server, exc)
     finally:
         os.close(fd)

@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import ConflictError, NotFoundError, OctipusError
+from octipusd.errors import ConflictError, NotFoundError, OctipusError, describe_error
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
 from octipusd.store.repository import Store
@@ -46,9 +46,11 @@ __all__ = [
 
 log = logging.getLogger("octipusd.journal")
 
-#: ``(tool id) -> contract``: the current contract of a tool (None: unknown tool).
+#: ``(tool id) -> contract``: the current contract of a tool (None: unknown tool); a lookup of
+#: the configuration, it raises nothing.
 ContractLookup = Callable[[str], RecoveryContract | None]
-#: ``async (run_id | None, kind, data)``: publish an event (e.g. to the action's run).
+#: ``async (run_id | None, kind, data)``: publish an event (e.g. to the action's run); raises
+#: at most an :class:`~octipusd.errors.OctipusError` (the event could not be stored).
 Notify = Callable[[str | None, str, dict[str, Any]], Awaitable[None]]
 
 #: Deadline of one probe or compensation (seconds).
@@ -72,8 +74,7 @@ _COMPENSABLE = (
 
 def _why(exc: BaseException) -> str:
     """One line naming a failure (its Octipus message when it has one)."""
-    text = exc.message if isinstance(exc, OctipusError) else str(exc)
-    return f"{type(exc).__name__}: {text}"[:300]
+    return describe_error(exc)[:300]
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -138,11 +139,7 @@ class RecoveryOperator:
         self.notify = notify
 
     def _contract(self, action: ToolAction) -> RecoveryContract | None:
-        try:
-            return self.contracts(action.tool)
-        except Exception as exc:
-            log.warning("contract lookup of %s failed: %r", action.tool, exc)
-            return None
+        return self.contracts(action.tool)
 
     async def _run_probe(self, action: ToolAction, contract: RecoveryContract) -> ProbeResult:
         assert contract.probe is not None
@@ -324,7 +321,7 @@ class RecoveryOperator:
         try:
             with anyio.fail_after(OPERATION_TIMEOUT_SECONDS):
                 detail = await contract.compensation(_ref(action))
-        except Exception as exc:
+        except Exception as exc:  # the failure is the evidence: the action needs an operator
             await self._compensation_failed(action, contract, exc, by=by)
             raise OctipusError(
                 f"the compensation of action {action.id} failed ({_why(exc)}); it now needs an operator"
@@ -449,5 +446,5 @@ class RecoveryOperator:
                 "action_escalated",
                 {"action_id": action.id, "tool": action.tool, "owner": owner, "reason": reason},
             )
-        except Exception as exc:
-            log.warning("could not publish the escalation of action %s: %r", action.id, exc)
+        except OctipusError as exc:  # the store failed: the escalation itself is recorded
+            log.warning("could not publish the escalation of action %s: %s", action.id, exc.message)

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from octipusd.adapter import EventKind, VendorEvent
+from octipusd.errors import OctipusError
 from octipusd.store.aio import in_thread
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
@@ -103,8 +104,8 @@ class EventHub:
             return
         try:
             await self.emit(run_id, kind, data)
-        except Exception as exc:
-            log.warning("could not store %s on run %s: %r", kind, run_id, exc)
+        except OctipusError as exc:  # the store failed or the run is gone: the log line above stands
+            log.warning("could not store %s on run %s: %s", kind, run_id, exc.message)
 
     async def emit_vendor(self, run_id: str, event: VendorEvent) -> RunEvent:
         """Store and publish a parsed vendor event."""

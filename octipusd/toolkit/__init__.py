@@ -52,6 +52,7 @@ from octipusd.toolkit.outcomes import (
     ToolOutcome,
     classify,
     describe_failure,
+    log_body_failure,
     run_unjournaled,
 )
 from octipusd.toolkit.specs import UNDECLARED_CONTRACT, ToolHandler, ToolResult, ToolSpec, validate_tool_specs
@@ -91,6 +92,7 @@ __all__ = [
     "ToolSpec",
     "classify",
     "describe_failure",
+    "log_body_failure",
     "run_unjournaled",
     "strip_identity_arguments",
     "validate_tool_specs",
