@@ -96,6 +96,11 @@ MCP_PATH = "/mcp"
 #: First line of the run-context block appended to non-read-only tool responses.
 RUN_CONTEXT_HEADER = "[octipus run context] Fresh context of this run; check it before further affected work:"
 
+#: Seconds the gate takes to finish a response it cut at shutdown (a 503, or the end of a stream).
+_CUT_RESPONSE_SECONDS = 1.0
+#: Seconds between two looks at whether uvicorn has started (it exposes no startup event).
+_STARTUP_POLL_SECONDS = 0.002
+
 _RUN_ENDED = "the run ended while this call was pending or running; it was stopped and will not run again"
 
 _INSTRUCTIONS = (
@@ -239,7 +244,7 @@ class CapabilityGate:
             finally:
                 self._in_flight.discard(request_scope)
         if request_scope.cancelled_caught and not finished:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CUT_RESPONSE_SECONDS):
                 if not started:
                     await JSONResponse({"error": "bridge_closed"}, status_code=503)(scope, receive, send)
                 else:
@@ -704,7 +709,7 @@ async def open_bridge(
                         with anyio.fail_after(limits.startup_timeout_seconds):
                             # uvicorn exposes no startup event, only the ``started`` flag.
                             while not server.started and not done.is_set():  # noqa: ASYNC110
-                                await anyio.sleep(0.002)
+                                await anyio.sleep(_STARTUP_POLL_SECONDS)
                     except TimeoutError:
                         server.should_exit = True
                         tg.cancel_scope.cancel()

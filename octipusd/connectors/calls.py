@@ -33,7 +33,15 @@ from mcp_types import (
 from octipusd.connectors.transport import TRACKER, CallTracker, Connection, Handoff
 from octipusd.errors import OctipusError
 from octipusd.settings import McpServerSettings
-from octipusd.toolkit import NotExecutedError, RunIdentity, ToolHandler, ToolHost, ToolOutcome, ToolResult
+from octipusd.toolkit import (
+    DETAIL_CHARS,
+    NotExecutedError,
+    RunIdentity,
+    ToolHandler,
+    ToolHost,
+    ToolOutcome,
+    ToolResult,
+)
 
 __all__ = [
     "RECOVERY_META_KEY",
@@ -58,8 +66,6 @@ RECOVERY_META_KEY = "octipus/recovery"
 _CALL_BACKSTOP_SECONDS = 2.0
 #: At most this many ``tools/list`` pages per server.
 _MAX_TOOL_PAGES = 50
-#: Length of a one-line detail.
-_DETAIL_CHARS = 300
 
 
 # ---------------------------------------------------------------------------- errors
@@ -86,7 +92,7 @@ class ConnectorCompensationError(OctipusError):
     http_status = 502
 
 
-def one_line(text: str, limit: int = _DETAIL_CHARS) -> str:
+def one_line(text: str, limit: int = DETAIL_CHARS) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 

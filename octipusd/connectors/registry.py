@@ -70,8 +70,17 @@ TERMINATE_SETTLE_SECONDS = 1.0
 BRIDGE_TIMEOUT_MARGIN_SECONDS = 5.0
 #: Bound of closing one connection (the SDK's own stdio shutdown is shielded and bounded too).
 _CLOSE_TIMEOUT_SECONDS = 8.0
+#: Beyond :data:`_CLOSE_TIMEOUT_SECONDS`, how long closing a set of connections waits for every
+#: holder to finish before they are cancelled (seconds).
+_CLOSE_MARGIN_SECONDS = 2.0
 #: How long a failed stdio server's stderr may take to reach EOF before its notice is written.
 _STDERR_SETTLE_SECONDS = 0.5
+#: Characters of a failed server's last stderr line quoted in its error.
+_STDERR_NOTICE_CHARS = 200
+#: Read timeout of an http server's connection (seconds): at least this, and always beyond the
+#: longest call deadline by :data:`_HTTP_READ_MARGIN_SECONDS` (the call's own deadline decides).
+_HTTP_READ_FLOOR_SECONDS = 300.0
+_HTTP_READ_MARGIN_SECONDS = 30.0
 
 # MCP tool names: 1-128 of letters, digits, "_", "-", "." (MCP-SPEC 2025-11-25 "Tool names").
 _TOOL_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -184,7 +193,10 @@ class ConnectorRegistry:
                     yield slots
                 finally:
                     stop.set()
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_SECONDS + 2):
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(_CLOSE_TIMEOUT_SECONDS + _CLOSE_MARGIN_SECONDS),
+                    ):
                         for slot in slots:
                             await slot.done.wait()
                     tg.cancel_scope.cancel()
@@ -258,7 +270,7 @@ class ConnectorRegistry:
                 await slot.stderr_done.wait()
         tail = slot.stderr_tail()
         if tail and tail not in slot.error:
-            slot.error += f" (server stderr: {one_line(tail, 200)})"
+            slot.error += f" (server stderr: {one_line(tail, _STDERR_NOTICE_CHARS)})"
 
     async def _establish(
         self, stack: contextlib.AsyncExitStack, slot: Slot, pumps: anyio.abc.TaskGroup
@@ -287,7 +299,8 @@ class ConnectorRegistry:
             client = httpx2.AsyncClient(
                 headers=dict(cfg.headers),
                 timeout=httpx2.Timeout(
-                    cfg.connectTimeoutSeconds, read=max(300.0, max_call_timeout(cfg) + 30.0)
+                    cfg.connectTimeoutSeconds,
+                    read=max(_HTTP_READ_FLOOR_SECONDS, max_call_timeout(cfg) + _HTTP_READ_MARGIN_SECONDS),
                 ),
                 transport=http,
             )

@@ -38,6 +38,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
 from octipusd.toolkit import (
+    DETAIL_CHARS,
     ActionOutcome,
     Body,
     DispatchRef,
@@ -57,6 +58,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("octipusd.journal")
+
+#: Deadline of each journal write, ``started`` and the outcome (seconds).
+RECORD_TIMEOUT_SECONDS = 30.0
 
 #: ``(outcome, detail, executed) -> written``: a caller's own outcome write (runs in a worker
 #: thread), used when the outcome must commit together with another record (seed 001).
@@ -124,7 +128,9 @@ class ActionJournal:
         record_timeout_seconds: Deadline of each journal write (seconds).
     """
 
-    def __init__(self, store: Store, owner: str, *, record_timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self, store: Store, owner: str, *, record_timeout_seconds: float = RECORD_TIMEOUT_SECONDS
+    ) -> None:
         self.store = store
         self.owner = owner
         self.record_timeout_seconds = record_timeout_seconds
@@ -150,7 +156,7 @@ class ActionJournal:
                     lambda: self.store.start_action(
                         **self._columns(scope, tool, arguments, contract),
                         outcome="not_executed",
-                        detail=reason[:300],
+                        detail=reason[:DETAIL_CHARS],
                     )
                 )
         except (OctipusError, TimeoutError) as exc:  # the store failed or did not answer in time

@@ -27,6 +27,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
 from octipusd.store.repository import Store
 from octipusd.toolkit import (
+    DETAIL_CHARS,
     ActionRef,
     ProbeResult,
     ProbeStatus,
@@ -74,7 +75,7 @@ _COMPENSABLE = (
 
 def _why(exc: BaseException) -> str:
     """One line naming a failure (its Octipus message when it has one)."""
-    return describe_error(exc)[:300]
+    return describe_error(exc)[:DETAIL_CHARS]
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -148,7 +149,7 @@ class RecoveryOperator:
                 return await contract.probe(_ref(action))
         except Exception as exc:  # the failure is the evidence: the answer is "unknown"
             log.warning("the probe of action %s failed", action.id, exc_info=exc)
-            return ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {_why(exc)}"[:300])
+            return ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {_why(exc)}"[:DETAIL_CHARS])
 
     async def probe(self, action: ToolAction, *, explicit: bool = False) -> ProbeVerdict | None:
         """Run the action's verification probe once and record what it saw.
@@ -331,7 +332,7 @@ class RecoveryOperator:
                 action.id,
                 state=RecoveryState.COMPENSATED.value,
                 kind="compensation",
-                data={"detail": str(detail)[:300], "by": by},
+                data={"detail": str(detail)[:DETAIL_CHARS], "by": by},
                 expect=(RecoveryState.RECOVERING.value,),
             )
         )
@@ -385,7 +386,7 @@ class RecoveryOperator:
                 action.id,
                 state=RecoveryState.CONTAINED.value,
                 kind="contained",
-                data={"by": by, "note": note[:300]},
+                data={"by": by, "note": note[:DETAIL_CHARS]},
                 expect=(*_UNSETTLED, RecoveryState.NEEDS_OPERATOR.value),
             )
         )

@@ -74,10 +74,12 @@ from octipusd.toolkit import (
 )
 from octipusd.tools import DEFAULT_TOOLS
 
-__all__ = ["ActionService", "ToolResolver", "manual_run_id"]
+__all__ = ["REQUEST_ID_MAX_CHARS", "WAIT_RECHECK_SECONDS", "ActionService", "ToolResolver", "manual_run_id"]
 
 log = logging.getLogger("octipusd.runtime.actions")
 
+#: Longest client ``request_id`` of a hand-started call (characters).
+REQUEST_ID_MAX_CHARS = 200
 #: While a caller waits for an invocation to end, seconds between two reads of it (a backstop
 #: to the change signal).
 WAIT_RECHECK_SECONDS = 1.0
@@ -161,8 +163,8 @@ class ActionService:
             InvalidRequestError: a bad request id, or a tool that cannot be started by hand.
             ConflictError: the request id was used for a different call.
         """
-        if request_id is not None and not 1 <= len(request_id) <= 200:
-            raise InvalidRequestError("request_id: must be 1 to 200 characters")
+        if request_id is not None and not 1 <= len(request_id) <= REQUEST_ID_MAX_CHARS:
+            raise InvalidRequestError(f"request_id: must be 1 to {REQUEST_ID_MAX_CHARS} characters")
         args = strip_identity_arguments(arguments)
         if request_id is not None:
             existing = await in_thread(self.store.find_invocation, user, request_id)

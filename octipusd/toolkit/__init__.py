@@ -44,6 +44,7 @@ from octipusd.toolkit.identity import (
     strip_identity_arguments,
 )
 from octipusd.toolkit.outcomes import (
+    DETAIL_CHARS,
     ActionOutcome,
     Body,
     Executed,
@@ -59,6 +60,7 @@ from octipusd.toolkit.specs import UNDECLARED_CONTRACT, ToolHandler, ToolResult,
 
 __all__ = [
     "DEFAULT_DEADLINE_SECONDS",
+    "DETAIL_CHARS",
     "RESERVED_IDENTITY_ARGUMENTS",
     "RUN_MARKER",
     "UNDECLARED_CONTRACT",

@@ -38,6 +38,7 @@ import anyio
 from octipusd.errors import InvalidRequestError, OctipusError, traceback_of
 
 __all__ = [
+    "DETAIL_CHARS",
     "ActionOutcome",
     "Body",
     "Executed",
@@ -51,6 +52,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("octipusd.tools")
+
+#: Characters of an outcome's evidence (``detail``, a receipt line) kept in the journal.
+DETAIL_CHARS = 300
 
 
 class ActionOutcome(enum.StrEnum):
@@ -182,15 +186,17 @@ def classify(
     if exc is not None:
         message = describe_failure(tool, exc, kw.get("timeout_seconds"))
         if isinstance(exc, NotExecutedError):
-            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:300], answered=True)
-        detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:300]
+            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:DETAIL_CHARS], answered=True)
+        detail = (
+            "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]
+        )
         return Executed(message, True, ActionOutcome.UNCERTAIN, detail)
     if isinstance(value, ToolOutcome):
         answered = not value.in_flight
         if value.uncertain is not None:
             detail = value.uncertain if value.detail is None else f"{value.uncertain} ({value.detail})"
             return Executed(
-                value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:300], answered=answered
+                value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:DETAIL_CHARS], answered=answered
             )
         return Executed(value.value, value.is_error, ActionOutcome.COMPLETED, value.detail, answered=answered)
     return Executed(value if value is not None else "", False, ActionOutcome.COMPLETED, None, answered=True)
