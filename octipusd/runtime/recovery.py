@@ -123,8 +123,14 @@ class RecoveryWorker:
     async def _take_users(self) -> set[str]:
         users, self._users = self._users, set()
         sessions, self._sessions = self._sessions, set()
-        for session_id in sessions:
-            users.update(await in_thread(self.store.owed_users_of_session, session_id))
+        try:
+            for session_id in sessions:
+                users.update(await in_thread(self.store.owed_users_of_session, session_id))
+        except Exception:
+            # the signals are kept: the next round (after the retry delay) reads them again
+            self._users.update(users)
+            self._sessions.update(sessions)
+            raise
         now = time.monotonic()
         for user, at in list(self._retry_at.items()):
             if at <= now:
