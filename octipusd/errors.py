@@ -22,6 +22,12 @@ codes) plus a human message that says what was wrong and what to do::
 
 Errors never carry secrets (capabilities, vault values): messages are shown to people and
 logged.
+
+A broad ``except Exception`` is only where a failure is deliberately recorded as evidence (a
+tool body's failure as the call's outcome, a host failure as the model's tool error), with a
+comment giving the reason, and logged with its traceback (``log.exception``, ``exc_info=exc``;
+through a helper, :func:`traceback_of`, and then marked ``# noqa: BLE001``, as ruff cannot see
+it); everywhere else the exceptions really expected are caught.
 """
 
 from __future__ import annotations
@@ -149,3 +155,17 @@ class DaemonUnavailableError(OctipusError):
 
     code = "daemon_unavailable"
     exit_code = 3
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming a failure for a log or a record: ``<type>: <message>`` (an Octipus
+    error's own message, otherwise the exception's text)."""
+    text = exc.message if isinstance(exc, OctipusError) else str(exc)
+    return f"{type(exc).__name__}: {text}"
+
+
+def traceback_of(exc: BaseException) -> BaseException | None:
+    """What to log ``exc`` with as ``exc_info``: None for an Octipus error or a timeout, whose
+    message says what happened; the exception itself otherwise (unexpected: its traceback is
+    the evidence)."""
+    return None if isinstance(exc, OctipusError | TimeoutError) else exc

@@ -51,7 +51,7 @@ from octipusd.api.common import Services, dump
 from octipusd.api.models import API_VERSION
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.journal.operator import in_flight_time, in_flight_warning
-from octipusd.runtime.actions import ActionService
+from octipusd.runtime.actions import REQUEST_ID_MAX_CHARS, ActionService
 from octipusd.store.aio import in_thread
 from octipusd.store.invocation_store import ToolInvocation
 from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAction
@@ -120,7 +120,7 @@ class CallCreate(_Body):
     session_id: str = Field(min_length=1)
     tool: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
-    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+    request_id: str | None = Field(default=None, min_length=1, max_length=REQUEST_ID_MAX_CHARS)
     wait_seconds: float = Field(default=0.0, ge=0.0, le=MAX_WAIT_SECONDS)
 
 

@@ -94,8 +94,8 @@ def _answers_for(approval: Approval, body: ApprovalAnswer) -> dict[str, Any] | N
         raise ApprovalError(BARE_ALLOW_ERROR.replace("ID", approval.id))
     try:
         return dict(validate_answers(parse_questionnaire(approval.input), body.answers))
-    except QuestionnaireError as exc:
-        raise InvalidRequestError(f"approval {approval.id}: {exc}") from None
+    except QuestionnaireError as exc:  # the same error, naming the approval
+        raise QuestionnaireError(f"approval {approval.id}: {exc.message}") from None
 
 
 def policy_router(services: Services) -> APIRouter:

@@ -23,6 +23,15 @@ from octipusd.errors import ConflictError
 
 log = logging.getLogger("octipusd.api")
 
+#: Seconds a connection attempt to an existing socket file may take before the file is judged
+#: stale (nobody listens) and replaced.
+STALE_PROBE_TIMEOUT_SECONDS = 1.0
+#: Pending connections the API socket queues (``listen`` backlog).
+LISTEN_BACKLOG = 128
+#: uvicorn's bound on in-flight requests at shutdown (whole seconds); SSE streams end with
+#: their runs, which the daemon stops first.
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
 
 def peer_uid(sock: Any) -> int | None:
     """Return the uid of a Unix-socket peer (``SO_PEERCRED``), or None when unavailable."""
@@ -59,7 +68,7 @@ def bind_unix_socket(path: Path) -> socket.socket:
     if path.exists():
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            probe.settimeout(1.0)
+            probe.settimeout(STALE_PROBE_TIMEOUT_SECONDS)
             probe.connect(str(path))
         except OSError:
             path.unlink()  # stale: nobody listens
@@ -74,7 +83,7 @@ def bind_unix_socket(path: Path) -> socket.socket:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
-    sock.listen(128)
+    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
     return sock
 
@@ -95,6 +104,6 @@ def make_server(app: Any) -> QuietServer:
         lifespan="off",
         log_level="warning",
         access_log=False,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     return QuietServer(config)

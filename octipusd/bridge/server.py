@@ -76,7 +76,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from octipusd.adapter import BridgeEndpoint
 from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
-from octipusd.errors import BridgeError, OctipusError
+from octipusd.errors import BridgeError, OctipusError, describe_error, traceback_of
 from octipusd.toolkit import (
     AuthorizationResult,
     RunIdentity,
@@ -95,6 +95,11 @@ logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 #: First line of the run-context block appended to non-read-only tool responses.
 RUN_CONTEXT_HEADER = "[octipus run context] Fresh context of this run; check it before further affected work:"
+
+#: Seconds the gate takes to finish a response it cut at shutdown (a 503, or the end of a stream).
+_CUT_RESPONSE_SECONDS = 1.0
+#: Seconds between two looks at whether uvicorn has started (it exposes no startup event).
+_STARTUP_POLL_SECONDS = 0.002
 
 _RUN_ENDED = "the run ended while this call was pending or running; it was stopped and will not run again"
 
@@ -239,7 +244,7 @@ class CapabilityGate:
             finally:
                 self._in_flight.discard(request_scope)
         if request_scope.cancelled_caught and not finished:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CUT_RESPONSE_SECONDS):
                 if not started:
                     await JSONResponse({"error": "bridge_closed"}, status_code=503)(scope, receive, send)
                 else:
@@ -360,8 +365,9 @@ class _Dispatcher:
                     },
                 )
             raise
-        except Exception as exc:  # the journal could not record the call: it did not run
-            logger.warning("%s was not run (run %s): %r", spec.tool_id, self.identity.run_id, exc)
+        except Exception as exc:  # noqa: BLE001 - the call did not run: the host's failure is the tool error
+            # (the journal could not record the call, or the host failed before the body)
+            _log_host_failure(f"{spec.tool_id} was not run (run {self.identity.run_id})", exc)
             message = exc.message if isinstance(exc, OctipusError) else f"{type(exc).__name__}: {exc}"
             await self._record(
                 "tool_call_finished",
@@ -396,7 +402,7 @@ class _Dispatcher:
                 verdict = await self.host.authorize(self.identity, spec.tool_id, dict(arguments))
         except TimeoutError:
             return AuthorizationResult(False, f"no permission decision within {timeout:g} s")
-        except Exception as exc:
+        except Exception as exc:  # fail closed: a failed permission check denies the call
             logger.exception("authorization of %s failed (run %s)", spec.tool_id, self.identity.run_id)
             return AuthorizationResult(False, f"the permission check failed ({type(exc).__name__}: {exc})")
         if not isinstance(verdict, AuthorizationResult):
@@ -414,8 +420,8 @@ class _Dispatcher:
             with anyio.fail_after(self.limits.context_timeout_seconds):
                 context = await self.host.run_context(self.identity)
             return f"{RUN_CONTEXT_HEADER}\n{json.dumps(context, ensure_ascii=False, default=str)}"
-        except Exception as exc:
-            logger.warning("run context refresh failed (run %s): %r", self.identity.run_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a failed refresh is a note; the tool result stands
+            _log_host_failure(f"run context refresh failed (run {self.identity.run_id})", exc)
             detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
             return (
                 "[octipus run context] unavailable right now "
@@ -426,8 +432,14 @@ class _Dispatcher:
         try:
             with anyio.fail_after(self.limits.record_timeout_seconds):
                 await self.host.record(self.identity, kind, data)
-        except Exception as exc:
-            logger.warning("recording %s failed (run %s): %r", kind, self.identity.run_id, exc)
+        except Exception as exc:  # noqa: BLE001 - a lost event must not turn the tool's answer into an error
+            _log_host_failure(f"recording {kind} failed (run {self.identity.run_id})", exc)
+
+
+def _log_host_failure(what: str, exc: Exception) -> None:
+    """Log a failure of the run's host, with its traceback unless it is an Octipus error or a
+    timeout (whose message says what happened)."""
+    logger.warning("%s: %s", what, describe_error(exc), exc_info=traceback_of(exc))
 
 
 def _result(blocks: Sequence[str], *, is_error: bool) -> CallToolResult:
@@ -683,7 +695,7 @@ async def open_bridge(
                     await server.serve(sockets=[sock])
                 except SystemExit as exc:  # uvicorn exits the process on startup failure
                     failure.append(exc)
-                except Exception as exc:
+                except Exception as exc:  # logged, and at start-up raised as a BridgeError
                     failure.append(exc)
                     logger.exception("bridge server of run %s failed", identity.run_id)
                 finally:
@@ -697,7 +709,7 @@ async def open_bridge(
                         with anyio.fail_after(limits.startup_timeout_seconds):
                             # uvicorn exposes no startup event, only the ``started`` flag.
                             while not server.started and not done.is_set():  # noqa: ASYNC110
-                                await anyio.sleep(0.002)
+                                await anyio.sleep(_STARTUP_POLL_SECONDS)
                     except TimeoutError:
                         server.should_exit = True
                         tg.cancel_scope.cancel()

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +33,15 @@ from mcp_types import (
 from octipusd.connectors.transport import TRACKER, CallTracker, Connection, Handoff
 from octipusd.errors import OctipusError
 from octipusd.settings import McpServerSettings
-from octipusd.toolkit import NotExecutedError, RunIdentity, ToolHandler, ToolHost, ToolOutcome, ToolResult
+from octipusd.toolkit import (
+    DETAIL_CHARS,
+    NotExecutedError,
+    RunIdentity,
+    ToolHandler,
+    ToolHost,
+    ToolOutcome,
+    ToolResult,
+)
 
 __all__ = [
     "RECOVERY_META_KEY",
@@ -48,6 +57,7 @@ __all__ = [
     "result_text",
 ]
 
+logger = logging.getLogger("octipusd.connectors")
 
 #: The ``_meta`` key of a server's recovery declaration (seed 000).
 RECOVERY_META_KEY = "octipus/recovery"
@@ -56,8 +66,6 @@ RECOVERY_META_KEY = "octipus/recovery"
 _CALL_BACKSTOP_SECONDS = 2.0
 #: At most this many ``tools/list`` pages per server.
 _MAX_TOOL_PAGES = 50
-#: Length of a one-line detail.
-_DETAIL_CHARS = 300
 
 
 # ---------------------------------------------------------------------------- errors
@@ -84,7 +92,7 @@ class ConnectorCompensationError(OctipusError):
     http_status = 502
 
 
-def one_line(text: str, limit: int = _DETAIL_CHARS) -> str:
+def one_line(text: str, limit: int = DETAIL_CHARS) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -171,7 +179,8 @@ async def call_tool(
             result = await connection.session.call_tool(tool, arguments, read_timeout_seconds=timeout)
         if result is None:
             failure = TimeoutError(f"no answer within {timeout:g} s")
-    except Exception as exc:
+    except Exception as exc:  # the failure is classified as the call's outcome
+        logger.warning("tools/call %s on MCP server %r failed", tool, connection.server, exc_info=exc)
         failure = exc
     finally:
         TRACKER.reset(token)

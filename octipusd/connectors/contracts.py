@@ -17,6 +17,7 @@ from mcp_types import CallToolResult
 
 from octipusd.connectors.calls import ConnectorCompensationError, call_tool, describe, one_line, result_text
 from octipusd.connectors.transport import Connection
+from octipusd.errors import OctipusError
 from octipusd.settings import IDEMPOTENCY_KEY_PLACEHOLDER, McpServerSettings, McpToolCallSettings
 from octipusd.toolkit import (
     ActionRef,
@@ -140,7 +141,7 @@ async def _probe(open_one: OpenOne, server: str, call: McpToolCallSettings, acti
     try:
         async with open_one(server) as connection:
             result, failure, _, _ = await call_tool(connection, call.tool, arguments)
-    except Exception as exc:
+    except OctipusError as exc:  # the server is not configured, disabled or unreachable
         return ProbeResult(ProbeStatus.UNKNOWN, one_line(f"probe {ref} could not run: {describe(exc)}"))
     if result is None:
         reason = describe(failure) if failure is not None else "connection closed"
@@ -160,7 +161,7 @@ async def _compensate(open_one: OpenOne, server: str, call: McpToolCallSettings,
     try:
         async with open_one(server) as connection:
             result, failure, _, _ = await call_tool(connection, call.tool, arguments)
-    except Exception as exc:
+    except OctipusError as exc:  # the server is not configured, disabled or unreachable
         raise ConnectorCompensationError(
             one_line(f"compensation {ref} could not run: {describe(exc)}")
         ) from exc

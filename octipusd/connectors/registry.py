@@ -71,8 +71,17 @@ TERMINATE_SETTLE_SECONDS = 1.0
 BRIDGE_TIMEOUT_MARGIN_SECONDS = 5.0
 #: Bound of closing one connection (the SDK's own stdio shutdown is shielded and bounded too).
 _CLOSE_TIMEOUT_SECONDS = 8.0
+#: Beyond :data:`_CLOSE_TIMEOUT_SECONDS`, how long closing a set of connections waits for every
+#: holder to finish before they are cancelled (seconds).
+_CLOSE_MARGIN_SECONDS = 2.0
 #: How long a failed stdio server's stderr may take to reach EOF before its notice is written.
 _STDERR_SETTLE_SECONDS = 0.5
+#: Characters of a failed server's last stderr line quoted in its error.
+_STDERR_NOTICE_CHARS = 200
+#: Read timeout of an http server's connection (seconds): at least this, and always beyond the
+#: longest call deadline by :data:`_HTTP_READ_MARGIN_SECONDS` (the call's own deadline decides).
+_HTTP_READ_FLOOR_SECONDS = 300.0
+_HTTP_READ_MARGIN_SECONDS = 30.0
 
 # MCP tool names: 1-128 of letters, digits, "_", "-", "." (MCP-SPEC 2025-11-25 "Tool names").
 _TOOL_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -185,7 +194,10 @@ class ConnectorRegistry:
                     yield slots
                 finally:
                     stop.set()
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT_SECONDS + 2):
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(_CLOSE_TIMEOUT_SECONDS + _CLOSE_MARGIN_SECONDS),
+                    ):
                         for slot in slots:
                             await slot.done.wait()
                     tg.cancel_scope.cancel()
@@ -209,7 +221,9 @@ class ConnectorRegistry:
                     await self._hold_session(slot, stop, pumps)
                 finally:
                     pumps.cancel_scope.cancel()
-        except Exception as exc:  # defensive: _hold_session contains its own failures
+        except Exception as exc:  # never raises: a failure is the slot's error
+            # defensive: _hold_session contains its own failures, so this one is unexpected
+            logger.error("MCP server %r: the connection holder failed", slot.server, exc_info=exc)
             slot.error = slot.error or describe(exc)
         finally:
             if slot.connection is not None:
@@ -232,12 +246,16 @@ class ConnectorRegistry:
                     finally:
                         connection.closed = True
                         scope.deadline = anyio.current_time() + _CLOSE_TIMEOUT_SECONDS
-            except Exception as exc:
+            except Exception as exc:  # a server's failure is its slot's error, never the caller's
                 if slot.connection is not None:
                     logger.warning(
-                        "MCP server %r: session ended with an error: %s", slot.server, describe(exc)
+                        "MCP server %r: session ended with an error: %s",
+                        slot.server,
+                        describe(exc),
+                        exc_info=exc,
                     )
                 else:
+                    logger.warning("MCP server %r: could not connect", slot.server, exc_info=exc)
                     failure = exc
         if slot.connection is not None:
             return
@@ -253,7 +271,7 @@ class ConnectorRegistry:
                 await slot.stderr_done.wait()
         tail = slot.stderr_tail()
         if tail and tail not in slot.error:
-            slot.error += f" (server stderr: {one_line(tail, 200)})"
+            slot.error += f" (server stderr: {one_line(tail, _STDERR_NOTICE_CHARS)})"
 
     async def _establish(
         self, stack: contextlib.AsyncExitStack, slot: Slot, pumps: anyio.abc.TaskGroup
@@ -283,7 +301,8 @@ class ConnectorRegistry:
             client = httpx2.AsyncClient(
                 headers=dict(cfg.headers),
                 timeout=httpx2.Timeout(
-                    cfg.connectTimeoutSeconds, read=max(300.0, max_call_timeout(cfg) + 30.0)
+                    cfg.connectTimeoutSeconds,
+                    read=max(_HTTP_READ_FLOOR_SECONDS, max_call_timeout(cfg) + _HTTP_READ_MARGIN_SECONDS),
                 ),
                 transport=http,
             )

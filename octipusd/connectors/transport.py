@@ -51,6 +51,8 @@ logger = logging.getLogger("octipusd.connectors")
 MCP_SESSION_HEADER = "mcp-session-id"
 #: Bytes of a stdio server's stderr kept (its last line is quoted when it fails to connect).
 STDERR_TAIL_BYTES = 4096
+#: Bytes read from a stdio server's stderr pipe at a time.
+_READ_CHUNK_BYTES = 65536
 
 
 def url_digest(url: str) -> str:
@@ -236,7 +238,7 @@ async def pump_stderr(fd: int, slot: Slot, done: anyio.Event) -> None:
         while True:
             await anyio.wait_readable(fd)
             try:
-                data = os.read(fd, 65536)
+                data = os.read(fd, _READ_CHUNK_BYTES)
             except BlockingIOError:
                 continue
             if not data:
@@ -247,7 +249,7 @@ async def pump_stderr(fd: int, slot: Slot, done: anyio.Event) -> None:
             pending = pending[-STDERR_TAIL_BYTES:]
             for line in lines:
                 logger.debug("MCP server %r stderr: %s", slot.server, line.decode("utf-8", "replace"))
-    except Exception as exc:  # a broken pipe must not take the connection down
+    except (OSError, anyio.ClosedResourceError) as exc:  # a broken pipe must not take the connection down
         logger.debug("MCP server %r: stderr pump stopped: %r", slot.server, exc)
     finally:
         os.close(fd)

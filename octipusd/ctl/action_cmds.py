@@ -49,6 +49,10 @@ actions_app = typer.Typer(
 OUTCOMES = ("started", "completed", "not_executed", "uncertain")
 #: Longest ``--wait`` (seconds), as the daemon accepts.
 MAX_WAIT_SECONDS = 300.0
+#: Most records one listing asks for, as the daemon accepts.
+MAX_LIST = 1000
+#: Longest ``--request-id`` (characters), as the daemon accepts.
+REQUEST_ID_MAX_CHARS = 200
 #: Invocation statuses that will not change any more.
 TERMINAL = frozenset({"completed", "not_executed", "uncertain", "denied", "expired", "cancelled"})
 
@@ -121,8 +125,8 @@ def actions_list(
     """List action journal records, oldest first."""
     if outcome is not None and outcome not in OUTCOMES:
         bad_input(f"--outcome takes {', '.join(OUTCOMES)}; got {outcome!r}")
-    if not 1 <= limit <= 1000:
-        bad_input(f"--limit must be between 1 and 1000; got {limit}")
+    if not 1 <= limit <= MAX_LIST:
+        bad_input(f"--limit must be between 1 and {MAX_LIST}; got {limit}")
     params: dict[str, Any] = {"limit": limit}
     if session is not None:
         params["session_id"] = session
@@ -400,8 +404,8 @@ def actions_call(
         bad_input(f'--args is not valid JSON ({exc}); pass an object, e.g. --args \'{{"command": "ls"}}\'')
     if not isinstance(arguments, dict):
         bad_input(f"--args must be a JSON object of the tool's arguments, got {type(arguments).__name__}")
-    if request_id is not None and not 1 <= len(request_id) <= 200:
-        bad_input("--request-id must be 1 to 200 characters")
+    if request_id is not None and not 1 <= len(request_id) <= REQUEST_ID_MAX_CHARS:
+        bad_input(f"--request-id must be 1 to {REQUEST_ID_MAX_CHARS} characters")
     _check_wait(wait)
     body: dict[str, Any] = {"session_id": session, "tool": tool, "arguments": arguments, "wait_seconds": wait}
     if request_id is not None:
@@ -451,8 +455,8 @@ def actions_calls(
     as_json: JsonOption = False,
 ) -> None:
     """List calls started by hand, newest first."""
-    if not 1 <= limit <= 1000:
-        bad_input(f"--limit must be between 1 and 1000; got {limit}")
+    if not 1 <= limit <= MAX_LIST:
+        bad_input(f"--limit must be between 1 and {MAX_LIST}; got {limit}")
     params: dict[str, Any] = {"limit": limit}
     if session is not None:
         params["session_id"] = session

@@ -33,11 +33,21 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import ConflictError, OctipusError
+from octipusd.errors import ConflictError, OctipusError, describe_error, traceback_of
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
-from octipusd.toolkit import ActionOutcome, Body, DispatchRef, Executed, Origin, RecoveryContract, classify
+from octipusd.toolkit import (
+    DETAIL_CHARS,
+    ActionOutcome,
+    Body,
+    DispatchRef,
+    Executed,
+    Origin,
+    RecoveryContract,
+    classify,
+    log_body_failure,
+)
 
 __all__ = [
     "ActionJournal",
@@ -48,6 +58,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("octipusd.journal")
+
+#: Deadline of each journal write, ``started`` and the outcome (seconds).
+RECORD_TIMEOUT_SECONDS = 30.0
 
 #: ``(outcome, detail, executed) -> written``: a caller's own outcome write (runs in a worker
 #: thread), used when the outcome must commit together with another record (seed 001).
@@ -115,7 +128,9 @@ class ActionJournal:
         record_timeout_seconds: Deadline of each journal write (seconds).
     """
 
-    def __init__(self, store: Store, owner: str, *, record_timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self, store: Store, owner: str, *, record_timeout_seconds: float = RECORD_TIMEOUT_SECONDS
+    ) -> None:
         self.store = store
         self.owner = owner
         self.record_timeout_seconds = record_timeout_seconds
@@ -141,11 +156,11 @@ class ActionJournal:
                     lambda: self.store.start_action(
                         **self._columns(scope, tool, arguments, contract),
                         outcome="not_executed",
-                        detail=reason[:300],
+                        detail=reason[:DETAIL_CHARS],
                     )
                 )
-        except Exception as exc:
-            log.warning("could not record the refused call of %s: %r", tool, exc)
+        except (OctipusError, TimeoutError) as exc:  # the store failed or did not answer in time
+            log.warning("could not record the refused call of %s: %s", tool, describe_error(exc))
             return None
 
     async def execute(
@@ -194,10 +209,10 @@ class ActionJournal:
                 )
         except ConflictError:
             raise
-        except Exception as exc:
+        except (OctipusError, TimeoutError) as exc:  # the store failed or did not answer in time
             raise JournalUnavailableError(
                 f"{tool} was not run: the action journal could not record it before execution "
-                f"({type(exc).__name__}: {exc}); retry once the database is reachable"
+                f"({describe_error(exc)}); retry once the database is reachable"
             ) from exc
         self.live.add(action.id)
         try:
@@ -213,7 +228,8 @@ class ActionJournal:
                 with anyio.CancelScope(shield=True):
                     await self._finish(action.id, cancelled, commit)
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the body's failure is the call's recorded outcome
+                log_body_failure(tool, exc)
                 executed = classify(tool, None, exc, timeout_seconds=timeout_seconds)
             else:
                 executed = classify(tool, value, None)
@@ -246,13 +262,16 @@ class ActionJournal:
                         )
                     )
                     written = True
-        except Exception as exc:
+        except Exception as exc:  # the body ran: its result is returned whatever the write did
+            # The ``started`` record left behind is the evidence: it blocks further mutations of
+            # the session until a person reviews it.
             log.error(
-                "the outcome (%s) of action %s could not be recorded: %r; its started record now "
+                "the outcome (%s) of action %s could not be recorded: %s; its started record now "
                 "blocks further mutations of the session until a person reviews it",
                 outcome,
                 action_id,
-                exc,
+                describe_error(exc),
+                exc_info=traceback_of(exc),
             )
             written = False
         if outcome is ActionOutcome.UNCERTAIN and self.on_uncertain is not None:
@@ -266,7 +285,8 @@ class ActionJournal:
         if contract.idempotency_key is not None:
             try:
                 key = contract.idempotency_key(arguments)
-            except Exception as exc:  # a broken key function must not hide the call
+            except (KeyError, TypeError, ValueError) as exc:  # arguments of an unexpected shape
+                # the call is still recorded, without a key (a key function must not hide the call)
                 log.warning("idempotency key of %s failed: %r", tool, exc)
         return {
             "user": scope.user,

@@ -22,11 +22,12 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import ConflictError, NotFoundError, OctipusError
+from octipusd.errors import ConflictError, NotFoundError, OctipusError, describe_error
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
 from octipusd.store.repository import Store
 from octipusd.toolkit import (
+    DETAIL_CHARS,
     ActionRef,
     ProbeResult,
     ProbeStatus,
@@ -46,9 +47,11 @@ __all__ = [
 
 log = logging.getLogger("octipusd.journal")
 
-#: ``(tool id) -> contract``: the current contract of a tool (None: unknown tool).
+#: ``(tool id) -> contract``: the current contract of a tool (None: unknown tool); a lookup of
+#: the configuration, it raises nothing.
 ContractLookup = Callable[[str], RecoveryContract | None]
-#: ``async (run_id | None, kind, data)``: publish an event (e.g. to the action's run).
+#: ``async (run_id | None, kind, data)``: publish an event (e.g. to the action's run); raises
+#: at most an :class:`~octipusd.errors.OctipusError` (the event could not be stored).
 Notify = Callable[[str | None, str, dict[str, Any]], Awaitable[None]]
 
 #: Deadline of one probe or compensation (seconds).
@@ -72,8 +75,7 @@ _COMPENSABLE = (
 
 def _why(exc: BaseException) -> str:
     """One line naming a failure (its Octipus message when it has one)."""
-    text = exc.message if isinstance(exc, OctipusError) else str(exc)
-    return f"{type(exc).__name__}: {text}"[:300]
+    return describe_error(exc)[:DETAIL_CHARS]
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -138,11 +140,7 @@ class RecoveryOperator:
         self.notify = notify
 
     def _contract(self, action: ToolAction) -> RecoveryContract | None:
-        try:
-            return self.contracts(action.tool)
-        except Exception as exc:
-            log.warning("contract lookup of %s failed: %r", action.tool, exc)
-            return None
+        return self.contracts(action.tool)
 
     async def _run_probe(self, action: ToolAction, contract: RecoveryContract) -> ProbeResult:
         assert contract.probe is not None
@@ -151,7 +149,7 @@ class RecoveryOperator:
                 return await contract.probe(_ref(action))
         except Exception as exc:  # the failure is the evidence: the answer is "unknown"
             log.warning("the probe of action %s failed", action.id, exc_info=exc)
-            return ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {_why(exc)}"[:300])
+            return ProbeResult(ProbeStatus.UNKNOWN, f"the probe failed: {_why(exc)}"[:DETAIL_CHARS])
 
     async def probe(self, action: ToolAction, *, explicit: bool = False) -> ProbeVerdict | None:
         """Run the action's verification probe once and record what it saw.
@@ -324,7 +322,7 @@ class RecoveryOperator:
         try:
             with anyio.fail_after(OPERATION_TIMEOUT_SECONDS):
                 detail = await contract.compensation(_ref(action))
-        except Exception as exc:
+        except Exception as exc:  # the failure is the evidence: the action needs an operator
             await self._compensation_failed(action, contract, exc, by=by)
             raise OctipusError(
                 f"the compensation of action {action.id} failed ({_why(exc)}); it now needs an operator"
@@ -334,7 +332,7 @@ class RecoveryOperator:
                 action.id,
                 state=RecoveryState.COMPENSATED.value,
                 kind="compensation",
-                data={"detail": str(detail)[:300], "by": by},
+                data={"detail": str(detail)[:DETAIL_CHARS], "by": by},
                 expect=(RecoveryState.RECOVERING.value,),
             )
         )
@@ -388,7 +386,7 @@ class RecoveryOperator:
                 action.id,
                 state=RecoveryState.CONTAINED.value,
                 kind="contained",
-                data={"by": by, "note": note[:300]},
+                data={"by": by, "note": note[:DETAIL_CHARS]},
                 expect=(*_UNSETTLED, RecoveryState.NEEDS_OPERATOR.value),
             )
         )
@@ -449,5 +447,5 @@ class RecoveryOperator:
                 "action_escalated",
                 {"action_id": action.id, "tool": action.tool, "owner": owner, "reason": reason},
             )
-        except Exception as exc:
-            log.warning("could not publish the escalation of action %s: %r", action.id, exc)
+        except OctipusError as exc:  # the store failed: the escalation itself is recorded
+            log.warning("could not publish the escalation of action %s: %s", action.id, exc.message)

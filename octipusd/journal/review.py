@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from octipusd.errors import OctipusError
 from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.journal.operator import RecoveryOperator, in_flight_time, in_flight_warning
 from octipusd.journal.retry import duplicate_refusal
@@ -51,6 +52,8 @@ REVIEW_BATCH = 20
 #: Bound on consecutive reviews for one call (a safety net; each review is a person's answer).
 _MAX_ROUNDS = 50
 
+#: ``async (run_id, kind, data)``: store and publish a run event; raises at most an
+#: :class:`~octipusd.errors.OctipusError` (the event could not be stored).
 Emit = Callable[[str, str, dict[str, Any]], Awaitable[object]]
 
 
@@ -242,6 +245,6 @@ class RecoveryGate:
         ctx.review_required.append(note)
         try:
             await self.emit(ctx.run_id, "review_required", {"tool_id": tool_id, "reason": note})
-        except Exception as exc:
-            log.warning("could not publish review_required: %r", exc)
+        except OctipusError as exc:  # the event could not be stored; the refusal stands
+            log.warning("could not publish review_required: %s", exc.message)
         return GateResult(False, note)

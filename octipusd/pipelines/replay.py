@@ -30,6 +30,8 @@ MISSING_RECORDS_WARNING = (
 )
 #: Most action ids listed on one replay review (the count is always shown in full).
 _LISTED = 200
+#: Most recorded actions of one pipeline read to count what a replay can repeat.
+REPLAY_ACTIONS_LIMIT = 100_000
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,9 @@ class ReplayReviews:
             )
         self._pending.add(pipeline_id)
         try:
-            actions = await in_thread(lambda: self.store.list_actions(pipeline_id=pipeline_id, limit=100_000))
+            actions = await in_thread(
+                lambda: self.store.list_actions(pipeline_id=pipeline_id, limit=REPLAY_ACTIONS_LIMIT)
+            )
             listed = [
                 {
                     "action_id": a.id,

@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from octipusd.errors import InvalidRequestError
+
 __all__ = [
     "BARE_ALLOW_ERROR",
     "CANCEL_MESSAGE",
@@ -66,10 +68,11 @@ CANCEL_MESSAGE: Final = "The user cancelled the questions without answering them
 MULTI_SELECT_SEPARATOR: Final = ", "
 
 
-class QuestionnaireError(ValueError):
+class QuestionnaireError(InvalidRequestError):
     """A malformed ``AskUserQuestion`` input, or answers that do not fit the questionnaire.
 
-    The message is meant for a person: it names the question and what is expected.
+    The message is meant for a person: it names the question and what is expected. At the API
+    it is a 400 ``invalid_request``.
     """
 
 

@@ -18,7 +18,8 @@ Preparation (the claim re-check, the rules read fresh, the recovery review of th
 session's uncertain actions, connecting to the connector) can fail. A validation or policy
 rejection ends the invocation (``not_executed``); a dependency failure (a timeout, a server
 that cannot be reached, a database error) releases only its own claim, leaves the invocation
-``approved`` and retries it for that user after 30 s. A call that may have run is never
+``approved`` and retries it for that user after
+:data:`~octipusd.runtime.recovery.RETRY_SECONDS` (30 s). A call that may have run is never
 dispatched again: after a restart, an invocation claimed by the stopped daemon whose action had
 started becomes ``uncertain`` (see ``Store.quarantine_invocations``).
 
@@ -39,7 +40,14 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError
+from octipusd.errors import (
+    ConflictError,
+    InvalidRequestError,
+    KeyInUseError,
+    NotFoundError,
+    describe_error,
+    traceback_of,
+)
 from octipusd.journal.executor import ActionJournal, ActionScope, args_hash
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.retry import duplicate_refusal
@@ -66,9 +74,15 @@ from octipusd.toolkit import (
 )
 from octipusd.tools import DEFAULT_TOOLS
 
-__all__ = ["ActionService", "ToolResolver", "manual_run_id"]
+__all__ = ["REQUEST_ID_MAX_CHARS", "WAIT_RECHECK_SECONDS", "ActionService", "ToolResolver", "manual_run_id"]
 
 log = logging.getLogger("octipusd.runtime.actions")
+
+#: Longest client ``request_id`` of a hand-started call (characters).
+REQUEST_ID_MAX_CHARS = 200
+#: While a caller waits for an invocation to end, seconds between two reads of it (a backstop
+#: to the change signal).
+WAIT_RECHECK_SECONDS = 1.0
 
 #: ``(tool id) -> async context yielding its ToolSpec``; raises NotFoundError for an unknown tool.
 ToolResolver = Callable[[str], AbstractAsyncContextManager[ToolSpec]]
@@ -149,8 +163,8 @@ class ActionService:
             InvalidRequestError: a bad request id, or a tool that cannot be started by hand.
             ConflictError: the request id was used for a different call.
         """
-        if request_id is not None and not 1 <= len(request_id) <= 200:
-            raise InvalidRequestError("request_id: must be 1 to 200 characters")
+        if request_id is not None and not 1 <= len(request_id) <= REQUEST_ID_MAX_CHARS:
+            raise InvalidRequestError(f"request_id: must be 1 to {REQUEST_ID_MAX_CHARS} characters")
         args = strip_identity_arguments(arguments)
         if request_id is not None:
             existing = await in_thread(self.store.find_invocation, user, request_id)
@@ -216,7 +230,7 @@ class ActionService:
                 if current.terminal:
                     return current
                 event = self._changed.setdefault(invocation_id, anyio.Event())
-                with anyio.move_on_after(1.0):
+                with anyio.move_on_after(WAIT_RECHECK_SECONDS):
                     await event.wait()
         return await in_thread(self.store.get_invocation, invocation_id)
 
@@ -296,12 +310,14 @@ class ActionService:
                 except (NotFoundError, InvalidRequestError) as exc:
                     await self._end_not_executed(invocation, token, exc.message)
                     return True
-                except Exception as exc:
+                except Exception as exc:  # nothing ran: the claim is released with the reason
+                    log.warning(
+                        "invocation %s: preparation failed", invocation_id, exc_info=traceback_of(exc)
+                    )
                     await self._release(invocation_id, token, exc)
                     self.worker.retry_later(invocation.user)
-                    detail = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
                     raise PreparationError(
-                        f"invocation {invocation_id} was not run: {detail}; it stays approved and the "
+                        f"invocation {invocation_id} was not run: {describe_error(exc)}; it stays approved and the "
                         f"daemon retries it in {self.worker.retry_seconds:g} s "
                         f"(`octipusctl actions cancel {invocation_id}` withdraws it)"
                     ) from exc
@@ -315,7 +331,7 @@ class ActionService:
 
     async def _release(self, invocation_id: str, token: str, exc: BaseException) -> None:
         """Give back only this claim after a preparation failure (seed 001)."""
-        detail = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
+        detail = describe_error(exc)
         released = await in_thread(
             lambda: self.store.release_invocation_claim(
                 invocation_id, token, reason=f"preparation failed, will retry: {detail}"

@@ -15,6 +15,7 @@ covered message's speaker and opening, so the checkpoint states exactly what it 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from octipusd.runtime.children import is_child_key
 from octipusd.store.records import Checkpoint, SessionMessage
 from octipusd.store.repository import Store
+
+log = logging.getLogger("octipusd.runtime.compaction")
 
 #: Characters kept of each covered message by :func:`extractive_summary`.
 EXCERPT_CHARS = 280
@@ -164,7 +167,8 @@ def compact(
     through_seq = prefix[-1].seq
     try:
         summary = summarizer(previous, prefix)
-    except Exception as exc:  # a failed summary must not rotate anything
+    except Exception as exc:  # a summarizer's failure is the report's reason; nothing rotates
+        log.warning("the summary of session %s failed", session_id, exc_info=exc)
         return CompactionReport(False, covered_chars=covered_chars, reason=f"the summary failed: {exc}")
     if not summary.strip():
         return CompactionReport(

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from octipusd.adapter import EventKind, VendorEvent
+from octipusd.errors import OctipusError
 from octipusd.store.aio import in_thread
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
@@ -41,6 +42,9 @@ NOT_STORED = {EventKind.STDIN_WRITE}
 
 #: Seconds between keep-alive wake-ups of a subscriber.
 KEEPALIVE = 15.0
+#: Events one store read of :meth:`EventHub.follow` returns at most (a full page is followed by
+#: the next one at once).
+FOLLOW_PAGE = 500
 
 
 log = logging.getLogger("octipusd.events")
@@ -103,8 +107,8 @@ class EventHub:
             return
         try:
             await self.emit(run_id, kind, data)
-        except Exception as exc:
-            log.warning("could not store %s on run %s: %r", kind, run_id, exc)
+        except OctipusError as exc:  # the store failed or the run is gone: the log line above stands
+            log.warning("could not store %s on run %s: %s", kind, run_id, exc.message)
 
     async def emit_vendor(self, run_id: str, event: VendorEvent) -> RunEvent:
         """Store and publish a parsed vendor event."""
@@ -129,18 +133,20 @@ class EventHub:
         while True:
             signal = self._signals.setdefault(run_id, anyio.Event())
             run = await in_thread(self._store.get_run, run_id)
-            events = await in_thread(self._store.list_events, run_id, after_seq=last, limit=500)
+            events = await in_thread(self._store.list_events, run_id, after_seq=last, limit=FOLLOW_PAGE)
             for event in events:
                 last = event.seq
                 yield event
-            if len(events) == 500:
+            if len(events) == FOLLOW_PAGE:
                 continue
             if run.status.terminal:
-                # one more read: events appended between the two reads above
-                tail = await in_thread(self._store.list_events, run_id, after_seq=last, limit=10_000)
-                for event in tail:
-                    last = event.seq
-                    yield event
-                return
+                # more reads: events appended between the two reads above
+                while True:
+                    tail = await in_thread(self._store.list_events, run_id, after_seq=last, limit=FOLLOW_PAGE)
+                    for event in tail:
+                        last = event.seq
+                        yield event
+                    if len(tail) < FOLLOW_PAGE:
+                        return
             with anyio.move_on_after(KEEPALIVE):
                 await signal.wait()

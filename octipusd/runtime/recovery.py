@@ -32,6 +32,8 @@ log = logging.getLogger("octipusd.runtime.recovery")
 RETRY_SECONDS = 30.0
 #: Page size of one user's owed invocations.
 PAGE = 50
+#: Seconds the worker wakes after a deadline or expiry, so the store sees it as past.
+DEADLINE_MARGIN_SECONDS = 0.05
 
 #: ``async (invocation id) -> dispatched``: claim and run one approved invocation; raises
 #: :class:`PreparationError` when a dependency failed before dispatch.
@@ -99,21 +101,36 @@ class RecoveryWorker:
         task_status.started()
         while True:
             self._wake = anyio.Event()
-            users = await self._take_users()
-            for user in sorted(users):
-                await self._pass(user)
-            await self._escalate()
-            if self._users or self._sessions:
-                continue
-            timeout = await self._next_wake()
+            try:
+                timeout = await self._round()
+            except Exception:  # logged with its traceback; the worker (and daemon) go on
+                log.exception("a recovery pass failed; the next one runs in %g s", self.retry_seconds)
+                timeout = self.retry_seconds
             with anyio.move_on_after(timeout):
                 await self._wake.wait()
+
+    async def _round(self) -> float:
+        """One pass over the users signalled and the deadlines due; returns the seconds until
+        the next is needed (0 when more users were signalled meanwhile)."""
+        users = await self._take_users()
+        for user in sorted(users):
+            await self._pass(user)
+        await self._escalate()
+        if self._users or self._sessions:
+            return 0.0
+        return await self._next_wake()
 
     async def _take_users(self) -> set[str]:
         users, self._users = self._users, set()
         sessions, self._sessions = self._sessions, set()
-        for session_id in sessions:
-            users.update(await in_thread(self.store.owed_users_of_session, session_id))
+        try:
+            for session_id in sessions:
+                users.update(await in_thread(self.store.owed_users_of_session, session_id))
+        except Exception:
+            # the signals are kept: the next round (after the retry delay) reads them again
+            self._users.update(users)
+            self._sessions.update(sessions)
+            raise
         now = time.monotonic()
         for user, at in list(self._retry_at.items()):
             if at <= now:
@@ -128,11 +145,11 @@ class RecoveryWorker:
         while True:
             try:
                 page = await in_thread(self.store.owed_invocations, user, after=after, limit=PAGE)
-            except Exception as exc:
+            except OctipusError as exc:  # the store failed
                 log.warning(
-                    "reading owed invocations of %s failed: %r; retrying in %g s",
+                    "reading owed invocations of %s failed: %s; retrying in %g s",
                     user,
-                    exc,
+                    exc.message,
                     self.retry_seconds,
                 )
                 self._retry_at[user] = time.monotonic() + self.retry_seconds
@@ -145,7 +162,7 @@ class RecoveryWorker:
                 except PreparationError as exc:
                     log.warning("%s; retrying in %g s", exc.message, self.retry_seconds)
                     self._retry_at[user] = time.monotonic() + self.retry_seconds
-                except Exception:
+                except Exception:  # one invocation's failure must not starve the others
                     log.exception("dispatching invocation %s failed", invocation.id)
                     self._retry_at[user] = time.monotonic() + self.retry_seconds
             after = page[-1].id
@@ -154,13 +171,13 @@ class RecoveryWorker:
         now = datetime.now(UTC)
         try:
             await self.operator.escalate_due(now)
-        except Exception as exc:
-            log.warning("escalating overdue actions failed: %r", exc)
+        except OctipusError as exc:  # the store failed; the next pass tries again
+            log.warning("escalating overdue actions failed: %s", exc.message)
         try:
             for approval_id in await in_thread(self.store.expire_runless_approvals, now):
                 log.info("approval %s of no run expired unanswered", approval_id)
-        except Exception as exc:
-            log.warning("expiring approvals failed: %r", exc)
+        except OctipusError as exc:  # the store failed; the next pass tries again
+            log.warning("expiring approvals failed: %s", exc.message)
 
     async def _next_wake(self) -> float:
         """Seconds until the next retry or escalation deadline (inf: nothing owed)."""
@@ -169,14 +186,19 @@ class RecoveryWorker:
             wake = max(0.0, min(self._retry_at.values()) - time.monotonic())
         try:
             deadline = await in_thread(self.store.next_action_deadline)
-        except Exception:
+        except OctipusError as exc:  # the store failed: look again after the retry delay
+            log.warning("reading the next escalation deadline failed: %s", exc.message)
             deadline = None
             wake = min(wake, self.retry_seconds)
         try:
             expiry = await in_thread(self.store.next_runless_approval_expiry)
-        except Exception:
+        except OctipusError as exc:  # the store failed: look again after the retry delay
+            log.warning("reading the next approval expiry failed: %s", exc.message)
             expiry = None
+            wake = min(wake, self.retry_seconds)
         for moment in (deadline, expiry):
             if moment is not None:
-                wake = min(wake, max(0.0, (moment - datetime.now(UTC)).total_seconds()) + 0.05)
+                wake = min(
+                    wake, max(0.0, (moment - datetime.now(UTC)).total_seconds()) + DEADLINE_MARGIN_SECONDS
+                )
         return wake

@@ -29,6 +29,7 @@ from sqlmodel import Session as DbSession, col, select
 from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, new_id
 from octipusd.store.models import ActionReceiptRow, ToolActionRow, ToolInvocationRow
+from octipusd.toolkit.contracts import DEFAULT_DEADLINE_SECONDS
 
 __all__ = [
     "ACTION_OUTCOMES",
@@ -44,6 +45,9 @@ log = logging.getLogger("octipusd.store")
 ACTION_OUTCOMES: tuple[str, ...] = ("started", "completed", "not_executed", "uncertain")
 #: Recovery states that settle an uncertain action (seed 004): it no longer blocks mutations.
 RESOLVED_STATES: tuple[str, ...] = ("verified", "compensated", "contained")
+#: Action ids per ``DELETE ... WHERE id IN (...)`` statement (well under the databases' bound
+#: parameter limits).
+_DELETE_CHUNK = 500
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -426,7 +430,7 @@ class JournalStoreMixin(StoreMixin):
             row = db.get(ToolActionRow, action_id)
             if row is None or row.recovery_state is None:  # a person's remedy meanwhile is kept
                 state = "effect_unconfirmed"
-                seconds = row.deadline_seconds if row is not None else 3600.0
+                seconds = row.deadline_seconds if row is not None else DEFAULT_DEADLINE_SECONDS
                 values["recovery_state"] = state
                 values["deadline_at"] = now + timedelta(seconds=seconds)
         result = db.exec(
@@ -723,8 +727,8 @@ class JournalStoreMixin(StoreMixin):
 
     @staticmethod
     def _delete_actions(db: DbSession, ids: list[str]) -> None:
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for start in range(0, len(ids), _DELETE_CHUNK):
+            chunk = ids[start : start + _DELETE_CHUNK]
             db.exec(delete(ActionReceiptRow).where(col(ActionReceiptRow.action_id).in_(chunk)))
             db.exec(delete(ToolActionRow).where(col(ToolActionRow.id).in_(chunk)))
 

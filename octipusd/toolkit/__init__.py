@@ -44,6 +44,7 @@ from octipusd.toolkit.identity import (
     strip_identity_arguments,
 )
 from octipusd.toolkit.outcomes import (
+    DETAIL_CHARS,
     ActionOutcome,
     Body,
     Executed,
@@ -52,12 +53,14 @@ from octipusd.toolkit.outcomes import (
     ToolOutcome,
     classify,
     describe_failure,
+    log_body_failure,
     run_unjournaled,
 )
 from octipusd.toolkit.specs import UNDECLARED_CONTRACT, ToolHandler, ToolResult, ToolSpec, validate_tool_specs
 
 __all__ = [
     "DEFAULT_DEADLINE_SECONDS",
+    "DETAIL_CHARS",
     "RESERVED_IDENTITY_ARGUMENTS",
     "RUN_MARKER",
     "UNDECLARED_CONTRACT",
@@ -91,6 +94,7 @@ __all__ = [
     "ToolSpec",
     "classify",
     "describe_failure",
+    "log_body_failure",
     "run_unjournaled",
     "strip_identity_arguments",
     "validate_tool_specs",

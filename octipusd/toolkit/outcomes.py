@@ -28,15 +28,17 @@ the hosts that run a body without one share it.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from octipusd.errors import InvalidRequestError, OctipusError
+from octipusd.errors import InvalidRequestError, OctipusError, traceback_of
 
 __all__ = [
+    "DETAIL_CHARS",
     "ActionOutcome",
     "Body",
     "Executed",
@@ -45,8 +47,14 @@ __all__ = [
     "ToolOutcome",
     "classify",
     "describe_failure",
+    "log_body_failure",
     "run_unjournaled",
 ]
+
+_log = logging.getLogger("octipusd.tools")
+
+#: Characters of an outcome's evidence (``detail``, a receipt line) kept in the journal.
+DETAIL_CHARS = 300
 
 
 class ActionOutcome(enum.StrEnum):
@@ -148,6 +156,19 @@ def describe_failure(tool: str, exc: BaseException, timeout_seconds: float | Non
     return f"{tool} failed with an internal error: {type(exc).__name__}: {exc}"
 
 
+def log_body_failure(tool: str, exc: BaseException) -> None:
+    """Log a tool body's failure (the caller records it as the call's outcome): an Octipus error
+    or a timeout, whose message says what happened, at INFO; anything else, unexpected, as a
+    warning with its traceback."""
+    unexpected = traceback_of(exc)
+    _log.log(
+        logging.WARNING if unexpected else logging.INFO,
+        "%s",
+        describe_failure(tool, exc),
+        exc_info=unexpected,
+    )
+
+
 def classify(
     tool: str, value: str | dict[str, Any] | ToolOutcome | None, exc: BaseException | None, **kw: Any
 ) -> Executed:
@@ -165,15 +186,17 @@ def classify(
     if exc is not None:
         message = describe_failure(tool, exc, kw.get("timeout_seconds"))
         if isinstance(exc, NotExecutedError):
-            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:300], answered=True)
-        detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:300]
+            return Executed(message, True, ActionOutcome.NOT_EXECUTED, message[:DETAIL_CHARS], answered=True)
+        detail = (
+            "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]
+        )
         return Executed(message, True, ActionOutcome.UNCERTAIN, detail)
     if isinstance(value, ToolOutcome):
         answered = not value.in_flight
         if value.uncertain is not None:
             detail = value.uncertain if value.detail is None else f"{value.uncertain} ({value.detail})"
             return Executed(
-                value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:300], answered=answered
+                value.value, value.is_error, ActionOutcome.UNCERTAIN, detail[:DETAIL_CHARS], answered=answered
             )
         return Executed(value.value, value.is_error, ActionOutcome.COMPLETED, value.detail, answered=answered)
     return Executed(value if value is not None else "", False, ActionOutcome.COMPLETED, None, answered=True)
@@ -188,6 +211,7 @@ async def run_unjournaled(tool: str, body: Body, timeout_seconds: float | None =
         value = await body()
     except anyio.get_cancelled_exc_class():
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the body's failure is the call's result
+        log_body_failure(tool, exc)
         return classify(tool, None, exc, timeout_seconds=timeout_seconds)
     return classify(tool, value, None)

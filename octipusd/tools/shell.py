@@ -65,13 +65,22 @@ from octipusd.toolkit import (
 )
 from octipusd.tools.base import optional_str, reject_unknown, require_str
 
+#: Deadline of a command that names none (seconds).
 DEFAULT_TIMEOUT_SECONDS = 120.0
+#: Longest deadline a command may ask for (seconds).
 MAX_TIMEOUT_SECONDS = 600.0
+#: Bytes of stdout and of stderr kept from one command (then a truncation note).
 OUTPUT_LIMIT_BYTES = 64 * 1024
+#: Seconds between SIGTERM and SIGKILL to a command's process group.
 KILL_GRACE_SECONDS = 2.0
 #: After a kill, how long to keep reading output the job wrote before it died (seconds).
 _FINAL_DRAIN_SECONDS = 0.25
+#: Seconds between two looks at whether a signalled process group is gone.
 _POLL_SECONDS = 0.02
+#: After the group is gone or killed, how long at least to wait for the shell to be reaped (seconds).
+_REAP_SECONDS = 1.0
+#: Bound of closing the command's pipes and reaping it at the end (seconds, shielded).
+_CLOSE_SECONDS = 1.0
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -183,7 +192,7 @@ async def terminate_group(
                 await anyio.sleep(_POLL_SECONDS)
         if _group_alive(pgid):
             _signal_group(pgid, signal.SIGKILL)
-        with anyio.move_on_after(max(grace_seconds, 1.0)):
+        with anyio.move_on_after(max(grace_seconds, _REAP_SECONDS)):
             await process.wait()
 
 
@@ -257,7 +266,7 @@ async def run_shell(
     finally:
         if not finished:  # cancelled from outside: the job must not outlive the call
             await terminate_group(process, pgid, kill_grace)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_SECONDS):
             await process.aclose()
     return ShellResult(
         exit_code=process.returncode,

@@ -470,6 +470,45 @@ async def test_startup_recovery_dispatches_owed_work_once_then_is_quiet(bench: B
     assert len(bench.store.list_actions()) == 1
 
 
+async def test_the_worker_outlives_a_failing_pass_and_keeps_its_signals(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    allow_shell(bench)
+    service = bench.service()
+    worker = service.worker
+    worker.retry_seconds = 0.3
+    real_deadline, real_users = bench.store.next_action_deadline, bench.store.owed_users_of_session
+    failed: list[str] = []
+
+    def deadline_failing_once() -> Any:
+        if "deadline" not in failed:
+            failed.append("deadline")
+            raise RuntimeError("a bug while reading the next deadline")
+        return real_deadline()
+
+    def users_failing_once(session_id: str) -> Any:
+        if "users" not in failed:
+            failed.append("users")
+            raise StoreError("database error while reading owed users: connection reset")
+        return real_users(session_id)
+
+    monkeypatch.setattr(bench.store, "next_action_deadline", deadline_failing_once)
+    monkeypatch.setattr(bench.store, "owed_users_of_session", users_failing_once)
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            await tg.start(worker.run)
+            await bench.wait_until(lambda: "deadline" in failed)
+            invocation = approved(bench)
+            worker.signal_session(bench.session_id)  # its first read fails: the signal is kept
+            await bench.wait_until(lambda: bench.store.get_invocation(invocation.id).terminal, within=5)
+            tg.cancel_scope.cancel()
+    assert failed == ["deadline", "users"]
+    assert bench.store.get_invocation(invocation.id).status == "completed" and bench.lines() == 1
+    logged = [r for r in caplog.records if r.getMessage().startswith("a recovery pass failed")]
+    assert len(logged) == 2 and logged[0].exc_info is not None
+    assert isinstance(logged[0].exc_info[1], RuntimeError) and isinstance(logged[1].exc_info[1], StoreError)
+
+
 async def test_an_approval_signals_recovery_of_that_call_once(bench: Bench) -> None:
     service = bench.service()
     asked = {"command": f"printf 'x\\n' >> {LEDGER}"}  # ASK by default (``echo`` is allowed)

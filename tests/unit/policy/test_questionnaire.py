@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from octipusd.errors import InvalidRequestError
 from octipusd.policy.questionnaire import (
     BARE_ALLOW_ERROR,
     QUESTIONNAIRE_TOOL,
@@ -167,8 +168,11 @@ def test_parse_rejects_a_non_object() -> None:
         parse_questionnaire([1, 2])  # type: ignore[arg-type]
 
 
-def test_questionnaire_error_is_a_value_error() -> None:
-    assert issubclass(QuestionnaireError, ValueError)
+def test_questionnaire_error_is_an_invalid_request() -> None:
+    error = QuestionnaireError("Q?: expected one of 'a', 'b'")
+    assert isinstance(error, InvalidRequestError)
+    assert error.to_dict() == {"code": "invalid_request", "message": "Q?: expected one of 'a', 'b'"}
+    assert error.http_status == 400
 
 
 def test_is_questionnaire() -> None:
