@@ -444,11 +444,18 @@ class RunFailureEvent(VendorEvent):
     fails the run with ``reason`` (the first such reason wins) and stops the vendor; it knows no
     vendor's statuses itself.
 
+    A bridge the vendor still connects to (Claude's ``pending``) is not a failure yet: a loaded
+    machine can make the handshake outlast the vendor's wait before it announces its session. With
+    ``unless_bridge_answers`` the runtime fails the run only if the bridge has not served the
+    vendor's tool list within its grace (``RunLimits.bridge_connect_grace_s``).
+
     Attributes:
         reason: One sentence for a person: what the vendor reported and what it means.
+        unless_bridge_answers: The vendor may still complete its MCP handshake with the bridge.
     """
 
     reason: str
+    unless_bridge_answers: bool = False
 
     @property
     def kind(self) -> EventKind:

@@ -34,6 +34,7 @@ from octipusd.errors import AdapterError
 __all__ = [
     "BRIDGE_CONNECTED",
     "BRIDGE_HELPER_NAME",
+    "BRIDGE_PENDING",
     "SHELL_GUARD_SUBCOMMAND",
     "ValuedFlag",
     "allowed_additive_flags",
@@ -60,6 +61,8 @@ SHELL_GUARD_SUBCOMMAND: Final = "shell-guard"
 #: The one :attr:`~octipusd.adapter.SessionEvent.mcp_servers` status in which the bridge serves the
 #: run; any other (``failed``, ``needs-auth``, ``pending``, ``unknown``, absent) leaves its tools out.
 BRIDGE_CONNECTED: Final = "connected"
+#: The status of an MCP server the vendor is still connecting to (Claude's ``system/init``).
+BRIDGE_PENDING: Final = "pending"
 
 
 def bridge_not_connected(
@@ -80,7 +83,8 @@ def bridge_not_connected(
 
     Returns:
         None when the bridge is ``connected``; else a :class:`RunFailureEvent` whose reason names the
-        status (or lists the servers reported when the bridge is absent).
+        status (or lists the servers reported when the bridge is absent); for ``pending`` it holds only
+        unless the bridge answers the vendor's handshake in time (``unless_bridge_answers``).
     """
     status = event.mcp_servers.get(server_name)
     if status == BRIDGE_CONNECTED:
@@ -97,7 +101,7 @@ def bridge_not_connected(
             f"{BRIDGE_CONNECTED!r} (it could not connect, was refused or never answered); the run cannot "
             "use Octipus tools"
         )
-    return RunFailureEvent(raw=event.raw, reason=reason)
+    return RunFailureEvent(raw=event.raw, reason=reason, unless_bridge_answers=status == BRIDGE_PENDING)
 
 
 def decode_line(line: bytes | bytearray | memoryview | str) -> str:

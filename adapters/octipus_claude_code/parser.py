@@ -57,6 +57,7 @@ before the :class:`ResultEvent`; hence the sum of all ``UsageEvent.usage`` alway
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -67,7 +68,6 @@ from octipusd.adapter import (
     LaunchRequest,
     PermissionRequestEvent,
     ResultEvent,
-    RunFailureEvent,
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
@@ -83,6 +83,7 @@ from octipusd.adapter import (
     UsageEvent,
     VendorEvent,
 )
+from octipusd.adapterkit import bridge_not_connected
 
 from ._coerce import (
     as_cost,
@@ -96,7 +97,7 @@ from ._coerce import (
     parse_usage,
     to_text,
 )
-from .control import encode_control_error, mcp_failure
+from .control import encode_control_error
 from .launch import encode_user_message
 
 log = logging.getLogger("octipus_claude_code")
@@ -235,8 +236,12 @@ class ClaudeStreamParser(StreamParserDefaults):
             tools=tools,
             mcp_servers=servers,
         )
-        reason = mcp_failure(session, self._bridge) if self._bridge is not None else None
-        return [session] if reason is None else [session, RunFailureEvent(raw=obj, reason=reason)]
+        failure = (
+            bridge_not_connected(session, self._bridge, "Claude Code", "system/init")
+            if self._bridge
+            else None
+        )
+        return [session] if failure is None else [session, dataclasses.replace(failure, raw=obj)]
 
     def _assistant(self, obj: JSON) -> list[VendorEvent]:
         message = as_dict(obj.get("message"))

@@ -491,8 +491,11 @@ class _BridgeMCPServer(MCPServer[Any]):
             super().__init__(name=name, instructions=_INSTRUCTIONS, log_level="WARNING")
         self._dispatcher = dispatcher
         self._listing = [_mcp_tool(spec) for spec in tools]
+        #: Set once a client (the vendor) listed the tools: its MCP handshake is complete.
+        self.listed = anyio.Event()
 
     async def list_tools(self) -> list[MCPTool]:
+        self.listed.set()
         return list(self._listing)
 
     async def call_tool(
@@ -583,12 +586,24 @@ class Bridge:
         port: int,
         tools: tuple[ToolSpec, ...],
         done: anyio.Event,
+        listed: anyio.Event,
     ) -> None:
         self.identity = identity
         self.endpoint = endpoint
         self.tools = tools
         self._port = port
         self._done = done
+        self._listed = listed
+
+    async def wait_listed(self, timeout_seconds: float) -> bool:
+        """Wait until a client listed the bridge's tools (the vendor's MCP handshake is complete).
+
+        Returns:
+            True once it did, False when ``timeout_seconds`` passed first.
+        """
+        with anyio.move_on_after(timeout_seconds):
+            await self._listed.wait()
+        return self._listed.is_set()
 
     @property
     def url(self) -> str:
@@ -720,7 +735,7 @@ async def open_bridge(
                         reason = failure[0] if failure else "stopped"
                         raise BridgeError(f"the bridge failed to start: {reason}")
                     endpoint = BridgeEndpoint(url=url, token=capability, server_name=server_name)
-                    bridge = Bridge(identity, endpoint, port, specs, done)
+                    bridge = Bridge(identity, endpoint, port, specs, done, mcp_server.listed)
                     logger.debug("bridge of run %s listening on %s", identity.run_id, url)
                     try:
                         yield bridge

@@ -53,6 +53,8 @@ class RunLimits:
         stop_wait_s: Seconds ``stop`` waits for the run to be finished before answering.
         shutdown_grace_s: Seconds a daemon shutdown waits for the live runs' cleanup.
         watchdog_tick_s: Granularity of the active-work clock (seconds).
+        bridge_connect_grace_s: Seconds a vendor that announced its bridge as still connecting
+            (Claude's ``pending``) has to list the bridge's tools before the run fails.
     """
 
     run_timeout_s: float = 3600.0
@@ -61,6 +63,7 @@ class RunLimits:
     stop_wait_s: float = 20.0
     shutdown_grace_s: float = 15.0
     watchdog_tick_s: float = 1.0
+    bridge_connect_grace_s: float = 15.0
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class Attempt:
         stopping: Why a stop began, once it did: nothing printed afterwards is accepted.
         usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
         discarded: Events printed after the stop began, dropped.
+        bridge_pending: The failure reason while the vendor reports its bridge as still connecting.
     """
 
     process: Transport | None = None
@@ -96,6 +97,7 @@ class Attempt:
     stopping: str | None = None
     usage_at_stop: Usage | None = None
     discarded: int = 0
+    bridge_pending: str | None = None
 
     def usage(self) -> Usage:
         """The usage accepted from this invocation."""
@@ -148,6 +150,7 @@ class RunSupervisor:
         self.space = False
         self.tools: dict[str, ToolSpec] = {}
         self.attempt = Attempt()
+        self._bridge: Bridge | None = None
         self.failure: str | None = None
         self.stop_status: RunStatus | None = None
         self.stop_reason: str | None = None
@@ -288,6 +291,7 @@ class RunSupervisor:
 
     async def _attempts(self, plan: TurnPlan, bridge: Bridge, state: ReuseState) -> None:
         """Invoke the vendor; when a resumed session is gone, drop it and retry once, cold."""
+        self._bridge = bridge
         adapter, session = plan.adapter, plan.session
         # Octipus's native denials go to the vendor's own deny list too: the vendor approves some
         # calls itself and never relays them (seed 003: "a denial under either identity wins").
@@ -388,6 +392,7 @@ class RunSupervisor:
             await process.reap()
             for event in parser.finish(process.returncode):
                 await self._handle(event, tg)
+            await self._check_bridge_answered()
             await self._account(adapter, request, process)
             tg.cancel_scope.cancel()
 
@@ -467,7 +472,10 @@ class RunSupervisor:
         elif isinstance(event, ControlCancelEvent):
             self.relay.cancel(event.request_id)  # the vendor abandoned it: answer nothing (sources.md §1.6)
         elif isinstance(event, RunFailureEvent):  # e.g. the adapter saw the bridge not connected
-            if self.failure is None:
+            if event.unless_bridge_answers and self._bridge is not None:
+                attempt.bridge_pending = event.reason
+                tg.start_soon(self._fail_unless_bridge_answers, self._bridge, event.reason, tg)
+            elif self.failure is None:
                 self.failure = event.reason
                 self._stop_vendor(tg, event.reason)
         elif isinstance(event, StatusEvent) and event.status.startswith("cold_start:") and self.run.resumed:
@@ -496,6 +504,24 @@ class RunSupervisor:
                 self.run = await in_thread(
                     self.services.store.update_run, self.run.id, vendor_session_id=event.session_id
                 )
+
+    async def _fail_unless_bridge_answers(self, bridge: Bridge, reason: str, tg: anyio.abc.TaskGroup) -> None:
+        """The vendor still connects to the bridge: fail the run only if it has not listed the
+        bridge's tools within ``RunLimits.bridge_connect_grace_s``."""
+        grace = self.services.limits.bridge_connect_grace_s
+        if await bridge.wait_listed(grace) or self.failure is not None or self.attempt.stopping is not None:
+            return
+        self.failure = f"{reason}; the bridge saw no handshake from the vendor within {grace:g} s"
+        self._stop_vendor(tg, self.failure)
+
+    async def _check_bridge_answered(self) -> None:
+        """At the invocation's end: a vendor that announced its bridge as still connecting and never
+        listed its tools could not use Octipus tools, however it ended."""
+        reason, bridge = self.attempt.bridge_pending, self._bridge
+        if reason is None or bridge is None or self.failure is not None:
+            return
+        if not await bridge.wait_listed(0):
+            self.failure = f"{reason}; the vendor ended without completing its handshake with the bridge"
 
     def _check_token_budget(self, tg: anyio.abc.TaskGroup) -> None:
         """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then

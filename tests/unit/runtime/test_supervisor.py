@@ -7,12 +7,14 @@ the final status, a stop that drops what comes after it, the cold fallback, a he
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from octipusd.adapter import LaunchSpec, ResultEvent, load_adapters
@@ -222,3 +224,77 @@ def test_the_final_status_is_a_function_of_what_happened() -> None:
         RunStatus.FAILED,
         "the vendor CLI exited (3) without a result; stderr: boom",
     )
+
+
+def _pending_init(sid: str) -> dict[str, Any]:
+    return {**_init(sid), "mcp_servers": [{"name": "octipus", "status": "pending"}]}
+
+
+def _list_bridge_tools(spec: LaunchSpec) -> None:
+    """Do what a vendor's MCP client does at start-up: initialize, then list the bridge's tools."""
+    config_path = next(a.split("=", 1)[1] for a in spec.argv if a.startswith("--mcp-config="))
+    server = json.loads(Path(config_path).read_text())["mcpServers"]["octipus"]
+    headers = {
+        **server["headers"],
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    with httpx.Client(timeout=10) as client:
+        answer = client.post(
+            server["url"],
+            headers=headers,
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        )
+        session = (
+            {"mcp-session-id": answer.headers["mcp-session-id"]} if "mcp-session-id" in answer.headers else {}
+        )
+        client.post(
+            server["url"],
+            headers={**headers, **session},
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+        )
+        client.post(
+            server["url"],
+            headers={**headers, **session},
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        )
+
+
+async def test_a_bridge_the_vendor_never_finished_connecting_to_fails_the_run(
+    store: Store, tmp_path: Path
+) -> None:
+    """Claude's ``pending`` and no handshake on the bridge: the vendor could not use Octipus tools."""
+
+    def script(sid: str) -> Recording:
+        return Recording.of([_pending_init(sid), _result(sid, "done without tools")])
+
+    async with _daemon(store, tmp_path, [script]) as (runs, _launcher):
+        final = await _turn(runs, _new_session(store, tmp_path))
+    assert final.status == RunStatus.FAILED
+    assert final.reason is not None and "'pending'" in final.reason and "handshake" in final.reason
+
+
+async def test_a_bridge_still_connecting_at_init_that_then_answers_does_not_fail_the_run(
+    store: Store, tmp_path: Path
+) -> None:
+    """On a loaded machine Claude may announce ``pending`` and finish its handshake just after."""
+    specs: list[LaunchSpec] = []
+
+    def script(sid: str) -> Recording:
+        return Recording.of([_pending_init(sid), _result(sid, "done")], delays=[0, 2.0])
+
+    async with _daemon(store, tmp_path, [script]) as (runs, launcher):
+        session = _new_session(store, tmp_path)
+        run = await runs.post_turn(session, "go")
+        live = runs.registry.get(run.id)
+        assert live is not None
+        with anyio.fail_after(10):
+            while not launcher.launches:
+                await anyio.sleep(0.05)
+        specs.append(launcher.launches[0][0])
+        await anyio.to_thread.run_sync(_list_bridge_tools, specs[0])
+        with anyio.fail_after(30):
+            await live.done.wait()
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.SUCCEEDED, final.reason
