@@ -118,13 +118,16 @@ async def _daemon(
 
 
 async def _turn(
-    runs: RunManager, session_id: str, prompt: str = "go", *, stop_after: float | None = None
+    runs: RunManager, session_id: str, prompt: str = "go", *, stop_at_text: str | None = None
 ) -> Run:
+    """Post a turn and wait for its end; with ``stop_at_text``, stop it once that text is stored."""
     run = await runs.post_turn(session_id, prompt)
     live = runs.registry.get(run.id)
     assert live is not None
-    if stop_after is not None:
-        await anyio.sleep(stop_after)
+    if stop_at_text is not None:
+        with anyio.fail_after(30):
+            while not any(d.get("text") == stop_at_text for k, d in _kinds(runs.services.store, run.id)):
+                await anyio.sleep(0.02)
         await runs.stop(run.id, "stopped by the test")
     with anyio.fail_after(30):
         await live.done.wait()
@@ -158,12 +161,12 @@ async def test_after_a_stop_nothing_the_vendor_prints_is_accepted(store: Store, 
     def script(sid: str) -> Recording:
         late = [_text(sid, "late text"), _result(sid, "late answer", tokens=999)]
         return Recording.of(
-            [_init(sid), _text(sid, "working"), *late], delays=[0, 0, 1.0, 0], ignores_stop=True
+            [_init(sid), _text(sid, "working"), *late], delays=[0, 0, 3.0, 0], ignores_stop=True
         )
 
     async with _daemon(store, tmp_path, [script]) as (runs, _launcher):
         session = _new_session(store, tmp_path)
-        final = await _turn(runs, session, stop_after=0.4)
+        final = await _turn(runs, session, stop_at_text="working")
     assert final.status == RunStatus.CANCELLED and final.reason == "stopped by the test"
     assert final.result_text is None and not final.input_tokens and not final.output_tokens
     events = _kinds(store, final.id)
@@ -233,7 +236,7 @@ def _pending_init(sid: str) -> dict[str, Any]:
 def _list_bridge_tools(spec: LaunchSpec) -> None:
     """Do what a vendor's MCP client does at start-up: initialize, then list the bridge's tools."""
     config_path = next(a.split("=", 1)[1] for a in spec.argv if a.startswith("--mcp-config="))
-    server = json.loads(Path(config_path).read_text())["mcpServers"]["octipus"]
+    server = json.loads(spec.files[Path(config_path)])["mcpServers"]["octipus"]  # a replay writes no files
     headers = {
         **server["headers"],
         "Accept": "application/json, text/event-stream",
