@@ -33,6 +33,7 @@ from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
 from octipusd.connectors import ConnectorRegistry
+from octipusd.environment import vendor_environment
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
@@ -112,9 +113,12 @@ def tool_aliases(adapters: Mapping[str, Adapter]) -> dict[str, str]:
 def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, Resolution]:
     """Resolve every adapter's binary on ``cliModels.path`` or the login PATH (seed 003)."""
     search = settings.cliModels.path or login_path()
-    env = dict(os.environ)
+    base = vendor_base_env(search)
+    # ``--version`` runs the vendor binary too: with its allowlisted environment, never the daemon's
     return {
-        name: resolve_executable(name, binary_setting(settings, a), search, a.version_argv, env)
+        name: resolve_executable(
+            name, binary_setting(settings, a), search, a.version_argv, vendor_environment(base, a, {})
+        )
         for name, a in adapters.items()
     }
 

@@ -33,6 +33,7 @@ from typing import Any, Final, Protocol
 __all__ = [
     "LOGIN_VARIABLES",
     "RESERVED_PREFIX",
+    "ROW_ONLY_OPTIONS",
     "VendorVariables",
     "is_reserved",
     "login_environment",
@@ -75,6 +76,10 @@ LOGIN_VARIABLES: Final[frozenset[str]] = frozenset(
 
 #: The daemon's own settings (compared without case): never passed from its environment.
 RESERVED_PREFIX: Final = "OCTIPUS_"
+#: The ``metadata.cliAgent`` options that decide which credentials a vendor gets and where they go.
+#: In a shared space only the model row (its operator) sets them: a session there may not, so no
+#: member can pull the daemon's variables or send the row's key to a URL of their choosing.
+ROW_ONLY_OPTIONS: Final = frozenset({"env", "passEnv", "inheritApiKeys", "authTokenEnv", "baseUrl"})
 
 
 class VendorVariables(Protocol):

@@ -261,7 +261,7 @@ def create_app(services: Services) -> FastAPI:
             raise InvalidRequestError(
                 f"workspace {body.workspace!r} is not an existing absolute directory; create it or pass another"
             )
-        options = check_session_options(body.options)
+        options = check_session_options(body.options, in_space=body.space is not None)
         adapter, model, mode = body.adapter, body.model, str(body.permission_mode)
         row: ModelRow | None = None
         if body.model_row is not None:

@@ -71,8 +71,9 @@ class Delegation:
             InvalidRequestError: the depth limit is reached.
         """
         parent = self._run
-        if parent.registry.get(parent.run.id) is None or parent.stop_status is not None:
-            raise ConflictError(f"run {parent.run.id} is not live; a child needs a running parent")
+        if parent.registry.get(parent.run.id) is None or parent.ending is not None:
+            why = parent.ending or "it ended"
+            raise ConflictError(f"run {parent.run.id} is not live ({why}); a child needs a running parent")
         if parent.depth >= MAX_DEPTH:
             raise InvalidRequestError(
                 f"a child at depth {parent.depth} may not spawn children (the depth limit is {MAX_DEPTH})"
@@ -91,25 +92,35 @@ class Delegation:
         child = parent.child(run, request)
         parent.registry.add(child)
         self._children.append(child)
-        await parent.services.hub.emit(
-            parent.run.id,
-            "child_spawned",
-            {
-                "child_run_id": run.id,
-                "role": request.role,
-                "resume_key": request.resume_key,
-                "detach": request.detach,
-            },
-        )
-        if request.detach:
-            self._detached[run.id] = child
-            parent.registry.start_soon(self._run_child, child)
-            return {"childRunId": run.id, "role": request.role, "status": "running", "detached": True}
-        self.waiting += 1
+        started = False
         try:
-            summary = await self._run_child(child)
+            await parent.services.hub.emit(
+                parent.run.id,
+                "child_spawned",
+                {
+                    "child_run_id": run.id,
+                    "role": request.role,
+                    "resume_key": request.resume_key,
+                    "detach": request.detach,
+                },
+            )
+            if request.detach:
+                self._detached[run.id] = child
+                parent.registry.start_soon(self._run_child, child)
+                started = True
+                return {"childRunId": run.id, "role": request.role, "status": "running", "detached": True}
+            self.waiting += 1
+            try:
+                started = True
+                summary = await self._run_child(child)
+            finally:
+                self.waiting -= 1
         finally:
-            self.waiting -= 1
+            if not started:  # cancelled or failed before the child ran: it must not stay registered
+                with contextlib.suppress(ValueError):
+                    self._children.remove(child)
+                self._detached.pop(run.id, None)
+                await child.abandon("its parent's spawn_child call ended before the child started")
         self._refuse_if_stopping()
         return summary
 

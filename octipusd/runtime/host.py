@@ -64,6 +64,8 @@ class RunHost:
         run = self._run
         if not self._live():
             return AuthorizationResult(False, "the run is no longer live")
+        if run.ending is not None:
+            return AuthorizationResult(False, f"the run is ending ({run.ending}); no further tool call runs")
         result = await run.relay.decide(tool_id, arguments, action=None, vendor_request_id=None)
         spec = run.tools.get(tool_id)
         if spec is None or not spec.mutating:
@@ -136,5 +138,8 @@ class RunHost:
         return await self._run.delegation.collect(child_run_ids, timeout_seconds)
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
-        """Store a bridge event on the run."""
+        """Store a bridge event on the run; after a stop began it is dropped (and counted)."""
+        if self._run.attempt.stopping is not None:
+            self._run.attempt.discarded += 1
+            return
         await self._run.services.hub.emit(identity.run_id, "bridge_call", {"event": kind, **data})

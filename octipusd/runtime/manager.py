@@ -140,10 +140,14 @@ class RunManager:
                 user_seq=message.seq if message is not None else None,
             )
             self.registry.add(supervisor)
-        await self.services.hub.emit(
-            run.id, "run_status", {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index}
-        )
-        self.registry.start_soon(supervisor.execute)
+        try:
+            await self.services.hub.emit(
+                run.id, "run_status", {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index}
+            )
+            self.registry.start_soon(supervisor.execute)
+        except BaseException:  # the run never started: it must not block the session's next turn
+            await supervisor.abandon("the turn could not be started")
+            raise
         return run
 
     async def _command_turn(self, session_id: str, author: str | None, command: str, rest: str | None) -> Run:
@@ -249,6 +253,11 @@ class RunManager:
             raise ConflictError(
                 f"session {session_id} has no live run to steer; send the guidance as the next turn "
                 f"(octipusctl run --session {session_id} ...)"
+            )
+        if live.ending is not None:
+            raise ConflictError(
+                f"run {live.run.id} of session {session_id} is ending ({live.ending}); send the guidance "
+                "as the next turn once it ended"
             )
         attempt, hub = live.attempt, self.services.hub
         parser = attempt.parser

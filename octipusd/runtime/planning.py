@@ -18,6 +18,7 @@ import anyio
 
 from octipusd.adapter import Adapter, PermissionMode
 from octipusd.connectors import ConnectorSet
+from octipusd.environment import ROW_ONLY_OPTIONS
 from octipusd.errors import ConflictError, ExecutableNotFoundError, NotFoundError
 from octipusd.policy.spaces import check_space_model
 from octipusd.runner.executables import Resolution, resolve_executable
@@ -129,7 +130,7 @@ async def read_basis(
         session=session,
         adapter=adapter,
         row=row,
-        options={**(row.cli_agent if row else {}), **session.options},
+        options=turn_options(row, session),
         flags=tuple(row.additive_flags) if row else (),
         binary=binary,
         workspace=workspace,
@@ -170,6 +171,15 @@ async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, ro
         role=role,
     )
     return TurnPlan(basis=basis, tools=tools, instructions=instructions, real_workspace=real, fingerprint=fp)
+
+
+def turn_options(row: ModelRow | None, session: Session) -> dict[str, Any]:
+    """The row's ``metadata.cliAgent`` merged with the session's options; in a shared space the
+    options that decide a vendor's credentials come from the row only (:data:`ROW_ONLY_OPTIONS`)."""
+    own = session.options
+    if session.space_id is not None:
+        own = {k: v for k, v in own.items() if k not in ROW_ONLY_OPTIONS}
+    return {**(row.cli_agent if row else {}), **own}
 
 
 def positive_int(value: Any) -> int | None:

@@ -80,7 +80,7 @@ class PermissionRelay:
         updated_input: dict[str, Any] | None = None
         if event.tool_name.startswith(BRIDGE_PREFIX):
             name = event.tool_name.removeprefix(BRIDGE_PREFIX)
-            allowed = any(t.name == name for t in run.tools.values()) and run.stop_status is None
+            allowed = any(t.name == name for t in run.tools.values())
             reason = (
                 f"allow: {event.tool_name} is an Octipus tool of this run (Octipus policy applies on the bridge)"
                 if allowed
@@ -91,6 +91,8 @@ class PermissionRelay:
                 tool_id, event.input, action=event.tool_name, vendor_request_id=event.request_id
             )
             allowed, reason, updated_input = result.allowed, result.reason, result.updated_input
+        if allowed and run.ending is not None:  # a stop or failure while it was decided: nothing more runs
+            allowed, reason = False, f"deny: the run is ending ({run.ending})"
         await run.services.hub.emit(
             run.run.id,
             "permission_decision",

@@ -157,6 +157,7 @@ class RunSupervisor:
         self.review_required: list[str] = []
         self.guidance: list[str] = []
         self.waiting_approvals = 0
+        self.active_s = 0.0
         self.budget_exceeded = False
         self.done = anyio.Event()
         self.relay = PermissionRelay(self)
@@ -174,6 +175,22 @@ class RunSupervisor:
             parent=self,
             request=request,
         )
+
+    async def abandon(self, reason: str) -> None:
+        """End a registered run that never started executing (its start was cancelled or failed):
+        it leaves the registry and is stored ``cancelled``, so it blocks no later turn. Shielded."""
+        with anyio.CancelScope(shield=True):
+            self.registry.remove(self.run.id)
+            self.run = await in_thread(
+                self.services.store.finish_run,
+                self.run.id,
+                status=RunStatus.CANCELLED,
+                reason=reason,
+                exit_code=None,
+                result_text=None,
+            )
+            self.delegation.summary_ready.set()
+            self.done.set()
 
     # ------------------------------------------------------------------ execution
 
@@ -313,7 +330,7 @@ class RunSupervisor:
             drop = self.services.store.drop_vendor_session
             await in_thread(functools.partial(drop, session.id, state.key, vendor_session_id=stale))
             state.expected = None
-            if attempt == 2 or self.stop_status is not None:
+            if attempt == 2 or self.stop_status is not None or self.failure is not None:
                 self.attempt.confirmed = None  # a failed attempt's id is never kept
                 return
             # seed 003 "Cold fallback": drop the stale id, retry this turn exactly once, cold, with
@@ -564,6 +581,19 @@ class RunSupervisor:
 
     # ------------------------------------------------------------------ stopping
 
+    @property
+    def ending(self) -> str | None:
+        """Why the run is ending (a stop began, or a failure was recorded), or None while it works.
+
+        Once it ends, no further tool call runs, no permission is granted and no guidance is
+        written to the vendor.
+        """
+        if self.attempt.stopping is not None:
+            return self.attempt.stopping
+        if self.stop_status is not None:
+            return self.stop_reason or str(self.stop_status)
+        return self.failure
+
     def begin_stop(self, reason: str) -> Transport | None:
         """Mark that a stop of the current invocation began: nothing printed from now on is accepted.
 
@@ -621,13 +651,13 @@ class RunSupervisor:
         Time spent waiting for an approval or a child does not count (seed 003 "Permissions and
         limits"). A vendor that keeps retrying an API error therefore cannot hold a run past it.
         """
-        active, tick = 0.0, self.services.limits.watchdog_tick_s
+        tick = self.services.limits.watchdog_tick_s
         while True:
             await anyio.sleep(tick)
             if self.waiting_approvals == 0 and self.delegation.waiting == 0:
-                active += tick
+                self.active_s += tick  # kept across the attempts of the run (a cold retry included)
             limit = self.timeout if self.timeout is not None else self.services.limits.run_timeout_s
-            if active >= limit and self.failure is None and self.stop_status is None:
+            if self.active_s >= limit and self.failure is None and self.stop_status is None:
                 self.failure = f"the run exceeded its active-work limit of {limit:g} s and was stopped"
                 process = self.begin_stop(self.failure)
                 if process is not None:

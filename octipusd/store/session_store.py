@@ -127,7 +127,10 @@ class SessionStoreMixin(StoreMixin):
             raise InvalidRequestError(f"workspace must be an absolute path, got {workspace!r}")
         if not adapter:
             raise InvalidRequestError("adapter must not be empty")
-        options_text = dump_object(check_session_options({} if options is None else options), "options")
+        options_text = dump_object(
+            check_session_options({} if options is None else options, in_space=space_id is not None),
+            "options",
+        )
         now = self._clock()
         row = SessionRow(
             id=new_id(),

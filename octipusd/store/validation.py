@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from octipusd.adapter import PermissionMode
-from octipusd.environment import RESERVED_PREFIX, is_reserved
+from octipusd.environment import RESERVED_PREFIX, ROW_ONLY_OPTIONS, is_reserved
 from octipusd.errors import InvalidRequestError
 
 __all__ = [
@@ -264,7 +264,7 @@ def check_cli_agent(value: object, what: str = "metadata.cliAgent") -> dict[str,
     return checked
 
 
-def check_session_options(value: object) -> dict[str, Any]:
+def check_session_options(value: object, *, in_space: bool = False) -> dict[str, Any]:
     """Check a session's ``options`` (:func:`check_cli_agent`), which may not set ``passEnv``.
 
     Which of the daemon's variables a vendor gets is the model row's decision (its operator's),
@@ -278,6 +278,13 @@ def check_session_options(value: object) -> dict[str, Any]:
         raise InvalidRequestError(
             "options.passEnv is not accepted on a session: list the variables on the model row "
             "(metadata.cliAgent.passEnv) and create the session from that row"
+        )
+    kept = sorted(ROW_ONLY_OPTIONS & options.keys()) if in_space else []
+    if kept:
+        raise InvalidRequestError(
+            f"options.{kept[0]} is not accepted on a session in a shared space: which credentials the vendor "
+            "gets and where they go is the model row's decision; set it on the row (metadata.cliAgent) "
+            "and create the session from that row"
         )
     return options
 

@@ -126,7 +126,7 @@ async def _turn(
     assert live is not None
     if stop_at_text is not None:
         with anyio.fail_after(30):
-            while not any(d.get("text") == stop_at_text for k, d in _kinds(runs.services.store, run.id)):
+            while not any(d.get("text") == stop_at_text for k, d in _kinds(runs.services.store, run.id)):  # noqa: ASYNC110 - polls the store, which signals nothing
                 await anyio.sleep(0.02)
         await runs.stop(run.id, "stopped by the test")
     with anyio.fail_after(30):
@@ -293,7 +293,7 @@ async def test_a_bridge_still_connecting_at_init_that_then_answers_does_not_fail
         live = runs.registry.get(run.id)
         assert live is not None
         with anyio.fail_after(10):
-            while not launcher.launches:
+            while not launcher.launches:  # noqa: ASYNC110 - the replay signals no launch
                 await anyio.sleep(0.05)
         specs.append(launcher.launches[0][0])
         await anyio.to_thread.run_sync(_list_bridge_tools, specs[0])
