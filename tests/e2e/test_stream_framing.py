@@ -87,7 +87,7 @@ def test_bridge_reported_failed_in_init_fails_the_run(octipus: Callable[..., Env
     run = env.post(env.new_session(), "go")
     final = env.wait_final(run)
     assert final["status"] == "failed"
-    assert "Octipus bridge as failed" in final["reason"]
+    assert "MCP bridge 'octipus' as 'failed'" in final["reason"]
     background = int(pid_file.read_text())
     assert not psutil.pid_exists(background) or psutil.Process(background).status() == psutil.STATUS_ZOMBIE
 
