@@ -117,7 +117,12 @@ def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, R
     # ``--version`` runs the vendor binary too: with its allowlisted environment, never the daemon's
     return {
         name: resolve_executable(
-            name, binary_setting(settings, a), search, a.version_argv, vendor_environment(base, a, {})
+            name,
+            binary_setting(settings, a),
+            search,
+            a.version_argv,
+            vendor_environment(base, a, {}),
+            setting_key=a.setting_key,
         )
         for name, a in adapters.items()
     }

@@ -99,6 +99,7 @@ def resolve_executable(
     search_path: str,
     version_argv: Callable[[str], Sequence[str]] | None = None,
     env: Mapping[str, str] | None = None,
+    setting_key: str = "<cli>",
 ) -> Resolution:
     """Resolve one vendor binary and read its version.
 
@@ -109,6 +110,7 @@ def resolve_executable(
         version_argv: Builds the argv printing the version from the resolved path (an adapter's
             ``version_argv``), or None to skip the version check.
         env: Environment for the version command.
+        setting_key: The adapter's ``cliModels`` key, named in the advice when the command is missing.
 
     Returns:
         A :class:`Resolution`; never raises for a missing binary (``error`` says why).
@@ -121,7 +123,8 @@ def resolve_executable(
         error = (
             None
             if found
-            else f"command {binary!r} not found on PATH {search_path}; set cliModels.<cli>.binaryPath"
+            else f"command {binary!r} not found on PATH {search_path}; set cliModels.{setting_key}.binaryPath "
+            "to its path, or OCTIPUS_CLI_PATH (cliModels.path) to a PATH that holds it"
         )
     version: str | None = None
     if found and version_argv is not None:
