@@ -4,21 +4,34 @@ Every error Octipus raises on purpose derives from :class:`OctipusError` and car
 stable machine-readable ``code`` (used by the API's error bodies and by ``octipusctl`` exit
 codes) plus a human message that says what was wrong and what to do::
 
-    OctipusError                       code            exit  HTTP
-    ├── ConfigError                    config_invalid    2    -
-    ├── StoreError                     store_error       1   500
-    │   ├── DatabaseLockedError        database_locked   1    -
-    │   ├── DatabaseTimeoutError       database_timeout  1   503
-    │   └── NotFoundError              not_found         1   404
-    ├── ConflictError                  conflict          1   409
-    │   └── KeyInUseError              key_in_use        1   409
-    ├── ForbiddenError                 forbidden         1   403
-    ├── InvalidRequestError            invalid_request   2   400
-    ├── ExecutableNotFoundError        executable_not_found 1 422
-    ├── AdapterError                   adapter_error     1   422
-    ├── BridgeError                    bridge_error      1   500
-    ├── ApprovalError                  approval_error    1   409
-    └── DaemonUnavailableError         daemon_unavailable 3   -
+    OctipusError                       code                   exit  HTTP
+    ├── ConfigError                    config_invalid           2    -
+    ├── StoreError                     store_error              1   500
+    │   ├── DatabaseLockedError        database_locked          1    -
+    │   ├── DatabaseTimeoutError       database_timeout         1   503
+    │   └── NotFoundError              not_found                1   404
+    ├── ConflictError                  conflict                 1   409
+    │   └── KeyInUseError              key_in_use               1   409
+    ├── ForbiddenError                 forbidden                1   403
+    ├── InvalidRequestError            invalid_request          2   400
+    │   ├── QuestionnaireError         invalid_request          2   400
+    │   └── RuleSyntaxError            invalid_request          2   400
+    ├── ExecutableNotFoundError        executable_not_found     1   422
+    ├── AdapterError                   adapter_error            1   422
+    ├── BridgeError                    bridge_error             1   500
+    ├── ApprovalError                  approval_error           1   409
+    ├── NotExecutedError               not_executed             1   422
+    ├── JournalUnavailableError        journal_unavailable      1   503
+    ├── PreparationError               preparation_failed       1   503
+    ├── ConnectorUnavailableError      connector_unavailable    1   503
+    ├── ConnectorCompensationError     compensation_failed      1   502
+    ├── ActionsUnavailableError        actions_unavailable      1   503
+    ├── DaemonUnavailableError         daemon_unavailable       3    -
+    └── ApiError                       (the daemon's code)     2|1  (the daemon's status)
+
+``NotExecutedError`` is part of the adapter SDK (tools raise it) and is re-exported by
+:mod:`octipusd.toolkit`. ``DaemonUnavailableError`` and ``ApiError`` are a client's
+(``octipusctl``): ``ApiError`` carries the error body the daemon answered with.
 
 Errors never carry secrets (capabilities, vault values): messages are shown to people and
 logged.
@@ -123,6 +136,26 @@ class InvalidRequestError(OctipusError):
     http_status = 400
 
 
+class QuestionnaireError(InvalidRequestError):
+    """A malformed ``AskUserQuestion`` input, or answers that do not fit the questionnaire.
+
+    The message is meant for a person: it names the question and what is expected. At the API
+    it is a 400 ``invalid_request``.
+    """
+
+
+class RuleSyntaxError(InvalidRequestError):
+    """A permission rule that does not parse: ``rule '<text>' does not parse: <problem>``.
+
+    Attributes:
+        problem: What is wrong, quoting the rule, without the prefix.
+    """
+
+    def __init__(self, text: object, problem: str) -> None:
+        super().__init__(f"rule {text!r} does not parse: {problem}")
+        self.problem = problem
+
+
 class ExecutableNotFoundError(OctipusError):
     """A vendor CLI binary could not be resolved; the message names the PATH searched."""
 
@@ -150,11 +183,82 @@ class ApprovalError(OctipusError):
     http_status = 409
 
 
+class NotExecutedError(OctipusError):
+    """Trusted evidence that a call stopped before its mutation boundary.
+
+    Raised only by Octipus code that has proven nothing ran (argument validation before any
+    effect, a shell parser refusal, a failed process spawn, a bridge refusal before an MCP
+    ``tools/call``, a trusted server declaration). The journal records ``not_executed`` and the
+    next mutation needs no recovery review.
+
+    Args:
+        message: What stopped the call and what to do, for the model and the person.
+    """
+
+    code = "not_executed"
+    http_status = 422
+
+
+class JournalUnavailableError(OctipusError):
+    """The ``started`` record could not be written, so the tool was not run (seed 000)."""
+
+    code = "journal_unavailable"
+    http_status = 503
+
+
+class PreparationError(OctipusError):
+    """A dependency failed before dispatch (nothing ran): the claim is released and retried."""
+
+    code = "preparation_failed"
+    http_status = 503
+
+
+class ConnectorUnavailableError(OctipusError):
+    """An MCP server could not be connected (spawn failed, refused, handshake failed or timed out).
+
+    The message names the server and the error.
+    """
+
+    code = "connector_unavailable"
+    http_status = 503
+
+
+class ConnectorCompensationError(OctipusError):
+    """A configured compensation tool failed (``isError``, a transport error, no connection).
+
+    The message names the server, the compensation tool and the evidence; the recovery worker
+    hands the action to its owner.
+    """
+
+    code = "compensation_failed"
+    http_status = 502
+
+
+class ActionsUnavailableError(OctipusError):
+    """The daemon has no action service (an embedding built without one)."""
+
+    code = "actions_unavailable"
+    http_status = 503
+
+
 class DaemonUnavailableError(OctipusError):
     """A client could not reach octipusd on its socket."""
 
     code = "daemon_unavailable"
     exit_code = 3
+
+
+class ApiError(OctipusError):
+    """An error answered by the daemon (``code`` and ``message`` from its body).
+
+    Exit code 2 (bad input) for 400, 404 and 422: the request named something wrong; 1 otherwise.
+    """
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.http_status = status
+        self.exit_code = 2 if status in (400, 404, 422) else 1
 
 
 def describe_error(exc: BaseException) -> str:

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from octipusd.api.common import Services, dump
 from octipusd.api.models import API_VERSION
-from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
+from octipusd.errors import ActionsUnavailableError, ConflictError, InvalidRequestError, NotFoundError
 from octipusd.journal.operator import in_flight_time, in_flight_warning
 from octipusd.runtime.actions import REQUEST_ID_MAX_CHARS, ActionService
 from octipusd.store.aio import in_thread
@@ -58,7 +58,6 @@ from octipusd.store.journal_store import RESOLVED_STATES, ActionReceipt, ToolAct
 from octipusd.store.records import Approval
 
 __all__ = [
-    "ActionsUnavailableError",
     "CallCreate",
     "ContainRequest",
     "ReviewRequest",
@@ -77,13 +76,6 @@ MAX_WAIT_SECONDS = 300.0
 #: it does not remove remedies), and verified (checked again: an effect that appeared since
 #: reopens the action).
 _PROBED_STATES = (None, "effect_unconfirmed", "recovering", "needs_operator", "verified")
-
-
-class ActionsUnavailableError(OctipusError):
-    """The daemon has no action service (an embedding built without one)."""
-
-    code = "actions_unavailable"
-    http_status = 503
 
 
 class _Body(BaseModel):

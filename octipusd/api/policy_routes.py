@@ -33,11 +33,10 @@ from octipusd.api.models import (
     RuleOut,
     RulesOut,
 )
-from octipusd.errors import ApprovalError, InvalidRequestError
+from octipusd.errors import ApprovalError, InvalidRequestError, QuestionnaireError
 from octipusd.policy.flowguard import FlowState, classify, from_label
 from octipusd.policy.questionnaire import (
     BARE_ALLOW_ERROR,
-    QuestionnaireError,
     parse_questionnaire,
     validate_answers,
 )

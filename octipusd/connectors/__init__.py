@@ -49,16 +49,14 @@ that needs a credential gets it in its ``env``, as when a vendor CLI starts it f
 
 from __future__ import annotations
 
-from octipusd.connectors.calls import RECOVERY_META_KEY, ConnectorCompensationError, ConnectorUnavailableError
+from octipusd.connectors.calls import RECOVERY_META_KEY
 from octipusd.connectors.registry import ConnectorRegistry, ConnectorSet
 from octipusd.connectors.transport import MCP_SESSION_HEADER, url_digest
 
 __all__ = [
     "MCP_SESSION_HEADER",
     "RECOVERY_META_KEY",
-    "ConnectorCompensationError",
     "ConnectorRegistry",
     "ConnectorSet",
-    "ConnectorUnavailableError",
     "url_digest",
 ]

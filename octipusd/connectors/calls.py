@@ -31,7 +31,6 @@ from mcp_types import (
 )
 
 from octipusd.connectors.transport import TRACKER, CallTracker, Connection, Handoff
-from octipusd.errors import OctipusError
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import (
     DETAIL_CHARS,
@@ -45,8 +44,6 @@ from octipusd.toolkit import (
 
 __all__ = [
     "RECOVERY_META_KEY",
-    "ConnectorCompensationError",
-    "ConnectorUnavailableError",
     "call_timeout",
     "call_tool",
     "describe",
@@ -66,30 +63,6 @@ RECOVERY_META_KEY = "octipus/recovery"
 _CALL_BACKSTOP_SECONDS = 2.0
 #: At most this many ``tools/list`` pages per server.
 _MAX_TOOL_PAGES = 50
-
-
-# ---------------------------------------------------------------------------- errors
-
-
-class ConnectorUnavailableError(OctipusError):
-    """An MCP server could not be connected (spawn failed, refused, handshake failed or timed out).
-
-    The message names the server and the error.
-    """
-
-    code = "connector_unavailable"
-    http_status = 503
-
-
-class ConnectorCompensationError(OctipusError):
-    """A configured compensation tool failed (``isError``, a transport error, no connection).
-
-    The message names the server, the compensation tool and the evidence; the recovery worker
-    hands the action to its owner.
-    """
-
-    code = "compensation_failed"
-    http_status = 502
 
 
 def one_line(text: str, limit: int = DETAIL_CHARS) -> str:

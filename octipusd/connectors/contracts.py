@@ -15,9 +15,9 @@ from typing import Any
 
 from mcp_types import CallToolResult
 
-from octipusd.connectors.calls import ConnectorCompensationError, call_tool, describe, one_line, result_text
+from octipusd.connectors.calls import call_tool, describe, one_line, result_text
 from octipusd.connectors.transport import Connection
-from octipusd.errors import OctipusError
+from octipusd.errors import ConnectorCompensationError, OctipusError
 from octipusd.settings import IDEMPOTENCY_KEY_PLACEHOLDER, McpServerSettings, McpToolCallSettings
 from octipusd.toolkit import (
     ActionRef,
@@ -150,7 +150,7 @@ async def _probe(open_one: OpenOne, server: str, call: McpToolCallSettings, acti
 
 
 async def _compensate(open_one: OpenOne, server: str, call: McpToolCallSettings, action: ActionRef) -> str:
-    """Run a compensation; raise :class:`ConnectorCompensationError` unless it succeeded."""
+    """Run a compensation; raise :class:`~octipusd.errors.ConnectorCompensationError` unless it succeeded."""
     ref = f"{server}.{call.tool}"
     try:
         arguments = _substitute(call.arguments, action.idempotency_key)

@@ -27,7 +27,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation, Tool as McpTool
 
 from octipusd.connectors.calls import (
-    ConnectorUnavailableError,
     call_timeout,
     describe,
     list_tools,
@@ -46,7 +45,7 @@ from octipusd.connectors.transport import (
     url_digest,
 )
 from octipusd.environment import login_environment
-from octipusd.errors import NotFoundError
+from octipusd.errors import ConnectorUnavailableError, NotFoundError
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import (
     RESERVED_IDENTITY_ARGUMENTS,

@@ -16,23 +16,10 @@ import httpx
 from httpx_sse import connect_sse
 
 from octipusd.api.models import API_VERSION
-from octipusd.errors import DaemonUnavailableError, OctipusError
+from octipusd.errors import ApiError, DaemonUnavailableError
 
 #: Seconds for ordinary requests; streams have no read timeout.
 TIMEOUT = 30.0
-
-
-class ApiError(OctipusError):
-    """An error answered by the daemon (``code`` and ``message`` from its body).
-
-    Exit code 2 (bad input) for 400, 404 and 422: the request named something wrong; 1 otherwise.
-    """
-
-    def __init__(self, code: str, message: str, status: int) -> None:
-        super().__init__(message)
-        self.code = code
-        self.http_status = status
-        self.exit_code = 2 if status in (400, 404, 422) else 1
 
 
 class Client:

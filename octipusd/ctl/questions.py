@@ -12,9 +12,9 @@ from typing import Any
 
 import typer
 
-from octipusd.ctl.client import ApiError, Client
+from octipusd.ctl.client import Client
 from octipusd.ctl.common import bad_input, console, err, part, safe
-from octipusd.errors import OctipusError
+from octipusd.errors import ApiError, OctipusError
 
 __all__ = [
     "answer_questionnaire_inline",

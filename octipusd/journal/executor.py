@@ -8,7 +8,7 @@ through its bridge, a person by hand, the approved-action recovery):
    bound (``started`` plus its own deadline: until then a dispatched request may still land)
    and where its request goes (:class:`~octipusd.toolkit.DispatchRef`, so a restarted
    daemon can end it). If that write fails the body does not run
-   (:class:`JournalUnavailableError`).
+   (:class:`~octipusd.errors.JournalUnavailableError`).
 2. The body runs. Its end is classified (:func:`octipusd.toolkit.classify`): a plain return is
    ``completed``; a :class:`~octipusd.toolkit.ToolOutcome` marked uncertain, a timeout, a cancellation
    after start and any other failure are ``uncertain``; only
@@ -33,7 +33,7 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import ConflictError, OctipusError, describe_error, traceback_of
+from octipusd.errors import ConflictError, JournalUnavailableError, OctipusError, describe_error, traceback_of
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.repository import Store
@@ -52,7 +52,6 @@ from octipusd.toolkit import (
 __all__ = [
     "ActionJournal",
     "ActionScope",
-    "JournalUnavailableError",
     "args_hash",
     "contract_receipt",
 ]
@@ -65,13 +64,6 @@ RECORD_TIMEOUT_SECONDS = 30.0
 #: ``(outcome, detail, executed) -> written``: a caller's own outcome write (runs in a worker
 #: thread), used when the outcome must commit together with another record (seed 001).
 Commit = Callable[[ActionOutcome, "str | None", "Executed"], bool]
-
-
-class JournalUnavailableError(OctipusError):
-    """The ``started`` record could not be written, so the tool was not run (seed 000)."""
-
-    code = "journal_unavailable"
-    http_status = 503
 
 
 def args_hash(arguments: Mapping[str, Any]) -> str:

@@ -33,13 +33,13 @@ from typing import Any
 
 import anyio
 
+from octipusd.errors import QuestionnaireError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.flowguard import FlowGuardMode, FlowState, classify, from_label, unattended_refusal
 from octipusd.policy.grants import Grant
 from octipusd.policy.questionnaire import (
     CANCEL_MESSAGE,
-    QuestionnaireError,
     answered_input,
     is_questionnaire,
     parse_questionnaire,

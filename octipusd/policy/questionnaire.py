@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from octipusd.errors import InvalidRequestError
+from octipusd.errors import QuestionnaireError
 
 __all__ = [
     "BARE_ALLOW_ERROR",
@@ -42,7 +42,6 @@ __all__ = [
     "Option",
     "Question",
     "Questionnaire",
-    "QuestionnaireError",
     "answered_input",
     "is_questionnaire",
     "parse_questionnaire",
@@ -66,14 +65,6 @@ CANCEL_MESSAGE: Final = "The user cancelled the questions without answering them
 #: Separator of the options chosen for one multi-select question in the answer string (sources.md
 #: §1.9 ``"A, B"``).
 MULTI_SELECT_SEPARATOR: Final = ", "
-
-
-class QuestionnaireError(InvalidRequestError):
-    """A malformed ``AskUserQuestion`` input, or answers that do not fit the questionnaire.
-
-    The message is meant for a person: it names the question and what is expected. At the API
-    it is a 400 ``invalid_request``.
-    """
 
 
 @dataclass(frozen=True)

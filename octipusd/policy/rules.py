@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from octipusd.errors import InvalidRequestError
+from octipusd.errors import RuleSyntaxError
 
 CLI_NATIVE_PREFIX: Final = "cli-native:"
 #: The legacy aggregate tool id of vendor-native calls: a rule or grant for exactly ``cli-native``
@@ -66,18 +66,6 @@ SUBJECT_FIELDS: Final[tuple[str, ...]] = (
     "query",
     "message",
 )
-
-
-class RuleSyntaxError(InvalidRequestError):
-    """A permission rule that does not parse: ``rule '<text>' does not parse: <problem>``.
-
-    Attributes:
-        problem: What is wrong, quoting the rule, without the prefix.
-    """
-
-    def __init__(self, text: object, problem: str) -> None:
-        super().__init__(f"rule {text!r} does not parse: {problem}")
-        self.problem = problem
 
 
 class Level(enum.StrEnum):

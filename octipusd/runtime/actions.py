@@ -45,6 +45,7 @@ from octipusd.errors import (
     InvalidRequestError,
     KeyInUseError,
     NotFoundError,
+    PreparationError,
     describe_error,
     traceback_of,
 )
@@ -56,7 +57,7 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.policy.rules import Level, subject_of
 from octipusd.runtime.manual_host import ManualCallHost
-from octipusd.runtime.recovery import PreparationError, RecoveryWorker
+from octipusd.runtime.recovery import RecoveryWorker
 from octipusd.store.aio import in_thread
 from octipusd.store.invocation_store import ToolInvocation
 from octipusd.store.records import Approval

@@ -19,12 +19,12 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import OctipusError
+from octipusd.errors import OctipusError, PreparationError
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
 
-__all__ = ["PAGE", "RETRY_SECONDS", "Dispatch", "PreparationError", "RecoveryWorker"]
+__all__ = ["PAGE", "RETRY_SECONDS", "Dispatch", "RecoveryWorker"]
 
 log = logging.getLogger("octipusd.runtime.recovery")
 
@@ -36,15 +36,8 @@ PAGE = 50
 DEADLINE_MARGIN_SECONDS = 0.05
 
 #: ``async (invocation id) -> dispatched``: claim and run one approved invocation; raises
-#: :class:`PreparationError` when a dependency failed before dispatch.
+#: :class:`~octipusd.errors.PreparationError` when a dependency failed before dispatch.
 Dispatch = Callable[[str], Awaitable[bool]]
-
-
-class PreparationError(OctipusError):
-    """A dependency failed before dispatch (nothing ran): the claim is released and retried."""
-
-    code = "preparation_failed"
-    http_status = 503
 
 
 class RecoveryWorker:

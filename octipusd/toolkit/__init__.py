@@ -10,8 +10,10 @@ sibling. Import the names from here; the modules are its parts:
   :class:`ChildRequest`;
 * :mod:`~octipusd.toolkit.specs` -- :class:`ToolSpec`, :data:`ToolResult`, :data:`ToolHandler`;
 * :mod:`~octipusd.toolkit.outcomes` -- the journal's outcomes (:class:`ActionOutcome`,
-  :class:`ToolOutcome`, :class:`NotExecutedError`) and a call's end (:data:`Body`,
-  :class:`Executed`, :func:`classify`, :func:`run_unjournaled`);
+  :class:`ToolOutcome`) and a call's end (:data:`Body`, :class:`Executed`, :func:`classify`,
+  :func:`run_unjournaled`);
+* :class:`NotExecutedError` -- re-exported from :mod:`octipusd.errors` (the error tree's
+  home), as tools raise it.
 * :mod:`~octipusd.toolkit.contracts` -- recovery contracts, probes, dispatch references (seed 004);
 * :mod:`~octipusd.toolkit.calls` -- what the permission gate is asked (:class:`CallContext`)
   and answers (:class:`GateResult`).
@@ -19,6 +21,7 @@ sibling. Import the names from here; the modules are its parts:
 
 from __future__ import annotations
 
+from octipusd.errors import NotExecutedError
 from octipusd.toolkit.calls import CallContext, GateResult
 from octipusd.toolkit.contracts import (
     DEFAULT_DEADLINE_SECONDS,
@@ -48,7 +51,6 @@ from octipusd.toolkit.outcomes import (
     ActionOutcome,
     Body,
     Executed,
-    NotExecutedError,
     Origin,
     ToolOutcome,
     classify,

@@ -35,14 +35,13 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import InvalidRequestError, OctipusError, traceback_of
+from octipusd.errors import InvalidRequestError, NotExecutedError, OctipusError, traceback_of
 
 __all__ = [
     "DETAIL_CHARS",
     "ActionOutcome",
     "Body",
     "Executed",
-    "NotExecutedError",
     "Origin",
     "ToolOutcome",
     "classify",
@@ -72,22 +71,6 @@ class Origin(enum.StrEnum):
 
     AGENT = "agent"
     MANUAL = "manual"
-
-
-class NotExecutedError(OctipusError):
-    """Trusted evidence that a call stopped before its mutation boundary.
-
-    Raised only by Octipus code that has proven nothing ran (argument validation before any
-    effect, a shell parser refusal, a failed process spawn, a bridge refusal before an MCP
-    ``tools/call``, a trusted server declaration). The journal records ``not_executed`` and the
-    next mutation needs no recovery review.
-
-    Args:
-        message: What stopped the call and what to do, for the model and the person.
-    """
-
-    code = "not_executed"
-    http_status = 422
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from octipusd.ctl.client import ApiError
+from octipusd.errors import ApiError
 from octipusd.store.repository import Store
 from tests.e2e.conftest import Env
 

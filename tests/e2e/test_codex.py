@@ -46,7 +46,7 @@ def _thread_of(env: Octipus, run: str) -> str:
 
 def _post_when_idle(env: Octipus, session: str, prompt: str) -> str | None:
     """Post a turn, or None while the session's previous run is still being cleaned up."""
-    from octipusd.ctl.client import ApiError
+    from octipusd.errors import ApiError
 
     try:
         return env.post(session, prompt)

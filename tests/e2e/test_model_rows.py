@@ -15,8 +15,7 @@ import pytest
 
 from octipusd.adapter import AdapterDefaults, load_adapters
 from octipusd.api.app import NOT_DESCRIBED, capabilities_for, check_additive_flags
-from octipusd.ctl.client import ApiError
-from octipusd.errors import InvalidRequestError
+from octipusd.errors import ApiError, InvalidRequestError
 from tests.e2e.conftest import Env
 
 BIN = Path(sys.executable).parent

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
-from octipusd.ctl.client import ApiError
+from octipusd.errors import ApiError
 from octipusd.store.repository import Store
 from octipusd.testing.anthropic_server import RecordedRequest
 from octipusd.toolkit import RUN_MARKER

@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from octipusd.ctl.client import ApiError, Client
+from octipusd.ctl.client import Client
+from octipusd.errors import ApiError
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
 from octipusd.testing.conformance import ModelServer, Octipus, Step
 from octipusd.testing.harness import DaemonHarness

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from octipusd.ctl.client import ApiError
+from octipusd.errors import ApiError
 from tests.e2e.conftest import Env
 
 PROBE = {"command": 'bash -c "echo space-probe > out.txt"', "description": "write out.txt"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from octipusd.ctl.client import ApiError
+from octipusd.errors import ApiError
 from octipusd.testing.conformance import Octipus, VendorKit, octipus
 from octipusd.testing.kit_antigravity import AntigravityKit
 from octipusd.testing.kit_claude import ClaudeKit

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from octipusd.ctl.client import ApiError
+from octipusd.errors import ApiError
 from octipusd.runner.process import RUN_MARKER
 from tests.e2e.conftest import Env
 

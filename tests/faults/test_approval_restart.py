@@ -16,7 +16,7 @@ from collections.abc import Callable
 import psutil
 import pytest
 
-from octipusd.ctl.client import ApiError
+from octipusd.errors import ApiError
 from octipusd.runner.process import run_processes
 from octipusd.testing.harness import DaemonHarness
 from tests.e2e.conftest import Env

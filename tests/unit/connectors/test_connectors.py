@@ -25,8 +25,8 @@ from mcp_types import TextContent
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.server import open_bridge
-from octipusd.connectors import ConnectorCompensationError, ConnectorRegistry, ConnectorUnavailableError
-from octipusd.errors import NotFoundError
+from octipusd.connectors import ConnectorRegistry
+from octipusd.errors import ConnectorCompensationError, ConnectorUnavailableError, NotFoundError
 from octipusd.settings import McpServerSettings
 from octipusd.testing import ledger_mcp
 from octipusd.testing.ledger_mcp import count_lines

@@ -27,8 +27,8 @@ from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.models import CheckpointOut, MessageOut, RunOut, SessionOut, VendorSessionOut
 from octipusd.ctl import common, main as ctl
-from octipusd.ctl.client import ApiError, _decode
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.ctl.client import _decode
+from octipusd.errors import ApiError, ConflictError, NotFoundError
 from octipusd.store import records
 
 SESSION = "s" * 32

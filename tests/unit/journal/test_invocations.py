@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from octipusd.errors import ConflictError, NotFoundError, OctipusError, StoreError
+from octipusd.errors import ConflictError, NotFoundError, OctipusError, PreparationError, StoreError
 from octipusd.journal.executor import args_hash
-from octipusd.runtime.recovery import PreparationError
 from octipusd.store.invocation_store import ToolInvocation
 from octipusd.toolkit import ToolSpec
 from octipusd.tools import SHELL_RUN

@@ -14,8 +14,8 @@ import anyio
 import anyio.abc
 import pytest
 
-from octipusd.errors import StoreError
-from octipusd.journal.executor import JournalUnavailableError, args_hash
+from octipusd.errors import JournalUnavailableError, StoreError
+from octipusd.journal.executor import args_hash
 from octipusd.toolkit import ActionOutcome, ToolOutcome
 from octipusd.tools import SHELL_RUN
 from tests.unit.store.racing import race

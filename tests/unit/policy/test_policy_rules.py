@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from octipusd.errors import RuleSyntaxError
 from octipusd.policy.rules import (
     DEFAULT_RULES,
     READ_ONLY_CLI_TOOLS,
@@ -15,7 +16,6 @@ from octipusd.policy.rules import (
     Match,
     Rule,
     RuleSet,
-    RuleSyntaxError,
     default_action,
     default_level,
     family_of,

@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 
-from octipusd.errors import InvalidRequestError
+from octipusd.errors import InvalidRequestError, QuestionnaireError
 from octipusd.policy.questionnaire import (
     BARE_ALLOW_ERROR,
     QUESTIONNAIRE_TOOL,
     Option,
     Question,
     Questionnaire,
-    QuestionnaireError,
     answered_input,
     is_questionnaire,
     parse_questionnaire,
