@@ -15,9 +15,12 @@ chosen once at daemon start-up by :func:`choose_containment`:
     tree are re-parented to the daemon rather than to init. A stop walks the vendor's descendants,
     the processes carrying its marker, every process it saw before, and the daemon's own orphaned
     children that left their session and carry no other run's marker, and it reaps the zombies
-    re-parented to the daemon. Weaker: an orphan whose intermediate exited before any walk, that
-    cleared its environment and that coexists with another live run may be attributed to the
-    run that ends first (it is stopped either way).
+    re-parented to the daemon that it first saw with another parent or in the vendor's session
+    (never a child the daemon spawned itself: its owner waits for it). Weaker: an orphan whose intermediate exited before any
+    walk, that cleared its environment and that coexists with another live run may be attributed
+    to the run that ends first (it is stopped either way); and an orphan that left the vendor's
+    session before any walk saw it is not reaped (its zombie cannot be told from a child the daemon
+    spawned elsewhere, whose owner waits for it).
 
 Each launch asks its :class:`Containment` for a :class:`RunCage` (one per vendor process).
 """
@@ -57,8 +60,16 @@ PR_SET_CHILD_SUBREAPER = 36
 MOUNTINFO = Path("/proc/self/mountinfo")
 PROC_CGROUP = Path("/proc/self/cgroup")
 
-#: The joining wrapper: ``$1`` is the cgroup's ``cgroup.procs``, the rest is the vendor's argv.
-_JOIN = 'echo 0 > "$1" || echo "octipus: could not join the run\'s cgroup $1" >&2; shift; exec "$@"'
+#: Exit code of the joining wrapper when it could not join the cgroup (the vendor never ran).
+JOIN_FAILED_EXIT = 126
+_JOIN_OR_FAIL = f'echo 0 > "$1" || {{ echo "octipus: could not join the run\'s cgroup $1" >&2; exit {JOIN_FAILED_EXIT}; }}; '
+#: The joining wrapper: ``$1`` is the cgroup's ``cgroup.procs``, the rest is the vendor's argv. It
+#: never runs the vendor outside the cgroup: a failed join exits :data:`JOIN_FAILED_EXIT`.
+_JOIN = _JOIN_OR_FAIL + 'shift; exec "$@"'
+#: What the joining wrapper writes first on its stderr once it joined (when asked to announce it).
+JOINED = b"octipus: joined\n"
+#: The same, announcing the join on stderr before the vendor runs.
+_JOIN_ANNOUNCED = _JOIN_OR_FAIL + f'echo "{JOINED.decode().strip()}" >&2; shift; exec "$@"'
 
 
 class ProcessContainment(StrEnum):
@@ -71,8 +82,18 @@ class ProcessContainment(StrEnum):
 class RunCage(Protocol):
     """The containment of one vendor process and everything it starts."""
 
-    def wrap(self, argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
-        """The argv to spawn instead of ``argv`` so the process starts inside the cage."""
+    @property
+    def where(self) -> str:
+        """What the cage is, for messages (the cgroup folder, or ``walk``)."""
+        ...
+
+    def wrap(self, argv: tuple[str, ...], env: dict[str, str], announce: bool = False) -> list[str]:
+        """The argv to spawn instead of ``argv`` so the process starts inside the cage.
+
+        A wrapper that joins the cage first writes :data:`JOINED` on its stderr (when ``announce``)
+        before it runs ``argv``; it exits :data:`JOIN_FAILED_EXIT` without running it when it cannot
+        join. ``argv`` itself is returned when nothing needs joining.
+        """
         ...
 
     def attach(self, pid: int) -> None:
@@ -250,9 +271,16 @@ class CgroupCage:
         self.folder = folder
         folder.mkdir(mode=0o755)
 
-    def wrap(self, argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
-        """``/bin/sh`` joins the cgroup, then execs ``argv`` (same pid; PWD left as given)."""
-        script = _JOIN if "PWD" in env else "unset PWD; " + _JOIN
+    @property
+    def where(self) -> str:
+        """The cgroup folder."""
+        return str(self.folder)
+
+    def wrap(self, argv: tuple[str, ...], env: dict[str, str], announce: bool = False) -> list[str]:
+        """``/bin/sh`` joins the cgroup (or exits :data:`JOIN_FAILED_EXIT`), says so on stderr when
+        ``announce``, then execs ``argv`` (same pid; PWD left as given)."""
+        join = _JOIN_ANNOUNCED if announce else _JOIN
+        script = join if "PWD" in env else "unset PWD; " + join
         return ["/bin/sh", "-c", script, "octipus-cgroup", str(self.folder / "cgroup.procs"), *argv]
 
     def attach(self, pid: int) -> None:
@@ -360,9 +388,17 @@ class SubreaperCage:
         self._run_id = run_id
         self._leader: psutil.Process | None = None
         self._seen: dict[int, psutil.Process] = {}
+        #: Pids first seen with a parent other than the daemon or in the leader's session: the only
+        #: ones :meth:`release` reaps.
+        self._adopted: set[int] = set()
 
-    def wrap(self, argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
-        """Unchanged: the daemon is the subreaper."""
+    @property
+    def where(self) -> str:
+        """A walk of the tree."""
+        return "walk"
+
+    def wrap(self, argv: tuple[str, ...], env: dict[str, str], announce: bool = False) -> list[str]:
+        """Unchanged: the daemon is the subreaper (nothing to join)."""
         return list(argv)
 
     def attach(self, pid: int) -> None:
@@ -373,7 +409,14 @@ class SubreaperCage:
 
     def _orphan(self, proc: psutil.Process, leader: int, since: float) -> bool:
         """A daemon child that no run started directly, that left its session or is in this
-        run's group, started after this run, and carries no other run's marker."""
+        run's group, started after this run, and carries no other run's marker.
+
+        Limitation: nothing tells an orphan that cleared its environment and whose parent exited
+        before any walk from a daemon child started elsewhere in its own session (an unmarked
+        ``setsid`` orphan of another live run, or a daemon child such as an MCP stdio server): the
+        run that stops first takes it (it is stopped either way). Such a process was first seen as
+        the daemon's child, so :meth:`release` never reaps it (its zombie stays with the daemon).
+        """
         try:
             if proc.pid in self._owner.leaders or proc.create_time() + START_TIME_SLACK < since:
                 return False
@@ -382,6 +425,17 @@ class SubreaperCage:
         except (psutil.Error, OSError):
             return False
         return marker in (None, self._run_id) and (sid in (proc.pid, leader) or pgid == leader)
+
+    def _foreign(self, proc: psutil.Process) -> bool:
+        """Not a process the daemon spawned itself: seen with another parent, or in the leader's
+        session or group (the daemon never starts a process there but the leader)."""
+        leader = self._leader.pid if self._leader is not None else None
+        if proc.pid == leader:
+            return False
+        try:
+            return proc.ppid() != os.getpid() or leader in (os.getsid(proc.pid), os.getpgid(proc.pid))
+        except (psutil.Error, OSError):
+            return False
 
     def members(self) -> list[psutil.Process]:
         """Walk the tree now (and remember it for later walks)."""
@@ -397,6 +451,9 @@ class SubreaperCage:
             found[root.pid] = root
             with contextlib.suppress(psutil.Error):
                 found.update((c.pid, c) for c in root.children(recursive=True))
+        for pid, proc in found.items():
+            if pid not in self._seen and self._foreign(proc):
+                self._adopted.add(pid)
         self._seen.update(found)
         return _alive(list(found.values()))
 
@@ -409,12 +466,17 @@ class SubreaperCage:
                     p.send_signal(sig)
 
     def release(self) -> bool:
-        """Reap the zombies re-parented to the daemon; True when none of the tree is alive."""
+        """Reap the zombies re-parented to the daemon; True when none of the tree is alive.
+
+        Only a pid first seen with another parent, or in the leader's session or group, is reaped
+        (an orphan the daemon adopted), never one the daemon spawned itself (the leader, a ``shell__run`` shell, an MCP stdio server):
+        its owner's ``wait`` would otherwise lose the exit code.
+        """
         me = os.getpid()
-        for pid, proc in list(self._seen.items()):
-            leader = self._leader is not None and pid == self._leader.pid
+        for pid in sorted(self._adopted):
+            proc = self._seen[pid]
             with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
-                if not leader and proc.ppid() == me and proc.status() == psutil.STATUS_ZOMBIE:
+                if proc.ppid() == me and proc.status() == psutil.STATUS_ZOMBIE:
                     os.waitpid(pid, os.WNOHANG)
         alive = self.members()
         leader_alive = self._leader is not None and any(p.pid == self._leader.pid for p in alive)

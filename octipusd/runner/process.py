@@ -6,9 +6,10 @@ of its descendants with the daemon as child subreaper: :mod:`octipusd.runner.con
 Every child also carries ``OCTIPUS_RUN_ID`` in its environment, a second way to find what
 left the group.
 
-Reading ends at EOF, or :data:`DRAIN_GRACE` seconds after the vendor (the leader) exited even
-when something it left still holds its stdout or stderr; :meth:`VendorProcess.reap` then stops
-those leftovers. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
+Reading ends at EOF or, once the vendor (the leader) exited, when a read found nothing for
+:data:`DRAIN_GRACE` seconds (or :data:`DRAIN_LIMIT` seconds after the exit) although something it
+left still holds its stdout or stderr; :meth:`VendorProcess.reap` then stops those leftovers. A slow
+consumer loses nothing: the grace counts from the last read, not from the exit. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
 yielded: it is counted and discarded.
 
 Stopping follows DESIGN.md: stdin EOF, then SIGTERM to the group and the cage, then SIGKILL to
@@ -34,6 +35,7 @@ import psutil
 
 from octipusd.adapter import LaunchSpec, StdinMode
 from octipusd.runner.containment import (
+    JOINED,
     Containment,
     RunCage,
     default_containment,
@@ -58,9 +60,18 @@ log = logging.getLogger(__name__)
 CHUNK = 65536
 #: Bytes of stderr kept for error reports.
 STDERR_TAIL = 65536
-#: Seconds stdout and stderr are still read after the leader exited, for what it wrote just
-#: before; past it, reading ends although a leftover process still holds the pipe.
+#: Seconds a read of stdout or stderr may find nothing, once the leader exited, before reading ends
+#: although a leftover process still holds the pipe (counted from the read, not from the exit).
 DRAIN_GRACE = 0.5
+#: Seconds after the leader's exit past which reading ends even while a leftover keeps writing.
+DRAIN_LIMIT = 10.0
+#: Seconds one stdin line may take to be written; past it stdin counts as broken (the vendor
+#: stopped reading it).
+STDIN_WRITE_TIMEOUT = 10.0
+#: Seconds :meth:`VendorProcess.stop` waits for a stdin write in progress before it abandons stdin.
+STDIN_LOCK_WAIT = 2.0
+#: Seconds the cage's wrapper may take to say it joined the run cgroup.
+CAGE_JOIN_TIMEOUT = 5.0
 #: Seconds between two looks at whether the leader exited while its output stays open.
 EXIT_POLL_INTERVAL = 0.1
 #: Seconds :meth:`VendorProcess.stop` waits after stdin EOF, then after SIGTERM.
@@ -133,7 +144,7 @@ def kill_run_tree(run_id: str, pgid: int | None, sig: int = signal.SIGKILL) -> l
 
 
 class _Drain:
-    """When the leader was first seen exited, for one stream's reading."""
+    """When the leader was first seen exited, for one stream's reading (monotonic seconds)."""
 
     def __init__(self) -> None:
         self.exited_at: float | None = None
@@ -165,8 +176,9 @@ class VendorProcess:
         stopped_reason: The reason of the first :meth:`begin_stop` or :meth:`stop`, else None.
         discarded_lines: stdout lines read after :meth:`begin_stop` and dropped.
         discarded_bytes: Their bytes (without the newlines).
-        output_held: True when reading ended :data:`DRAIN_GRACE` after the leader's exit because
-            something it left still held stdout or stderr open.
+        output_held: True when reading ended after the leader's exit while stdout or stderr was
+            still open (something it left held it): idle for :data:`DRAIN_GRACE`, or past
+            :data:`DRAIN_LIMIT`.
     """
 
     def __init__(
@@ -189,6 +201,7 @@ class VendorProcess:
         self.discarded_lines = 0
         self.discarded_bytes = 0
         self.output_held = False
+        self._stderr_head = b""
 
     @classmethod
     async def start(
@@ -217,13 +230,14 @@ class VendorProcess:
         env = dict(spec.env)
         env[RUN_MARKER] = run_id
         cage = _cage(containment or default_containment(), run_id)
-        argv = cage.wrap(spec.argv, env)
         stdin = subprocess.PIPE if spec.stdin_mode is StdinMode.STREAM else subprocess.DEVNULL
-        # Shielded: a cancellation while asyncio connects the pipes would otherwise kill only the
-        # leader and leave whatever it already started running, with no handle to stop it.
+        # Shielded: a cancellation while asyncio connects the pipes (or the leader joins its cage)
+        # would otherwise leave whatever the leader already started running, with no handle to stop it.
         with anyio.CancelScope(shield=True):
             try:
-                if argv[: len(spec.argv)] != list(spec.argv):
+                argv = cage.wrap(spec.argv, env, announce=True)
+                wrapped = argv != list(spec.argv)
+                if wrapped:
                     _executable(spec.argv[0], env, spec.cwd)
                 process = await anyio.open_process(
                     argv,
@@ -237,8 +251,14 @@ class VendorProcess:
             except BaseException:
                 await anyio.to_thread.run_sync(cage.release)
                 raise
-        cage.attach(process.pid)
-        proc = cls(process, run_id, on_stderr, cage)
+            cage.attach(process.pid)
+            proc = cls(process, run_id, on_stderr, cage)
+            if wrapped and not await proc._joined():
+                await proc.stop("could not join its cage", eof_grace=0.0, term_grace=0.0)
+                said = proc._stderr_head.decode("utf-8", "replace").strip()
+                raise PermissionError(
+                    errno.EACCES, f"the vendor could not join its run cgroup {cage.where}: {said}"
+                )
         try:
             for line in spec.initial_input:
                 await proc.write_line(line)
@@ -246,6 +266,20 @@ class VendorProcess:
             await proc.stop("cancelled while starting", eof_grace=0.0)
             raise
         return proc
+
+    async def _joined(self) -> bool:
+        """Whether the cage's wrapper said on stderr that it joined, within :data:`CAGE_JOIN_TIMEOUT`
+        seconds (it says why not and exits instead). What stderr carried besides is kept in
+        ``_stderr_head`` for :meth:`pump_stderr` (or the error message)."""
+        stream, head = self._process.stderr, b""
+        assert stream is not None
+        with anyio.move_on_after(CAGE_JOIN_TIMEOUT):
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                while len(head) < len(JOINED) and JOINED.startswith(head):
+                    head += await stream.receive(CHUNK)
+        joined = head.startswith(JOINED)
+        self._stderr_head = head[len(JOINED) :] if joined else head
+        return joined
 
     @property
     def returncode(self) -> int | None:
@@ -267,20 +301,28 @@ class VendorProcess:
             self.stopped_reason = reason
 
     async def _next_chunk(self, stream: anyio.abc.ByteReceiveStream, drain: _Drain) -> bytes | None:
-        """The next chunk, or None at EOF or :data:`DRAIN_GRACE` seconds after the leader exited."""
+        """The next chunk, or None at EOF; once the leader exited, also None (and
+        :attr:`output_held`) when this read found nothing for :data:`DRAIN_GRACE` seconds, or
+        :data:`DRAIN_LIMIT` seconds after the exit."""
         while True:
             now = anyio.current_time()
             if drain.exited_at is None and self._process.returncode is not None:
                 drain.exited_at = now
-            wait = EXIT_POLL_INTERVAL if drain.exited_at is None else drain.exited_at + DRAIN_GRACE - now
-            if wait <= 0:
-                self.output_held = True
-                return None
-            with anyio.move_on_after(wait):
+            if drain.exited_at is None:
+                wait = EXIT_POLL_INTERVAL
+            else:
+                wait = min(DRAIN_GRACE, drain.exited_at + DRAIN_LIMIT - now)
+                if wait <= 0:
+                    self.output_held = True
+                    return None
+            with anyio.move_on_after(wait) as idle:
                 try:
                     return await stream.receive(CHUNK)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return None
+            if idle.cancelled_caught and drain.exited_at is not None and wait >= DRAIN_GRACE:
+                self.output_held = True
+                return None
 
     def _accept(self, line: bytes) -> bool:
         if self.stopped_reason is None:
@@ -291,7 +333,7 @@ class VendorProcess:
 
     async def lines(self) -> AsyncIterator[bytes]:
         """Yield stdout lines (without newline, any length) until EOF, or until the leader exited
-        and :data:`DRAIN_GRACE` passed; after :meth:`begin_stop`, lines are discarded, not yielded."""
+        and a read stayed idle for :data:`DRAIN_GRACE` (at most :data:`DRAIN_LIMIT`); after :meth:`begin_stop`, lines are discarded, not yielded."""
         assert self._process.stdout is not None
         framer = LineFramer()
         drain = _Drain()
@@ -304,13 +346,15 @@ class VendorProcess:
             yield tail
 
     async def pump_stderr(self) -> None:
-        """Read stderr until EOF (or the leader's exit and :data:`DRAIN_GRACE`), keeping the tail
+        """Read stderr until EOF (or the leader's exit and an idle :data:`DRAIN_GRACE`), keeping the tail
         and calling ``on_stderr``."""
         stream = self._process.stderr
         if stream is None:
             return
         drain = _Drain()
-        while (chunk := await self._next_chunk(stream, drain)) is not None:
+        head, self._stderr_head = self._stderr_head, b""
+        while (chunk := head or await self._next_chunk(stream, drain)) is not None:
+            head = b""
             self._stderr.append(chunk)
             self._stderr_size += len(chunk)
             while self._stderr_size > STDERR_TAIL and len(self._stderr) > 1:
@@ -324,30 +368,49 @@ class VendorProcess:
         return b"".join(self._stderr).decode("utf-8", "replace")[-STDERR_TAIL:]
 
     async def write_line(self, line: str) -> bool:
-        """Write one line (a newline is added) to stdin.
+        """Write one line (a newline is added) to stdin, within :data:`STDIN_WRITE_TIMEOUT` seconds.
 
         Returns:
-            False when stdin is already closed or the pipe broke (the vendor exited).
+            False when stdin is already closed, the pipe broke (the vendor exited), or the write
+            timed out (the vendor stopped reading stdin: stdin then counts as closed).
         """
         async with self._stdin_lock:
             if self._stdin_closed or self._process.stdin is None:
                 return False
             try:
-                await self._process.stdin.send(line.encode("utf-8") + b"\n")
+                with anyio.fail_after(STDIN_WRITE_TIMEOUT):
+                    await self._process.stdin.send(line.encode("utf-8") + b"\n")
                 return True
+            except TimeoutError:
+                log.warning(
+                    "run %s: the vendor read none of a stdin line for %ss", self.run_id, STDIN_WRITE_TIMEOUT
+                )
+                self._stdin_closed = True
+                return False
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._stdin_closed = True
                 return False
 
     async def close_stdin(self) -> None:
-        """Send EOF on stdin (idempotent)."""
+        """Send EOF on stdin (idempotent), after the write in progress, if any."""
         async with self._stdin_lock:
-            if self._stdin_closed or self._process.stdin is None:
-                self._stdin_closed = True
-                return
-            self._stdin_closed = True
-            with contextlib.suppress(Exception):
+            await self._eof()
+
+    async def _eof(self) -> None:
+        """Close stdin (never blocks: the stream's close does not wait for the pipe to drain)."""
+        self._stdin_closed = True
+        if self._process.stdin is not None:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await self._process.stdin.aclose()
+
+    async def _close_stdin_for_stop(self) -> None:
+        """Send EOF, waiting at most :data:`STDIN_LOCK_WAIT` seconds for a write in progress; past it,
+        close stdin without the lock (the stuck write then fails, or ends with the vendor)."""
+        with anyio.move_on_after(STDIN_LOCK_WAIT):
+            await self.close_stdin()
+            return
+        log.warning("run %s: a stdin write was still blocked at the stop; stdin abandoned", self.run_id)
+        await self._eof()
 
     async def wait(self) -> int:
         """Wait for the vendor's exit and return its exit code."""
@@ -358,7 +421,8 @@ class VendorProcess:
     ) -> int | None:
         """Stop the vendor and everything it started; bounded and shielded.
 
-        :meth:`begin_stop`; stdin EOF, wait ``eof_grace`` seconds; SIGTERM to the group and the
+        :meth:`begin_stop`; stdin EOF (after a write in progress, for at most
+        :data:`STDIN_LOCK_WAIT` seconds), wait ``eof_grace`` seconds; SIGTERM to the group and the
         cage, wait ``term_grace`` seconds; then :meth:`reap`.
 
         Args:
@@ -372,7 +436,7 @@ class VendorProcess:
         self.begin_stop(reason)
         with anyio.CancelScope(shield=True):
             if self._process.returncode is None:
-                await self.close_stdin()
+                await self._close_stdin_for_stop()
                 with anyio.move_on_after(eof_grace):
                     await self._process.wait()
             if self._process.returncode is None:
@@ -406,8 +470,8 @@ class VendorProcess:
 
         SIGTERM to each leftover, up to ``grace`` seconds for them to end, then SIGKILL to the
         whole cage (``cgroup.kill``), the group and the marked ones; the leader is awaited (up to
-        :data:`KILL_WAIT` seconds) and the cage released (the cgroup removed, re-parented zombies reaped).
-        Shielded from cancellation; safe to call again.
+        :data:`KILL_WAIT` seconds), the cage released (the cgroup removed, re-parented zombies reaped)
+        and the process's pipes closed once it ended. Shielded from cancellation; safe to call again.
 
         Returns:
             Pids of the leftovers that had to be signalled (the leader not included).
@@ -425,6 +489,8 @@ class VendorProcess:
                     await self._process.wait()
             if not await anyio.to_thread.run_sync(self._cage.release):
                 log.warning("run %s: processes of pid %d's cage outlived SIGKILL", self.run_id, self.pid)
+            if self._process.returncode is not None:  # its pipes closed; the wait returns at once
+                await self._process.aclose()
         return sorted(p.pid for p in survivors)
 
 
