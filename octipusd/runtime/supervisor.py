@@ -29,18 +29,10 @@ import anyio.abc
 
 from octipusd.adapter import (
     Adapter,
-    ControlCancelEvent,
     LaunchRequest,
-    PermissionRequestEvent,
     ResultEvent,
-    RunFailureEvent,
-    SessionEvent,
-    StatusEvent,
-    StdinWriteEvent,
     StreamParser,
-    ToolUseEvent,
     Usage,
-    VendorEvent,
 )
 from octipusd.bridge.server import Bridge, open_bridge
 from octipusd.connectors import ConnectorSet
@@ -49,13 +41,13 @@ from octipusd.errors import ExecutableNotFoundError, OctipusError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.compaction import uncovered_chars
 from octipusd.runtime.delegation import Delegation
-from octipusd.runtime.events import NOT_STORED
 from octipusd.runtime.host import RunHost
 from octipusd.runtime.outcome import Happened, final_status, result_failure
 from octipusd.runtime.planning import TurnPlan, plan_turn, positive_int, read_basis
-from octipusd.runtime.relay import BRIDGE_PREFIX, PermissionRelay
+from octipusd.runtime.relay import PermissionRelay
 from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session, thread_usage
 from octipusd.runtime.sessions import ResumePlan, plan_resume
+from octipusd.runtime.vendor_events import VendorEvents
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Run, RunStatus
 from octipusd.toolkit import ChildRequest, RunIdentity, ToolSpec
@@ -150,7 +142,7 @@ class RunSupervisor:
         self.space = False
         self.tools: dict[str, ToolSpec] = {}
         self.attempt = Attempt()
-        self._bridge: Bridge | None = None
+        self.bridge: Bridge | None = None
         self.failure: str | None = None
         self.stop_status: RunStatus | None = None
         self.stop_reason: str | None = None
@@ -161,6 +153,7 @@ class RunSupervisor:
         self.budget_exceeded = False
         self.done = anyio.Event()
         self.relay = PermissionRelay(self)
+        self.events = VendorEvents(self)
         self.delegation = Delegation(self)
         self.host = RunHost(self)
 
@@ -308,7 +301,7 @@ class RunSupervisor:
 
     async def _attempts(self, plan: TurnPlan, bridge: Bridge, state: ReuseState) -> None:
         """Invoke the vendor; when a resumed session is gone, drop it and retry once, cold."""
-        self._bridge = bridge
+        self.bridge = bridge
         adapter, session = plan.adapter, plan.session
         # Octipus's native denials go to the vendor's own deny list too: the vendor approves some
         # calls itself and never relays them (seed 003: "a denial under either identity wins").
@@ -401,15 +394,15 @@ class RunSupervisor:
             self.attempt.parser = parser
             async for line in process.lines():
                 for event in parser.feed(line):
-                    await self._handle(event, tg)
+                    await self.events.handle(event, tg)
             with anyio.move_on_after(self.services.limits.exit_after_result_s):
                 await process.wait()
             if process.returncode is None:
                 await process.stop("did not exit after its output ended")
             await process.reap()
             for event in parser.finish(process.returncode):
-                await self._handle(event, tg)
-            await self._check_bridge_answered()
+                await self.events.handle(event, tg)
+            await self.events.check_bridge_answered()
             await self._account(adapter, request, process)
             tg.cancel_scope.cancel()
 
@@ -467,99 +460,6 @@ class RunSupervisor:
             result_text=result.text if result else None,
         )
 
-    # ------------------------------------------------------------------ vendor events
-
-    async def _handle(self, event: VendorEvent, tg: anyio.abc.TaskGroup) -> None:
-        """Store one vendor event and act on it; after a stop began, drop it (counted)."""
-        attempt = self.attempt
-        if attempt.stopping is not None:
-            attempt.discarded += 1
-            return
-        if event.kind not in NOT_STORED:
-            await self.services.hub.emit_vendor(self.run.id, event)
-        process, adapter = attempt.process, self.adapter
-        assert process is not None and adapter is not None
-        if isinstance(event, SessionEvent):
-            await self._on_session(event, tg)
-        elif isinstance(event, PermissionRequestEvent):
-            tg.start_soon(self.relay.relay, event)
-        elif isinstance(event, ToolUseEvent) and not event.name.startswith(BRIDGE_PREFIX):
-            # the flow guard watches the tool-use stream, so auto-allowed reads count too (seed 003)
-            await self.services.gate.observe(self.relay.context(), f"cli-native:{event.name}", event.input)
-        elif isinstance(event, ControlCancelEvent):
-            self.relay.cancel(event.request_id)  # the vendor abandoned it: answer nothing (sources.md §1.6)
-        elif isinstance(event, RunFailureEvent):  # e.g. the adapter saw the bridge not connected
-            if event.unless_bridge_answers and self._bridge is not None:
-                attempt.bridge_pending = event.reason
-                tg.start_soon(self._fail_unless_bridge_answers, self._bridge, event.reason, tg)
-            elif self.failure is None:
-                self.failure = event.reason
-                self._stop_vendor(tg, event.reason)
-        elif isinstance(event, StatusEvent) and event.status.startswith("cold_start:") and self.run.resumed:
-            # the vendor answered the resume with another conversation: the stored one is gone (seed
-            # 003 "Cold fallback"); stop before the turn runs there, the turn is retried cold
-            attempt.session_missing = event.status
-            self._stop_vendor(tg, "the resumed vendor session is gone; retrying the turn cold")
-        elif isinstance(event, StdinWriteEvent):
-            if attempt.session_missing is None:
-                for line in event.lines:
-                    await process.write_line(line)
-        elif isinstance(event, ResultEvent):
-            attempt.result = event
-            attempt.results_seen += 1
-            if event.session_id and not event.is_error:
-                attempt.confirmed = event.session_id
-            if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results
-                await process.close_stdin()
-        self._check_token_budget(tg)
-
-    async def _on_session(self, event: SessionEvent, tg: anyio.abc.TaskGroup) -> None:
-        """The vendor announced its session: keep the id; a failed bridge fails the run."""
-        if event.session_id:
-            self.attempt.confirmed = event.session_id
-            if self.run.vendor_session_id != event.session_id:  # vendor-assigned (Codex, Vibe) or replaced
-                self.run = await in_thread(
-                    self.services.store.update_run, self.run.id, vendor_session_id=event.session_id
-                )
-
-    async def _fail_unless_bridge_answers(self, bridge: Bridge, reason: str, tg: anyio.abc.TaskGroup) -> None:
-        """The vendor still connects to the bridge: fail the run only if it has not listed the
-        bridge's tools within ``RunLimits.bridge_connect_grace_s``."""
-        grace = self.services.limits.bridge_connect_grace_s
-        if await bridge.wait_listed(grace) or self.failure is not None or self.attempt.stopping is not None:
-            return
-        self.failure = f"{reason}; the bridge saw no handshake from the vendor within {grace:g} s"
-        self._stop_vendor(tg, self.failure)
-
-    async def _check_bridge_answered(self) -> None:
-        """At the invocation's end: a vendor that announced its bridge as still connecting and never
-        listed its tools could not use Octipus tools, however it ended."""
-        reason, bridge = self.attempt.bridge_pending, self._bridge
-        if reason is None or bridge is None or self.failure is not None:
-            return
-        if not await bridge.wait_listed(0):
-            self.failure = f"{reason}; the vendor ended without completing its handshake with the bridge"
-
-    def _check_token_budget(self, tg: anyio.abc.TaskGroup) -> None:
-        """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then
-        dropped). Counted: input, output and cache tokens the vendor reported so far."""
-        request = self.child_request
-        if request is None or request.token_budget is None or self.budget_exceeded:
-            return
-        usage = self.attempt.usage()
-        used = (
-            usage.input_tokens
-            + usage.output_tokens
-            + usage.cache_creation_input_tokens
-            + usage.cache_read_input_tokens
-        )
-        if used > request.token_budget:
-            self.budget_exceeded = True
-            self.failure = self.failure or (
-                f"the child exceeded its token budget ({used} tokens used, budget {request.token_budget})"
-            )
-            self._stop_vendor(tg, self.failure)
-
     def _session_gone(self) -> str | None:
         """How the vendor said the resumed session is gone, or None.
 
@@ -609,7 +509,7 @@ class RunSupervisor:
             process.begin_stop(reason)
         return process if process is not None and process.returncode is None else None
 
-    def _stop_vendor(self, tg: anyio.abc.TaskGroup, reason: str) -> None:
+    def stop_vendor(self, tg: anyio.abc.TaskGroup, reason: str) -> None:
         """Begin a stop of the vendor and let ``tg`` carry it out."""
         process = self.begin_stop(reason)
         if process is not None:

@@ -1,0 +1,144 @@
+"""How one run handles its vendor's events (:class:`VendorEvents`, owned by its supervisor).
+
+Each event is stored first (unless it is a kind that is never stored), then acted on: a session
+announcement keeps the vendor's session id; a permission request is relayed; a native tool use is
+shown to the flow guard; a cancelled control request stops its wait; a failure the adapter found
+(a bridge not connected) fails the run, or, while the vendor still connects to the bridge, only if
+the vendor never lists the bridge's tools; a result is kept and ends the input. After a stop began
+every event is dropped and counted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+
+from octipusd.adapter import (
+    ControlCancelEvent,
+    PermissionRequestEvent,
+    ResultEvent,
+    RunFailureEvent,
+    SessionEvent,
+    StatusEvent,
+    StdinWriteEvent,
+    ToolUseEvent,
+    VendorEvent,
+)
+from octipusd.bridge.server import Bridge
+from octipusd.runtime.events import NOT_STORED
+from octipusd.runtime.relay import BRIDGE_PREFIX
+from octipusd.store.aio import in_thread
+
+if TYPE_CHECKING:
+    from octipusd.runtime.supervisor import RunSupervisor
+
+__all__ = ["VendorEvents"]
+
+
+class VendorEvents:
+    """The vendor-event handling of one run.
+
+    Args:
+        supervisor: The run.
+    """
+
+    def __init__(self, supervisor: RunSupervisor) -> None:
+        self._run = supervisor
+
+    async def handle(self, event: VendorEvent, tg: anyio.abc.TaskGroup) -> None:
+        """Store one vendor event and act on it; after a stop began, drop it (counted)."""
+        run = self._run
+        attempt = run.attempt
+        if attempt.stopping is not None:
+            attempt.discarded += 1
+            return
+        if event.kind not in NOT_STORED:
+            await run.services.hub.emit_vendor(run.run.id, event)
+        process, adapter = attempt.process, run.adapter
+        assert process is not None and adapter is not None
+        if isinstance(event, SessionEvent):
+            await self._on_session(event, tg)
+        elif isinstance(event, PermissionRequestEvent):
+            tg.start_soon(run.relay.relay, event)
+        elif isinstance(event, ToolUseEvent) and not event.name.startswith(BRIDGE_PREFIX):
+            # the flow guard watches the tool-use stream, so auto-allowed reads count too (seed 003)
+            await run.services.gate.observe(run.relay.context(), f"cli-native:{event.name}", event.input)
+        elif isinstance(event, ControlCancelEvent):
+            run.relay.cancel(event.request_id)  # the vendor abandoned it: answer nothing (sources.md §1.6)
+        elif isinstance(event, RunFailureEvent):  # e.g. the adapter saw the bridge not connected
+            if event.unless_bridge_answers and run.bridge is not None:
+                attempt.bridge_pending = event.reason
+                tg.start_soon(self._fail_unless_bridge_answers, run.bridge, event.reason, tg)
+            elif run.failure is None:
+                run.failure = event.reason
+                run.stop_vendor(tg, event.reason)
+        elif isinstance(event, StatusEvent) and event.status.startswith("cold_start:") and run.run.resumed:
+            # the vendor answered the resume with another conversation: the stored one is gone (seed
+            # 003 "Cold fallback"); stop before the turn runs there, the turn is retried cold
+            attempt.session_missing = event.status
+            run.stop_vendor(tg, "the resumed vendor session is gone; retrying the turn cold")
+        elif isinstance(event, StdinWriteEvent):
+            if attempt.session_missing is None:
+                for line in event.lines:
+                    await process.write_line(line)
+        elif isinstance(event, ResultEvent):
+            attempt.result = event
+            attempt.results_seen += 1
+            if event.session_id and not event.is_error:
+                attempt.confirmed = event.session_id
+            if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results
+                await process.close_stdin()
+        self._check_token_budget(tg)
+
+    async def _on_session(self, event: SessionEvent, tg: anyio.abc.TaskGroup) -> None:
+        """The vendor announced its session: keep the id; a failed bridge fails the run."""
+        run = self._run
+        if event.session_id:
+            run.attempt.confirmed = event.session_id
+            if run.run.vendor_session_id != event.session_id:  # vendor-assigned (Codex, Vibe) or replaced
+                run.run = await in_thread(
+                    run.services.store.update_run, run.run.id, vendor_session_id=event.session_id
+                )
+
+    async def _fail_unless_bridge_answers(self, bridge: Bridge, reason: str, tg: anyio.abc.TaskGroup) -> None:
+        """The vendor still connects to the bridge: fail the run only if it has not listed the
+        bridge's tools within ``RunLimits.bridge_connect_grace_s``."""
+        run = self._run
+        grace = run.services.limits.bridge_connect_grace_s
+        if await bridge.wait_listed(grace) or run.failure is not None or run.attempt.stopping is not None:
+            return
+        run.failure = f"{reason}; the bridge saw no handshake from the vendor within {grace:g} s"
+        run.stop_vendor(tg, run.failure)
+
+    async def check_bridge_answered(self) -> None:
+        """At the invocation's end: a vendor that announced its bridge as still connecting and never
+        listed its tools could not use Octipus tools, however it ended."""
+        run = self._run
+        reason, bridge = run.attempt.bridge_pending, run.bridge
+        if reason is None or bridge is None or run.failure is not None:
+            return
+        if not await bridge.wait_listed(0):
+            run.failure = f"{reason}; the vendor ended without completing its handshake with the bridge"
+
+    def _check_token_budget(self, tg: anyio.abc.TaskGroup) -> None:
+        """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then
+        dropped). Counted: input, output and cache tokens the vendor reported so far."""
+        run = self._run
+        request = run.child_request
+        if request is None or request.token_budget is None or run.budget_exceeded:
+            return
+        usage = run.attempt.usage()
+        used = (
+            usage.input_tokens
+            + usage.output_tokens
+            + usage.cache_creation_input_tokens
+            + usage.cache_read_input_tokens
+        )
+        if used > request.token_budget:
+            run.budget_exceeded = True
+            run.failure = run.failure or (
+                f"the child exceeded its token budget ({used} tokens used, budget {request.token_budget})"
+            )
+            run.stop_vendor(tg, run.failure)
