@@ -1,5 +1,9 @@
 # The README's two commands. Logic lives in scripts/ and Python, not here.
 PY := .venv/bin/python
+# pytest-xdist workers for `make test`: the tests mostly wait on subprocesses (daemons, vendor CLIs,
+# model servers), so 4 workers beat 2 on a 2-core machine; 0 runs the suite in one process. Tests
+# marked `serial` (timing-sensitive under CPU contention) run after them, in one process.
+TEST_WORKERS ?= 4
 
 .PHONY: demo test bootstrap lint bench
 
@@ -11,7 +15,8 @@ test: bootstrap            ## everything CI runs: lint, types, the whole test su
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
-	scripts/netns $(PY) -m pytest
+	scripts/netns $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not serial"
+	scripts/netns $(PY) -m pytest -m serial
 
 bootstrap:
 	bash scripts/bootstrap.sh

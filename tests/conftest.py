@@ -7,6 +7,13 @@
   for each test (a file under ``tmp_path``, or a database created for the test and dropped
   after it). The PostgreSQL variant carries the ``postgres`` marker, so
   ``-m "not postgres"`` runs SQLite only.
+* ``migrated_store_url``: the same database as ``store_url``, already at the newest schema:
+  a copy of a template migrated once per session (per xdist worker) and backend, so the
+  hundreds of tests that only need a migrated store do not each run every migration. The
+  migrations themselves are tested on ``store_url``'s empty databases.
+
+Under pytest-xdist every worker is its own session: it starts its own PostgreSQL (a private
+socket folder, so servers never meet) and migrates its own templates.
 
 If PostgreSQL is not installed, PostgreSQL tests fail (they do not skip) with a message
 telling to run ``scripts/install-test-deps.sh``.
@@ -14,12 +21,15 @@ telling to run ``scripts/install-test-deps.sh``.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
+
+from octipusd.store.migrate import upgrade
 
 try:
     from tests.pg import PostgresUnavailable, admin_connect, start_postgres
@@ -78,3 +88,39 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'octipus.db'}"
     url: str = request.getfixturevalue("postgres_database_url")
     return url
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bytes of a SQLite database migrated to the newest schema (once per session)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "octipus.db"
+    upgrade(f"sqlite:///{path}")  # the engine is disposed: the WAL is checkpointed into the file
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_url: str) -> str:
+    """The name of a PostgreSQL database migrated to the newest schema (once per session)."""
+    name, url = _create_database(postgres_url)
+    upgrade(url)  # disposes its engine: no connection is left, so the database can be a template
+    return name
+
+
+@pytest.fixture
+def migrated_store_url(request: pytest.FixtureRequest, store_url: str) -> str:
+    """``store_url``'s database (file or PostgreSQL database), already migrated to the newest schema."""
+    url = make_url(store_url)
+    if url.get_backend_name() == "sqlite":
+        template: bytes = request.getfixturevalue("sqlite_template")
+        path = Path(str(url.database))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # as make_engine creates it
+        with os.fdopen(fd, "wb") as out:
+            out.write(template)
+        return store_url
+    server_url: str = request.getfixturevalue("postgres_url")
+    source: str = request.getfixturevalue("postgres_template")
+    with admin_connect(server_url) as conn:  # same name, so the test's drop still removes it
+        conn.execute(f'DROP DATABASE "{url.database}"')
+        conn.execute(f'CREATE DATABASE "{url.database}" TEMPLATE "{source}"')
+    return store_url

@@ -35,6 +35,8 @@ def _steer_while_running(env: Octipus, session: str, run: str) -> dict[str, Any]
     return dict(env.client.request("POST", f"/sessions/{session}/steer", json={"text": GUIDANCE}))
 
 
+# Under CPU contention Codex's steer can arrive before its turn takes live input ("queued"): alone.
+@pytest.mark.serial
 @pytest.mark.parametrize("kit", [ClaudeKit(), CodexKit()], ids=["claude-code", "codex"])
 def test_guidance_reaches_the_running_turn(kit: VendorKit, tmp_path: Path) -> None:
     with octipus(kit, tmp_path, _stalled_then(kit, "answer with the guidance")) as env:

@@ -19,9 +19,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    """A migrated store on a fresh database (SQLite and PostgreSQL)."""
-    opened = Store.open(store_url)
+def store(migrated_store_url: str) -> Iterator[Store]:
+    """A migrated store on a fresh database (SQLite and PostgreSQL): ``store_url``'s, from the template."""
+    opened = Store.open(migrated_store_url)
     try:
         yield opened
     finally:
