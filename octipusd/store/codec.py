@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from enum import Enum
@@ -114,6 +114,8 @@ class StoreMixin:
 
         @staticmethod
         def _lock_run(db: DbSession, run_id: str) -> RunRow: ...
+
+        def forget_event_sequences(self, run_ids: Sequence[str]) -> None: ...
 
         @staticmethod
         def _get_approval_row(db: DbSession, approval_id: str) -> ApprovalRow: ...

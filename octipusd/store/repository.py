@@ -20,7 +20,7 @@ status that method does not set) ``ValueError``, a bug.
 
 The methods live in one module per aggregate, each a mixin of :class:`Store`: sessions and
 work plans (``session_store.py``), model rows (``model_row_store.py``), runs and events
-(``run_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
+(``run_store.py``, ``event_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
 the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``) and session reuse
 (``reuse_store.py``). This module holds the class itself: opening, closing, and
@@ -47,6 +47,7 @@ from octipusd.errors import DatabaseTimeoutError, StoreError
 from octipusd.store.approval_store import APPROVAL_KINDS, SYSTEM_ACTOR, ApprovalStoreMixin
 from octipusd.store.codec import utcnow
 from octipusd.store.engine import WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
+from octipusd.store.event_store import EventStoreMixin
 from octipusd.store.invocation_store import InvocationStoreMixin
 from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
@@ -64,6 +65,7 @@ class Store(
     SessionStoreMixin,
     ModelRowStoreMixin,
     RunStoreMixin,
+    EventStoreMixin,
     ApprovalStoreMixin,
     PolicyStoreMixin,
     JournalStoreMixin,
@@ -113,6 +115,7 @@ class Store(
         self._serialize_reads = self._sqlite and isinstance(engine.pool, StaticPool)
         self._write_lock = threading.Lock()
         self._closed = False
+        self._init_event_log()
 
     def now(self) -> datetime:
         """The store's clock (aware UTC): the time its records are written with."""

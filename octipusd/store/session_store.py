@@ -262,6 +262,7 @@ class SessionStoreMixin(StoreMixin):
             db.exec(delete(PermissionGrantRow).where(col(PermissionGrantRow.session_id) == session_id))
             db.exec(delete(RunRow).where(col(RunRow.session_id) == session_id))
             db.delete(session)
+        self.forget_event_sequences(run_ids)
 
     # Work plans --------------------------------------------------------------------------
 
