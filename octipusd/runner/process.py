@@ -7,9 +7,11 @@ Every child also carries ``OCTIPUS_RUN_ID`` in its environment, a second way to 
 left the group.
 
 Reading ends at EOF or, once the vendor (the leader) exited, when a read found nothing for
-:data:`DRAIN_GRACE` seconds (or :data:`DRAIN_LIMIT` seconds after the exit) although something it
-left still holds its stdout or stderr; :meth:`VendorProcess.reap` then stops those leftovers. A slow
-consumer loses nothing: the grace counts from the last read, not from the exit. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
+:data:`DRAIN_GRACE` seconds although something it left still holds its stdout or stderr, or when a
+leftover keeps writing: :data:`DRAIN_LIMIT` seconds after the exit and :data:`PIPE_MAX_BYTES` read
+since; :meth:`VendorProcess.reap` then stops those leftovers. A slow consumer loses nothing: the
+grace counts from the last read, not from the exit, and what the leader left in a pipe (no more
+than a pipe holds) is read however long the consumer takes. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
 yielded: it is counted and discarded.
 
 Stopping follows DESIGN.md: stdin EOF, then SIGTERM to the group and the cage, then SIGKILL to
@@ -63,8 +65,13 @@ STDERR_TAIL = 65536
 #: Seconds a read of stdout or stderr may find nothing, once the leader exited, before reading ends
 #: although a leftover process still holds the pipe (counted from the read, not from the exit).
 DRAIN_GRACE = 0.5
-#: Seconds after the leader's exit past which reading ends even while a leftover keeps writing.
+#: Seconds after the leader's exit past which reading ends while a leftover keeps writing (once
+#: :data:`PIPE_MAX_BYTES` were read after the exit too).
 DRAIN_LIMIT = 10.0
+#: Bytes a pipe holds at most (Linux's default ``fs.pipe-max-size``, the most an unprivileged writer
+#: can ask for): what the leader left unread when it exited is no more than this, so reading it all
+#: never lets a leftover write forever.
+PIPE_MAX_BYTES = 1 << 20
 #: Seconds one stdin line may take to be written; past it stdin counts as broken (the vendor
 #: stopped reading it).
 STDIN_WRITE_TIMEOUT = 10.0
@@ -148,6 +155,7 @@ class _Drain:
 
     def __init__(self) -> None:
         self.exited_at: float | None = None
+        self.read_after_exit = 0
 
 
 def _executable(argv0: str, env: dict[str, str], cwd: Path) -> None:
@@ -302,8 +310,8 @@ class VendorProcess:
 
     async def _next_chunk(self, stream: anyio.abc.ByteReceiveStream, drain: _Drain) -> bytes | None:
         """The next chunk, or None at EOF; once the leader exited, also None (and
-        :attr:`output_held`) when this read found nothing for :data:`DRAIN_GRACE` seconds, or
-        :data:`DRAIN_LIMIT` seconds after the exit."""
+        :attr:`output_held`) when this read found nothing for :data:`DRAIN_GRACE` seconds, or past
+        :data:`DRAIN_LIMIT` seconds after the exit once :data:`PIPE_MAX_BYTES` were read since."""
         while True:
             now = anyio.current_time()
             if drain.exited_at is None and self._process.returncode is not None:
@@ -311,16 +319,21 @@ class VendorProcess:
             if drain.exited_at is None:
                 wait = EXIT_POLL_INTERVAL
             else:
-                wait = min(DRAIN_GRACE, drain.exited_at + DRAIN_LIMIT - now)
-                if wait <= 0:
+                left = drain.exited_at + DRAIN_LIMIT - now
+                if left <= 0 and drain.read_after_exit >= PIPE_MAX_BYTES:
                     self.output_held = True
                     return None
+                wait = DRAIN_GRACE if left <= 0 else min(DRAIN_GRACE, left)
             with anyio.move_on_after(wait) as idle:
                 try:
-                    return await stream.receive(CHUNK)
+                    chunk = await stream.receive(CHUNK)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return None
-            if idle.cancelled_caught and drain.exited_at is not None and wait >= DRAIN_GRACE:
+            if not idle.cancelled_caught:
+                if drain.exited_at is not None:
+                    drain.read_after_exit += len(chunk)
+                return chunk
+            if drain.exited_at is not None and wait >= DRAIN_GRACE:
                 self.output_held = True
                 return None
 
@@ -333,7 +346,7 @@ class VendorProcess:
 
     async def lines(self) -> AsyncIterator[bytes]:
         """Yield stdout lines (without newline, any length) until EOF, or until the leader exited
-        and a read stayed idle for :data:`DRAIN_GRACE` (at most :data:`DRAIN_LIMIT`); after :meth:`begin_stop`, lines are discarded, not yielded."""
+        and a read stayed idle for :data:`DRAIN_GRACE` (see the module docstring); after :meth:`begin_stop`, lines are discarded, not yielded."""
         assert self._process.stdout is not None
         framer = LineFramer()
         drain = _Drain()
