@@ -346,17 +346,32 @@ class VendorProcess:
 
     async def lines(self) -> AsyncIterator[bytes]:
         """Yield stdout lines (without newline, any length) until EOF, or until the leader exited
-        and a read stayed idle for :data:`DRAIN_GRACE` (see the module docstring); after :meth:`begin_stop`, lines are discarded, not yielded."""
+        and a read stayed idle for :data:`DRAIN_GRACE` (see the module docstring); after
+        :meth:`begin_stop`, lines are discarded, not yielded."""
+        async for batch in self._read_batches():
+            for line in batch:
+                if self._accept(line):
+                    yield line
+
+    async def line_batches(self) -> AsyncIterator[list[bytes]]:
+        """Like :meth:`lines`, but the complete lines of each read together (never an empty list);
+        a line is accepted or discarded when its read returns."""
+        async for batch in self._read_batches():
+            accepted = [line for line in batch if self._accept(line)]
+            if accepted:
+                yield accepted
+
+    async def _read_batches(self) -> AsyncIterator[list[bytes]]:
         assert self._process.stdout is not None
         framer = LineFramer()
         drain = _Drain()
         while (chunk := await self._next_chunk(self._process.stdout, drain)) is not None:
-            for line in framer.feed(chunk):
-                if self._accept(line):
-                    yield line
+            batch = framer.feed(chunk)
+            if batch:
+                yield batch
         tail = framer.flush()
-        if tail and self._accept(tail):
-            yield tail
+        if tail:
+            yield [tail]
 
     async def pump_stderr(self) -> None:
         """Read stderr until EOF (or the leader's exit and an idle :data:`DRAIN_GRACE`), keeping the tail

@@ -24,7 +24,7 @@ import anyio
 from octipusd.adapter import EventKind, VendorEvent
 from octipusd.errors import OctipusError
 from octipusd.store.aio import in_thread
-from octipusd.store.event_writer import EventWriter
+from octipusd.store.event_writer import EventWriter, PendingEvent
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
 
@@ -116,6 +116,26 @@ class _Follower:
             self.events.append(event)
         self.wake.set()
 
+    def take(self, last: int) -> tuple[list[RunEvent], bool]:
+        """Take the buffered events that follow ``last`` in order; also whether the follower must read
+        the store (its buffer overflowed, or the next buffered event is not ``last + 1``)."""
+        batch: list[RunEvent] = []
+        events = self.events
+        while events and not self.overflowed:
+            event = events.popleft()
+            if event.seq <= last:
+                continue
+            if event.seq != last + 1:
+                events.clear()
+                return batch, True
+            batch.append(event)
+            last = event.seq
+        if self.overflowed:
+            self.overflowed = False
+            events.clear()
+            return batch, True
+        return batch, False
+
     def poke(self) -> None:
         self.status_changed = True
         self.wake.set()
@@ -160,6 +180,20 @@ class EventHub:
         """Store and publish a parsed vendor event."""
         return await self.emit(run_id, str(event.kind), event_data(event))
 
+    def emit_vendor_soon(self, run_id: str, event: VendorEvent) -> PendingEvent:
+        """Queue a parsed vendor event for the next commit without waiting; :meth:`settle` it
+        (see :meth:`EventWriter.enqueue <octipusd.store.event_writer.EventWriter.enqueue>`)."""
+        return self._writer.enqueue(run_id, str(event.kind), event_data(event))
+
+    async def settle(self, pending: PendingEvent) -> RunEvent:
+        """Wait until a queued event is committed and published.
+
+        Raises:
+            NotFoundError: No such run.
+            StoreError: the event could not be stored.
+        """
+        return await self._writer.settle(pending)
+
     def notify(self, run_id: str) -> None:
         """Tell the run's followers that its status changed (e.g. it ended): they check the store."""
         for follower in self._followers.get(run_id, ()):
@@ -170,12 +204,14 @@ class EventHub:
             for follower in self._followers.get(event.run_id, ()):
                 follower.push(event)
 
-    async def follow(self, run_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
-        """Yield the run's events after ``after_seq``, live, until the run is terminal.
+    async def follow(self, run_id: str, after_seq: int = 0) -> AsyncIterator[list[RunEvent]]:
+        """Yield the run's events after ``after_seq`` in batches, live, until the run is terminal.
 
         Subscribes first, then reads what the store holds after ``after_seq``, then yields what the
-        writer publishes; ends once the run has reached a terminal status and every event stored by
-        then has been yielded. Each event is yielded once, in ``seq`` order.
+        writer publishes, as it comes (each batch is what was ready at once); ends once the run has
+        reached a terminal status and every event stored by then has been yielded. Each event is
+        yielded once, in ``seq`` order. An empty batch is a keep-alive tick: nothing happened for
+        :attr:`EventLimits.keepalive_s` seconds.
 
         Raises:
             NotFoundError: the run does not exist.
@@ -186,37 +222,31 @@ class EventHub:
         try:
             run = await in_thread(self._store.get_run, run_id)
             last = after_seq
-            async for event in self._catch_up(run_id, last):
-                last = event.seq
-                yield event
+            async for page in self._catch_up(run_id, last):
+                last = page[-1].seq
+                yield page
             ended = run.status.terminal
             while not ended:
-                while follower.events and not follower.overflowed:
-                    event = follower.events.popleft()
-                    if event.seq <= last:
-                        continue
-                    if event.seq != last + 1:  # published out of reach of this follower: read it
-                        follower.events.appendleft(event)
-                        break
-                    last = event.seq
-                    yield event
-                if follower.overflowed or follower.events:
-                    follower.overflowed = False
-                    follower.events.clear()
-                    async for event in self._catch_up(run_id, last):
-                        last = event.seq
-                        yield event
-                    continue
-                if follower.status_changed:
+                batch, gap = follower.take(last)
+                if batch:
+                    last = batch[-1].seq
+                    yield batch
+                if gap:  # a slow follower's buffer overflowed, or an event it was not given
+                    async for page in self._catch_up(run_id, last):
+                        last = page[-1].seq
+                        yield page
+                elif follower.status_changed:
                     follower.status_changed = False
                     ended = (await in_thread(self._store.get_run, run_id)).status.terminal
-                    continue
-                follower.wake = anyio.Event()
-                with anyio.move_on_after(self._limits.keepalive_s) as waited:
-                    await follower.wake.wait()
-                follower.status_changed = follower.status_changed or waited.cancelled_caught
-            async for event in self._catch_up(run_id, last):  # events stored before it ended
-                yield event
+                elif not batch:
+                    follower.wake = anyio.Event()
+                    with anyio.move_on_after(self._limits.keepalive_s) as waited:
+                        await follower.wake.wait()
+                    if waited.cancelled_caught:
+                        follower.status_changed = True
+                        yield []
+            async for page in self._catch_up(run_id, last):  # events stored before it ended
+                yield page
         finally:
             followers = self._followers.get(run_id)
             if followers is not None:
@@ -224,13 +254,13 @@ class EventHub:
                 if not followers:
                     del self._followers[run_id]
 
-    async def _catch_up(self, run_id: str, after_seq: int) -> AsyncIterator[RunEvent]:
-        """Yield what the store holds after ``after_seq``, page by page, until a short page."""
-        page = self._limits.follow_page_events
+    async def _catch_up(self, run_id: str, after_seq: int) -> AsyncIterator[list[RunEvent]]:
+        """Yield what the store holds after ``after_seq``, page by page (never an empty one)."""
+        size = self._limits.follow_page_events
         while True:
-            events = await in_thread(self._store.list_events, run_id, after_seq=after_seq, limit=page)
-            for event in events:
-                after_seq = event.seq
-                yield event
-            if len(events) < page:
+            page = await in_thread(self._store.list_events, run_id, after_seq=after_seq, limit=size)
+            if page:
+                after_seq = page[-1].seq
+                yield page
+            if len(page) < size:
                 return

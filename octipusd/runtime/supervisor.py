@@ -392,9 +392,11 @@ class RunSupervisor:
             tg.start_soon(self._watch_active_time)
             parser = adapter.new_parser(request)
             self.attempt.parser = parser
-            async for line in process.lines():
-                for event in parser.feed(line):
-                    await self.events.handle(event, tg)
+            async for batch in process.line_batches():
+                for line in batch:
+                    for event in parser.feed(line):
+                        await self.events.handle(event, tg)
+                await self.events.stored()  # one commit for the events of one read
             with anyio.move_on_after(self.services.limits.exit_after_result_s):
                 await process.wait()
             if process.returncode is None:
@@ -402,6 +404,7 @@ class RunSupervisor:
             await process.reap()
             for event in parser.finish(process.returncode):
                 await self.events.handle(event, tg)
+            await self.events.stored()
             await self.events.check_bridge_answered()
             await self._account(adapter, request, process)
             tg.cancel_scope.cancel()

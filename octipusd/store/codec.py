@@ -104,7 +104,9 @@ class StoreMixin:
         _clock: Callable[[], datetime]
         _sqlite: bool
 
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
+        def _tx(
+            self, what: str, *, write: bool = False, transcript: bool = False
+        ) -> AbstractContextManager[DbSession]: ...
 
         @staticmethod
         def _lock_session(db: DbSession, session_id: str) -> SessionRow: ...

@@ -2,8 +2,10 @@
 
 Every event reaches the database through :meth:`EventStoreMixin.append_events`: a batch of events
 of any runs is one transaction of SQLAlchemy Core statements (one multi-row ``INSERT``, no ORM
-objects), committed with the same durability as every other table (SQLite ``synchronous=FULL``,
-PostgreSQL's default synchronous commit). The daemon's group commit
+objects). It commits without waiting for the disk (:data:`~octipusd.store.engine.TRANSCRIPT_OPTION`):
+a committed event survives a crash of the daemon, and an OS crash may lose the last fraction of a
+second of them, never a journal record, an approval or a run status, which commit with
+``synchronous=FULL``. The daemon's group commit
 (:class:`~octipusd.store.event_writer.EventWriter`) hands it whatever arrived while the previous
 batch was committing.
 
@@ -130,7 +132,9 @@ class EventStoreMixin(StoreMixin):
         known = self._sequences.last
         run_ids = {e.run_id for e in batch}
         try:
-            with self._tx(f"appending {len(batch)} events to {len(run_ids)} runs", write=True) as db:
+            with self._tx(
+                f"appending {len(batch)} events to {len(run_ids)} runs", write=True, transcript=True
+            ) as db:
                 conn = db.connection()
                 unseen = [r for r in run_ids if r not in known]
                 last = {r: known[r] for r in run_ids if r in known}

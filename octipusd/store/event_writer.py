@@ -9,7 +9,9 @@ one event in one round trip; a busy one commits a few milliseconds' worth of eve
 transaction.
 
 The caller that commits is one of the waiting callers (no background task to start or stop): after
-its batch it hands the role to the oldest event still queued. Once committed, a batch is handed to
+its batch it hands the role to the oldest caller still waiting. An event may also be queued without
+waiting (:meth:`EventWriter.enqueue`, e.g. every event of one read of the vendor's output) and
+settled later, so that one commit holds them all. Once committed, a batch is handed to
 the ``published`` callback (in commit order, on the event loop) before any of its callers return,
 so a follower never sees an event the store does not hold, and sees each run's events in order.
 """
@@ -31,7 +33,7 @@ from octipusd.store.event_store import NewEvent
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
 
-__all__ = ["MAX_BATCH_EVENTS", "EventWriter"]
+__all__ = ["MAX_BATCH_EVENTS", "EventWriter", "PendingEvent"]
 
 #: Events one transaction holds at most (the rest wait for the next one).
 MAX_BATCH_EVENTS = 1000
@@ -40,10 +42,13 @@ log = logging.getLogger("octipusd.events")
 
 
 @dataclass(eq=False, slots=True)
-class _Queued:
+class PendingEvent:
+    """An event queued for the next commit (:meth:`EventWriter.enqueue`)."""
+
     event: NewEvent
     wake: anyio.Event = field(default_factory=anyio.Event)
     outcome: RunEvent | OctipusError | None = None
+    waiting: bool = False
 
 
 class EventWriter:
@@ -58,8 +63,9 @@ class EventWriter:
     def __init__(self, store: Store, published: Callable[[list[RunEvent]], None]) -> None:
         self._store = store
         self._published = published
-        self._queue: collections.deque[_Queued] = collections.deque()
+        self._queue: collections.deque[PendingEvent] = collections.deque()
         self._committing = False
+        self._elected: PendingEvent | None = None
 
     async def append(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
         """Append an event to a run's log; durable and published when this returns.
@@ -75,13 +81,40 @@ class EventWriter:
             NotFoundError: No such run.
             StoreError: The database failed; the event's whole batch was not stored.
         """
-        item = _Queued(NewEvent.of(run_id, kind, data, self._store.now()))
+        return await self.settle(self.enqueue(run_id, kind, data))
+
+    def enqueue(self, run_id: str, kind: str, data: dict[str, Any]) -> PendingEvent:
+        """Queue an event behind every event queued before it, without waiting; :meth:`settle` it.
+
+        Its sequence number follows every event of the run queued earlier, whoever queued them. It
+        is committed by the next commit: one that a later caller of :meth:`append` or
+        :meth:`settle` makes, or the one its own :meth:`settle` makes. Settle it before the caller
+        acts on its having been stored, and before the caller waits for anything else.
+
+        Raises:
+            InvalidRequestError: ``data`` is not a JSON-serialisable dict (nothing is queued).
+        """
+        item = PendingEvent(NewEvent.of(run_id, kind, data, self._store.now()))
         self._queue.append(item)
+        return item
+
+    async def settle(self, item: PendingEvent) -> RunEvent:
+        """Wait until ``item`` is committed (committing it if no commit is in flight).
+
+        Raises:
+            NotFoundError: No such run.
+            StoreError: The database failed; the event's whole batch was not stored.
+        """
         with anyio.CancelScope(shield=True):
-            if self._committing:
-                await item.wake.wait()
-            if item.outcome is None:  # no commit in flight, or handed the role: commit now
-                await self._lead()
+            while item.outcome is None:
+                if self._committing and self._elected is not item:
+                    item.wake = anyio.Event()
+                    item.waiting = True
+                    await item.wake.wait()
+                    item.waiting = False
+                else:  # no commit in flight, or handed the role: commit now
+                    self._elected = None
+                    await self._lead()
         assert item.outcome is not None
         if isinstance(item.outcome, OctipusError):
             raise item.outcome
@@ -105,7 +138,10 @@ class EventWriter:
         for queued, outcome in zip(batch, outcomes, strict=True):
             queued.outcome = outcome
             queued.wake.set()
+        # hand the role to the oldest waiting caller; with none, the next one to settle commits
         self._committing = False
-        if self._queue:
-            self._committing = True
-            self._queue[0].wake.set()
+        for queued in self._queue:
+            if queued.waiting:
+                self._committing, self._elected = True, queued
+                queued.wake.set()
+                break

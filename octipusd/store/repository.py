@@ -46,7 +46,7 @@ from sqlmodel import Session as DbSession
 from octipusd.errors import DatabaseTimeoutError, StoreError
 from octipusd.store.approval_store import APPROVAL_KINDS, SYSTEM_ACTOR, ApprovalStoreMixin
 from octipusd.store.codec import utcnow
-from octipusd.store.engine import WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
+from octipusd.store.engine import TRANSCRIPT_OPTION, WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
 from octipusd.store.event_store import EventStoreMixin
 from octipusd.store.invocation_store import InvocationStoreMixin
 from octipusd.store.journal_store import JournalStoreMixin
@@ -179,8 +179,11 @@ class Store(
     # Transactions ------------------------------------------------------------------------
 
     @contextmanager
-    def _tx(self, what: str, *, write: bool = False) -> Iterator[DbSession]:
+    def _tx(self, what: str, *, write: bool = False, transcript: bool = False) -> Iterator[DbSession]:
         """One transaction: committed on normal exit (writes), rolled back on an exception.
+
+        ``transcript`` (a write of run events only) commits without waiting for the disk
+        (:data:`~octipusd.store.engine.TRANSCRIPT_OPTION`).
 
         The one place a database failure becomes an Octipus error: a statement (or the wait for
         a lock, a connection or the store's SQLite write lock) past its timeout raises
@@ -195,7 +198,11 @@ class Store(
         try:
             with DbSession(self._engine, expire_on_commit=False, autoflush=False) as db:
                 if write:
-                    db.connection(execution_options={WRITE_OPTION: True})
+                    conn = db.connection(
+                        execution_options={WRITE_OPTION: True, TRANSCRIPT_OPTION: transcript}
+                    )
+                    if transcript and not self._sqlite:
+                        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
                 yield db
                 if write:
                     db.commit()
