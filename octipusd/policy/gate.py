@@ -187,6 +187,7 @@ class PermissionGate:
         self._derived: _Derived | None = None
         self._rules: dict[str, Rule] = {}
         self._grants: dict[PermissionGrant, Grant] = {}
+        self._labelling: dict[str, list[anyio.Event]] = {}
 
     # ------------------------------------------------------------------ policy
 
@@ -286,22 +287,40 @@ class PermissionGate:
         await self._observe(ctx, tool_id, classify(self.flow_id(tool_id), arguments))
 
     async def _observe(self, ctx: CallContext, tool_id: str, classification: Classification) -> None:
+        """Add the flags of one call to its session; a decision of that session started meanwhile
+        waits until they are stored and their ``flow_label`` event emitted (see :meth:`_settled`)."""
         if not classification.flags:
             return
-        state = await self._flow_state(ctx.session_id)
-        added = state.observe(classification)
-        if added:
-            label = await in_thread(self.store.add_flow_flags, ctx.session_id, sorted(str(f) for f in added))
-            await self.emit(
-                ctx.run_id,
-                "flow_label",
-                {
-                    "tool_id": tool_id,
-                    "added": sorted(str(f) for f in added),
-                    "label": label,
-                    "reasons": list(classification.reasons),
-                },
-            )
+        done = anyio.Event()
+        pending = self._labelling.setdefault(ctx.session_id, [])
+        pending.append(done)
+        try:
+            state = await self._flow_state(ctx.session_id)
+            added = state.observe(classification)
+            if added:
+                flags = sorted(str(f) for f in added)
+                label = await in_thread(self.store.add_flow_flags, ctx.session_id, flags)
+                await self.emit(
+                    ctx.run_id,
+                    "flow_label",
+                    {
+                        "tool_id": tool_id,
+                        "added": flags,
+                        "label": label,
+                        "reasons": list(classification.reasons),
+                    },
+                )
+        finally:
+            done.set()
+            pending.remove(done)
+            if not pending:
+                self._labelling.pop(ctx.session_id, None)
+
+    async def _settled(self, session_id: str) -> None:
+        """Wait for the flag additions of ``session_id`` in progress (a read the stream showed just
+        before this call), so the call is judged, and its events ordered, after them."""
+        for done in list(self._labelling.get(session_id, ())):
+            await done.wait()
 
     async def _flow_state(self, session_id: str) -> FlowState:
         """The session's flow state, from the store's in-memory view (read once per session)."""
@@ -355,6 +374,7 @@ class PermissionGate:
                 )
                 return GateResult(False, refusal)
         questionnaire = is_questionnaire(tool_id)
+        await self._settled(ctx.session_id)
         decision = await self.evaluate(
             tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
         )
