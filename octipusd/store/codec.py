@@ -19,7 +19,11 @@ from octipusd.store.models import ApprovalRow, PermissionGrantRow, RunRow, Sessi
 from octipusd.store.records import ApprovalStatus, Session
 
 if TYPE_CHECKING:
+    from octipusd.errors import DatabaseTimeoutError
+    from octipusd.store.engine import DatabaseTimeouts
     from octipusd.store.journal_store import ToolAction
+    from octipusd.store.policy_view import PolicyChange, PolicyView
+    from octipusd.store.records import PermissionGrant
 
 E = TypeVar("E", bound=Enum)
 
@@ -103,10 +107,23 @@ class StoreMixin:
     if TYPE_CHECKING:
         _clock: Callable[[], datetime]
         _sqlite: bool
+        _timeouts: DatabaseTimeouts
+        _policy_view: PolicyView
 
         def _tx(
             self, what: str, *, write: bool = False, transcript: bool = False
         ) -> AbstractContextManager[DbSession]: ...
+
+        def _timed_out(self, what: str, detail: str) -> DatabaseTimeoutError: ...
+
+        def _policy_change(
+            self, what: str, *, needed: bool = True
+        ) -> AbstractContextManager[PolicyChange]: ...
+
+        @staticmethod
+        def _grant_record(row: PermissionGrantRow) -> PermissionGrant: ...
+
+        def get_session(self, session_id: str) -> Session: ...
 
         @staticmethod
         def _lock_session(db: DbSession, session_id: str) -> SessionRow: ...

@@ -53,6 +53,7 @@ from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
 from octipusd.store.model_row_store import MODEL_ROW_UPDATABLE_FIELDS, ModelRowStoreMixin
 from octipusd.store.policy_store import PolicyStoreMixin
+from octipusd.store.policy_view import PolicyView
 from octipusd.store.recovery_store import RecoveryStoreMixin
 from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.run_store import RUN_UPDATABLE_FIELDS, RunStoreMixin
@@ -114,6 +115,7 @@ class Store(
         # every transaction on it, not only writes.
         self._serialize_reads = self._sqlite and isinstance(engine.pool, StaticPool)
         self._write_lock = threading.Lock()
+        self._policy_view = PolicyView()
         self._closed = False
         self._init_event_log()
 
