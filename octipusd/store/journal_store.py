@@ -8,9 +8,12 @@ who won.
 
 Outcome writes: :meth:`JournalStoreMixin.start_action` commits ``started`` before the tool
 body runs; :meth:`JournalStoreMixin.finish_action` changes only a record still ``started``
-(a duplicated completion changes nothing). A call started by hand binds its action to its
+(a duplicated completion changes nothing). Both are SQLAlchemy Core statements built once
+(:mod:`octipusd.store.journal_sql`; no ORM instance on the path): on PostgreSQL the change and its
+receipt entry are one statement, one round trip. A call started by hand binds its action to its
 exact claim in the same transaction as ``started``, and its outcome and its request status
-commit together (:meth:`InvocationStoreMixin.finish_invocation`).
+commit together (:meth:`InvocationStoreMixin.finish_invocation`). The start-up recovery of
+orphaned ``started`` records is in :mod:`octipusd.store.recovery_store`.
 """
 
 from __future__ import annotations
