@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy import Connection
 from sqlmodel import Session as DbSession
 
 from octipusd.errors import InvalidRequestError
@@ -125,6 +126,10 @@ class StoreMixin:
 
         def get_session(self, session_id: str) -> Session: ...
 
+        def _core(
+            self, what: str, *, write: bool = False, single: bool = False, transcript: bool = False
+        ) -> AbstractContextManager[Connection]: ...
+
         @staticmethod
         def _lock_session(db: DbSession, session_id: str) -> SessionRow: ...
 
@@ -180,14 +185,14 @@ class StoreMixin:
             self, db: DbSession, approval_id: str, status: str, reason: str | None
         ) -> None: ...
 
-        def _lock_key(self, db: DbSession, user: str, tool: str, key: str) -> None: ...
+        def _lock_key(self, conn: Connection, user: str, tool: str, key: str) -> None: ...
 
         @staticmethod
         def _later_than(action: ToolAction) -> list[Any]: ...
 
         def _finish_action(
             self,
-            db: DbSession,
+            conn: Connection,
             action_id: str,
             *,
             outcome: str,

@@ -132,10 +132,9 @@ class EventStoreMixin(StoreMixin):
         known = self._sequences.last
         run_ids = {e.run_id for e in batch}
         try:
-            with self._tx(
+            with self._core(
                 f"appending {len(batch)} events to {len(run_ids)} runs", write=True, transcript=True
-            ) as db:
-                conn = db.connection()
+            ) as conn:
                 unseen = [r for r in run_ids if r not in known]
                 last = {r: known[r] for r in run_ids if r in known}
                 if unseen:
@@ -207,8 +206,7 @@ class EventStoreMixin(StoreMixin):
             StoreError: The database failed.
         """
         check_limit(limit)
-        with self._tx(f"listing events of run {run_id}") as db:
-            conn = db.connection()
+        with self._core(f"listing events of run {run_id}") as conn:
             rows = conn.execute(
                 select(_EVENTS.c.id, _EVENTS.c.seq, _EVENTS.c.kind, _EVENTS.c.data, _EVENTS.c.created_at)
                 .where(_EVENTS.c.run_id == run_id, _EVENTS.c.seq > after_seq)

@@ -24,7 +24,8 @@ work plans (``session_store.py``), model rows (``model_row_store.py``), runs and
 the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``) and session reuse
 (``reuse_store.py``). This module holds the class itself: opening, closing, and
-:meth:`Store._tx`, the one place a database error becomes an Octipus error.
+:meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one place a database error becomes
+an Octipus error.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import psycopg
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError, TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession
@@ -192,22 +193,56 @@ class Store(
         :class:`~octipusd.errors.DatabaseTimeoutError`, any other failure
         :class:`~octipusd.errors.StoreError`; either way nothing of the transaction remains.
         """
+        with (
+            self._guarded(what, write),
+            DbSession(self._engine, expire_on_commit=False, autoflush=False) as db,
+        ):
+            if write:
+                conn = db.connection(execution_options={WRITE_OPTION: True, TRANSCRIPT_OPTION: transcript})
+                if transcript and not self._sqlite:
+                    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            yield db
+            if write:
+                db.commit()
+
+    @contextmanager
+    def _core(
+        self, what: str, *, write: bool = False, single: bool = False, transcript: bool = False
+    ) -> Iterator[Connection]:
+        """As :meth:`_tx`, on a SQLAlchemy Core connection (no ORM session): for hot paths.
+
+        Args:
+            what: What the transaction does, for error messages.
+            write: It writes (on SQLite: the store's write lock and ``BEGIN IMMEDIATE``).
+            single: The block runs exactly one statement. PostgreSQL then runs it without
+                ``BEGIN`` and ``COMMIT`` (one statement is atomic and durable by itself: one
+                round trip instead of three); on SQLite it is an ordinary transaction.
+            transcript: A write of run events only: its commit does not wait for the disk
+                (:data:`~octipusd.store.engine.TRANSCRIPT_OPTION`).
+        """
+        options: dict[str, Any] = {WRITE_OPTION: True, TRANSCRIPT_OPTION: transcript} if write else {}
+        if single and not self._sqlite:
+            options["isolation_level"] = "AUTOCOMMIT"
+        with (
+            self._guarded(what, write),
+            self._engine.connect().execution_options(**options) as conn,
+            conn.begin(),
+        ):
+            if transcript and not self._sqlite:
+                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            yield conn
+
+    @contextmanager
+    def _guarded(self, what: str, write: bool) -> Iterator[None]:
+        """The store's lock (SQLite writes, or every call on an in-memory database) and the
+        translation of database failures for one transaction (see :meth:`_tx`)."""
         if self._closed:
             raise StoreError(f"the store for {self.url_for_display} is closed (while {what})")
         serialize = (write and self._sqlite) or self._serialize_reads
         if serialize and not self._write_lock.acquire(timeout=self._timeouts.statement_seconds):
             raise self._timed_out(what, "another transaction of this daemon held the database")
         try:
-            with DbSession(self._engine, expire_on_commit=False, autoflush=False) as db:
-                if write:
-                    conn = db.connection(
-                        execution_options={WRITE_OPTION: True, TRANSCRIPT_OPTION: transcript}
-                    )
-                    if transcript and not self._sqlite:
-                        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-                yield db
-                if write:
-                    db.commit()
+            yield
         except SQLAlchemyError as exc:
             detail = getattr(exc, "orig", None) or exc
             if _is_timeout(exc, detail):
