@@ -22,6 +22,7 @@ import secrets
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -111,12 +112,18 @@ def tool_aliases(adapters: Mapping[str, Adapter]) -> dict[str, str]:
 
 
 def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, Resolution]:
-    """Resolve every adapter's binary on ``cliModels.path`` or the login PATH (seed 003)."""
+    """Resolve every adapter's binary on ``cliModels.path`` or the login PATH (seed 003).
+
+    The binaries' ``--version`` commands run at once, one thread each (start-up waits for the
+    slowest, not for their sum).
+    """
     search = settings.cliModels.path or login_path()
     base = vendor_base_env(search)
-    # ``--version`` runs the vendor binary too: with its allowlisted environment, never the daemon's
-    return {
-        name: resolve_executable(
+
+    def resolve(name: str) -> Resolution:
+        a = adapters[name]
+        # ``--version`` runs the vendor binary too: with its allowlisted environment, never the daemon's
+        return resolve_executable(
             name,
             binary_setting(settings, a),
             search,
@@ -124,8 +131,11 @@ def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, R
             vendor_environment(base, a, {}),
             setting_key=a.setting_key,
         )
-        for name, a in adapters.items()
-    }
+
+    if not adapters:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(adapters), thread_name_prefix="resolve") as pool:
+        return dict(zip(adapters, pool.map(resolve, adapters), strict=True))
 
 
 def vendor_base_env(search_path: str) -> dict[str, str]:

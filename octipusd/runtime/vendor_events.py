@@ -27,13 +27,13 @@ from octipusd.adapter import (
     ToolUseEvent,
     VendorEvent,
 )
-from octipusd.bridge.server import Bridge
 from octipusd.runtime.events import NOT_STORED
 from octipusd.runtime.relay import BRIDGE_PREFIX
 from octipusd.store.aio import in_thread
 from octipusd.store.event_writer import PendingEvent
 
 if TYPE_CHECKING:
+    from octipusd.bridge.server import Bridge
     from octipusd.runtime.supervisor import RunSupervisor
 
 __all__ = ["VendorEvents"]

@@ -38,7 +38,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-import psycopg
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError, TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
@@ -270,9 +269,8 @@ def _is_timeout(exc: SQLAlchemyError, detail: object) -> bool:
     past its busy timeout, or no pooled connection free in time."""
     if isinstance(exc, PoolTimeoutError):
         return True
-    if isinstance(detail, psycopg.errors.QueryCanceled | psycopg.errors.ConnectionTimeout):
-        return True
-    return isinstance(detail, sqlite3.OperationalError) and detail.sqlite_errorcode & 0xFF in (
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
-    )
+    if isinstance(detail, sqlite3.OperationalError):
+        return detail.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    import psycopg  # loaded by the PostgreSQL dialect already; a SQLite daemon starts without it
+
+    return isinstance(detail, psycopg.errors.QueryCanceled | psycopg.errors.ConnectionTimeout)
