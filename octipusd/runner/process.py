@@ -15,7 +15,9 @@ than a pipe holds) is read however long the consumer takes. Once a stop began (:
 yielded: it is counted and discarded.
 
 Stopping follows DESIGN.md: stdin EOF, then SIGTERM to the group and the cage, then SIGKILL to
-the whole cage, the group and every process still carrying the run's marker.
+the whole cage and the group. A run cgroup holds every process of the run, so only the walking
+cage of the subreaper fallback scans the processes' environments for the run's marker (in a
+worker thread, as every look at the tree).
 """
 
 from __future__ import annotations
@@ -210,6 +212,7 @@ class VendorProcess:
         self.discarded_bytes = 0
         self.output_held = False
         self._stderr_head = b""
+        self._released = False
 
     @classmethod
     async def start(
@@ -475,35 +478,43 @@ class VendorProcess:
         return self._process.returncode
 
     def _others(self) -> list[psutil.Process]:
-        """Live processes of the run but the leader: the cage's and those carrying the marker."""
-        found = {p.pid: p for p in [*self._cage.members(), *run_processes(self.run_id)]}
+        """Live processes of the run but the leader, as its cage knows them (a cgroup holds every one;
+        a walking cage also scans for the run's marker)."""
+        found = {p.pid: p for p in self._cage.members()}
         found.pop(self.pid, None)
         found.pop(os.getpid(), None)
         return list(found.values())
 
-    def _signal_tree(self, sig: int) -> None:
+    def _signal_group(self, sig: int) -> None:
         if self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
+
+    def _signal_tree(self, sig: int) -> None:
+        self._signal_group(sig)
         for p in self._others():
             with contextlib.suppress(psutil.Error):
                 p.send_signal(sig)
 
     def _kill_tree(self) -> None:
-        self._cage.kill()
-        self._signal_tree(signal.SIGKILL)
+        self._cage.kill()  # every member the cage knows, at once
+        self._signal_group(signal.SIGKILL)
 
     async def reap(self, grace: float = TERM_GRACE) -> list[int]:
-        """Terminate whatever of the run is still alive: the cage, the group, the marked processes.
+        """Terminate whatever of the run is still alive: the cage and the group.
 
-        SIGTERM to each leftover, up to ``grace`` seconds for them to end, then SIGKILL to the
-        whole cage (``cgroup.kill``), the group and the marked ones; the leader is awaited (up to
+        SIGTERM to each leftover the cage knows (a walking cage: with the processes carrying the
+        run's marker), up to ``grace`` seconds for them to end, then SIGKILL to the whole cage
+        (``cgroup.kill``) and the group; the leader is awaited (up to
         :data:`KILL_WAIT` seconds), the cage released (the cgroup removed, re-parented zombies reaped)
-        and the process's pipes closed once it ended. Shielded from cancellation; safe to call again.
+        and the process's pipes closed once it ended. Shielded from cancellation; safe to call again
+        (at once once a reap ended the leader and freed the cage: nothing of the run is left).
 
         Returns:
             Pids of the leftovers that had to be signalled (the leader not included).
         """
+        if self._released:  # an earlier reap ended everything and freed the cage
+            return []
         with anyio.CancelScope(shield=True):
             survivors = await anyio.to_thread.run_sync(self._others)
             for p in survivors:
@@ -515,10 +526,12 @@ class VendorProcess:
             if self._process.returncode is None:
                 with anyio.move_on_after(max(grace, KILL_WAIT)):
                     await self._process.wait()
-            if not await anyio.to_thread.run_sync(self._cage.release):
+            released = await anyio.to_thread.run_sync(self._cage.release)
+            if not released:
                 log.warning("run %s: processes of pid %d's cage outlived SIGKILL", self.run_id, self.pid)
             if self._process.returncode is not None:  # its pipes closed; the wait returns at once
                 await self._process.aclose()
+                self._released = released
         return sorted(p.pid for p in survivors)
 
 
