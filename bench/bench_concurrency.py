@@ -182,7 +182,11 @@ def stored_events(daemon: DaemonHarness, run_ids: list[str]) -> tuple[int, int]:
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if run["status"] != "succeeded" and outcomes[outcome] == 1:
                 tail = client.request("GET", f"/runs/{run_id}/events", params={"limit": 100000})[-4:]
-                print(f"run {run_id} {outcome}; its last events:", *(json.dumps(e)[:300] for e in tail), sep="\n  ")
+                print(
+                    f"run {run_id} {outcome}; its last events:",
+                    *(json.dumps(e)[:300] for e in tail),
+                    sep="\n  ",
+                )
             after = 0
             while True:
                 page = client.request("GET", f"/runs/{run_id}/events", params={"after": after, "limit": 5000})

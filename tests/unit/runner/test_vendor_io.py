@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from octipusd.adapter import LaunchSpec
+from octipusd.runner import process as process_module
 from octipusd.runner.containment import (
     CgroupCage,
     Containment,
@@ -21,7 +22,6 @@ from octipusd.runner.containment import (
     SubreaperContainment,
     set_child_subreaper,
 )
-from octipusd.runner import process as process_module
 from octipusd.runner.process import DRAIN_GRACE, VendorProcess
 
 pytestmark = pytest.mark.anyio
