@@ -21,9 +21,5 @@ test: bootstrap            ## everything CI runs: lint, types, the whole test su
 bootstrap:
 	bash scripts/bootstrap.sh
 
-bench: bootstrap           ## benchmarks: ratios against baselines measured in the same run
-	scripts/netns $(PY) bench/bench_turn.py
-	scripts/netns $(PY) bench/bench_bridge.py
-	scripts/netns $(PY) bench/bench_gate.py
-	scripts/netns $(PY) bench/bench_journal.py
-	scripts/netns $(PY) bench/bench_reuse.py
+bench: bootstrap           ## benchmarks against baselines of the same run; one table at the end (BENCH_ARGS=--quick)
+	scripts/netns $(PY) bench/run_all.py $(BENCH_ARGS)

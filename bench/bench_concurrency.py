@@ -35,6 +35,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from summary import record
 
 from octipusd.testing.harness import DaemonHarness, write_python_stub
 from octipusd.testing.stub_cli import SCRIPT_ENV
@@ -58,6 +59,12 @@ RESULT = {
 HEALTH_EVERY_S = 0.1
 #: Seconds the whole octipusd side may take before the benchmark gives up.
 DEADLINE_S = 1800.0
+#: Issue 13's targets: events/s stored during a burst; follower p99 (ms) during a burst and at a
+#: vendor's pace; daemon RSS growth per run (MiB).
+TARGET_STORED_PER_S = 10_000
+TARGET_P99_BURST_MS = 1000.0
+TARGET_P99_PACED_MS = 50.0
+TARGET_RSS_PER_RUN_MIB = 1.0
 
 
 @dataclass
@@ -255,6 +262,45 @@ def report(
         f"lost: {expected - bursts} not stored, {expected - side.seen} not delivered (of {expected}); "
         f"{left} orphaned stub processes"
     )
+    summarize(args, side, percentile(health, 0.99), bursts, rss_growth / 2**20 / args.runs, left)
+
+
+def summarize(
+    args: argparse.Namespace, side: Side, health_p99: float, bursts: int, per_run: float, left: int
+) -> None:
+    """Record the figures of issue 13's table (:func:`summary.record`), named by their scenario.
+
+    ``health_p99`` is in seconds, ``per_run`` (the daemon's RSS growth per run) in MiB.
+    """
+    expected = args.runs * args.events
+    pace = f"{args.pace:g}/s" if args.pace else "burst"
+    scenario = f"{args.runs} runs x {args.events} events, {pace}, {args.database}"
+    rate = side.rate(bursts)
+    if args.pace:
+        record(f"events/s stored ({scenario})", f"{rate:,.0f}")
+    else:
+        record(
+            f"events/s stored ({scenario})",
+            f"{rate:,.0f}",
+            f">= {TARGET_STORED_PER_S:,}",
+            rate >= TARGET_STORED_PER_S,
+        )
+    p99 = percentile(side.delays, 0.99) * 1000
+    target = TARGET_P99_PACED_MS if args.pace else TARGET_P99_BURST_MS
+    record(
+        f"follower p99 behind the vendor ({scenario})", f"{p99:,.1f} ms", f"<= {target:g} ms", p99 <= target
+    )
+    record(
+        f"daemon RSS growth per run ({scenario})",
+        f"{per_run:.2f} MiB",
+        f"<= {TARGET_RSS_PER_RUN_MIB:g} MiB",
+        per_run <= TARGET_RSS_PER_RUN_MIB,
+    )
+    record(f"health p99 ({scenario})", f"{health_p99 * 1000:.1f} ms")
+    not_stored, not_delivered = expected - bursts, expected - side.seen
+    lost = f"{not_stored} not stored, {not_delivered} not delivered"
+    record(f"lost events ({scenario})", lost, "0", not_stored == not_delivered == 0)
+    record(f"orphaned vendor processes ({scenario})", str(left), "0", left == 0)
 
 
 def main() -> int:

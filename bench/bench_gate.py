@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from summary import record
 
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
@@ -41,6 +42,8 @@ from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext
 
 ARGS = {"command": "git status"}
+#: Issue 13's target for one decision through the gate, events included (ms).
+TARGET_MS = 1.0
 
 
 async def _in_memory(run_id: str, kind: str, data: dict[str, Any]) -> None:
@@ -124,6 +127,13 @@ async def _main(calls: int, rules: int, grants: int) -> None:
         ratio = "" if name == "engine" else f", ratio to engine {med / e_med:.2f}"
         print(f"{labels[name]:<56} median {med:.3f} ms, p90 {p90:.3f} ms{ratio}")
     print(f"({rules} stored rules, {grants} grants, {calls} calls each)")
+    gate_ms = medians["gate + event"][0]
+    record(
+        f"gate decision, event stored ({rules} rules, {grants} grants)",
+        f"{gate_ms:.3f} ms",
+        f"<= {TARGET_MS:g} ms",
+        gate_ms <= TARGET_MS,
+    )
 
 
 def main() -> None:

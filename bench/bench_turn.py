@@ -49,12 +49,16 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, Tool, ToolAnnotations
+from summary import record
 
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
 from octipusd.testing.harness import QUIET_ENV, DaemonHarness, claude_binary, write_python_stub
 from octipusd.testing.stub_cli import SCRIPT_ENV
 from octipusd.tools import DEFAULT_TOOLS
 
+#: Issue 13's targets: ms a stub turn adds; ratio to ``claude`` with a bare MCP server configured.
+TARGET_STUB_ADDED_MS = 20.0
+TARGET_CLAUDE_RATIO = 1.05
 SCRIPT = {"steps": [{"content": [{"type": "text", "text": "pong"}]}]}
 #: The stub's turn: what Claude prints for a one-line answer, at once.
 STUB_ACTIONS: list[dict[str, Any]] = [
@@ -120,14 +124,23 @@ def octipus_turn(env: DaemonHarness, seen: list[dict[str, Any]] | None = None) -
         client.close()
 
 
-def report(title: str, n: int, octipus: list[float], baselines: dict[str, list[float]]) -> None:
-    """Print the medians, and the added time and ratio against each baseline."""
+def report(
+    title: str, n: int, octipus: list[float], baselines: dict[str, list[float]]
+) -> dict[str, tuple[float, float]]:
+    """Print the medians, and the added time and ratio against each baseline.
+
+    Returns:
+        Baseline name -> (ms added per turn, ratio octipusd/direct), of the medians.
+    """
     o = statistics.median(octipus)
     medians = ", ".join(f"{name} {statistics.median(s) * 1000:.0f} ms" for name, s in baselines.items())
     print(f"[{title}] per-turn wall time, median of {n}: {medians}, through octipusd {o * 1000:.0f} ms")
+    figures: dict[str, tuple[float, float]] = {}
     for name, samples in baselines.items():
         d = statistics.median(samples)
+        figures[name] = ((o - d) * 1000, o / d)
         print(f"[{title}] vs {name}: octipusd adds {(o - d) * 1000:.0f} ms per turn; ratio {o / d:.2f}")
+    return figures
 
 
 def alternate(n: int, sides: dict[str, Callable[[], float]]) -> dict[str, list[float]]:
@@ -162,7 +175,13 @@ def bench_stub(n: int, root: Path) -> None:
             },
         )
     through = samples.pop("octipusd")
-    report("stub", n, through, samples)
+    added, ratio = report("stub", n, through, samples)["direct stub"]
+    record(
+        "turn of a stub CLI: ms added",
+        f"{added:.0f} ms (ratio {ratio:.2f})",
+        f"<= {TARGET_STUB_ADDED_MS:g} ms",
+        added <= TARGET_STUB_ADDED_MS,
+    )
 
 
 # ----------------------------------------------------------------------------- claude mode
@@ -267,7 +286,16 @@ def bench_claude(n: int, root: Path) -> None:
                 },
             )
     through = samples.pop("octipusd")
-    report("claude", n, through, samples)
+    figures = report("claude", n, through, samples)
+    added, ratio = figures["claude, bare MCP"]
+    record(
+        "turn of claude: ratio vs claude with a bare MCP server",
+        f"{ratio:.2f} (+{added:.0f} ms)",
+        f"<= {TARGET_CLAUDE_RATIO:g}",
+        ratio <= TARGET_CLAUDE_RATIO,
+    )
+    added, ratio = figures["claude, no MCP"]
+    record("turn of claude: ratio vs claude with no MCP server", f"{ratio:.2f} (+{added:.0f} ms)")
 
 
 def main(argv: list[str] | None = None) -> int:
