@@ -26,9 +26,9 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from octipusd.errors import OctipusError
-from octipusd.store.aio import in_thread
 from octipusd.store.event_store import NewEvent
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
@@ -66,6 +66,9 @@ class EventWriter:
         self._queue: collections.deque[PendingEvent] = collections.deque()
         self._committing = False
         self._elected: PendingEvent | None = None
+        # commits are serial: one worker thread of their own, never queued behind other store calls
+        # waiting for a thread of anyio's shared pool
+        self._thread = anyio.CapacityLimiter(1)
 
     async def append(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
         """Append an event to a run's log; durable and published when this returns.
@@ -126,7 +129,8 @@ class EventWriter:
         await anyio.lowlevel.checkpoint()  # let callers made ready by the same wake-up queue first
         batch = [self._queue.popleft() for _ in range(min(len(self._queue), MAX_BATCH_EVENTS))]
         try:
-            outcomes = await in_thread(self._store.append_events, [q.event for q in batch])
+            events = [q.event for q in batch]
+            outcomes = await anyio.to_thread.run_sync(self._store.append_events, events, limiter=self._thread)
         except OctipusError as exc:
             outcomes = [exc] * len(batch)
         stored = [o for o in outcomes if isinstance(o, RunEvent)]
