@@ -22,6 +22,8 @@ each action is an object with one of these keys:
 - ``{"echo_last_input": true}``: emit ``{"type": "stub_input", "line": "<last line read, without its
   newline>"}`` (``line`` is null if nothing was read yet).
 - ``{"sleep": 1.5}``: sleep that many seconds.
+- ``{"wait_for_file": "/path/release-$SESSION_ID"}``: block until that file exists (polled every 20 ms;
+  ``$SESSION_ID`` is replaced), so a test decides when a run goes on.
 - ``{"spawn_background": {"pid_file": "p", "seconds": 300}}``: start ``sleep 300`` as a grandchild in
   the stub's own process group, never waited for, and write its pid to ``pid_file``. Its stdio is
   /dev/null unless ``"inherit_stdio": true``, which lets it hold the stub's stdout/stderr open.
@@ -77,6 +79,7 @@ _ACTIONS = (
     "read_line",
     "echo_last_input",
     "sleep",
+    "wait_for_file",
     "spawn_background",
     "ignore_sigterm",
     "read_until_eof",
@@ -178,7 +181,7 @@ def _validate(actions: object) -> list[dict[str, Any]]:
             raise StubScriptError(f"action {i}: unknown action {key!r}; known: {', '.join(_ACTIONS)}")
         bad = (
             (key == "emit" and not isinstance(arg, dict))
-            or (key in ("emit_raw", "stderr") and not isinstance(arg, str))
+            or (key in ("emit_raw", "stderr", "wait_for_file") and not isinstance(arg, str))
             or (key == "emit_big" and not (isinstance(arg, dict) and _is_int(arg.get("bytes"))))
             or (key in ("sleep",) and not (_is_number(arg) and arg >= 0))
             or (key == "exit" and not _is_int(arg))
@@ -244,6 +247,10 @@ def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, std
             _write_line(stdout, json.dumps({"type": "stub_input", "line": last_input}).encode())
         elif key == "sleep":
             time.sleep(float(arg))
+        elif key == "wait_for_file":
+            target = str(_substitute(arg, session_id))
+            while not os.path.exists(target):
+                time.sleep(0.02)
         elif key == "spawn_background":
             inherit = bool(arg.get("inherit_stdio", False))
             child = subprocess.Popen(
