@@ -55,6 +55,7 @@ __all__ = [
     "RUN_DESCRIPTORS",
     "RUN_MEMORY_MIB",
     "SPARE_DESCRIPTORS",
+    "UNLIMITED_NOFILE_TARGET",
     "Admission",
     "AdmissionLimits",
     "Candidate",

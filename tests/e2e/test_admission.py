@@ -148,3 +148,42 @@ def test_under_the_memory_floor_a_run_queues_with_the_memory_reason(
     assert "MiB available" in queued["reason"], queued
     stopped = env.client.request("POST", f"/runs/{run}/stop", json={"reason": "stopped by the test"})
     assert stopped["status"] == "cancelled" and stopped["pid"] is None, stopped
+
+
+def test_a_run_awaiting_approval_holds_no_slot(octipus: Callable[..., Env], tmp_path: Path) -> None:
+    """At a cap of 1, a run waiting for a person does not keep the next run queued; once answered
+    it goes on at once (over the cap for a while), and a new run queues until fewer work."""
+    script = tmp_path / "stub.json"
+    ask = {
+        "type": "control_request",
+        "request_id": "perm-1",
+        "request": {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": "make deploy"}},
+    }
+    actions: list[dict[str, Any]] = [
+        {"read_line": True},
+        {"emit": INIT},
+        {"emit": ask},
+        {"read_line": True},
+        {"wait_for_file": str(tmp_path / "release-$SESSION_ID")},
+        {"emit": _result("done")},
+        {"exit": 0},
+    ]
+    script.write_text(json.dumps(actions))
+    env = octipus({"steps": []}, extra_env=CAP_ONE, binary=stub_binary(tmp_path, script))
+    first = env.post(env.new_session(), "one")
+    first_approval = env.wait_approval(first)
+    assert env.run(first)["status"] == "awaiting_approval"
+    second = env.post(env.new_session(), "two")
+    second_approval = env.wait_approval(second)  # admitted and asking: the first held no slot
+    assert env.run(second)["pid"] is not None
+
+    env.answer(first_approval["id"], "approve")
+    env.answer(second_approval["id"], "approve")
+    for run_id in (first, second):
+        env.wait(lambda r=run_id: env.run(r)["status"] == "running", what=f"run {run_id} to go on")
+    third = env.post(env.new_session(), "three")
+    _queued(env, third, "2 run(s) working")
+    for run_id in (first, second):
+        _release(tmp_path, env.run(run_id))
+        assert env.wait_final(run_id)["status"] == "succeeded"
+    assert env.wait_approval(third)["run_id"] == third
