@@ -360,7 +360,11 @@ class Admission:
             self._changed.set()
 
     async def run(self) -> None:
-        """Admit queued runs as room frees, in order; runs until cancelled (the daemon's task group)."""
+        """Admit queued runs as room frees, in order; runs until cancelled (the daemon's task group).
+
+        A check that fails (the store refusing a queued run's reason, a probe error) is logged with
+        its traceback and tried again after :data:`QUEUE_RECHECK_S`; the loop itself never ends.
+        """
         while True:
             if self._queue:
                 with anyio.move_on_after(QUEUE_RECHECK_S):
@@ -368,7 +372,10 @@ class Admission:
             else:
                 await self._changed.wait()
             self._changed = anyio.Event()
-            await self._pump()
+            try:
+                await self._pump()
+            except Exception:  # one failed check (the store, a probe) must not end admission: retried
+                log.exception("admission check failed; the queue is checked again in %g s", QUEUE_RECHECK_S)
 
     async def _pump(self) -> None:
         """Admit from the head of the queue while there is room; show why the rest wait."""

@@ -253,3 +253,25 @@ def test_the_soft_descriptor_limit_is_raised_to_the_hard_one() -> None:
     )
     before, after, soft, now_hard = (int(v) for v in out.stdout.split())
     assert (before, after, soft, now_hard) == (low, target, target, hard), out.stdout
+
+
+@pytest.mark.anyio
+async def test_a_failed_check_is_logged_and_the_queue_still_moves(caplog: pytest.LogCaptureFixture) -> None:
+    class Failing(FakeRun):
+        async def show_queued(self, reason: str) -> None:
+            raise RuntimeError("the store is down")
+
+    async with _admission(AdmissionLimits(max_runs=1, min_free_memory_mib=0), FakeProbe()) as admission:
+        holder = FakeRun("holder")
+        assert await admission.wait(holder)
+        outcome: list[bool] = []
+
+        async def queue() -> None:
+            outcome.append(await admission.wait(Failing("next")))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(queue)
+            await _settle()
+            admission.release(holder)
+        assert outcome == [True]
+    assert any("admission check failed" in r.message and r.exc_info for r in caplog.records)
