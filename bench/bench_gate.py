@@ -1,15 +1,20 @@
 """Benchmark: one permission decision through the gate vs the bare rule engine.
 
-Measures, in one run, the median wall time of deciding one allowed call:
+Measures, in one run, the wall time of deciding one allowed call three ways:
 
-* **gate**: :meth:`octipusd.policy.gate.PermissionGate.decide` on a real SQLite store: stored
-  rules and active grants read fresh, the flow guard's session label read and checked, the
-  ``policy_decision`` event stored (as the daemon does for every tool call);
+* **gate + event**: :meth:`octipusd.policy.gate.PermissionGate.decide` as the daemon runs it, on a
+  real SQLite store: the stored rules and active grants and the session's flow label read from the
+  store's in-memory view (:class:`~octipusd.store.policy_view.PolicyView`), the flow guard checked,
+  and the ``policy_decision`` event stored and published through the daemon's
+  :class:`~octipusd.runtime.events.EventHub` (today one committed transaction per event);
+* **gate**: the same decision with events kept in memory: the gate's own cost, what remains of the
+  path once events are written in batches;
 * **engine**: :meth:`octipusd.policy.engine.Policy.decide` alone, on the same rules held in memory.
 
-The store holds ``--rules`` stored rules and ``--grants`` grants, so the cost of reading them fresh
-shows. Blocks alternate between the two so drift affects both alike. Prints both medians (ms),
-their p90 and the ratio gate/engine.
+Before the timed calls a rule is added and removed and a grant created and revoked through the
+store, and the next decision is checked to see each change (the view is kept current, not stale).
+The store holds ``--rules`` stored rules and ``--grants`` grants. Blocks alternate between the three
+so drift affects them alike. Prints medians and p90 (ms) and the ratios to the engine.
 
 Usage::
 
@@ -22,6 +27,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +36,32 @@ import anyio
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.gate import PermissionGate
+from octipusd.runtime.events import EventHub
 from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext
 
 ARGS = {"command": "git status"}
+
+
+async def _in_memory(run_id: str, kind: str, data: dict[str, Any]) -> None:
+    """An event sink that keeps nothing: the gate's own cost."""
+
+
+async def _check_changes_seen(gate: PermissionGate, store: Store, ctx: CallContext) -> None:
+    """A rule and a grant changed through the store are seen by the very next decision."""
+    rule = store.add_rule(level="deny", rule="shell__run(git:*)", created_by="bench")
+    assert not (await gate.decide(ctx, "shell__run", ARGS)).allowed
+    store.remove_rule(rule.id)
+    assert (await gate.decide(ctx, "shell__run", ARGS)).allowed
+    grant = store.create_grant(tool_id="bench__probe", level="allow", created_by="bench")
+    assert (await gate.evaluate("bench__probe", {}, action=None, session_id="", workspace="")).grant_id
+    store.revoke_grant(grant.id, revoked_by="bench")
+    assert not (await gate.evaluate("bench__probe", {}, action=None, session_id="", workspace="")).grant_id
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered) * 1000, ordered[int(len(ordered) * 0.9)] * 1000
 
 
 async def _main(calls: int, rules: int, grants: int) -> None:
@@ -46,19 +74,22 @@ async def _main(calls: int, rules: int, grants: int) -> None:
         for i in range(grants):
             store.create_grant(tool_id=f"tool{i}__x", level="allow", created_by="bench")
 
-        async def emit(run_id: str, kind: str, data: dict[str, Any]) -> None:
-            await anyio.to_thread.run_sync(store.append_event, run_id, kind, data)
-
         base = Policy.from_setting({"allow": ["shell(git:*)"], "deny": [], "ask": []})
-        gate = PermissionGate(store, ApprovalBroker(store, 300), emit, base)
+        hub = EventHub(store)
+        stored = PermissionGate(store, ApprovalBroker(store, 300), hub.emit, base)
+        bare = PermissionGate(store, ApprovalBroker(store, 300), _in_memory, base)
         ctx = CallContext(run_id=run.id, session_id=session.id, workspace=tmp, attended=True)
-        engine = await gate.current_policy()  # the same rules, in memory
+        await _check_changes_seen(stored, store, ctx)
+        engine = await stored.current_policy()  # the same rules, in memory
 
-        async def one_gate() -> float:
-            start = time.perf_counter()
-            result = await gate.decide(ctx, "shell__run", ARGS)
-            assert result.allowed
-            return time.perf_counter() - start
+        def gate_call(gate: PermissionGate) -> Callable[[], Awaitable[float]]:
+            async def one() -> float:
+                start = time.perf_counter()
+                result = await gate.decide(ctx, "shell__run", ARGS)
+                assert result.allowed
+                return time.perf_counter() - start
+
+            return one
 
         async def one_engine() -> float:
             start = time.perf_counter()
@@ -66,30 +97,33 @@ async def _main(calls: int, rules: int, grants: int) -> None:
             assert str(decision.level) == "allow"
             return time.perf_counter() - start
 
-        for _ in range(20):  # warm-up
-            await one_gate()
-            await one_engine()
-        gate_times: list[float] = []
-        engine_times: list[float] = []
+        ways: dict[str, Callable[[], Awaitable[float]]] = {
+            "gate + event": gate_call(stored),
+            "gate": gate_call(bare),
+            "engine": one_engine,
+        }
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for one in ways.values():  # warm-up
+            for _ in range(20):
+                await one()
         block = 25
-        while len(gate_times) < calls:
-            for _ in range(block):
-                gate_times.append(await one_gate())
-            for _ in range(block):
-                engine_times.append(await one_engine())
+        while len(times["engine"]) < calls:
+            for name, one in ways.items():
+                for _ in range(block):
+                    times[name].append(await one())
         store.close()
 
-    def stats(values: list[float]) -> tuple[float, float]:
-        ordered = sorted(values)
-        return statistics.median(ordered) * 1000, ordered[int(len(ordered) * 0.9)] * 1000
-
-    g_med, g_p90 = stats(gate_times)
-    e_med, e_p90 = stats(engine_times)
-    print(f"gate   (store reads + flow guard + event): median {g_med:.3f} ms, p90 {g_p90:.3f} ms")
-    print(f"engine (rules in memory):                  median {e_med:.3f} ms, p90 {e_p90:.3f} ms")
-    print(
-        f"ratio gate/engine: {g_med / e_med:.1f} ({rules} stored rules, {grants} grants, {len(gate_times)} calls)"
-    )
+    medians = {name: _stats(values) for name, values in times.items()}
+    e_med = medians["engine"][0]
+    labels = {
+        "gate + event": "gate + event (view, flow guard, event stored per call)",
+        "gate": "gate (view, flow guard, events in memory)",
+        "engine": "engine (rules in memory)",
+    }
+    for name, (med, p90) in medians.items():
+        ratio = "" if name == "engine" else f", ratio to engine {med / e_med:.2f}"
+        print(f"{labels[name]:<56} median {med:.3f} ms, p90 {p90:.3f} ms{ratio}")
+    print(f"({rules} stored rules, {grants} grants, {calls} calls each)")
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ import secrets
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -56,6 +57,7 @@ from octipusd.settings import (
     McpServerSettings,
     Settings,
     VendorBinary,
+    default_config_path,
     load_settings,
     socket_path,
     xdg_data_dir,
@@ -112,12 +114,18 @@ def tool_aliases(adapters: Mapping[str, Adapter]) -> dict[str, str]:
 
 
 def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, Resolution]:
-    """Resolve every adapter's binary on ``cliModels.path`` or the login PATH (seed 003)."""
+    """Resolve every adapter's binary on ``cliModels.path`` or the login PATH (seed 003).
+
+    The binaries' ``--version`` commands run at once, one thread each (start-up waits for the
+    slowest, not for their sum).
+    """
     search = settings.cliModels.path or login_path()
     base = vendor_base_env(search)
-    # ``--version`` runs the vendor binary too: with its allowlisted environment, never the daemon's
-    return {
-        name: resolve_executable(
+
+    def resolve(name: str) -> Resolution:
+        a = adapters[name]
+        # ``--version`` runs the vendor binary too: with its allowlisted environment, never the daemon's
+        return resolve_executable(
             name,
             binary_setting(settings, a),
             search,
@@ -125,8 +133,11 @@ def resolve_all(settings: Settings, adapters: dict[str, Adapter]) -> dict[str, R
             vendor_environment(base, a, {}),
             setting_key=a.setting_key,
         )
-        for name, a in adapters.items()
-    }
+
+    if not adapters:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(adapters), thread_name_prefix="resolve") as pool:
+        return dict(zip(adapters, pool.map(resolve, adapters), strict=True))
 
 
 def vendor_base_env(search_path: str) -> dict[str, str]:
@@ -204,8 +215,9 @@ def build_runs(
 
 
 class McpServersSource:
-    """``mcpServers`` read afresh at every new connector connection (seed 000: server settings,
-    ``trustRecoveryHints`` included, apply on the next connection).
+    """``mcpServers`` as of every new connector connection (seed 000: server settings,
+    ``trustRecoveryHints`` included, apply on the next connection): the file is compared at each
+    connection and validated again when it changed.
 
     Args:
         settings: The settings read at start-up (the fallback).
@@ -216,11 +228,27 @@ class McpServersSource:
         self._last: Mapping[str, McpServerSettings] = settings.mcpServers
         self._config_file = config_file
         self._vendors = vendor_binaries(load_adapters([]))
+        self._read: tuple[object, ...] | None = None  # what the last read saw (file bytes, environment)
         self.problem: str | None = None
 
+    def _inputs(self) -> tuple[object, ...]:
+        """What the settings are read from: the file's bytes (None when absent) and the environment.
+        Comparing them costs a small read, validating the settings about 3.5 ms (measured)."""
+        path = self._config_file or default_config_path()
+        try:
+            text: bytes | None = path.read_bytes()
+        except OSError:
+            text = None
+        return (path, text, tuple(sorted(os.environ.items())))
+
     def __call__(self) -> Mapping[str, McpServerSettings]:
-        """The current ``mcpServers``; an invalid edit keeps the last good ones (logged, and
-        reported by :meth:`notices` to every run until the file is fixed)."""
+        """The current ``mcpServers``, validated again only when the file or the environment changed;
+        an invalid edit keeps the last good ones (logged, and reported by :meth:`notices` to every
+        run until the file is fixed)."""
+        inputs = self._inputs()
+        if inputs == self._read:
+            return self._last
+        self._read = inputs
         try:
             self._last = load_settings(self._config_file, vendors=self._vendors).mcpServers
             self.problem = None

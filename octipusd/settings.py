@@ -85,6 +85,11 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from octipusd.errors import ConfigError
+from octipusd.paths import (
+    default_socket_path as default_socket_path,
+    xdg_data_dir as xdg_data_dir,
+    xdg_runtime_dir as xdg_runtime_dir,
+)
 
 #: First-boot environment names from seed 003 other than the adapters' binary variables
 #: (:class:`VendorBinary`), mapped to their dotted setting keys.
@@ -691,25 +696,6 @@ def load_settings(
     return loaded
 
 
-def xdg_runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Return ``$XDG_RUNTIME_DIR`` or ``/tmp/octipus-<uid>`` when unset."""
-    env = os.environ if environ is None else environ
-    value = env.get("XDG_RUNTIME_DIR")
-    return Path(value) if value else Path(f"/tmp/octipus-{os.getuid()}")
-
-
-def default_socket_path(environ: Mapping[str, str] | None = None) -> Path:
-    """Return ``$XDG_RUNTIME_DIR/octipus/octipusd.sock`` (see :func:`xdg_runtime_dir`)."""
-    return xdg_runtime_dir(environ) / "octipus" / "octipusd.sock"
-
-
 def socket_path(settings: Settings, environ: Mapping[str, str] | None = None) -> Path:
     """Return the daemon socket path: ``daemon.socket`` or :func:`default_socket_path`."""
     return settings.daemon.socket or default_socket_path(environ)
-
-
-def xdg_data_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Return ``$XDG_DATA_HOME/octipus`` (``~/.local/share/octipus`` when unset)."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "octipus"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install what the test suite needs beyond the Python packages: PostgreSQL server binaries
-# (the tests start a private server from them; see tests/pg.py).
+# (the tests start a private server from them; see octipusd/testing/postgres.py).
 #
 # Idempotent and quiet: does nothing when an initdb is already present under
 # /usr/lib/postgresql/*/bin or on PATH. Otherwise runs

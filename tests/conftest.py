@@ -1,7 +1,7 @@
 """Shared pytest fixtures: the test PostgreSQL server and per-test databases.
 
 * ``postgres_url`` (session scope): a private PostgreSQL server started by
-  :func:`tests.pg.start_postgres`, on a Unix socket, for the whole test session; its URL
+  :func:`octipusd.testing.postgres.start_postgres`, on a Unix socket, for the whole test session; its URL
   points at the database ``octipus_test``.
 * ``store_url``: parametrised over ``sqlite`` and ``postgresql``; a fresh, empty database
   for each test (a file under ``tmp_path``, or a database created for the test and dropped
@@ -30,11 +30,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from octipusd.store.migrate import upgrade
-
-try:
-    from tests.pg import PostgresUnavailable, admin_connect, start_postgres
-except ImportError:  # pragma: no cover - rootdir not importable; conftest's folder is on sys.path
-    from pg import PostgresUnavailable, admin_connect, start_postgres  # type: ignore[no-redef,import-not-found]
+from octipusd.testing.postgres import PostgresUnavailable, admin_connect, start_postgres
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),

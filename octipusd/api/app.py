@@ -47,8 +47,7 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
 from octipusd import __version__
@@ -75,6 +74,7 @@ from octipusd.api.models import (
 from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
+from octipusd.api.sse import encode_batch
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.policy.spaces import check_space_model
 from octipusd.store.aio import in_thread
@@ -355,17 +355,32 @@ def create_app(services: Services) -> FastAPI:
         events = await in_thread(store.list_events, run_id, after_seq=after, limit=limit)
         return [out(EventOut, e) for e in events]
 
-    @app.get(f"/{API_VERSION}/runs/{{run_id}}/stream", response_class=EventSourceResponse)
-    async def stream_run(run_id: str, request: Request, after: int = 0) -> AsyncIterator[ServerSentEvent]:
+    @app.get(
+        f"/{API_VERSION}/runs/{{run_id}}/stream",
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": "Server-sent events: `id` the event's seq, `event` its kind, `data` an EventOut",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            }
+        },
+    )
+    async def stream_run(run_id: str, request: Request, after: int = 0) -> StreamingResponse:
+        """The run's events as server-sent events (each ``data`` an ``EventOut``), live until it ends;
+        ``Last-Event-ID`` (or ``after``) resumes after that ``seq``."""
         await in_thread(store.get_run, run_id)  # 404 before the stream starts
         last_id = request.headers.get("last-event-id")
         start = int(last_id) if last_id and last_id.isdigit() else after
-        async for event in hub.follow(run_id, after_seq=start):
-            yield ServerSentEvent(
-                id=str(event.seq),
-                event=event.kind,
-                data=out(EventOut, event).model_dump(mode="json"),
-            )
+
+        async def frames() -> AsyncIterator[bytes]:
+            async for batch in hub.follow(run_id, after_seq=start):
+                yield encode_batch(batch)
+
+        return StreamingResponse(
+            frames(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     def _row_out(row: ModelRow) -> ModelRowOut:
         data = dump(row)

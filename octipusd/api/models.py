@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-API_VERSION = "v1"
+from octipusd.api import API_VERSION as API_VERSION
 
 
 class _Model(BaseModel):

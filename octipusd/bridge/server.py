@@ -56,25 +56,29 @@ import hmac
 import json
 import logging
 import secrets
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, Tool as MCPTool, ToolAnnotations
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from octipusd.adapter import BridgeEndpoint
+from octipusd.bridge.embedded import (
+    IN_BRIDGE_SERVER,
+    EmbeddedConfig,
+    EmbeddedServer,
+    QuietH11Protocol,
+    bind_loopback,
+    install_uvicorn_filter,
+)
 from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
 from octipusd.errors import BridgeError, OctipusError, describe_error, traceback_of
 from octipusd.toolkit import (
@@ -506,67 +510,6 @@ class _BridgeMCPServer(MCPServer[Any]):
 
 # ---------------------------------------------------------------------------- embedded uvicorn
 
-_IN_BRIDGE_SERVER: ContextVar[bool] = ContextVar("octipus_bridge_server", default=False)
-
-
-class _QuietBridgeLogs(logging.Filter):
-    """Drops uvicorn's INFO chatter (startup/shutdown lines) emitted by bridge servers only."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or not _IN_BRIDGE_SERVER.get()
-
-
-_uvicorn_filter_installed = False
-
-
-def _install_uvicorn_filter() -> None:
-    global _uvicorn_filter_installed
-    if not _uvicorn_filter_installed:
-        logging.getLogger("uvicorn.error").addFilter(_QuietBridgeLogs())
-        _uvicorn_filter_installed = True
-
-
-class _QuietH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the access log off for this server only.
-
-    ``uvicorn.Config(access_log=False)`` would silence ``uvicorn.access`` process-wide
-    (including the daemon's own API server).
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.access_log = False
-
-
-class _EmbeddedConfig(uvicorn.Config):
-    """A uvicorn config that leaves the process's logging configuration alone."""
-
-    def configure_logging(self) -> None:
-        return
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """A uvicorn server that does not take over SIGINT/SIGTERM (the daemon owns signals)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _bind_loopback() -> socket.socket:
-    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose
-    # ``proto`` is IPPROTO_TCP, and ``socket.socket()`` leaves it 0. Without it every
-    # keep-alive request stalls ~40 ms on delayed ACKs (measured on this machine).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 # ---------------------------------------------------------------------------- public API
 
 
@@ -666,9 +609,9 @@ async def open_bridge(
     limits = limits or BridgeLimits()
     registry = queues if queues is not None else DEFAULT_WORKER_QUEUES
     capability = secrets.token_urlsafe(32)
-    _install_uvicorn_filter()
+    install_uvicorn_filter()
     try:
-        sock = _bind_loopback()
+        sock = bind_loopback()
     except OSError as exc:
         raise BridgeError(f"cannot bind the bridge on 127.0.0.1: {exc}") from exc
     try:
@@ -689,23 +632,24 @@ async def open_bridge(
                 max_sessions=limits.max_sessions,
             )
             gate = CapabilityGate(mcp_app, capability)
-            config = _EmbeddedConfig(
+            config = EmbeddedConfig(
                 gate,
-                http=_QuietH11Protocol,
+                http=QuietH11Protocol,
                 ws="none",
                 lifespan="on",
                 log_level=None,
                 access_log=False,
                 proxy_headers=False,
                 server_header=False,
+                date_header=False,
                 timeout_graceful_shutdown=limits.graceful_shutdown_seconds,
             )
-            server = _EmbeddedServer(config)
+            server = EmbeddedServer(config)
             done = anyio.Event()
             failure: list[BaseException] = []
 
             async def serve() -> None:
-                _IN_BRIDGE_SERVER.set(True)
+                IN_BRIDGE_SERVER.set(True)
                 try:
                     await server.serve(sockets=[sock])
                 except SystemExit as exc:  # uvicorn exits the process on startup failure
@@ -726,7 +670,7 @@ async def open_bridge(
                             while not server.started and not done.is_set():  # noqa: ASYNC110
                                 await anyio.sleep(_STARTUP_POLL_SECONDS)
                     except TimeoutError:
-                        server.should_exit = True
+                        server.exit_now()
                         tg.cancel_scope.cancel()
                         raise BridgeError(
                             f"the bridge did not start within {limits.startup_timeout_seconds:g} s"
@@ -744,10 +688,10 @@ async def open_bridge(
                             with anyio.move_on_after(limits.shutdown_timeout_seconds):
                                 await dispatcher.close(grace_seconds=limits.drain_seconds)
                                 await gate.close(grace_seconds=limits.drain_seconds)
-                                server.should_exit = True
+                                server.exit_now()
                                 await done.wait()
                             if not done.is_set():
-                                server.should_exit = True
+                                server.exit_now()
                                 logger.warning(
                                     "bridge of run %s did not stop in time; cancelling it", identity.run_id
                                 )

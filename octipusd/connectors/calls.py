@@ -15,20 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from mcp.client.session import ClientSession
-from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CONNECTION_CLOSED,
-    REQUEST_TIMEOUT,
-    CallToolResult,
-    PaginatedRequestParams,
-    TextContent,
-    Tool as McpTool,
-)
 
 from octipusd.connectors.transport import TRACKER, CallTracker, Connection, Handoff
 from octipusd.settings import McpServerSettings
@@ -41,6 +31,10 @@ from octipusd.toolkit import (
     ToolOutcome,
     ToolResult,
 )
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a server is first connected (connectors.registry)
+    from mcp.client.session import ClientSession
+    from mcp_types import CallToolResult, Tool as McpTool
 
 __all__ = [
     "RECOVERY_META_KEY",
@@ -79,6 +73,9 @@ def _leaf(exc: BaseException) -> BaseException:
 def describe(exc: BaseException) -> str:
     leaf = _leaf(exc)
     text = str(leaf) or type(leaf).__name__
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
     if isinstance(leaf, MCPError):
         if leaf.code == CONNECTION_CLOSED:
             return "the server closed the connection"
@@ -87,6 +84,8 @@ def describe(exc: BaseException) -> str:
 
 
 async def list_tools(session: ClientSession) -> list[McpTool]:
+    from mcp_types import PaginatedRequestParams
+
     tools: list[McpTool] = []
     cursor: str | None = None
     for _ in range(_MAX_TOOL_PAGES):
@@ -100,6 +99,8 @@ async def list_tools(session: ClientSession) -> list[McpTool]:
 
 
 def result_text(result: CallToolResult) -> str:
+    from mcp_types import TextContent
+
     parts = []
     for block in result.content:
         if isinstance(block, TextContent):
@@ -203,6 +204,9 @@ async def _invoke(connection: Connection, tool: str, arguments: dict[str, Any]) 
 
 
 def _uncertain_failure(tool_id: str, timeout: float, failure: BaseException) -> ToolOutcome:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
     leaf = _leaf(failure)
     if (isinstance(leaf, MCPError) and leaf.code == REQUEST_TIMEOUT) or isinstance(leaf, TimeoutError):
         message = f"{tool_id} did not answer within {timeout:g} s; it may have acted"

@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any
-
-from mcp_types import CallToolResult
+from typing import TYPE_CHECKING, Any
 
 from octipusd.connectors.calls import call_tool, describe, one_line, result_text
 from octipusd.connectors.transport import Connection
@@ -29,6 +27,9 @@ from octipusd.toolkit import (
     RecoveryContract,
     RiskClass,
 )
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
 
 __all__ = ["OpenOne", "build_contract"]
 

@@ -10,21 +10,17 @@ connection is open.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import math
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import httpx2
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Implementation, Tool as McpTool
 
 from octipusd.connectors.calls import (
     call_timeout,
@@ -38,7 +34,6 @@ from octipusd.connectors.contracts import build_contract
 from octipusd.connectors.transport import (
     MCP_SESSION_HEADER,
     Connection,
-    ConnectTrackingTransport,
     Slot,
     TrackingWriteStream,
     pump_stderr,
@@ -55,6 +50,11 @@ from octipusd.toolkit import (
     RecoveryContract,
     ToolSpec,
 )
+
+if TYPE_CHECKING:
+    from mcp_types import Tool as McpTool
+
+    from octipusd.connectors.http_tracking import ConnectTrackingTransport
 
 __all__ = ["BRIDGE_TIMEOUT_MARGIN_SECONDS", "ConnectorRegistry", "ConnectorSet"]
 
@@ -85,7 +85,14 @@ _HTTP_READ_MARGIN_SECONDS = 30.0
 # MCP tool names: 1-128 of letters, digits, "_", "-", "." (MCP-SPEC 2025-11-25 "Tool names").
 _TOOL_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
-_CLIENT_INFO = Implementation(name="octipus", version="0.1.0")
+#: The MCP client modules, imported (in a worker thread, off the event loop) by the first
+#: connection: the daemon's start-up does not load the MCP SDK.
+_SDK_MODULES = ("mcp.client.session", "mcp.client.stdio", "mcp.client.streamable_http", "httpx2")
+
+
+def _load_sdk() -> None:
+    for name in _SDK_MODULES:
+        importlib.import_module(name)
 
 
 # ---------------------------------------------------------------------------- public types
@@ -275,6 +282,12 @@ class ConnectorRegistry:
     async def _establish(
         self, stack: contextlib.AsyncExitStack, slot: Slot, pumps: anyio.abc.TaskGroup
     ) -> Connection:
+        await anyio.to_thread.run_sync(_load_sdk)
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp_types import Implementation
+
         cfg = slot.settings
         http: ConnectTrackingTransport | None = None
         marker: str | None = None
@@ -296,6 +309,10 @@ class ConnectorRegistry:
                 )
         else:
             assert cfg.url is not None  # enforced by McpServerSettings
+            import httpx2
+
+            from octipusd.connectors.http_tracking import ConnectTrackingTransport
+
             http = ConnectTrackingTransport(httpx2.AsyncHTTPTransport())
             client = httpx2.AsyncClient(
                 headers=dict(cfg.headers),
@@ -311,7 +328,7 @@ class ConnectorRegistry:
             )
         writer = TrackingWriteStream(write_stream)
         session = await stack.enter_async_context(
-            ClientSession(read_stream, writer, client_info=_CLIENT_INFO)
+            ClientSession(read_stream, writer, client_info=Implementation(name="octipus", version="0.1.0"))
         )
         await session.initialize()
         tools = await list_tools(session)
@@ -356,6 +373,9 @@ class ConnectorRegistry:
                 False,
                 f"MCP server {server!r} is configured with another URL now; session {ref.session_id} not ended",
             )
+        await anyio.to_thread.run_sync(_load_sdk)
+        import httpx2
+
         try:
             with anyio.fail_after(TERMINATE_TIMEOUT_SECONDS):
                 async with httpx2.AsyncClient(

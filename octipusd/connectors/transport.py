@@ -5,37 +5,42 @@ stream is wrapped (:class:`TrackingWriteStream`), and the handler's task carries
 context variable :data:`TRACKER`) that the wrapper updates when it hands that request over. The
 SDK writes a request from the caller's task (``JSONRPCDispatcher.send_raw_request`` -> ``_write``;
 mcp 2.3), and the streamable HTTP transport runs each POST in the sender's context
-(``post_writer``), where the HTTP transport wrapper (:class:`ConnectTrackingTransport`) notes a
-failed TCP connect and the server's session id.
+(``post_writer``), where the HTTP transport wrapper
+(:class:`~octipusd.connectors.http_tracking.ConnectTrackingTransport`) notes a failed TCP connect
+and the server's session id.
+
+Nothing here imports the MCP SDK or httpx2 at import time (the daemon's start-up does not need
+them): they are loaded when a server is first connected.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import logging
 import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.abc
-import httpx2
-from mcp.client.session import ClientSession
-from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCRequest, Tool as McpTool
 
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import DispatchKind, DispatchRef
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a server is first connected
+    from mcp.client.session import ClientSession
+    from mcp.shared.message import SessionMessage
+    from mcp_types import Tool as McpTool
+
+    from octipusd.connectors.http_tracking import ConnectTrackingTransport
 
 __all__ = [
     "MCP_SESSION_HEADER",
     "TRACKER",
     "CallTracker",
-    "ConnectTrackingTransport",
     "Connection",
     "Handoff",
     "Slot",
@@ -83,6 +88,8 @@ TRACKER: ContextVar[CallTracker | None] = ContextVar("octipus_connector_call", d
 
 
 def _is_tools_call(message: object) -> bool:
+    from mcp_types import JSONRPCRequest  # loaded with the session that sends the message
+
     return isinstance(message, JSONRPCRequest) and message.method == "tools/call"
 
 
@@ -134,47 +141,6 @@ class TrackingWriteStream:
     ) -> bool | None:
         await self.aclose()
         return None
-
-
-class ConnectTrackingTransport(httpx2.AsyncBaseTransport):
-    """An httpx2 transport that marks the current call undelivered when its POST cannot connect,
-    and notes the server's ``Mcp-Session-Id``.
-
-    ``httpx2.ConnectError`` is raised before any request byte is written (no TCP/TLS connection
-    was established), so the server cannot have received the ``tools/call``. The session id is
-    recorded with every journaled call (:class:`DispatchRef`), so that a restarted daemon can
-    terminate the session of a request it left in flight.
-    """
-
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self._inner = inner
-        self.session_id: str | None = None
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        try:
-            response = await self._inner.handle_async_request(request)
-        except httpx2.ConnectError:
-            tracker = TRACKER.get()
-            if tracker is not None and tracker.state is Handoff.SENT and _posts_tools_call(request):
-                tracker.state = Handoff.REFUSED
-            raise
-        session_id = response.headers.get(MCP_SESSION_HEADER)
-        if session_id:
-            self.session_id = session_id
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _posts_tools_call(request: httpx2.Request) -> bool:
-    if request.method != "POST":
-        return False
-    try:
-        body = json.loads(request.content)
-    except (ValueError, httpx2.RequestNotRead):
-        return False
-    return isinstance(body, dict) and body.get("method") == "tools/call"
 
 
 # ---------------------------------------------------------------------------- connections

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from octipusd.ctl.client import Client
 from octipusd.errors import OctipusError
-from octipusd.settings import default_socket_path
+from octipusd.paths import default_socket_path
 
 __all__ = [
     "EXIT_BAD_INPUT",

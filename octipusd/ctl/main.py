@@ -54,7 +54,7 @@ from octipusd.ctl.session_cmds import (
 )
 from octipusd.ctl.space_cmds import spaces_app
 from octipusd.errors import OctipusError
-from octipusd.settings import default_socket_path
+from octipusd.paths import default_socket_path
 
 __all__ = ["app", "main"]
 

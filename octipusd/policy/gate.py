@@ -5,12 +5,13 @@ the bridge (``shell__run``), MCP connector tools (``server.tool``) and vendor-na
 relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
 
 1. the rules (:class:`~octipusd.policy.engine.Policy`: the configured ``permissions.rules`` or
-   the built-in defaults, the operator's stored rules and the active scoped grants, read
-   fresh from the store for every decision, so a rule added or a grant revoked applies to the
-   next call); a DENY is final;
+   the built-in defaults, the operator's stored rules and the active scoped grants, read from
+   the store's in-memory view (:class:`~octipusd.store.policy_view.PolicyView`), which every
+   write of a rule or grant updates once committed, so a rule added or a grant revoked applies
+   to the next call); a DENY is final;
 2. the flow guard (FACTS.md §9): a session that has read credentials, or mixed private data
    with untrusted content, turns an ALLOW of an egress call into an ASK; it never relaxes a
-   decision;
+   decision (the session's label is read through the same view);
 3. ``AskUserQuestion`` is a questionnaire: it always needs a person's answers, even under a
    stored ALLOW (seed 003);
 4. ASK: an unattended session is refused ("review required"); an attended one gets a durable
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +38,14 @@ import anyio
 from octipusd.errors import QuestionnaireError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
-from octipusd.policy.flowguard import FlowGuardMode, FlowState, classify, from_label, unattended_refusal
+from octipusd.policy.flowguard import (
+    Classification,
+    FlowGuardMode,
+    FlowState,
+    classify,
+    from_label,
+    unattended_refusal,
+)
 from octipusd.policy.grants import Grant
 from octipusd.policy.questionnaire import (
     CANCEL_MESSAGE,
@@ -44,10 +53,18 @@ from octipusd.policy.questionnaire import (
     is_questionnaire,
     parse_questionnaire,
 )
-from octipusd.policy.rules import CLI_NATIVE_PREFIX, READ_ONLY_CLI_TOOLS, Level, parse_rule, subject_of
+from octipusd.policy.rules import (
+    CLI_NATIVE_PREFIX,
+    READ_ONLY_CLI_TOOLS,
+    Level,
+    Rule,
+    parse_rule,
+    subject_of,
+)
 from octipusd.policy.shellguard import command_decision
 from octipusd.store.aio import in_thread
-from octipusd.store.records import PermissionGrant
+from octipusd.store.policy_view import PolicyEntries
+from octipusd.store.records import PermissionGrant, PermissionRule
 from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext, GateResult
 
@@ -101,6 +118,10 @@ def native_flow_id(tool_id: str, aliases: Mapping[str, str]) -> str:
     return tool_id
 
 
+def _rule(record: PermissionRule) -> Rule:
+    return parse_rule(record.rule, record.level)
+
+
 def _grant(record: PermissionGrant) -> Grant:
     return Grant(
         id=record.id,
@@ -116,6 +137,15 @@ def _grant(record: PermissionGrant) -> Grant:
         created_by=record.created_by,
         note=record.note,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """The policy built from one published :class:`PolicyEntries`, valid until ``expires``."""
+
+    entries: PolicyEntries
+    expires: datetime | None
+    policy: Policy
 
 
 class PermissionGate:
@@ -154,6 +184,10 @@ class PermissionGate:
         self.plan_tools = plan_tools
         self.tool_aliases: Mapping[str, str] = dict(tool_aliases or {})
         self._clock = clock
+        self._derived: _Derived | None = None
+        self._rules: dict[str, Rule] = {}
+        self._grants: dict[PermissionGrant, Grant] = {}
+        self._labelling: dict[str, list[anyio.Event]] = {}
 
     # ------------------------------------------------------------------ policy
 
@@ -188,14 +222,38 @@ class PermissionGate:
         )
 
     async def current_policy(self) -> Policy:
-        """The policy with the stored rules and active grants as of now (read from the store)."""
-        rules, grants = await in_thread(self._load_entries)
-        return self.base.with_entries(stored=rules, grants=grants)
+        """The policy with the stored rules and active grants as of now.
 
-    def _load_entries(self) -> tuple[list[Any], list[Grant]]:
-        rules = [parse_rule(r.rule, r.level) for r in self.store.list_rules()]
-        grants = [_grant(g) for g in self.store.list_grants()]
-        return rules, grants
+        Read from the store's in-memory view (the database only the first time); the policy built
+        from one state of the view is reused until the view changes or one of its grants expires
+        (by the store's clock, as :meth:`~octipusd.store.Store.list_grants` filters them).
+
+        Raises:
+            StoreError: the first read of the rules and grants failed.
+        """
+        entries = self.store.policy_view.entries
+        if entries is None:
+            entries = await in_thread(self.store.policy_entries)
+        now = self.store.now()
+        derived = self._derived
+        if (
+            derived is None
+            or derived.entries is not entries
+            or (derived.expires is not None and now >= derived.expires)
+        ):
+            derived = self._derive(entries, now)
+        return derived.policy
+
+    def _derive(self, entries: PolicyEntries, now: datetime) -> _Derived:
+        """Build (and keep) the policy of ``entries`` at ``now``, reusing the rules and grants
+        already converted for an earlier state."""
+        live, expires = entries.live_grants(now)
+        rules = {r.id: self._rules[r.id] if r.id in self._rules else _rule(r) for r in entries.rules}
+        grants = {g: self._grants[g] if g in self._grants else _grant(g) for g in live}
+        self._rules, self._grants = rules, grants
+        policy = self.base.with_entries(stored=list(rules.values()), grants=list(grants.values()))
+        self._derived = _Derived(entries, expires, policy)
+        return self._derived
 
     async def evaluate(
         self,
@@ -226,33 +284,50 @@ class PermissionGate:
         """
         if self.flow_guard is FlowGuardMode.OFF:
             return
-        classification = classify(self.flow_id(tool_id), arguments)
+        await self._observe(ctx, tool_id, classify(self.flow_id(tool_id), arguments))
+
+    async def _observe(self, ctx: CallContext, tool_id: str, classification: Classification) -> None:
+        """Add the flags of one call to its session; a decision of that session started meanwhile
+        waits until they are stored and their ``flow_label`` event emitted (see :meth:`_settled`)."""
         if not classification.flags:
             return
-        session = await in_thread(self.store.get_session, ctx.session_id)
-        state = FlowState(flags=from_label(session.flow_label))
-        added = state.observe(classification)
-        if added:
-            label = await in_thread(self.store.add_flow_flags, ctx.session_id, sorted(str(f) for f in added))
-            await self.emit(
-                ctx.run_id,
-                "flow_label",
-                {
-                    "tool_id": tool_id,
-                    "added": sorted(str(f) for f in added),
-                    "label": label,
-                    "reasons": list(classification.reasons),
-                },
-            )
+        done = anyio.Event()
+        pending = self._labelling.setdefault(ctx.session_id, [])
+        pending.append(done)
+        try:
+            state = await self._flow_state(ctx.session_id)
+            added = state.observe(classification)
+            if added:
+                flags = sorted(str(f) for f in added)
+                label = await in_thread(self.store.add_flow_flags, ctx.session_id, flags)
+                await self.emit(
+                    ctx.run_id,
+                    "flow_label",
+                    {
+                        "tool_id": tool_id,
+                        "added": flags,
+                        "label": label,
+                        "reasons": list(classification.reasons),
+                    },
+                )
+        finally:
+            done.set()
+            pending.remove(done)
+            if not pending:
+                self._labelling.pop(ctx.session_id, None)
 
-    async def _flow_escalation(
-        self, ctx: CallContext, tool_id: str, arguments: Mapping[str, Any]
-    ) -> str | None:
-        if self.flow_guard is FlowGuardMode.OFF:
-            return None
-        session = await in_thread(self.store.get_session, ctx.session_id)
-        state = FlowState(flags=from_label(session.flow_label))
-        return state.check(classify(self.flow_id(tool_id), arguments))
+    async def _settled(self, session_id: str) -> None:
+        """Wait for the flag additions of ``session_id`` in progress (a read the stream showed just
+        before this call), so the call is judged, and its events ordered, after them."""
+        for done in list(self._labelling.get(session_id, ())):
+            await done.wait()
+
+    async def _flow_state(self, session_id: str) -> FlowState:
+        """The session's flow state, from the store's in-memory view (read once per session)."""
+        label = self.store.policy_view.flow_label(session_id)
+        if label is None:
+            label = await in_thread(self.store.flow_label, session_id)
+        return FlowState(flags=from_label(label))
 
     # ------------------------------------------------------------------ decisions
 
@@ -299,6 +374,7 @@ class PermissionGate:
                 )
                 return GateResult(False, refusal)
         questionnaire = is_questionnaire(tool_id)
+        await self._settled(ctx.session_id)
         decision = await self.evaluate(
             tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
         )
@@ -321,8 +397,10 @@ class PermissionGate:
         flow_reason: str | None = None
         level = decision.level
         explanation = decision.explanation
-        if level is Level.ALLOW:
-            flow_reason = await self._flow_escalation(ctx, tool_id, args)
+        classification: Classification | None = None
+        if level is Level.ALLOW and self.flow_guard is not FlowGuardMode.OFF:
+            classification = classify(self.flow_id(tool_id), args)
+            flow_reason = (await self._flow_state(ctx.session_id)).check(classification)
             if flow_reason is not None:
                 level = Level.ASK
                 explanation = f"{flow_reason} (the rules allow it: {decision.explanation})"
@@ -342,7 +420,8 @@ class PermissionGate:
                 return await self.decide(
                     ctx, tool_id, args, action=action, vendor_request_id=vendor_request_id, depth=depth + 1
                 )
-            await self.observe(ctx, tool_id, args)
+            if classification is not None:
+                await self._observe(ctx, tool_id, classification)
             return GateResult(True, decision.explanation)
         if not ctx.attended:
             note = (

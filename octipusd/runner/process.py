@@ -7,13 +7,17 @@ Every child also carries ``OCTIPUS_RUN_ID`` in its environment, a second way to 
 left the group.
 
 Reading ends at EOF or, once the vendor (the leader) exited, when a read found nothing for
-:data:`DRAIN_GRACE` seconds (or :data:`DRAIN_LIMIT` seconds after the exit) although something it
-left still holds its stdout or stderr; :meth:`VendorProcess.reap` then stops those leftovers. A slow
-consumer loses nothing: the grace counts from the last read, not from the exit. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
+:data:`DRAIN_GRACE` seconds although something it left still holds its stdout or stderr, or when a
+leftover keeps writing: :data:`DRAIN_LIMIT` seconds after the exit and :data:`PIPE_MAX_BYTES` read
+since; :meth:`VendorProcess.reap` then stops those leftovers. A slow consumer loses nothing: the
+grace counts from the last read, not from the exit, and what the leader left in a pipe (no more
+than a pipe holds) is read however long the consumer takes. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
 yielded: it is counted and discarded.
 
 Stopping follows DESIGN.md: stdin EOF, then SIGTERM to the group and the cage, then SIGKILL to
-the whole cage, the group and every process still carrying the run's marker.
+the whole cage and the group. A run cgroup holds every process of the run, so only the walking
+cage of the subreaper fallback scans the processes' environments for the run's marker (in a
+worker thread, as every look at the tree).
 """
 
 from __future__ import annotations
@@ -63,8 +67,13 @@ STDERR_TAIL = 65536
 #: Seconds a read of stdout or stderr may find nothing, once the leader exited, before reading ends
 #: although a leftover process still holds the pipe (counted from the read, not from the exit).
 DRAIN_GRACE = 0.5
-#: Seconds after the leader's exit past which reading ends even while a leftover keeps writing.
+#: Seconds after the leader's exit past which reading ends while a leftover keeps writing (once
+#: :data:`PIPE_MAX_BYTES` were read after the exit too).
 DRAIN_LIMIT = 10.0
+#: Bytes a pipe holds at most (Linux's default ``fs.pipe-max-size``, the most an unprivileged writer
+#: can ask for): what the leader left unread when it exited is no more than this, so reading it all
+#: never lets a leftover write forever.
+PIPE_MAX_BYTES = 1 << 20
 #: Seconds one stdin line may take to be written; past it stdin counts as broken (the vendor
 #: stopped reading it).
 STDIN_WRITE_TIMEOUT = 10.0
@@ -148,6 +157,7 @@ class _Drain:
 
     def __init__(self) -> None:
         self.exited_at: float | None = None
+        self.read_after_exit = 0
 
 
 def _executable(argv0: str, env: dict[str, str], cwd: Path) -> None:
@@ -202,6 +212,7 @@ class VendorProcess:
         self.discarded_bytes = 0
         self.output_held = False
         self._stderr_head = b""
+        self._released = False
 
     @classmethod
     async def start(
@@ -302,8 +313,8 @@ class VendorProcess:
 
     async def _next_chunk(self, stream: anyio.abc.ByteReceiveStream, drain: _Drain) -> bytes | None:
         """The next chunk, or None at EOF; once the leader exited, also None (and
-        :attr:`output_held`) when this read found nothing for :data:`DRAIN_GRACE` seconds, or
-        :data:`DRAIN_LIMIT` seconds after the exit."""
+        :attr:`output_held`) when this read found nothing for :data:`DRAIN_GRACE` seconds, or past
+        :data:`DRAIN_LIMIT` seconds after the exit once :data:`PIPE_MAX_BYTES` were read since."""
         while True:
             now = anyio.current_time()
             if drain.exited_at is None and self._process.returncode is not None:
@@ -311,16 +322,21 @@ class VendorProcess:
             if drain.exited_at is None:
                 wait = EXIT_POLL_INTERVAL
             else:
-                wait = min(DRAIN_GRACE, drain.exited_at + DRAIN_LIMIT - now)
-                if wait <= 0:
+                left = drain.exited_at + DRAIN_LIMIT - now
+                if left <= 0 and drain.read_after_exit >= PIPE_MAX_BYTES:
                     self.output_held = True
                     return None
+                wait = DRAIN_GRACE if left <= 0 else min(DRAIN_GRACE, left)
             with anyio.move_on_after(wait) as idle:
                 try:
-                    return await stream.receive(CHUNK)
+                    chunk = await stream.receive(CHUNK)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return None
-            if idle.cancelled_caught and drain.exited_at is not None and wait >= DRAIN_GRACE:
+            if not idle.cancelled_caught:
+                if drain.exited_at is not None:
+                    drain.read_after_exit += len(chunk)
+                return chunk
+            if drain.exited_at is not None and wait >= DRAIN_GRACE:
                 self.output_held = True
                 return None
 
@@ -333,17 +349,32 @@ class VendorProcess:
 
     async def lines(self) -> AsyncIterator[bytes]:
         """Yield stdout lines (without newline, any length) until EOF, or until the leader exited
-        and a read stayed idle for :data:`DRAIN_GRACE` (at most :data:`DRAIN_LIMIT`); after :meth:`begin_stop`, lines are discarded, not yielded."""
+        and a read stayed idle for :data:`DRAIN_GRACE` (see the module docstring); after
+        :meth:`begin_stop`, lines are discarded, not yielded."""
+        async for batch in self._read_batches():
+            for line in batch:
+                if self._accept(line):
+                    yield line
+
+    async def line_batches(self) -> AsyncIterator[list[bytes]]:
+        """Like :meth:`lines`, but the complete lines of each read together (never an empty list);
+        a line is accepted or discarded when its read returns."""
+        async for batch in self._read_batches():
+            accepted = [line for line in batch if self._accept(line)]
+            if accepted:
+                yield accepted
+
+    async def _read_batches(self) -> AsyncIterator[list[bytes]]:
         assert self._process.stdout is not None
         framer = LineFramer()
         drain = _Drain()
         while (chunk := await self._next_chunk(self._process.stdout, drain)) is not None:
-            for line in framer.feed(chunk):
-                if self._accept(line):
-                    yield line
+            batch = framer.feed(chunk)
+            if batch:
+                yield batch
         tail = framer.flush()
-        if tail and self._accept(tail):
-            yield tail
+        if tail:
+            yield [tail]
 
     async def pump_stderr(self) -> None:
         """Read stderr until EOF (or the leader's exit and an idle :data:`DRAIN_GRACE`), keeping the tail
@@ -447,35 +478,43 @@ class VendorProcess:
         return self._process.returncode
 
     def _others(self) -> list[psutil.Process]:
-        """Live processes of the run but the leader: the cage's and those carrying the marker."""
-        found = {p.pid: p for p in [*self._cage.members(), *run_processes(self.run_id)]}
+        """Live processes of the run but the leader, as its cage knows them (a cgroup holds every one;
+        a walking cage also scans for the run's marker)."""
+        found = {p.pid: p for p in self._cage.members()}
         found.pop(self.pid, None)
         found.pop(os.getpid(), None)
         return list(found.values())
 
-    def _signal_tree(self, sig: int) -> None:
+    def _signal_group(self, sig: int) -> None:
         if self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
+
+    def _signal_tree(self, sig: int) -> None:
+        self._signal_group(sig)
         for p in self._others():
             with contextlib.suppress(psutil.Error):
                 p.send_signal(sig)
 
     def _kill_tree(self) -> None:
-        self._cage.kill()
-        self._signal_tree(signal.SIGKILL)
+        self._cage.kill()  # every member the cage knows, at once
+        self._signal_group(signal.SIGKILL)
 
     async def reap(self, grace: float = TERM_GRACE) -> list[int]:
-        """Terminate whatever of the run is still alive: the cage, the group, the marked processes.
+        """Terminate whatever of the run is still alive: the cage and the group.
 
-        SIGTERM to each leftover, up to ``grace`` seconds for them to end, then SIGKILL to the
-        whole cage (``cgroup.kill``), the group and the marked ones; the leader is awaited (up to
+        SIGTERM to each leftover the cage knows (a walking cage: with the processes carrying the
+        run's marker), up to ``grace`` seconds for them to end, then SIGKILL to the whole cage
+        (``cgroup.kill``) and the group; the leader is awaited (up to
         :data:`KILL_WAIT` seconds), the cage released (the cgroup removed, re-parented zombies reaped)
-        and the process's pipes closed once it ended. Shielded from cancellation; safe to call again.
+        and the process's pipes closed once it ended. Shielded from cancellation; safe to call again
+        (at once once a reap ended the leader and freed the cage: nothing of the run is left).
 
         Returns:
             Pids of the leftovers that had to be signalled (the leader not included).
         """
+        if self._released:  # an earlier reap ended everything and freed the cage
+            return []
         with anyio.CancelScope(shield=True):
             survivors = await anyio.to_thread.run_sync(self._others)
             for p in survivors:
@@ -487,10 +526,12 @@ class VendorProcess:
             if self._process.returncode is None:
                 with anyio.move_on_after(max(grace, KILL_WAIT)):
                     await self._process.wait()
-            if not await anyio.to_thread.run_sync(self._cage.release):
+            released = await anyio.to_thread.run_sync(self._cage.release)
+            if not released:
                 log.warning("run %s: processes of pid %d's cage outlived SIGKILL", self.run_id, self.pid)
             if self._process.returncode is not None:  # its pipes closed; the wait returns at once
                 await self._process.aclose()
+                self._released = released
         return sorted(p.pid for p in survivors)
 
 

@@ -64,6 +64,11 @@ class Transport(Protocol):
         """stdout lines until EOF or shortly after the vendor's exit; none after a stop began."""
         ...
 
+    def line_batches(self) -> AsyncIterator[list[bytes]]:
+        """The same lines, those that arrived together in one list (never an empty one): a consumer
+        can store the events of one read in one commit."""
+        ...
+
     async def pump_stderr(self) -> None:
         """Read stderr to its end (same ending rule as :meth:`lines`)."""
         ...

@@ -1,17 +1,22 @@
-"""Run events: persist first, then fan out to subscribers (SSE clients).
+"""Run events: persist first, then fan out to followers (SSE clients) from memory.
 
-:meth:`EventHub.emit` appends the event to the store and only then wakes subscribers, so a
-client can never see an event the store does not hold. Subscribers read from the store
-(after a sequence number) and wait on the hub for more; a slow client therefore loses
-nothing and holds no queue in memory.
+:meth:`EventHub.emit` hands the event to the daemon's group-commit writer
+(:class:`~octipusd.store.event_writer.EventWriter`); once its batch has committed, the writer
+publishes the batch to the hub, which appends each event to the bounded buffer of every follower of
+its run. A client can therefore never see an event the store does not hold. A follower reads the
+store only to catch up: when it starts (events after its ``after_seq`` / ``Last-Event-ID``), when its
+buffer overflowed (a slow client), and when a gap shows in what it was given; so a slow client loses
+nothing and holds at most :attr:`EventLimits.follower_buffer_events` events in memory.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -19,6 +24,7 @@ import anyio
 from octipusd.adapter import EventKind, VendorEvent
 from octipusd.errors import OctipusError
 from octipusd.store.aio import in_thread
+from octipusd.store.event_writer import EventWriter, PendingEvent
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
 
@@ -40,11 +46,23 @@ _KEEP_RAW = {EventKind.SESSION, EventKind.RESULT, EventKind.UNKNOWN, EventKind.U
 #: the adapter sends; their effects show up as other events).
 NOT_STORED = {EventKind.STDIN_WRITE}
 
-#: Seconds between keep-alive wake-ups of a subscriber.
-KEEPALIVE = 15.0
-#: Events one store read of :meth:`EventHub.follow` returns at most (a full page is followed by
-#: the next one at once).
-FOLLOW_PAGE = 500
+
+@dataclass(frozen=True)
+class EventLimits:
+    """Bounds of the event fan-out.
+
+    Attributes:
+        keepalive_s: Seconds a follower waits for news before it checks its run's status in the store
+            (a run that ended without the hub hearing of it still ends its followers).
+        follow_page_events: Events one catch-up read of the store returns at most (a full page is
+            followed by the next one at once).
+        follower_buffer_events: Published events a follower holds at most; past that it drops them and
+            catches up from the store.
+    """
+
+    keepalive_s: float = 15.0
+    follow_page_events: int = 500
+    follower_buffer_events: int = 2000
 
 
 log = logging.getLogger("octipusd.events")
@@ -78,26 +96,74 @@ def event_data(event: VendorEvent) -> dict[str, Any]:
     return data
 
 
+@dataclass(eq=False)
+class _Follower:
+    """One follower's buffer of published events, and its wake-up."""
+
+    capacity: int
+    events: collections.deque[RunEvent] = field(default_factory=collections.deque)
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    overflowed: bool = False
+    status_changed: bool = False
+
+    def push(self, event: RunEvent) -> None:
+        if self.overflowed:
+            return
+        if len(self.events) >= self.capacity:
+            self.events.clear()
+            self.overflowed = True
+        else:
+            self.events.append(event)
+        self.wake.set()
+
+    def take(self, last: int) -> tuple[list[RunEvent], bool]:
+        """Take the buffered events that follow ``last`` in order; also whether the follower must read
+        the store (its buffer overflowed, or the next buffered event is not ``last + 1``)."""
+        batch: list[RunEvent] = []
+        events = self.events
+        while events and not self.overflowed:
+            event = events.popleft()
+            if event.seq <= last:
+                continue
+            if event.seq != last + 1:
+                events.clear()
+                return batch, True
+            batch.append(event)
+            last = event.seq
+        if self.overflowed:
+            self.overflowed = False
+            events.clear()
+            return batch, True
+        return batch, False
+
+    def poke(self) -> None:
+        self.status_changed = True
+        self.wake.set()
+
+
 class EventHub:
-    """Persists run events and wakes subscribers.
+    """Persists run events (in batches) and publishes them to followers from memory.
 
     Args:
-        store: Where events are appended.
+        store: Where events are appended and read back to catch up.
+        limits: The fan-out's bounds.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, limits: EventLimits | None = None) -> None:
         self._store = store
-        self._signals: dict[str, anyio.Event] = {}
+        self._limits = limits or EventLimits()
+        self._writer = EventWriter(store, self._publish)
+        self._followers: dict[str, set[_Follower]] = {}
 
     async def emit(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
-        """Append an event (committed) and wake the run's subscribers.
+        """Append an event (committed) and publish it to the run's followers.
 
         Raises:
+            InvalidRequestError: ``data`` is not a JSON-serialisable dict.
+            NotFoundError: No such run.
             StoreError: the event could not be stored (nothing is published then).
         """
-        event = await in_thread(self._store.append_event, run_id, kind, data)
-        self.notify(run_id)
-        return event
+        return await self._writer.append(run_id, kind, data)
 
     async def emit_optional(self, run_id: str | None, kind: str, data: dict[str, Any]) -> None:
         """Publish an event that may belong to no run (a call started by hand, an escalation):
@@ -114,39 +180,87 @@ class EventHub:
         """Store and publish a parsed vendor event."""
         return await self.emit(run_id, str(event.kind), event_data(event))
 
+    def emit_vendor_soon(self, run_id: str, event: VendorEvent) -> PendingEvent:
+        """Queue a parsed vendor event for the next commit without waiting; :meth:`settle` it
+        (see :meth:`EventWriter.enqueue <octipusd.store.event_writer.EventWriter.enqueue>`)."""
+        return self._writer.enqueue(run_id, str(event.kind), event_data(event))
+
+    async def settle(self, pending: PendingEvent) -> RunEvent:
+        """Wait until a queued event is committed and published.
+
+        Raises:
+            NotFoundError: No such run.
+            StoreError: the event could not be stored.
+        """
+        return await self._writer.settle(pending)
+
     def notify(self, run_id: str) -> None:
-        """Wake everyone waiting on ``run_id`` (also used when a run ends)."""
-        signal = self._signals.pop(run_id, None)
-        if signal is not None:
-            signal.set()
+        """Tell the run's followers that its status changed (e.g. it ended): they check the store."""
+        for follower in self._followers.get(run_id, ()):
+            follower.poke()
 
-    async def follow(self, run_id: str, after_seq: int = 0) -> AsyncIterator[RunEvent]:
-        """Yield the run's events after ``after_seq``, live, until the run is terminal.
+    def _publish(self, events: list[RunEvent]) -> None:
+        for event in events:
+            for follower in self._followers.get(event.run_id, ()):
+                follower.push(event)
 
-        Reads the store, yields what is new, then waits for a notification; ends once the
-        run has reached a terminal status and every stored event has been yielded.
+    async def follow(self, run_id: str, after_seq: int = 0) -> AsyncIterator[list[RunEvent]]:
+        """Yield the run's events after ``after_seq`` in batches, live, until the run is terminal.
+
+        Subscribes first, then reads what the store holds after ``after_seq``, then yields what the
+        writer publishes, as it comes (each batch is what was ready at once); ends once the run has
+        reached a terminal status and every event stored by then has been yielded. Each event is
+        yielded once, in ``seq`` order. An empty batch is a keep-alive tick: nothing happened for
+        :attr:`EventLimits.keepalive_s` seconds.
 
         Raises:
             NotFoundError: the run does not exist.
+            StoreError: a catch-up read failed.
         """
-        last = after_seq
-        while True:
-            signal = self._signals.setdefault(run_id, anyio.Event())
+        follower = _Follower(self._limits.follower_buffer_events)
+        self._followers.setdefault(run_id, set()).add(follower)
+        try:
             run = await in_thread(self._store.get_run, run_id)
-            events = await in_thread(self._store.list_events, run_id, after_seq=last, limit=FOLLOW_PAGE)
-            for event in events:
-                last = event.seq
-                yield event
-            if len(events) == FOLLOW_PAGE:
-                continue
-            if run.status.terminal:
-                # more reads: events appended between the two reads above
-                while True:
-                    tail = await in_thread(self._store.list_events, run_id, after_seq=last, limit=FOLLOW_PAGE)
-                    for event in tail:
-                        last = event.seq
-                        yield event
-                    if len(tail) < FOLLOW_PAGE:
-                        return
-            with anyio.move_on_after(KEEPALIVE):
-                await signal.wait()
+            last = after_seq
+            async for page in self._catch_up(run_id, last):
+                last = page[-1].seq
+                yield page
+            ended = run.status.terminal
+            while not ended:
+                batch, gap = follower.take(last)
+                if batch:
+                    last = batch[-1].seq
+                    yield batch
+                if gap:  # a slow follower's buffer overflowed, or an event it was not given
+                    async for page in self._catch_up(run_id, last):
+                        last = page[-1].seq
+                        yield page
+                elif follower.status_changed:
+                    follower.status_changed = False
+                    ended = (await in_thread(self._store.get_run, run_id)).status.terminal
+                elif not batch:
+                    follower.wake = anyio.Event()
+                    with anyio.move_on_after(self._limits.keepalive_s) as waited:
+                        await follower.wake.wait()
+                    if waited.cancelled_caught:
+                        follower.status_changed = True
+                        yield []
+            async for page in self._catch_up(run_id, last):  # events stored before it ended
+                yield page
+        finally:
+            followers = self._followers.get(run_id)
+            if followers is not None:
+                followers.discard(follower)
+                if not followers:
+                    del self._followers[run_id]
+
+    async def _catch_up(self, run_id: str, after_seq: int) -> AsyncIterator[list[RunEvent]]:
+        """Yield what the store holds after ``after_seq``, page by page (never an empty one)."""
+        size = self._limits.follow_page_events
+        while True:
+            page = await in_thread(self._store.list_events, run_id, after_seq=after_seq, limit=size)
+            if page:
+                after_seq = page[-1].seq
+                yield page
+            if len(page) < size:
+                return

@@ -19,7 +19,8 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,6 @@ from octipusd.adapter import (
     StreamParser,
     Usage,
 )
-from octipusd.bridge.server import Bridge, open_bridge
 from octipusd.connectors import ConnectorSet
 from octipusd.environment import vendor_environment
 from octipusd.errors import ConflictError, ExecutableNotFoundError, OctipusError
@@ -55,11 +55,20 @@ from octipusd.toolkit import ChildRequest, RunIdentity, ToolSpec
 from octipusd.tools import ROOT_ROLE
 
 if TYPE_CHECKING:
+    from octipusd.bridge.server import Bridge
     from octipusd.runtime.services import RunRegistry, RunServices
 
 __all__ = ["Attempt", "RunSupervisor"]
 
 log = logging.getLogger("octipusd.runtime")
+
+
+def _bridge_opener() -> Callable[..., AbstractAsyncContextManager[Bridge]]:
+    """:func:`octipusd.bridge.server.open_bridge`, imported on first use (it loads the MCP SDK,
+    which the daemon's start-up does not need)."""
+    from octipusd.bridge.server import open_bridge
+
+    return open_bridge
 
 
 @dataclass
@@ -304,6 +313,8 @@ class RunSupervisor:
                 expected=stored.vendor_session_id if stored is not None else None,
             )
             try:
+                # the bridge (and the MCP SDK under it) is imported by the first run, off the event loop
+                open_bridge = await anyio.to_thread.run_sync(_bridge_opener)
                 async with open_bridge(self.identity, self.host, plan.tools) as bridge:
                     await self._attempts(plan, bridge, state)
             finally:
@@ -410,9 +421,11 @@ class RunSupervisor:
             tg.start_soon(self._watch_active_time)
             parser = adapter.new_parser(request)
             self.attempt.parser = parser
-            async for line in process.lines():
-                for event in parser.feed(line):
-                    await self.events.handle(event, tg)
+            async for batch in process.line_batches():
+                for line in batch:
+                    for event in parser.feed(line):
+                        await self.events.handle(event, tg)
+                await self.events.stored()  # one commit for the events of one read
             with anyio.move_on_after(self.services.limits.exit_after_result_s):
                 await process.wait()
             if process.returncode is None:
@@ -420,6 +433,7 @@ class RunSupervisor:
             await process.reap()
             for event in parser.finish(process.returncode):
                 await self.events.handle(event, tg)
+            await self.events.stored()
             await self.events.check_bridge_answered()
             await self._account(adapter, request, process)
             tg.cancel_scope.cancel()

@@ -1,6 +1,7 @@
 """How one run handles its vendor's events (:class:`VendorEvents`, owned by its supervisor).
 
-Each event is stored first (unless it is a kind that is never stored), then acted on: a session
+Each event is queued for storage first (unless it is a kind that is never stored; the events of one
+read of the vendor's output are committed together, :meth:`VendorEvents.stored`), then acted on: a session
 announcement keeps the vendor's session id; a permission request is relayed; a native tool use is
 shown to the flow guard; a cancelled control request stops its wait; a failure the adapter found
 (a bridge not connected) fails the run, or, while the vendor still connects to the bridge, only if
@@ -26,12 +27,13 @@ from octipusd.adapter import (
     ToolUseEvent,
     VendorEvent,
 )
-from octipusd.bridge.server import Bridge
 from octipusd.runtime.events import NOT_STORED
 from octipusd.runtime.relay import BRIDGE_PREFIX
 from octipusd.store.aio import in_thread
+from octipusd.store.event_writer import PendingEvent
 
 if TYPE_CHECKING:
+    from octipusd.bridge.server import Bridge
     from octipusd.runtime.supervisor import RunSupervisor
 
 __all__ = ["VendorEvents"]
@@ -46,16 +48,21 @@ class VendorEvents:
 
     def __init__(self, supervisor: RunSupervisor) -> None:
         self._run = supervisor
+        self._unsettled: list[PendingEvent] = []
 
     async def handle(self, event: VendorEvent, tg: anyio.abc.TaskGroup) -> None:
-        """Store one vendor event and act on it; after a stop began, drop it (counted)."""
+        """Queue one vendor event for storage and act on it; after a stop began, drop it (counted).
+
+        The event is queued ahead of anything the action stores or publishes (the writer keeps
+        their order); :meth:`stored` waits for its commit.
+        """
         run = self._run
         attempt = run.attempt
         if attempt.stopping is not None:
             attempt.discarded += 1
             return
         if event.kind not in NOT_STORED:
-            await run.services.hub.emit_vendor(run.run.id, event)
+            self._unsettled.append(run.services.hub.emit_vendor_soon(run.run.id, event))
         process, adapter = attempt.process, run.adapter
         assert process is not None and adapter is not None
         if isinstance(event, SessionEvent):
@@ -91,6 +98,16 @@ class VendorEvents:
             if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results
                 await process.close_stdin()
         self._check_token_budget(tg)
+
+    async def stored(self) -> None:
+        """Wait until every event handled so far is committed (and published): one commit for all.
+
+        Raises:
+            StoreError: they could not be stored.
+        """
+        unsettled, self._unsettled = self._unsettled, []
+        for pending in unsettled:
+            await self._run.services.hub.settle(pending)
 
     async def _on_session(self, event: SessionEvent, tg: anyio.abc.TaskGroup) -> None:
         """The vendor announced its session: keep the id; a failed bridge fails the run."""

@@ -235,7 +235,10 @@ class ApprovalStoreMixin(StoreMixin):
         }
         if grant_row is not None:
             values["grant_id"] = grant_row.id
-        with self._tx(f"deciding approval {approval_id}", write=True) as db:
+        with (
+            self._policy_change(f"deciding approval {approval_id}", needed=grant_row is not None) as change,
+            self._tx(f"deciding approval {approval_id}", write=True) as db,
+        ):
             result = db.exec(
                 update(ApprovalRow)
                 .where(
@@ -249,6 +252,7 @@ class ApprovalStoreMixin(StoreMixin):
             won = bool(result.rowcount)
             if won and grant_row is not None:
                 db.add(grant_row)
+                change.put_grant(self._grant_record(grant_row))
             if won:
                 decided = self._get_approval_row(db, approval_id)
                 if decided.kind == "action_recovery" and decided.action_ids:

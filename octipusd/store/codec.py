@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy import Connection
 from sqlmodel import Session as DbSession
 
 from octipusd.errors import InvalidRequestError
@@ -19,7 +20,11 @@ from octipusd.store.models import ApprovalRow, PermissionGrantRow, RunRow, Sessi
 from octipusd.store.records import ApprovalStatus, Session
 
 if TYPE_CHECKING:
+    from octipusd.errors import DatabaseTimeoutError
+    from octipusd.store.engine import DatabaseTimeouts
     from octipusd.store.journal_store import ToolAction
+    from octipusd.store.policy_view import PolicyChange, PolicyView
+    from octipusd.store.records import PermissionGrant
 
 E = TypeVar("E", bound=Enum)
 
@@ -103,8 +108,27 @@ class StoreMixin:
     if TYPE_CHECKING:
         _clock: Callable[[], datetime]
         _sqlite: bool
+        _timeouts: DatabaseTimeouts
+        _policy_view: PolicyView
 
-        def _tx(self, what: str, *, write: bool = False) -> AbstractContextManager[DbSession]: ...
+        def _tx(
+            self, what: str, *, write: bool = False, transcript: bool = False
+        ) -> AbstractContextManager[DbSession]: ...
+
+        def _timed_out(self, what: str, detail: str) -> DatabaseTimeoutError: ...
+
+        def _policy_change(
+            self, what: str, *, needed: bool = True
+        ) -> AbstractContextManager[PolicyChange]: ...
+
+        @staticmethod
+        def _grant_record(row: PermissionGrantRow) -> PermissionGrant: ...
+
+        def get_session(self, session_id: str) -> Session: ...
+
+        def _core(
+            self, what: str, *, write: bool = False, single: bool = False, transcript: bool = False
+        ) -> AbstractContextManager[Connection]: ...
 
         @staticmethod
         def _lock_session(db: DbSession, session_id: str) -> SessionRow: ...
@@ -114,6 +138,8 @@ class StoreMixin:
 
         @staticmethod
         def _lock_run(db: DbSession, run_id: str) -> RunRow: ...
+
+        def forget_event_sequences(self, run_ids: Sequence[str]) -> None: ...
 
         @staticmethod
         def _get_approval_row(db: DbSession, approval_id: str) -> ApprovalRow: ...
@@ -159,14 +185,14 @@ class StoreMixin:
             self, db: DbSession, approval_id: str, status: str, reason: str | None
         ) -> None: ...
 
-        def _lock_key(self, db: DbSession, user: str, tool: str, key: str) -> None: ...
+        def _lock_key(self, conn: Connection, user: str, tool: str, key: str) -> None: ...
 
         @staticmethod
         def _later_than(action: ToolAction) -> list[Any]: ...
 
         def _finish_action(
             self,
-            db: DbSession,
+            conn: Connection,
             action_id: str,
             *,
             outcome: str,

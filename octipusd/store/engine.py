@@ -1,7 +1,9 @@
 """Database engines: SQLite (embedded default) or PostgreSQL (``postgresql+psycopg://``).
 
 SQLite connections run in WAL mode with ``synchronous=FULL`` (a committed row survives a
-power cut), foreign keys enforced and a busy timeout. Every engine is bounded by its
+power cut), foreign keys enforced and a busy timeout. A transaction started with
+:data:`TRANSCRIPT_OPTION` (run events only) commits without waiting for the disk: ``synchronous=NORMAL``
+on SQLite, ``synchronous_commit = off`` on PostgreSQL (see :data:`TRANSCRIPT_OPTION`). Every engine is bounded by its
 :class:`DatabaseTimeouts` (settings ``database.connectTimeoutSeconds`` and
 ``database.statementTimeoutSeconds``): on SQLite the statement timeout is the busy timeout, on
 PostgreSQL libpq's ``connect_timeout`` and the server's ``statement_timeout``. pysqlite's own implicit transaction
@@ -33,6 +35,7 @@ from octipusd.settings import (
 
 __all__ = [
     "ACCEPTED_SCHEMES",
+    "TRANSCRIPT_OPTION",
     "WRITE_OPTION",
     "DatabaseTimeouts",
     "default_sqlite_url",
@@ -87,6 +90,13 @@ class DatabaseTimeouts:
 #: Connection execution option: when true, the SQLite transaction starts with
 #: ``BEGIN IMMEDIATE`` (takes the write lock up front). Ignored on PostgreSQL.
 WRITE_OPTION = "octipus_write"
+#: Connection execution option: when true, the transaction's commit does not wait for the disk
+#: (SQLite ``synchronous=NORMAL`` in WAL mode, PostgreSQL ``SET LOCAL synchronous_commit = off``). Its
+#: rows survive a crash of the daemon (SIGKILL included) and are on disk after the next commit of any
+#: other transaction, or within a fraction of a second; an OS crash or power cut may lose the last
+#: of them. Only run events use it (DESIGN.md "Persistence"); every other table commits with
+#: ``synchronous=FULL``.
+TRANSCRIPT_OPTION = "octipus_transcript"
 
 
 def default_sqlite_url() -> str:
@@ -219,11 +229,16 @@ def _prepare_sqlite_file(path: Path) -> None:
         raise StoreError(f"cannot create the SQLite database {path}: {exc.strerror or exc}") from exc
 
 
+#: Key in a SQLite connection's ``info``: the ``synchronous`` mode it is in.
+_SYNCHRONOUS = "octipus_synchronous"
+
+
 def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: ConnectionPoolEntry) -> None:
         # Octipus emits BEGIN itself (see _on_begin); pysqlite must not.
         dbapi_connection.isolation_level = None
+        record.info[_SYNCHRONOUS] = "FULL"
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -235,5 +250,9 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        write = bool(conn.get_execution_options().get(WRITE_OPTION))
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        options = conn.get_execution_options()
+        synchronous = "NORMAL" if options.get(TRANSCRIPT_OPTION) else "FULL"
+        if conn.info.get(_SYNCHRONOUS) != synchronous:  # a pragma, so outside the transaction
+            conn.exec_driver_sql(f"PRAGMA synchronous = {synchronous}")
+            conn.info[_SYNCHRONOUS] = synchronous
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION) else "BEGIN")

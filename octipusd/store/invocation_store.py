@@ -472,7 +472,12 @@ class InvocationStoreMixin(StoreMixin):
                 return False
             if row.action_id is not None and outcome is not None:
                 self._finish_action(
-                    db, row.action_id, outcome=outcome, detail=detail, data=None, answered=answered
+                    db.connection(),
+                    row.action_id,
+                    outcome=outcome,
+                    detail=detail,
+                    data=None,
+                    answered=answered,
                 )
             db.exec(
                 update(ToolInvocationRow)

@@ -8,9 +8,12 @@ who won.
 
 Outcome writes: :meth:`JournalStoreMixin.start_action` commits ``started`` before the tool
 body runs; :meth:`JournalStoreMixin.finish_action` changes only a record still ``started``
-(a duplicated completion changes nothing). A call started by hand binds its action to its
+(a duplicated completion changes nothing). Both are SQLAlchemy Core statements built once
+(:mod:`octipusd.store.journal_sql`; no ORM instance on the path): on PostgreSQL the change and its
+receipt entry are one statement, one round trip. A call started by hand binds its action to its
 exact claim in the same transaction as ``started``, and its outcome and its request status
-commit together (:meth:`InvocationStoreMixin.finish_invocation`).
+commit together (:meth:`InvocationStoreMixin.finish_invocation`). The start-up recovery of
+orphaned ``started`` records is in :mod:`octipusd.store.recovery_store`.
 """
 
 from __future__ import annotations
@@ -23,11 +26,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, or_, text, update
+import sqlalchemy as sa
+from sqlalchemy import Connection, delete, func, or_, text, update
+from sqlalchemy.engine import Row
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, InvalidRequestError, KeyInUseError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, new_id
+from octipusd.store.journal_sql import (
+    ACTIONS,
+    INSERT_ACTION,
+    INSERT_RECEIPT,
+    finish_params,
+    finish_statement,
+    start_statement,
+    write_with_receipt,
+)
 from octipusd.store.models import ActionReceiptRow, ToolActionRow, ToolInvocationRow
 from octipusd.toolkit.contracts import DEFAULT_DEADLINE_SECONDS
 
@@ -176,13 +190,13 @@ class ActionReceipt:
         }
 
 
-def _action(row: ToolActionRow) -> ToolAction:
+def _action(row: ToolActionRow | Row[Any]) -> ToolAction:
     values = {name: getattr(row, name) for name in ToolAction.__slots__}
     values["dispatch"] = _dispatch(row)
     return ToolAction(**values)
 
 
-def _dispatch(row: ToolActionRow) -> dict[str, Any] | None:
+def _dispatch(row: ToolActionRow | Row[Any]) -> dict[str, Any] | None:
     """The stored dispatch object; a value that is not a JSON object reads as none (logged)."""
     if row.dispatch is None:
         return None
@@ -196,6 +210,10 @@ def _dispatch(row: ToolActionRow) -> dict[str, Any] | None:
     return value
 
 
+#: A new record's columns that ``start_action`` does not set.
+_NO_VALUES: dict[str, Any] = {name: None for name in ToolAction.__slots__}
+
+
 def _receipt(row: ActionReceiptRow) -> ActionReceipt:
     data = json.loads(row.data) if row.data else {}
     return ActionReceipt(
@@ -206,6 +224,11 @@ def _receipt(row: ActionReceiptRow) -> ActionReceipt:
         data=data if isinstance(data, dict) else {"value": data},
         created_at=row.created_at,
     )
+
+
+def _check_outcome(outcome: str) -> None:
+    if outcome not in ("completed", "not_executed", "uncertain"):
+        raise ValueError(f"an outcome is completed, not_executed or uncertain, got {outcome!r}")
 
 
 def _unresolved() -> Any:
@@ -287,7 +310,9 @@ class JournalStoreMixin(StoreMixin):
         """
         if outcome not in ("started", "not_executed"):
             raise ValueError(f"a new action starts as 'started' or 'not_executed', got {outcome!r}")
-        row = ToolActionRow(
+        encoded = _json(dispatch) if dispatch is not None else None
+        values: dict[str, Any] = dict(
+            _NO_VALUES,
             id=new_id(),
             user=user,
             session_id=session_id,
@@ -306,68 +331,81 @@ class JournalStoreMixin(StoreMixin):
             owner=owner,
             outcome=outcome,
             detail=detail,
-            dispatch=_json(dispatch) if dispatch is not None else None,
+            dispatch=encoded,
         )
-        with self._tx(f"recording {tool} in the action journal", write=True) as db:
-            if idempotency_key is not None and outcome == "started":
-                self._claim_key(db, user, tool, idempotency_key)
+        claim = idempotency_key is not None and outcome == "started"
+        single = not claim and invocation is None  # PostgreSQL: one statement, one round trip
+        with self._core(f"recording {tool} in the action journal", write=True, single=single) as conn:
+            if claim:
+                self._claim_key(conn, user, tool, str(idempotency_key))
             now = self._clock()  # after any wait for the write lock: the bound starts here
-            row.started_at = now
-            row.finished_at = now if outcome != "started" else None
+            values["started_at"] = now
+            values["finished_at"] = now if outcome != "started" else None
             if in_flight_seconds is not None:
-                row.in_flight_until = now + timedelta(seconds=in_flight_seconds)
-            db.add(row)
-            db.flush()
+                values["in_flight_until"] = now + timedelta(seconds=in_flight_seconds)
+            receipt = {
+                "action_id": values["id"],
+                "kind": "contract" if outcome == "started" else "outcome",
+                "state": None,
+                "data": _json(dict(contract or {}, outcome=outcome, detail=detail)),
+                "created_at": now,
+            }
             if invocation is not None:
-                bound = db.exec(
-                    update(ToolInvocationRow)
-                    .where(
-                        col(ToolInvocationRow.id) == invocation[0],
-                        col(ToolInvocationRow.claim_token) == invocation[1],
-                        col(ToolInvocationRow.status) == "executing",
-                        col(ToolInvocationRow.action_id).is_(None),
-                    )
-                    .values(action_id=row.id, updated_at=now)
-                    .execution_options(synchronize_session=False)
-                )
-                if not bound.rowcount:
-                    raise ConflictError(
-                        f"invocation {invocation[0]} is no longer claimed by this executor; it was not run"
-                    )
-            db.add(
-                ActionReceiptRow(
-                    action_id=row.id,
-                    kind="contract" if outcome == "started" else "outcome",
-                    state=None,
-                    data=_json(dict(contract or {}, outcome=outcome, detail=detail)),
-                    created_at=now,
-                )
-            )
-        return _action(row)
+                conn.execute(INSERT_ACTION, values)  # before the invocation refers to it
+                self._bind_invocation(conn, invocation, values["id"], now)
+                conn.execute(INSERT_RECEIPT, receipt)
+            else:
+                write_with_receipt(conn, self._sqlite, start_statement(self._sqlite), values, receipt)
+        values["dispatch"] = json.loads(encoded) if encoded is not None else None
+        return ToolAction(**values)
 
-    def _lock_key(self, db: DbSession, user: str, tool: str, key: str) -> None:
+    @staticmethod
+    def _bind_invocation(
+        conn: Connection, invocation: tuple[str, str], action_id: str, now: datetime
+    ) -> None:
+        """Inside ``started``'s transaction: bind the action to the invocation's exact claim.
+
+        Raises:
+            ConflictError: the claim was lost (the transaction must roll back).
+        """
+        bound = conn.execute(
+            update(ToolInvocationRow)
+            .where(
+                col(ToolInvocationRow.id) == invocation[0],
+                col(ToolInvocationRow.claim_token) == invocation[1],
+                col(ToolInvocationRow.status) == "executing",
+                col(ToolInvocationRow.action_id).is_(None),
+            )
+            .values(action_id=action_id, updated_at=now)
+        )
+        if not bound.rowcount:
+            raise ConflictError(
+                f"invocation {invocation[0]} is no longer claimed by this executor; it was not run"
+            )
+
+    def _lock_key(self, conn: Connection, user: str, tool: str, key: str) -> None:
         """Serialise the writers of one user's tool and idempotency key until the transaction ends
         (a PostgreSQL advisory transaction lock; SQLite writes are serial already)."""
         if self._sqlite:
             return
         digest = hashlib.sha256(f"{user}\0{tool}\0{key}".encode()).digest()
-        db.connection().execute(
+        conn.execute(
             text("SELECT pg_advisory_xact_lock(:k)"), {"k": int.from_bytes(digest[:8], "big", signed=True)}
         )
 
-    def _claim_key(self, db: DbSession, user: str, tool: str, key: str) -> None:
+    def _claim_key(self, conn: Connection, user: str, tool: str, key: str) -> None:
         """Inside a write transaction: refuse a new call while another call with the same user,
         tool and idempotency key is ``started`` or being compensated."""
-        self._lock_key(db, user, tool, key)
-        busy = db.exec(
-            select(ToolActionRow.id, ToolActionRow.outcome).where(
-                col(ToolActionRow.user) == user,
-                col(ToolActionRow.tool) == tool,
-                col(ToolActionRow.idempotency_key) == key,
-                or_(
-                    col(ToolActionRow.outcome) == "started", col(ToolActionRow.recovery_state) == "recovering"
-                ),
+        self._lock_key(conn, user, tool, key)
+        busy = conn.execute(
+            sa.select(ACTIONS.c.id, ACTIONS.c.outcome)
+            .where(
+                ACTIONS.c.user == user,
+                ACTIONS.c.tool == tool,
+                ACTIONS.c.idempotency_key == key,
+                or_(ACTIONS.c.outcome == "started", ACTIONS.c.recovery_state == "recovering"),
             )
+            .limit(1)
         ).first()
         if busy is not None:
             what = "is running" if busy[1] == "started" else "is being compensated"
@@ -404,14 +442,18 @@ class JournalStoreMixin(StoreMixin):
             StoreError: the database failed (the record stays ``started``, which blocks later
                 mutations pending review).
         """
-        with self._tx(f"recording the outcome of action {action_id}", write=True) as db:
+        _check_outcome(outcome)
+        # ``uncertain`` reads the record first (its deadline, a remedy meanwhile): two statements
+        with self._core(
+            f"recording the outcome of action {action_id}", write=True, single=outcome != "uncertain"
+        ) as conn:
             return self._finish_action(
-                db, action_id, outcome=outcome, detail=detail, data=data, answered=answered
+                conn, action_id, outcome=outcome, detail=detail, data=data, answered=answered
             )
 
     def _finish_action(
         self,
-        db: DbSession,
+        conn: Connection,
         action_id: str,
         *,
         outcome: str,
@@ -419,38 +461,32 @@ class JournalStoreMixin(StoreMixin):
         data: dict[str, Any] | None,
         answered: bool = False,
     ) -> bool:
-        if outcome not in ("completed", "not_executed", "uncertain"):
-            raise ValueError(f"an outcome is completed, not_executed or uncertain, got {outcome!r}")
+        _check_outcome(outcome)
         now = self._clock()
         values: dict[str, Any] = {"outcome": outcome, "detail": detail, "finished_at": now}
         if answered:
             values["dispatch_ended_at"] = now
         state = None
         if outcome == "uncertain":
-            row = db.get(ToolActionRow, action_id)
+            row = conn.execute(
+                sa.select(ACTIONS.c.recovery_state, ACTIONS.c.deadline_seconds).where(
+                    ACTIONS.c.id == action_id
+                )
+            ).first()
             if row is None or row.recovery_state is None:  # a person's remedy meanwhile is kept
                 state = "effect_unconfirmed"
                 seconds = row.deadline_seconds if row is not None else DEFAULT_DEADLINE_SECONDS
                 values["recovery_state"] = state
                 values["deadline_at"] = now + timedelta(seconds=seconds)
-        result = db.exec(
-            update(ToolActionRow)
-            .where(col(ToolActionRow.id) == action_id, col(ToolActionRow.outcome) == "started")
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-        if not result.rowcount:
-            return False
-        db.add(
-            ActionReceiptRow(
-                action_id=action_id,
-                kind="outcome",
-                state=state,
-                data=_json(dict(data or {}, outcome=outcome, detail=detail)),
-                created_at=now,
-            )
-        )
-        return True
+        change = finish_statement(self._sqlite, tuple(values))
+        receipt = {
+            "action_id": action_id,
+            "kind": "outcome",
+            "state": state,
+            "data": _json(dict(data or {}, outcome=outcome, detail=detail)),
+            "created_at": now,
+        }
+        return write_with_receipt(conn, self._sqlite, change, finish_params(action_id, values), receipt)
 
     def get_action(self, action_id: str) -> ToolAction:
         """Return one journal record.
@@ -583,31 +619,6 @@ class JournalStoreMixin(StoreMixin):
         query = query.order_by(col(ToolActionRow.started_at), col(ToolActionRow.id)).limit(limit)
         with self._tx("reading unresolved actions") as db:
             return [_action(r) for r in db.exec(query).all()]
-
-    def orphan_started_actions(self, *, owner: str) -> list[ToolAction]:
-        """Mark ``started`` records of other daemon instances ``uncertain`` (run at start-up).
-
-        With one active backend per database, a record still ``started`` by another instance
-        lost its completion evidence when that instance stopped (seed 000: orphans count as
-        uncertain). Records of ``owner`` (this instance) are left alone.
-
-        Returns:
-            The records changed (as they are now).
-        """
-        with self._tx("marking orphaned actions uncertain", write=True) as db:
-            rows = db.exec(
-                select(ToolActionRow).where(
-                    col(ToolActionRow.outcome) == "started", col(ToolActionRow.owner) != owner
-                )
-            ).all()
-            changed: list[str] = []
-            for row in rows:
-                detail = f"orphaned: the daemon instance {row.owner} stopped before recording an outcome"
-                if self._finish_action(db, row.id, outcome="uncertain", detail=detail, data={"orphan": True}):
-                    changed.append(row.id)
-            db.expire_all()  # the UPDATEs bypassed the identity map
-            out = [db.get(ToolActionRow, i) for i in changed]
-            return [_action(r) for r in out if r is not None]
 
     def expire_runless_approvals(self, now: datetime) -> list[str]:
         """Mark pending approvals that belong to no run and are past ``expires_at`` expired.

@@ -15,22 +15,32 @@ compares the migrated schema with the models on SQLite and PostgreSQL).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from octipusd.errors import StoreError
 from octipusd.store.engine import WRITE_OPTION, display_url, make_engine
 
-__all__ = ["MIGRATIONS_DIR", "alembic_config", "current_revision", "head_revision", "upgrade"]
+if TYPE_CHECKING:  # Alembic is imported only when a database needs migrating
+    from alembic.config import Config
+
+__all__ = [
+    "HEAD_REVISION",
+    "MIGRATIONS_DIR",
+    "alembic_config",
+    "current_revision",
+    "head_revision",
+    "upgrade",
+]
 
 #: Folder of the Alembic environment (``env.py``, ``versions/``) inside the package.
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+#: The newest packaged revision, known without loading Alembic, so that a daemon starting on an
+#: up-to-date database does not import it (the migration tests check it against
+#: :func:`head_revision`: a new revision must update it).
+HEAD_REVISION = "0006"
 
 # Transaction-scoped advisory lock taken while migrating PostgreSQL, so two processes that
 # start at once do not both run the same revision ("octimigr" as a 64-bit integer).
@@ -47,6 +57,8 @@ def alembic_config(url: str | None = None) -> Config:
     Returns:
         A ``Config`` with ``script_location`` set; no ini file is read.
     """
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url is not None:
@@ -56,6 +68,8 @@ def alembic_config(url: str | None = None) -> Config:
 
 def head_revision() -> str:
     """Return the newest revision id the packaged migrations know (e.g. ``"0001"``)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:  # pragma: no cover - the package always ships revisions
         raise StoreError(f"no migrations found in {MIGRATIONS_DIR}")
@@ -68,6 +82,8 @@ def current_revision(engine: Engine) -> str | None:
     Raises:
         StoreError: The database cannot be read.
     """
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
@@ -78,7 +94,8 @@ def current_revision(engine: Engine) -> str | None:
 def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
     """Migrate the database to ``revision`` (``alembic upgrade head``), in one transaction.
 
-    Running it on an up-to-date database does nothing. On PostgreSQL a transaction-level
+    Running it on an up-to-date database does nothing (its revision is read without importing
+    Alembic). On PostgreSQL a transaction-level
     advisory lock keeps two processes from migrating at once, and the statement timeout is
     lifted for the migration's transaction; on SQLite the write transaction (``BEGIN
     IMMEDIATE``) keeps two processes apart.
@@ -93,6 +110,13 @@ def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
             unknown to this octipusd (a newer octipusd migrated it).
     """
     engine = make_engine(engine_or_url) if isinstance(engine_or_url, str) else engine_or_url
+    if revision == "head" and _at_head(engine):
+        if isinstance(engine_or_url, str):
+            engine.dispose()
+        return
+    from alembic import command
+    from alembic.util import CommandError
+
     shown = display_url(engine.url)
     config = alembic_config()
     try:
@@ -117,3 +141,17 @@ def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
         config.attributes.pop("connection", None)
         if isinstance(engine_or_url, str):
             engine.dispose()
+
+
+def _at_head(engine: Engine) -> bool:
+    """Whether the database's schema is at :data:`HEAD_REVISION`, read without Alembic.
+
+    Any failure (no version table yet, an unreachable database) answers False: Alembic then
+    migrates, or reports the failure.
+    """
+    try:
+        with engine.connect() as conn:
+            versions = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    except SQLAlchemyError:
+        return False
+    return list(versions) == [HEAD_REVISION]

@@ -6,11 +6,17 @@ Stored rules (``permission_rules``: the runtime "per-tool policies" of seed 003)
 (``sessions.flow_label``, FACTS.md §9). Same conventions as ``repository.py``: one committed
 transaction per method, frozen records out, "exactly once" changes as conditional ``UPDATE``
 statements (a grant's use is counted by ``UPDATE ... WHERE uses < max_uses``).
+
+The methods that change rules, grants or flow labels also keep the in-memory
+:class:`~octipusd.store.policy_view.PolicyView` current (published after their transaction
+committed), which the permission gate reads instead of the database: :meth:`policy_entries` and
+:meth:`flow_label`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +27,7 @@ from sqlmodel import Session as DbSession, col, select
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, enum_member, new_id
 from octipusd.store.models import PermissionGrantRow, PermissionRuleRow, SessionRow, SpaceMemberRow, SpaceRow
+from octipusd.store.policy_view import PolicyChange, PolicyEntries, PolicyView
 from octipusd.store.records import PermissionGrant, PermissionRule, Space, SpaceRole
 
 __all__ = ["LEVELS", "PolicyStoreMixin"]
@@ -75,8 +82,78 @@ def _space(row: SpaceRow, members: Iterable[SpaceMemberRow]) -> Space:
 class PolicyStoreMixin(StoreMixin):
     """Rules, grants, spaces and flow labels; see the module docstring.
 
-    Mixed into :class:`~octipusd.store.Store`, which provides ``_tx`` and ``_clock``.
+    Mixed into :class:`~octipusd.store.Store`, which provides ``_tx``, ``_clock`` and ``_policy_view``.
     """
+
+    _grant_record = staticmethod(_grant)
+
+    # The in-memory view ------------------------------------------------------------------
+
+    @contextmanager
+    def _policy_change(self, what: str, *, needed: bool = True) -> Iterator[PolicyChange]:
+        """Hold the view's lock for one write of rules or grants; the :class:`PolicyChange` the
+        block records is published only if the block (and so its transaction) completes.
+
+        Args:
+            what: The write, for a timeout's message.
+            needed: False when this call changes no rule or grant (then nothing is held).
+
+        Raises:
+            DatabaseTimeoutError: another change held the view past the statement timeout.
+        """
+        change = PolicyChange()
+        if not needed:
+            yield change
+            return
+        view = self._policy_view
+        if not view.lock.acquire(timeout=self._timeouts.statement_seconds):
+            raise self._timed_out(what, "another change of the permission rules or grants held them")
+        try:
+            yield change
+            view.publish(change, self._clock())
+        finally:
+            view.lock.release()
+
+    @property
+    def policy_view(self) -> PolicyView:
+        """The in-memory view of rules, grants and flow labels (read it without I/O; the store's
+        writes keep it current)."""
+        return self._policy_view
+
+    def policy_entries(self) -> PolicyEntries:
+        """The stored rules and the grants neither revoked nor used up, from memory.
+
+        The first call reads them from the database; later ones return the view the store's own
+        writes keep current (no I/O). :attr:`PolicyView.entries` is the same without the first read.
+
+        Raises:
+            StoreError: the first read failed.
+        """
+        view = self._policy_view
+        entries = view.entries
+        if entries is not None:
+            return entries
+        with self._policy_change("loading the permission rules and grants"):
+            entries = view.entries
+            if entries is None:
+                entries = view.load(self.list_rules(), self.list_grants())
+            return entries
+
+    def flow_label(self, session_id: str) -> str:
+        """The session's flow label (``sessions.flow_label``), from memory once read.
+
+        Raises:
+            NotFoundError: no such session.
+            StoreError: the database failed.
+        """
+        view = self._policy_view
+        label = view.flow_label(session_id)
+        if label is not None:
+            return label
+        writes = view.label_writes()
+        label = self.get_session(session_id).flow_label
+        view.remember_label(session_id, label, read_after=writes)
+        return label
 
     # Stored rules ------------------------------------------------------------------------
 
@@ -103,7 +180,10 @@ class PolicyStoreMixin(StoreMixin):
         row = PermissionRuleRow(
             id=new_id(), level=level, rule=text, created_by=created_by, created_at=self._clock()
         )
-        with self._tx("adding a permission rule", write=True) as db:
+        with (
+            self._policy_change("adding a permission rule") as change,
+            self._tx("adding a permission rule", write=True) as db,
+        ):
             taken = db.exec(
                 select(PermissionRuleRow.id).where(
                     col(PermissionRuleRow.level) == level, col(PermissionRuleRow.rule) == text
@@ -116,7 +196,9 @@ class PolicyStoreMixin(StoreMixin):
                 db.flush()
             except IntegrityError as exc:  # a concurrent writer added it between check and insert
                 raise ConflictError(f"{level} rule {text!r} already exists") from exc
-        return _rule(row)
+            record = _rule(row)
+            change.put_rule(record)
+        return record
 
     def list_rules(self) -> list[PermissionRule]:
         """Return every stored rule, oldest first (the order they are evaluated in)."""
@@ -134,7 +216,10 @@ class PolicyStoreMixin(StoreMixin):
         Raises:
             NotFoundError: no such rule.
         """
-        with self._tx(f"removing permission rule {rule_id}", write=True) as db:
+        with (
+            self._policy_change(f"removing permission rule {rule_id}") as change,
+            self._tx(f"removing permission rule {rule_id}", write=True) as db,
+        ):
             row = db.get(PermissionRuleRow, rule_id)
             if row is None:
                 raise NotFoundError(
@@ -142,6 +227,7 @@ class PolicyStoreMixin(StoreMixin):
                 )
             record = _rule(row)
             db.delete(row)
+            change.drop_rule(rule_id)
         return record
 
     # Scoped grants -----------------------------------------------------------------------
@@ -199,9 +285,12 @@ class PolicyStoreMixin(StoreMixin):
             StoreError: the database failed (e.g. an unknown ``session_id``).
         """
         row = self._grant_row(**fields)
-        with self._tx("creating a permission grant", write=True) as db:
-            db.add(row)
-        return _grant(row)
+        with self._policy_change("creating a permission grant") as change:
+            with self._tx("creating a permission grant", write=True) as db:
+                db.add(row)
+            record = _grant(row)
+            change.put_grant(record)
+        return record
 
     def get_grant(self, grant_id: str) -> PermissionGrant:
         """Return one grant.
@@ -243,7 +332,10 @@ class PolicyStoreMixin(StoreMixin):
             was revoked, expired or used up meanwhile.
         """
         now = self._clock()
-        with self._tx(f"using grant {grant_id}", write=True) as db:
+        with (
+            self._policy_change(f"using grant {grant_id}") as change,
+            self._tx(f"using grant {grant_id}", write=True) as db,
+        ):
             result = db.exec(
                 update(PermissionGrantRow)
                 .where(
@@ -260,7 +352,10 @@ class PolicyStoreMixin(StoreMixin):
                 .values(uses=PermissionGrantRow.uses + 1)
                 .execution_options(synchronize_session=False)
             )
-            return bool(result.rowcount)
+            counted = bool(result.rowcount)
+            if counted:
+                change.count_use(grant_id)
+            return counted
 
     def revoke_grant(self, grant_id: str, *, revoked_by: str) -> PermissionGrant:
         """Revoke a grant (idempotent: an already revoked grant keeps its first revocation).
@@ -268,7 +363,10 @@ class PolicyStoreMixin(StoreMixin):
         Raises:
             NotFoundError: no such grant.
         """
-        with self._tx(f"revoking grant {grant_id}", write=True) as db:
+        with (
+            self._policy_change(f"revoking grant {grant_id}") as change,
+            self._tx(f"revoking grant {grant_id}", write=True) as db,
+        ):
             db.exec(
                 update(PermissionGrantRow)
                 .where(col(PermissionGrantRow.id) == grant_id, col(PermissionGrantRow.revoked_at).is_(None))
@@ -279,7 +377,9 @@ class PolicyStoreMixin(StoreMixin):
             if row is None:
                 raise NotFoundError(f"grant {grant_id} not found")
             db.refresh(row)
-            return _grant(row)
+            record = _grant(row)
+            change.put_grant(record)
+            return record
 
     # Flow guard labels -------------------------------------------------------------------
 
@@ -308,7 +408,8 @@ class PolicyStoreMixin(StoreMixin):
             if label != row.flow_label:
                 row.flow_label = label
                 db.add(row)
-            return label
+        self._policy_view.remember_label(session_id, label)
+        return label
 
     # Spaces ------------------------------------------------------------------------------
 

@@ -10,18 +10,29 @@ request may still land on a transport not yet ended. The journal records themsel
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import case, func, literal, or_, update
 from sqlmodel import col, select
 
 from octipusd.errors import NotFoundError
 from octipusd.store.codec import StoreMixin
-from octipusd.store.journal_store import ActionReceipt, ToolAction, _action, _json, _receipt, _unresolved
+from octipusd.store.journal_sql import ACTIONS, INSERT_RECEIPT
+from octipusd.store.journal_store import (
+    ActionReceipt,
+    ToolAction,
+    _action,
+    _json,
+    _receipt,
+    _unresolved,
+)
 from octipusd.store.models import ActionReceiptRow, ToolActionRow
 
 __all__ = ["RecoveryStoreMixin"]
+
+#: The evidence of an orphaned record: before and after the id of the instance that ran it.
+_ORPHAN_DETAIL = ("orphaned: the daemon instance ", " stopped before recording an outcome")
 
 
 class RecoveryStoreMixin(StoreMixin):
@@ -47,7 +58,7 @@ class RecoveryStoreMixin(StoreMixin):
             if row is None or row.recovery_state not in expect:
                 return "state"
             if row.idempotency_key is not None:
-                self._lock_key(db, row.user, row.tool, row.idempotency_key)
+                self._lock_key(db.connection(), row.user, row.tool, row.idempotency_key)
                 if db.exec(select(ToolActionRow.id).where(*self._later_than(_action(row))).limit(1)).first():
                     return "later"
             row.recovery_state = "recovering"
@@ -62,6 +73,67 @@ class RecoveryStoreMixin(StoreMixin):
                 )
             )
             return "started"
+
+    def orphan_started_actions(self, *, owner: str) -> list[ToolAction]:
+        """Mark ``started`` records of other daemon instances ``uncertain`` (run at start-up).
+
+        With one active backend per database, a record still ``started`` by another instance
+        lost its completion evidence when that instance stopped (seed 000: orphans count as
+        uncertain). Records of ``owner`` (this instance) are left alone. Each orphan gets what
+        :meth:`finish_action` gives an ``uncertain`` outcome (recovery state
+        ``effect_unconfirmed`` and its escalation deadline, unless a remedy already set a
+        state) and an ``outcome`` receipt entry.
+
+        Set-based, in one write transaction: the orphans are read (through the index on
+        ``outcome``; locked on PostgreSQL), changed by one ``UPDATE`` (their deadlines by a
+        ``CASE`` over their distinct ``deadline_seconds``) and their receipt entries inserted
+        in one batch. No other writer can add an orphan meanwhile: a second daemon on the
+        database is refused by the store lock.
+
+        Returns:
+            The records changed (as they are now), oldest first.
+        """
+        orphaned = (ACTIONS.c.outcome == "started") & (ACTIONS.c.owner != owner)
+        found = select(ACTIONS.c.id, ACTIONS.c.recovery_state, ACTIONS.c.deadline_seconds).where(orphaned)
+        with self._core("marking orphaned actions uncertain", write=True) as conn:
+            before = {r.id: r for r in conn.execute(found if self._sqlite else found.with_for_update())}
+            if not before:
+                return []
+            now = self._clock()
+            seconds = {r.deadline_seconds for r in before.values()}
+            deadline = case(
+                {s: literal(now + timedelta(seconds=s), type_=ACTIONS.c.deadline_at.type) for s in seconds},
+                value=ACTIONS.c.deadline_seconds,
+                else_=ACTIONS.c.deadline_at,
+            )
+            unset = ACTIONS.c.recovery_state.is_(None)  # a person's remedy meanwhile is kept
+            rows = conn.execute(
+                update(ACTIONS)
+                .where(orphaned)
+                .values(
+                    outcome="uncertain",
+                    detail=literal(_ORPHAN_DETAIL[0]) + ACTIONS.c.owner + literal(_ORPHAN_DETAIL[1]),
+                    finished_at=now,
+                    recovery_state=case((unset, "effect_unconfirmed"), else_=ACTIONS.c.recovery_state),
+                    deadline_at=case((unset, deadline), else_=ACTIONS.c.deadline_at),
+                )
+                .returning(*ACTIONS.c)
+            ).all()
+            receipts = []
+            for row in rows:
+                unchanged = row.id in before and before[row.id].recovery_state is not None
+                data = {"orphan": True, "outcome": "uncertain", "detail": row.detail}
+                receipts.append(
+                    {
+                        "action_id": row.id,
+                        "kind": "outcome",
+                        "state": None if unchanged else "effect_unconfirmed",
+                        "data": _json(data),
+                        "created_at": now,
+                    }
+                )
+            conn.execute(INSERT_RECEIPT, receipts)
+        return sorted((_action(r) for r in rows), key=lambda a: (a.started_at, a.id))
 
     def open_dispatches(self, now: datetime) -> list[ToolAction]:
         """Unresolved actions whose request may still land on a transport Octipus has not ended

@@ -20,11 +20,12 @@ status that method does not set) ``ValueError``, a bug.
 
 The methods live in one module per aggregate, each a mixin of :class:`Store`: sessions and
 work plans (``session_store.py``), model rows (``model_row_store.py``), runs and events
-(``run_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
+(``run_store.py``, ``event_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
 the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``) and session reuse
 (``reuse_store.py``). This module holds the class itself: opening, closing, and
-:meth:`Store._tx`, the one place a database error becomes an Octipus error.
+:meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one place a database error becomes
+an Octipus error.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
-import psycopg
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError, TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession
@@ -46,12 +46,14 @@ from sqlmodel import Session as DbSession
 from octipusd.errors import DatabaseTimeoutError, StoreError
 from octipusd.store.approval_store import APPROVAL_KINDS, SYSTEM_ACTOR, ApprovalStoreMixin
 from octipusd.store.codec import utcnow
-from octipusd.store.engine import WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
+from octipusd.store.engine import TRANSCRIPT_OPTION, WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
+from octipusd.store.event_store import EventStoreMixin
 from octipusd.store.invocation_store import InvocationStoreMixin
 from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
 from octipusd.store.model_row_store import MODEL_ROW_UPDATABLE_FIELDS, ModelRowStoreMixin
 from octipusd.store.policy_store import PolicyStoreMixin
+from octipusd.store.policy_view import PolicyView
 from octipusd.store.recovery_store import RecoveryStoreMixin
 from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.run_store import RUN_UPDATABLE_FIELDS, RunStoreMixin
@@ -64,6 +66,7 @@ class Store(
     SessionStoreMixin,
     ModelRowStoreMixin,
     RunStoreMixin,
+    EventStoreMixin,
     ApprovalStoreMixin,
     PolicyStoreMixin,
     JournalStoreMixin,
@@ -112,7 +115,9 @@ class Store(
         # every transaction on it, not only writes.
         self._serialize_reads = self._sqlite and isinstance(engine.pool, StaticPool)
         self._write_lock = threading.Lock()
+        self._policy_view = PolicyView()
         self._closed = False
+        self._init_event_log()
 
     def now(self) -> datetime:
         """The store's clock (aware UTC): the time its records are written with."""
@@ -176,26 +181,67 @@ class Store(
     # Transactions ------------------------------------------------------------------------
 
     @contextmanager
-    def _tx(self, what: str, *, write: bool = False) -> Iterator[DbSession]:
+    def _tx(self, what: str, *, write: bool = False, transcript: bool = False) -> Iterator[DbSession]:
         """One transaction: committed on normal exit (writes), rolled back on an exception.
+
+        ``transcript`` (a write of run events only) commits without waiting for the disk
+        (:data:`~octipusd.store.engine.TRANSCRIPT_OPTION`).
 
         The one place a database failure becomes an Octipus error: a statement (or the wait for
         a lock, a connection or the store's SQLite write lock) past its timeout raises
         :class:`~octipusd.errors.DatabaseTimeoutError`, any other failure
         :class:`~octipusd.errors.StoreError`; either way nothing of the transaction remains.
         """
+        with (
+            self._guarded(what, write),
+            DbSession(self._engine, expire_on_commit=False, autoflush=False) as db,
+        ):
+            if write:
+                conn = db.connection(execution_options={WRITE_OPTION: True, TRANSCRIPT_OPTION: transcript})
+                if transcript and not self._sqlite:
+                    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            yield db
+            if write:
+                db.commit()
+
+    @contextmanager
+    def _core(
+        self, what: str, *, write: bool = False, single: bool = False, transcript: bool = False
+    ) -> Iterator[Connection]:
+        """As :meth:`_tx`, on a SQLAlchemy Core connection (no ORM session): for hot paths.
+
+        Args:
+            what: What the transaction does, for error messages.
+            write: It writes (on SQLite: the store's write lock and ``BEGIN IMMEDIATE``).
+            single: The block runs exactly one statement. PostgreSQL then runs it without
+                ``BEGIN`` and ``COMMIT`` (one statement is atomic and durable by itself: one
+                round trip instead of three); on SQLite it is an ordinary transaction.
+            transcript: A write of run events only: its commit does not wait for the disk
+                (:data:`~octipusd.store.engine.TRANSCRIPT_OPTION`).
+        """
+        options: dict[str, Any] = {WRITE_OPTION: True, TRANSCRIPT_OPTION: transcript} if write else {}
+        if single and not self._sqlite:
+            options["isolation_level"] = "AUTOCOMMIT"
+        with (
+            self._guarded(what, write),
+            self._engine.connect().execution_options(**options) as conn,
+            conn.begin(),
+        ):
+            if transcript and not self._sqlite:
+                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+            yield conn
+
+    @contextmanager
+    def _guarded(self, what: str, write: bool) -> Iterator[None]:
+        """The store's lock (SQLite writes, or every call on an in-memory database) and the
+        translation of database failures for one transaction (see :meth:`_tx`)."""
         if self._closed:
             raise StoreError(f"the store for {self.url_for_display} is closed (while {what})")
         serialize = (write and self._sqlite) or self._serialize_reads
         if serialize and not self._write_lock.acquire(timeout=self._timeouts.statement_seconds):
             raise self._timed_out(what, "another transaction of this daemon held the database")
         try:
-            with DbSession(self._engine, expire_on_commit=False, autoflush=False) as db:
-                if write:
-                    db.connection(execution_options={WRITE_OPTION: True})
-                yield db
-                if write:
-                    db.commit()
+            yield
         except SQLAlchemyError as exc:
             detail = getattr(exc, "orig", None) or exc
             if _is_timeout(exc, detail):
@@ -223,9 +269,8 @@ def _is_timeout(exc: SQLAlchemyError, detail: object) -> bool:
     past its busy timeout, or no pooled connection free in time."""
     if isinstance(exc, PoolTimeoutError):
         return True
-    if isinstance(detail, psycopg.errors.QueryCanceled | psycopg.errors.ConnectionTimeout):
-        return True
-    return isinstance(detail, sqlite3.OperationalError) and detail.sqlite_errorcode & 0xFF in (
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
-    )
+    if isinstance(detail, sqlite3.OperationalError):
+        return detail.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    import psycopg  # loaded by the PostgreSQL dialect already; a SQLite daemon starts without it
+
+    return isinstance(detail, psycopg.errors.QueryCanceled | psycopg.errors.ConnectionTimeout)

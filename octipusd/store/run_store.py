@@ -1,7 +1,7 @@
-"""Store methods for runs (turns) and their event logs (mixed into :class:`Store`).
+"""Store methods for runs (turns) (mixed into :class:`Store`; their events: ``event_store.py``).
 
-A run's turn index and an event's sequence number are allocated under a lock on the parent row
-(the session, the run), so concurrent callers get distinct, gap-free values; the first terminal
+A run's turn index is allocated under a lock on the session row, so concurrent callers get
+distinct, gap-free values; the first terminal
 status of a run wins and cancels its pending approvals in the same transaction. Same conventions
 as ``repository.py``.
 """
@@ -15,9 +15,9 @@ from sqlalchemy import func, update
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
-from octipusd.store.codec import StoreMixin, check_limit, dump_object, enum_member, load_object, new_id
-from octipusd.store.models import RunEventRow, RunRow
-from octipusd.store.records import ApprovalStatus, Run, RunEvent, RunStatus
+from octipusd.store.codec import StoreMixin, check_limit, enum_member, new_id
+from octipusd.store.models import RunRow
+from octipusd.store.records import ApprovalStatus, Run, RunStatus
 
 __all__ = ["RUN_UPDATABLE_FIELDS", "RunStoreMixin"]
 
@@ -79,20 +79,8 @@ def _run(row: RunRow) -> Run:
     )
 
 
-def _event(row: RunEventRow) -> RunEvent:
-    assert row.id is not None
-    return RunEvent(
-        id=row.id,
-        run_id=row.run_id,
-        seq=row.seq,
-        kind=row.kind,
-        data=load_object(row.data),
-        created_at=row.created_at,
-    )
-
-
 class RunStoreMixin(StoreMixin):
-    """Runs (create, read, list, update, finish, interrupt orphans) and their events; see the module docstring."""
+    """Runs (create, read, list, update, finish, interrupt orphans); see the module docstring."""
 
     @staticmethod
     def _lock_run(db: DbSession, run_id: str) -> RunRow:
@@ -351,55 +339,3 @@ class RunStoreMixin(StoreMixin):
             db.flush()
             self._resolve_pending_for_runs(db, [r.id for r in rows], ApprovalStatus.CANCELLED, reason, now)
             return [_run(r) for r in rows]
-
-    # Events ------------------------------------------------------------------------------
-
-    def append_event(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
-        """Append an event to a run's log; durable when this returns.
-
-        Args:
-            run_id: The run.
-            kind: Event kind, e.g. ``"text"``.
-            data: JSON object payload.
-
-        Returns:
-            The stored event; ``seq`` is the run's previous highest plus one (1 first),
-            distinct and gap-free under concurrent callers.
-
-        Raises:
-            InvalidRequestError: ``data`` is not a JSON-serialisable dict.
-            NotFoundError: No such run.
-            StoreError: The database failed.
-        """
-        payload = dump_object(data, "event data")
-        with self._tx(f"appending an event to run {run_id}", write=True) as db:
-            self._lock_run(db, run_id)
-            highest = db.exec(
-                select(func.max(RunEventRow.seq)).where(col(RunEventRow.run_id) == run_id)
-            ).one()
-            row = RunEventRow(
-                run_id=run_id, seq=(highest or 0) + 1, kind=kind, data=payload, created_at=self._clock()
-            )
-            db.add(row)
-            db.flush()
-        return _event(row)
-
-    def list_events(self, run_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[RunEvent]:
-        """Return up to ``limit`` events of a run with ``seq > after_seq``, in ``seq`` order.
-
-        Raises:
-            InvalidRequestError: ``limit`` < 1.
-            NotFoundError: No such run.
-            StoreError: The database failed.
-        """
-        check_limit(limit)
-        with self._tx(f"listing events of run {run_id}") as db:
-            rows = db.exec(
-                select(RunEventRow)
-                .where(col(RunEventRow.run_id) == run_id, col(RunEventRow.seq) > after_seq)
-                .order_by(col(RunEventRow.seq))
-                .limit(limit)
-            ).all()
-            if not rows:
-                self._get_run_row(db, run_id)
-            return [_event(r) for r in rows]

@@ -226,7 +226,10 @@ class SessionStoreMixin(StoreMixin):
             ConflictError: One of its runs has not ended (stop it first).
             StoreError: The database failed.
         """
-        with self._tx(f"deleting session {session_id}", write=True) as db:
+        with (
+            self._policy_change(f"deleting session {session_id}") as change,
+            self._tx(f"deleting session {session_id}", write=True) as db,
+        ):
             session = db.exec(
                 select(SessionRow).where(col(SessionRow.id) == session_id).with_for_update()
             ).first()
@@ -259,9 +262,15 @@ class SessionStoreMixin(StoreMixin):
             db.exec(delete(SessionCheckpointRow).where(col(SessionCheckpointRow.session_id) == session_id))
             db.exec(delete(SessionMessageRow).where(col(SessionMessageRow.session_id) == session_id))
             db.exec(delete(WorkPlanRow).where(col(WorkPlanRow.session_id) == session_id))
+            grant_ids = db.exec(
+                select(PermissionGrantRow.id).where(col(PermissionGrantRow.session_id) == session_id)
+            ).all()
             db.exec(delete(PermissionGrantRow).where(col(PermissionGrantRow.session_id) == session_id))
+            change.drop_grants(grant_ids)
             db.exec(delete(RunRow).where(col(RunRow.session_id) == session_id))
             db.delete(session)
+        self.forget_event_sequences(run_ids)
+        self._policy_view.forget_label(session_id)
 
     # Work plans --------------------------------------------------------------------------
 

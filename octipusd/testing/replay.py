@@ -197,6 +197,11 @@ class ReplayTransport:
             await anyio.sleep(DRAIN_GRACE)
             self.output_held = True
 
+    async def line_batches(self) -> AsyncIterator[list[bytes]]:
+        """The recording's lines one by one (each step is its own read)."""
+        async for line in self.lines():
+            yield [line]
+
     async def pump_stderr(self) -> None:
         """Nothing to pump: the recording's stderr is the tail."""
 

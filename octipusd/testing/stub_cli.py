@@ -24,6 +24,9 @@ each action is an object with one of these keys:
 - ``{"sleep": 1.5}``: sleep that many seconds.
 - ``{"wait_for_file": "/path/release-$SESSION_ID"}``: block until that file exists (polled every 20 ms;
   ``$SESSION_ID`` is replaced), so a test decides when a run goes on.
+- ``{"emit_burst": {"count": 1000, "per_second": 20}}``: write ``count`` Claude ``assistant`` text
+  events whose text is ``burst <i> t=<time.time() when written>`` (for latency measurements), paced at
+  ``per_second`` (on a fixed schedule from the first; 0, the default, as fast as it can).
 - ``{"spawn_background": {"pid_file": "p", "seconds": 300}}``: start ``sleep 300`` as a grandchild in
   the stub's own process group, never waited for, and write its pid to ``pid_file``. Its stdio is
   /dev/null unless ``"inherit_stdio": true``, which lets it hold the stub's stdout/stderr open.
@@ -80,6 +83,7 @@ _ACTIONS = (
     "echo_last_input",
     "sleep",
     "wait_for_file",
+    "emit_burst",
     "spawn_background",
     "ignore_sigterm",
     "read_until_eof",
@@ -184,6 +188,15 @@ def _validate(actions: object) -> list[dict[str, Any]]:
             or (key in ("emit_raw", "stderr", "wait_for_file") and not isinstance(arg, str))
             or (key == "emit_big" and not (isinstance(arg, dict) and _is_int(arg.get("bytes"))))
             or (key in ("sleep",) and not (_is_number(arg) and arg >= 0))
+            or (
+                key == "emit_burst"
+                and not (
+                    isinstance(arg, dict)
+                    and _is_int(arg.get("count"))
+                    and _is_number(arg.get("per_second", 0))
+                    and arg.get("per_second", 0) >= 0
+                )
+            )
             or (key == "exit" and not _is_int(arg))
             or (
                 key == "spawn_background"
@@ -211,6 +224,25 @@ def _is_number(value: object) -> bool:
 def _write_line(out: BinaryIO, data: bytes) -> None:
     out.write(data + b"\n")
     out.flush()
+
+
+def _burst(out: BinaryIO, count: int, per_second: float, session_id: str) -> None:
+    start = time.monotonic()
+    for i in range(count):
+        if per_second:
+            delay = start + i / per_second - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        event = {
+            "type": "assistant",
+            "message": {
+                "id": f"msg_burst_{i}",
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"burst {i} t={time.time():.6f}"}],
+            },
+            "session_id": session_id,
+        }
+        _write_line(out, json.dumps(event, separators=(",", ":")).encode())
 
 
 def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, stdout: BinaryIO) -> int:
@@ -251,6 +283,10 @@ def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, std
             target = str(_substitute(arg, session_id))
             while not os.path.exists(target):
                 time.sleep(0.02)
+        elif key == "emit_burst":
+            _burst(
+                stdout, int(arg["count"]), float(arg.get("per_second", 0)), session_id or SESSION_PLACEHOLDER
+            )
         elif key == "spawn_background":
             inherit = bool(arg.get("inherit_stdio", False))
             child = subprocess.Popen(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from octipusd.app import McpServersSource
 from octipusd.errors import ConfigError
 from octipusd.settings import McpServerSettings, load_settings
 
@@ -148,3 +149,19 @@ def test_invalid_servers_name_the_key_and_the_problem(tmp_path: Path, toml: str,
     # A missing key is reported "from defaults" by load_settings; a wrong one names the file.
     assert f"file {config}" in message or "Field required" in message
     assert "\n" not in message
+
+
+def test_the_daemon_reads_mcp_servers_again_only_when_the_file_changed(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[mcpServers.one]\ntransport = "stdio"\ncommand = "one"\n')
+    source = McpServersSource(load_settings(config, _env(tmp_path)), config)
+    first = source()
+    assert list(first) == ["one"]
+    assert source() is first  # unchanged: the validated servers are kept, not read again
+    config.write_text('[mcpServers.two]\ntransport = "stdio"\ncommand = "two"\n')
+    assert list(source()) == ["two"]  # the next connection sees the edit
+    config.write_text('[mcpServers.two]\ntransport = "stdio"\nbogus = 1\n')
+    assert list(source()) == ["two"] and source.problem is not None and "bogus" in source.problem
+    assert source.notices()  # and every run is told, until it is fixed
+    config.write_text('[mcpServers.three]\ntransport = "stdio"\ncommand = "three"\n')
+    assert list(source()) == ["three"] and source.problem is None

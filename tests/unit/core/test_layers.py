@@ -28,11 +28,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 #: Ranks of the foundations: a foundation imports only lower ranks (DESIGN.md "Layers", 5).
 #: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers;
-#: ``environment`` the allowlist of what child processes inherit.
+#: ``environment`` the allowlist of what child processes inherit; ``paths`` the XDG folders and
+#: the socket.
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
     "errors": 1,
     "environment": 1,
+    "paths": 1,
     "settings": 2,
     "adapter": 3,
     "toolkit": 3,
@@ -49,8 +51,9 @@ CAPABILITIES = frozenset(
 ROOT_ROOMS = frozenset({"app", "__main__"})
 #: The shipped test kit: it may import anything; no product module imports it.
 KIT = frozenset({"testing"})
-#: The modules of the API a client may import (the request and response models).
-CLIENT_API_MODULES = frozenset({"octipusd.api.models"})
+#: The modules of the API a client may import (the request and response models, and the package
+#: itself for its ``API_VERSION``).
+CLIENT_API_MODULES = frozenset({"octipusd.api", "octipusd.api.models"})
 
 #: Capability -> capability imports that stay, each with its reason (never in a cycle).
 CAPABILITY_USES: Mapping[tuple[str, str], str] = {
@@ -194,7 +197,7 @@ def layer_violations(edges: Mapping[tuple[str, str], list[Import]], packages: se
                 bad = [imp for imp in imps if imp.target not in CLIENT_API_MODULES]
                 if bad:
                     problems.append(f"client {source} imports {bad[0].target} ({bad[0].path}:{bad[0].line})")
-            elif target not in ("errors", "settings", "octipusd"):
+            elif target not in ("errors", "paths", "settings", "octipusd"):
                 problems.append(f"client {source} -> {target}: {where}")
         elif source in API:
             if target in CLIENTS | ROOT_ROOMS | KIT:

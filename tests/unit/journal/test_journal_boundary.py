@@ -357,9 +357,8 @@ async def test_orphaned_records_are_returned_as_they_now_are(bench: Bench) -> No
     stored = bench.store.get_action(action_id)
     assert stored.outcome == "uncertain" and stored.recovery_state == "effect_unconfirmed"
     assert [a.id for a in orphans] == [action_id]
-    # PRODUCT BUG (octipusd/store/journal_store.py, orphan_started_actions): the rows are re-read
-    # with ``db.get`` from the session's identity map after a bulk UPDATE executed with
-    # ``synchronize_session=False``, so the returned records still say ``started``.
+    # Once a bug: the rows were re-read from the ORM session's identity map after a bulk UPDATE, so
+    # the returned records still said ``started`` (they now come from the UPDATE's RETURNING).
     assert orphans[0].outcome == "uncertain", (
         f"orphan_started_actions returned the stale pre-update record (outcome {orphans[0].outcome!r}, "
         f"recovery_state {orphans[0].recovery_state!r}); the database says {stored.outcome!r}"

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from octipusd.adapter import LaunchSpec
+from octipusd.runner import process as process_module
 from octipusd.runner.containment import (
     CgroupCage,
     Containment,
@@ -66,6 +67,42 @@ async def test_a_slow_consumer_reads_the_whole_output_of_a_vendor_that_exited(
             await anyio.sleep(0.01)  # the supervisor commits each event between two reads
     assert len(got) == 301 and got[-1] == b"RESULT"
     assert not proc.output_held and await proc.wait() == 0
+    await proc.reap()
+
+
+async def test_a_consumer_slower_than_the_drain_limit_still_reads_what_the_leader_left(
+    containment: Containment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load the supervisor may come back to the pipe long after it saw the vendor's exit: what
+    the vendor left in its pipe is read however late (issue 13: a burst of 50 runs lost events)."""
+    monkeypatch.setattr(process_module, "DRAIN_LIMIT", 0.2)
+    monkeypatch.setattr(process_module, "CHUNK", 1024)  # what was left takes several reads
+    line = "z" * 199
+    script = f"i=0; while [ $i -lt 100 ]; do echo {line}; i=$((i+1)); done; echo RESULT; exit 0"
+    proc = await VendorProcess.start(_sh(script, tmp_path), "run-late-reader", containment=containment)
+    await proc.wait()  # it exited with all its output unread in the pipe
+    got: list[bytes] = []
+    with anyio.fail_after(30):
+        async for out in proc.lines():
+            got.append(out)
+            await anyio.sleep(0.05)  # a slow consumer: far past the drain limit in all
+    assert len(got) == 101 and got[-1] == b"RESULT"
+    assert not proc.output_held
+    await proc.reap()
+
+
+async def test_a_leftover_that_writes_forever_is_cut_after_the_limit_and_a_pipe_s_worth(
+    containment: Containment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process_module, "DRAIN_LIMIT", 0.5)
+    monkeypatch.setattr(process_module, "PIPE_MAX_BYTES", 4096)
+    proc = await VendorProcess.start(
+        _sh("(while :; do echo spam; done) & echo started", tmp_path), "run-spam", containment=containment
+    )
+    with anyio.fail_after(10):
+        got = [out async for out in proc.lines()]
+    assert got[0] == b"started" and len(got) > 1
+    assert proc.output_held
     await proc.reap()
 
 

@@ -301,3 +301,44 @@ async def test_a_bridge_still_connecting_at_init_that_then_answers_does_not_fail
             await live.done.wait()
     final = store.get_run(run.id)
     assert final.status == RunStatus.SUCCEEDED, final.reason
+
+
+def _bridge_answers(spec: LaunchSpec) -> bool:
+    """Whether the run's bridge still accepts its capability (an ``initialize`` answered 200)."""
+    config_path = next(a.split("=", 1)[1] for a in spec.argv if a.startswith("--mcp-config="))
+    server = json.loads(spec.files[Path(config_path)])["mcpServers"]["octipus"]
+    headers = {**server["headers"], "Accept": "application/json, text/event-stream"}
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    try:
+        with httpx.Client(timeout=10) as client:
+            answer = client.post(
+                server["url"],
+                headers=headers,
+                json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+            )
+    except httpx.ConnectError:  # the port is closed
+        return False
+    return answer.status_code == 200
+
+
+async def test_the_bridge_of_an_ended_run_refuses_its_capability(store: Store, tmp_path: Path) -> None:
+    """The bridge dies with the run: once the run is final its capability is no longer accepted."""
+
+    def script(sid: str) -> Recording:
+        return Recording.of([_init(sid), _result(sid, "done")], delays=[0, 1.0])
+
+    async with _daemon(store, tmp_path, [script]) as (runs, launcher):
+        run = await runs.post_turn(_new_session(store, tmp_path), "go")
+        live = runs.registry.get(run.id)
+        assert live is not None
+        with anyio.fail_after(10):
+            while not launcher.launches:  # noqa: ASYNC110 - the replay signals no launch
+                await anyio.sleep(0.05)
+        spec = launcher.launches[0][0]
+        assert await anyio.to_thread.run_sync(_bridge_answers, spec)  # while the run lives
+        with anyio.fail_after(30):
+            await live.done.wait()
+        assert store.get_run(run.id).status == RunStatus.SUCCEEDED
+        with anyio.fail_after(10):  # bounded, not timed: the close may finish after the final status
+            while await anyio.to_thread.run_sync(_bridge_answers, spec):  # noqa: ASYNC110 - polls a port
+                await anyio.sleep(0.05)

@@ -14,7 +14,7 @@ from sqlmodel import SQLModel
 import octipusd
 from octipusd.errors import StoreError
 from octipusd.store import Store, make_engine, upgrade
-from octipusd.store.migrate import MIGRATIONS_DIR, current_revision, head_revision
+from octipusd.store.migrate import HEAD_REVISION, MIGRATIONS_DIR, current_revision, head_revision
 
 EXPECTED_TABLES = {
     "sessions",
@@ -101,3 +101,8 @@ def test_migrations_ship_inside_the_package() -> None:
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").is_file()
     assert not list(package_dir.parent.glob("alembic.ini"))
+
+
+def test_the_head_revision_known_without_alembic_is_alembics_head() -> None:
+    """A daemon on an up-to-date database skips Alembic by comparing with HEAD_REVISION."""
+    assert head_revision() == HEAD_REVISION

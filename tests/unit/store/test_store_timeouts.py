@@ -20,11 +20,7 @@ from octipusd.settings import (
 )
 from octipusd.store import RunStatus, Store
 from octipusd.store.engine import DatabaseTimeouts
-
-try:
-    from tests.pg import conninfo
-except ImportError:  # pragma: no cover - rootdir not importable; conftest's folder is on sys.path
-    from pg import conninfo  # type: ignore[no-redef,import-not-found]
+from octipusd.testing.postgres import conninfo
 
 #: Short enough to keep the tests fast, long enough to be measured.
 STATEMENT_SECONDS = 0.5

@@ -1,8 +1,11 @@
-"""Start a throw-away PostgreSQL server for tests, on a private Unix socket (no TCP).
+"""Start a throw-away PostgreSQL server for tests and benchmarks, on a private Unix socket (no TCP).
 
 ``start_postgres()`` runs ``initdb`` into a fresh temporary folder, starts the server with
 ``pg_ctl -w start`` listening only on a socket in a private folder (mode 0700), creates the
-database ``octipus_test`` and returns its SQLAlchemy URL plus a ``stop`` function.
+database ``octipus_test`` and returns its SQLAlchemy URL plus a ``stop`` function. The tests'
+server trades durability for speed (``fsync``, ``synchronous_commit`` and ``full_page_writes``
+off); ``start_postgres(durable=True)`` keeps PostgreSQL's durable defaults, for benchmarks
+that compare durable writes.
 
 PostgreSQL refuses to run as root: when the tests run as root, the server runs as the
 ``postgres`` user (``runuser -u postgres --``, or ``su postgres -s /bin/sh -c``); root can
@@ -116,8 +119,13 @@ def _run(argv: list[str], cwd: Path, what: str) -> None:
         )
 
 
-def start_postgres() -> tuple[str, Callable[[], None]]:
+def start_postgres(*, durable: bool = False) -> tuple[str, Callable[[], None]]:
     """Start a private PostgreSQL server and create the database ``octipus_test``.
+
+    Args:
+        durable: Keep PostgreSQL's durable defaults (a commit is flushed to disk before it
+            returns); False (tests) turns ``fsync``, ``synchronous_commit`` and
+            ``full_page_writes`` off.
 
     Returns:
         ``(url, stop)``: ``url`` is
@@ -183,13 +191,12 @@ def start_postgres() -> tuple[str, Callable[[], None]]:
             "unix_socket_directories": f"'{sock}'",
             "unix_socket_permissions": "0700",
             "port": str(port),
-            "fsync": "off",
-            "synchronous_commit": "off",
-            "full_page_writes": "off",
             "max_connections": "200",
         }
+        if not durable:
+            settings.update(fsync="off", synchronous_commit="off", full_page_writes="off")
         with (data / "postgresql.conf").open("a", encoding="utf-8") as conf:
-            conf.write("\n# octipus tests\n")
+            conf.write("\n# octipus tests and benchmarks\n")
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
         started = True
         _run(

@@ -1,0 +1,313 @@
+"""Benchmark: many concurrent runs streaming events through one octipusd, against the vendors alone.
+
+Every run is the stub CLI (:mod:`octipusd.testing.stub_cli`, speaking Claude's stream-json) printing
+``--events`` assistant text events, each stamped with the time it was written, at ``--pace`` events
+per second (0: as fast as it can), then a result. Measured in the same run:
+
+* **direct** (the baseline): the same ``--runs`` stub processes started at once by this script, their
+  stdout read line by line: the vendors' own rate and how far behind a reader of their pipes is;
+* **octipusd**: a real daemon (SQLite by default, ``--database postgresql`` for a private PostgreSQL)
+  whose Claude binary is the stub; one session and one posted turn per run, each followed by an SSE
+  client from the moment it is posted, ``/health`` polled every 100 ms throughout.
+
+Prints, for both: events per second for the whole burst (octipusd: stored, and delivered to the
+followers), the follower's delay behind the vendor (p50, p99, max: receive time minus the time the
+stub wrote the event), then octipusd's health latency, the daemon's RSS growth per run, lost events
+(stored or delivered, against what the stubs printed) and orphaned stub processes left after the
+runs ended. The ratios compare octipusd's rates with the direct ones.
+
+Usage::
+
+    python bench/bench_concurrency.py [--runs 50] [--events 1000] [--pace 0] [--database sqlite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psutil
+
+from octipusd.testing.harness import DaemonHarness, write_python_stub
+from octipusd.testing.stub_cli import SCRIPT_ENV
+
+INIT = {
+    "type": "system",
+    "subtype": "init",
+    "session_id": "$SESSION_ID",
+    "tools": ["Bash"],
+    "mcp_servers": [{"name": "octipus", "status": "connected"}],
+}
+RESULT = {
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "result": "done",
+    "session_id": "$SESSION_ID",
+    "usage": {"input_tokens": 5, "output_tokens": 5},
+}
+#: Seconds between two health probes.
+HEALTH_EVERY_S = 0.1
+#: Seconds the whole octipusd side may take before the benchmark gives up.
+DEADLINE_S = 1800.0
+
+
+@dataclass
+class Side:
+    """What one side measured."""
+
+    started: float = 0.0
+    ended: float = 0.0
+    seen: int = 0
+    delays: list[float] = field(default_factory=list)
+
+    def rate(self, events: int) -> float:
+        return events / max(self.ended - self.started, 1e-9)
+
+
+def burst_time(text: str) -> float | None:
+    """The stub's write time from a ``burst <i> t=<time>`` text, or None for another text."""
+    if not text.startswith("burst ") or " t=" not in text:
+        return None
+    return float(text.rsplit("t=", 1)[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def direct(stub: Path, runs: int) -> Side:
+    """Start every stub at once, read their stdout, note each burst event's delay."""
+    side = Side(started=time.perf_counter())
+
+    async def one() -> None:
+        process = await asyncio.create_subprocess_exec(
+            str(stub), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(b'{"type":"user"}\n')
+        await process.stdin.drain()
+        async for line in process.stdout:
+            received = time.time()
+            event = json.loads(line)
+            if event.get("type") == "assistant":
+                sent = burst_time(event["message"]["content"][0]["text"])
+                if sent is not None:
+                    side.seen += 1
+                    side.delays.append(received - sent)
+        process.stdin.close()
+        await process.wait()
+
+    await asyncio.gather(*(one() for _ in range(runs)))
+    side.ended = time.perf_counter()
+    return side
+
+
+async def follow(http: httpx.AsyncClient, run_id: str, side: Side) -> None:
+    """Read one run's SSE stream to its end, noting each burst event's delay."""
+    async with http.stream("GET", f"/runs/{run_id}/stream", timeout=None) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            received = time.time()
+            event = json.loads(line[5:])
+            if event["kind"] == "text":
+                sent = burst_time(str(event["data"].get("text", "")))
+                if sent is not None:
+                    side.seen += 1
+                    side.delays.append(received - sent)
+
+
+async def through(daemon: DaemonHarness, runs: int) -> tuple[Side, list[float], list[str], float]:
+    """Post one turn per session, follow each, poll health; returns side, health latencies, runs, RSS."""
+    side = Side()
+    health: list[float] = []
+    transport = httpx.AsyncHTTPTransport(uds=str(daemon.socket))
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://octipusd/v1", limits=limits, timeout=60.0
+    ) as http:
+        sessions = [
+            (await http.post("/sessions", json={"workspace": str(daemon.workspace)})).json()["id"]
+            for _ in range(runs)
+        ]
+        done = asyncio.Event()
+
+        async def probe() -> None:
+            while not done.is_set():
+                started = time.perf_counter()
+                (await http.get("/health")).raise_for_status()
+                health.append(time.perf_counter() - started)
+                await asyncio.sleep(HEALTH_EVERY_S)
+
+        async def post(session_id: str) -> tuple[str, asyncio.Task[None]]:
+            response = await http.post(f"/sessions/{session_id}/turns", json={"prompt": "go"})
+            response.raise_for_status()
+            run_id = str(response.json()["id"])
+            return run_id, asyncio.create_task(follow(http, run_id, side))
+
+        prober = asyncio.create_task(probe())
+        side.started = time.perf_counter()
+        posted = await asyncio.gather(*(post(s) for s in sessions))
+        await asyncio.wait_for(asyncio.gather(*(task for _, task in posted)), DEADLINE_S)
+        side.ended = time.perf_counter()
+        done.set()
+        await prober
+    assert daemon.process is not None
+    rss = psutil.Process(daemon.process.pid).memory_info().rss
+    return side, health, [run_id for run_id, _ in posted], rss
+
+
+def stored_events(daemon: DaemonHarness, run_ids: list[str]) -> tuple[int, int]:
+    """(all events, burst text events) the store holds for these runs."""
+    total = bursts = 0
+    client = daemon.client()
+    try:
+        outcomes: dict[str, int] = {}
+        for run_id in run_ids:
+            run = client.request("GET", f"/runs/{run_id}")
+            outcome = f"{run['status']}: {run['reason']}" if run["reason"] else run["status"]
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            if run["status"] != "succeeded" and outcomes[outcome] == 1:
+                tail = client.request("GET", f"/runs/{run_id}/events", params={"limit": 100000})[-4:]
+                print(
+                    f"run {run_id} {outcome}; its last events:",
+                    *(json.dumps(e)[:300] for e in tail),
+                    sep="\n  ",
+                )
+            after = 0
+            while True:
+                page = client.request("GET", f"/runs/{run_id}/events", params={"after": after, "limit": 5000})
+                if not page:
+                    break
+                total += len(page)
+                bursts += sum(
+                    1
+                    for e in page
+                    if e["kind"] == "text" and burst_time(str(e["data"].get("text", ""))) is not None
+                )
+                after = page[-1]["seq"]
+        print("runs:", "; ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())))
+    finally:
+        client.close()
+    return total, bursts
+
+
+def orphans(marker: str) -> int:
+    """Stub processes still alive (their command line names the benchmark's folder)."""
+    count = 0
+    for process in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            if any(marker in part for part in process.info["cmdline"] or ()):
+                count += 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return count
+
+
+def report(
+    args: argparse.Namespace,
+    base: Side,
+    side: Side,
+    health: list[float],
+    stored: tuple[int, int],
+    rss_growth: float,
+    left: int,
+) -> None:
+    expected = args.runs * args.events
+    total, bursts = stored
+    rows = [
+        ("direct (stubs alone)", base.rate(base.seen), "-", base.delays),
+        ("octipusd", side.rate(total), side.rate(side.seen), side.delays),
+    ]
+    print(
+        f"{args.runs} concurrent runs x {args.events} events, pace "
+        f"{args.pace or 'as fast as possible'}{'' if not args.pace else ' events/s per run'}, {args.database}"
+    )
+    print(f"{'side':<22} {'events/s':>10} {'delivered/s':>12} {'delay p50':>10} {'p99':>9} {'max':>9}")
+    for name, rate, delivered, delays in rows:
+        delivered_text = delivered if isinstance(delivered, str) else f"{delivered:,.0f}"
+        print(
+            f"{name:<22} {rate:>10,.0f} {delivered_text:>12} {percentile(delays, 0.5) * 1000:>8.1f}ms "
+            f"{percentile(delays, 0.99) * 1000:>7.1f}ms {max(delays, default=float('nan')) * 1000:>7.1f}ms"
+        )
+    print(
+        f"ratio octipusd/direct: stored events/s {side.rate(bursts) / base.rate(base.seen):.3f}, "
+        f"delivered {side.rate(side.seen) / base.rate(base.seen):.3f}"
+    )
+    print(
+        f"health p50 {percentile(health, 0.5) * 1000:.1f} ms, p99 {percentile(health, 0.99) * 1000:.1f} ms "
+        f"({len(health)} probes); daemon RSS growth {rss_growth / 2**20 / args.runs:.2f} MiB per run"
+    )
+    print(
+        f"lost: {expected - bursts} not stored, {expected - side.seen} not delivered (of {expected}); "
+        f"{left} orphaned stub processes"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--pace", type=float, default=0.0, help="events/s per run; 0 = as fast as possible")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="octipus-bench-concurrency-") as tmp:
+        root = Path(tmp)
+        script = root / "stub.json"
+        script.write_text(
+            json.dumps(
+                [
+                    {"read_line": True},
+                    {"emit": INIT},
+                    {"emit_burst": {"count": args.events, "per_second": args.pace}},
+                    {"emit": RESULT},
+                ]
+            )
+        )
+        stub = write_python_stub(
+            root / "bin" / "claude", "octipusd.testing.stub_cli", {SCRIPT_ENV: str(script)}
+        )
+        base = asyncio.run(direct(stub, args.runs))
+        # the stub CLIs are not Claude-sized: admission (agent.maxConcurrentRuns, the memory check)
+        # would queue them, and this measures Octipus's own cost of N concurrent runs
+        extra: dict[str, str] = {
+            "OCTIPUS_AGENT__MAXCONCURRENTRUNS": str(min(10_000, max(1, args.runs))),
+            "OCTIPUS_AGENT__MINFREEMEMORYMIB": "0",
+        }
+        stop_pg = None
+        if args.database == "postgresql":
+            from octipusd.testing.postgres import start_postgres
+
+            url, stop_pg = start_postgres()
+            extra["OCTIPUS_DATABASE_URL"] = url
+        try:
+            daemon = DaemonHarness(root / "daemon", "http://127.0.0.1:9", stub, extra_env=extra)
+            with daemon:
+                assert daemon.process is not None
+                before = psutil.Process(daemon.process.pid).memory_info().rss
+                side, health, run_ids, after = asyncio.run(through(daemon, args.runs))
+                stored = stored_events(daemon, run_ids)
+            left = orphans(str(root))
+        finally:
+            if stop_pg is not None:
+                stop_pg()
+    report(args, base, side, health, stored, after - before, left)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
