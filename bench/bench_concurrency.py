@@ -327,7 +327,12 @@ def main() -> int:
             root / "bin" / "claude", "octipusd.testing.stub_cli", {SCRIPT_ENV: str(script)}
         )
         base = asyncio.run(direct(stub, args.runs))
-        extra: dict[str, str] = {}
+        # the stub CLIs are not Claude-sized: admission (agent.maxConcurrentRuns, the memory check)
+        # would queue them, and this measures Octipus's own cost of N concurrent runs
+        extra: dict[str, str] = {
+            "OCTIPUS_AGENT__MAXCONCURRENTRUNS": str(min(10_000, max(1, args.runs))),
+            "OCTIPUS_AGENT__MINFREEMEMORYMIB": "0",
+        }
         stop_pg = None
         if args.database == "postgresql":
             from octipusd.testing.postgres import start_postgres

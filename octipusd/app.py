@@ -48,6 +48,7 @@ from octipusd.runner.executables import Resolution, login_path, resolve_executab
 from octipusd.runner.process import kill_run_tree
 from octipusd.runner.transport import Launcher, VendorLauncher
 from octipusd.runtime.actions import ActionService, manual_run_id
+from octipusd.runtime.admission import Admission, HostProbe, limits_from_settings, raise_descriptor_limit
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
@@ -167,9 +168,17 @@ def build_runs(
     connectors: ConnectorRegistry | None,
     config_notices: Callable[[], list[str]] | None,
     launcher: Launcher,
+    probe: HostProbe | None = None,
 ) -> tuple[RunManager, PermissionGate]:
-    """Compose the run core: the registry of live runs, the permission gate, the run services."""
+    """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
+    reads the host's memory and descriptors: psutil unless given), the run services."""
     registry = RunRegistry()
+    admission = Admission(limits_from_settings(settings.agent), probe)
+    log.info(
+        "admission: at most %d run(s) working at once, each leaving %d MiB available",
+        admission.limits.max_runs,
+        admission.limits.min_free_memory_mib,
+    )
     gate = PermissionGate(
         store,
         broker,
@@ -200,6 +209,7 @@ def build_runs(
         launcher=launcher,
         compaction_threshold=settings.agent.compactionThresholdChars,
         compaction_keep_turns=settings.agent.compactionKeepTurns,
+        admission=admission,
     )
     return RunManager(services, registry), gate
 
@@ -309,6 +319,7 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
     """
     stop = StopSignal()
     failed: OctipusError | None = None
+    raise_descriptor_limit()  # each run holds descriptors (about 1,000 at 200 runs)
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as watcher:
             watcher.start_soon(stop.watch, signals)

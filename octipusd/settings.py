@@ -19,6 +19,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     compactionThresholdChars = 200000           # compact a session past this many uncovered characters (0: never)
     compactionKeepTurns = 2                     # recent turns a compaction keeps verbatim
     processContainment = "auto"                 # "auto", "cgroup" or "subreaper" (how a run's processes are kept)
+    maxConcurrentRuns = 4                       # runs working at once (default: memory / RUN_MEMORY_MIB, at least 1)
+    minFreeMemoryMiB = 1024                     # a run starts only if it leaves this much available (0: no check)
     [permissions]
     rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
     [database]
@@ -111,6 +113,13 @@ class VendorBinary:
     env: str | None = None
 
 
+#: The resident memory one vendor CLI is counted as growing to, in MiB (a Claude Code process is
+#: commonly 1.5-2 GB resident): the unit of the default of ``agent.maxConcurrentRuns`` and of the
+#: memory check (``octipusd.runtime.admission`` holds the rule).
+RUN_MEMORY_MIB = 1792
+#: Default of ``agent.minFreeMemoryMiB``: the memory, in MiB, a new run must leave available.
+DEFAULT_MIN_FREE_MEMORY_MIB = 1024
+
 #: What each key accepts, for error messages.
 ACCEPTED: dict[str, str] = {
     "cliModels.path": "a ':'-separated list of absolute directories",
@@ -120,6 +129,9 @@ ACCEPTED: dict[str, str] = {
     "agent.compactionThresholdChars": "a number of characters >= 0 (0 turns automatic compaction off)",
     "agent.compactionKeepTurns": "a number of turns from 0 to 100",
     "agent.processContainment": "auto, cgroup or subreaper",
+    "agent.maxConcurrentRuns": "a whole number of runs from 1 to 10000 (unset: the machine's memory divided by "
+    f"{RUN_MEMORY_MIB} MiB, at least 1)",
+    "agent.minFreeMemoryMiB": "a whole number of MiB from 0 (no memory check) to 16777216",
     "permissions.rules": "a table {allow = [...], ask = [...], deny = [...]} of rule strings such as "
     "'cli-native:Bash(git:*)'",
     "database.url": "sqlite:///ABSOLUTE/PATH or postgresql+psycopg://USER@HOST/DB",
@@ -211,13 +223,18 @@ class AgentSettings(_Section):
     ``compactionThresholdChars`` characters, keeping ``compactionKeepTurns`` recent turns) and how
     a run's processes are kept together (``processContainment``: ``auto`` takes a run cgroup when
     one can be made, else the daemon becomes a child subreaper; ``cgroup`` insists, ``subreaper``
-    forces the fallback)."""
+    forces the fallback). Admission (``octipusd.runtime.admission``): at most ``maxConcurrentRuns``
+    runs work at once (None: derived from the machine's memory at start-up), and a run starts only
+    if it leaves ``minFreeMemoryMiB`` MiB available (0 turns the memory check off); others wait in
+    ``queued``."""
 
     promptDumps: bool = True
     flowGuard: Literal["ask", "off"] = "ask"
     compactionThresholdChars: int = Field(default=200_000, ge=0)
     compactionKeepTurns: int = Field(default=2, ge=0, le=100)
     processContainment: ContainmentSetting = "auto"
+    maxConcurrentRuns: int | None = Field(default=None, ge=1, le=10_000)
+    minFreeMemoryMiB: int = Field(default=DEFAULT_MIN_FREE_MEMORY_MIB, ge=0, le=16_777_216)
 
 
 class PermissionsSettings(_Section):

@@ -199,11 +199,13 @@ def _cgroup2_base() -> Path:
 
 
 def _cgroup_procs(folder: Path) -> list[int]:
-    """Pids in ``folder`` and its sub-cgroups (a vendor may make some)."""
+    """Pids in ``folder`` and its sub-cgroups (a vendor may make some); a cgroup removed while it is
+    listed (a concurrent reap: only an empty cgroup can be removed) has none left."""
     pids: list[int] = []
-    for procs in folder.glob("**/cgroup.procs"):
-        with contextlib.suppress(OSError, ValueError):
-            pids.extend(int(x) for x in procs.read_text().split())
+    with contextlib.suppress(OSError):
+        for procs in folder.glob("**/cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.extend(int(x) for x in procs.read_text().split())
     return sorted(set(pids))
 
 
@@ -248,8 +250,11 @@ def _kill_cgroup(folder: Path) -> None:
         return
     kill = folder / "cgroup.kill"
     if kill.exists():
-        with contextlib.suppress(FileNotFoundError):
+        try:
             kill.write_text("1")
+        except OSError as exc:  # removed meanwhile by a concurrent reap (ENODEV): nothing is left in it
+            if exc.errno not in (errno.ENOENT, errno.ENODEV):
+                raise
         return
     freeze = folder / "cgroup.freeze"
     with contextlib.suppress(OSError):

@@ -110,6 +110,7 @@ class Delegation:
                 started = True
                 return {"childRunId": run.id, "role": request.role, "status": "running", "detached": True}
             self.waiting += 1
+            parent.services.admission.changed()  # a run waiting on its children holds no slot
             try:
                 started = True
                 summary = await self._run_child(child)
@@ -171,6 +172,7 @@ class Delegation:
                 f"(uncollected: {', '.join(self._detached) or 'none'})"
             )
         self.waiting += 1
+        parent.services.admission.changed()  # its queued children may start now
         try:
             with anyio.move_on_after(timeout_seconds):
                 for cid in targets:

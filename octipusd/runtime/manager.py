@@ -52,8 +52,9 @@ class RunManager:
         self._accepting = True
 
     def bind(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Attach the daemon's task group, in which runs execute."""
+        """Attach the daemon's task group, in which runs execute (and queued runs are admitted)."""
         self.registry.bind(task_group)
+        task_group.start_soon(self.services.admission.run)
 
     def live_runs(self) -> list[str]:
         """Ids of the runs executing now."""

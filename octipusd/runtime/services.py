@@ -28,9 +28,11 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.runner.executables import Resolution
 from octipusd.runner.transport import Launcher, VendorLauncher
+from octipusd.runtime.admission import Admission, limits_from_settings
 from octipusd.runtime.children import KeyClaims
 from octipusd.runtime.compaction import CompactionReport, compact
 from octipusd.runtime.events import EventHub
+from octipusd.settings import AgentSettings
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
 
@@ -93,6 +95,9 @@ class RunServices:
         compaction_threshold: Uncovered transcript characters after which a finished root turn
             compacts its session (0: never automatically).
         compaction_keep_turns: Recent user turns an automatic compaction keeps verbatim.
+        claims: The in-process claims on child reuse keys.
+        admission: Admission control: the runs admitted now and the queue (``agent.maxConcurrentRuns``,
+            ``agent.minFreeMemoryMiB``).
     """
 
     store: Store
@@ -116,6 +121,7 @@ class RunServices:
     compaction_threshold: int = 200_000
     compaction_keep_turns: int = 2
     claims: KeyClaims = field(default_factory=KeyClaims)
+    admission: Admission = field(default_factory=lambda: Admission(limits_from_settings(AgentSettings())))
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
         """Compact a session's transcript now (the caller holds the session's lock)."""

@@ -37,8 +37,9 @@ from octipusd.adapter import (
 )
 from octipusd.connectors import ConnectorSet
 from octipusd.environment import vendor_environment
-from octipusd.errors import ExecutableNotFoundError, OctipusError
+from octipusd.errors import ConflictError, ExecutableNotFoundError, OctipusError
 from octipusd.runner.transport import Transport
+from octipusd.runtime.admission import Admission
 from octipusd.runtime.compaction import uncovered_chars
 from octipusd.runtime.delegation import Delegation
 from octipusd.runtime.host import RunHost
@@ -199,20 +200,37 @@ class RunSupervisor:
     async def execute(self) -> None:
         """Execute the run to its final status (stored, published); never raises but cancellation.
 
-        A root run holds its session's lock for the whole turn (turns and maintenance of a session
-        are serialized); a child runs inside its parent's turn. Whatever happens, the run is
-        finished (shielded) and leaves the registry.
+        The run first waits for admission (:mod:`octipusd.runtime.admission`; status ``queued``
+        with the reason shown); one stopped while queued ends without a vendor process. A root run
+        then holds its session's lock for the whole turn (turns and maintenance of a session are
+        serialized); a child runs inside its parent's turn. Whatever happens, the run is finished
+        (shielded), leaves the registry and frees its slot.
         """
-        if self.parent is not None:
-            await self._execute()
-            return
-        async with self.registry.session_lock(self.session_id):
-            await self._execute()
+        admission = self.services.admission
+        try:
+            if self.parent is not None:
+                await self._execute(admission)
+                return
+            async with self.registry.session_lock(self.session_id):
+                await self._execute(admission)
+        finally:
+            admission.release(self)
 
-    async def _execute(self) -> None:
+    async def _admitted(self, admission: Admission) -> bool:
+        """Wait for admission; False when the run was stopped while queued."""
+        queued_at = anyio.current_time()
+        if not await admission.wait(self):
+            return False
+        waited = anyio.current_time() - queued_at
+        if self.run.reason is not None:  # it was queued: say for how long
+            await self.notice(f"admitted after {waited:.1f} s in the queue", queued_seconds=round(waited, 3))
+        return self.stop_status is None
+
+    async def _execute(self, admission: Admission) -> None:
         run_id = self.run.id
         try:
-            await self._turn()
+            if await self._admitted(admission):
+                await self._turn()
         except anyio.get_cancelled_exc_class():
             if self.stop_status is None:  # a child whose parent's call went away
                 self.stop_status, self.stop_reason = RunStatus.CANCELLED, "its parent run ended"
@@ -426,6 +444,7 @@ class RunSupervisor:
             self.services.store.update_run,
             self.run.id,
             status=RunStatus.RUNNING,
+            reason=None,  # a reason shown while it was queued
             pid=process.pid,
             vendor_session_id=resume.vendor_session_id,
             resumed=resume.resume,
@@ -539,6 +558,7 @@ class RunSupervisor:
         """
         if self.stop_status is None:
             self.stop_status, self.stop_reason = status, reason
+        self.services.admission.withdraw(self)  # a queued run ends without ever starting
         process = self.begin_stop(reason)
         await self.services.broker.cancel_run(self.run.id, reason)
         interrupt = self.adapter.encode_interrupt(f"octipus-stop-{self.run.id}") if self.adapter else None
@@ -581,12 +601,44 @@ class RunSupervisor:
     async def set_waiting(self, delta: int) -> None:
         """Count approval waits; the run shows ``awaiting_approval`` while one is open."""
         self.waiting_approvals += delta
+        if delta > 0:
+            self.services.admission.changed()  # a waiting run holds no slot
         if self.stop_status is not None or self.failure is not None:
             return
         status = RunStatus.AWAITING_APPROVAL if self.waiting_approvals > 0 else RunStatus.RUNNING
         if self.run.status != status:
             self.run = await in_thread(self.services.store.update_run, self.run.id, status=status)
             await self.services.hub.emit(self.run.id, "run_status", {"status": str(status)})
+
+    # ------------------------------------------------------------------ admission (runtime.admission.Candidate)
+
+    @property
+    def admission_id(self) -> str:
+        """The run's id."""
+        return self.run.id
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the run waits for an approval or for its children (it holds no slot then)."""
+        return self.waiting_approvals > 0 or self.delegation.waiting > 0
+
+    @property
+    def vendor_pid(self) -> int | None:
+        """The vendor process, while one runs."""
+        process = self.attempt.process
+        return process.pid if process is not None and process.returncode is None else None
+
+    async def show_queued(self, reason: str) -> None:
+        """Store and publish why the run waits in ``queued`` (nothing when it already ended)."""
+        try:
+            self.run = await in_thread(
+                self.services.store.update_run, self.run.id, status=RunStatus.QUEUED, reason=reason
+            )
+        except ConflictError:  # it ended meanwhile: its final reason stays
+            return
+        await self.services.hub.emit(
+            self.run.id, "run_status", {"status": str(RunStatus.QUEUED), "reason": reason}
+        )
 
     async def notice(self, message: str, **data: Any) -> None:
         """Store and publish a notice on this run."""
@@ -610,6 +662,7 @@ class RunSupervisor:
             await process.stop(reason)
         if process is not None:
             await process.reap()
+        services.admission.release(self)  # its vendor is gone: the next queued run may start
         result = self.attempt.result
         verdict = final_status(
             Happened(

@@ -22,6 +22,8 @@ each action is an object with one of these keys:
 - ``{"echo_last_input": true}``: emit ``{"type": "stub_input", "line": "<last line read, without its
   newline>"}`` (``line`` is null if nothing was read yet).
 - ``{"sleep": 1.5}``: sleep that many seconds.
+- ``{"wait_for_file": "/path/release-$SESSION_ID"}``: block until that file exists (polled every 20 ms;
+  ``$SESSION_ID`` is replaced), so a test decides when a run goes on.
 - ``{"emit_burst": {"count": 1000, "per_second": 20}}``: write ``count`` Claude ``assistant`` text
   events whose text is ``burst <i> t=<time.time() when written>`` (for latency measurements), paced at
   ``per_second`` (on a fixed schedule from the first; 0, the default, as fast as it can).
@@ -80,6 +82,7 @@ _ACTIONS = (
     "read_line",
     "echo_last_input",
     "sleep",
+    "wait_for_file",
     "emit_burst",
     "spawn_background",
     "ignore_sigterm",
@@ -182,7 +185,7 @@ def _validate(actions: object) -> list[dict[str, Any]]:
             raise StubScriptError(f"action {i}: unknown action {key!r}; known: {', '.join(_ACTIONS)}")
         bad = (
             (key == "emit" and not isinstance(arg, dict))
-            or (key in ("emit_raw", "stderr") and not isinstance(arg, str))
+            or (key in ("emit_raw", "stderr", "wait_for_file") and not isinstance(arg, str))
             or (key == "emit_big" and not (isinstance(arg, dict) and _is_int(arg.get("bytes"))))
             or (key in ("sleep",) and not (_is_number(arg) and arg >= 0))
             or (
@@ -276,6 +279,10 @@ def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, std
             _write_line(stdout, json.dumps({"type": "stub_input", "line": last_input}).encode())
         elif key == "sleep":
             time.sleep(float(arg))
+        elif key == "wait_for_file":
+            target = str(_substitute(arg, session_id))
+            while not os.path.exists(target):
+                time.sleep(0.02)
         elif key == "emit_burst":
             _burst(
                 stdout, int(arg["count"]), float(arg.get("per_second", 0)), session_id or SESSION_PLACEHOLDER
