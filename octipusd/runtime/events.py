@@ -68,11 +68,25 @@ class EventLimits:
 log = logging.getLogger("octipusd.events")
 
 
+#: The field names of each dataclass met in an event (``dataclasses.fields`` is slow per event).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, _SCALARS):
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {name: _plain(getattr(value, name)) for name in _names(type(value))}
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -86,11 +100,7 @@ def event_data(event: VendorEvent) -> dict[str, Any]:
     Typed fields are kept; ``raw`` (the vendor's whole JSON object) is kept for session,
     result, status, unknown and unparsed events, where the typed fields do not hold it all.
     """
-    data: dict[str, Any] = {}
-    for f in dataclasses.fields(event):
-        if f.name == "raw":
-            continue
-        data[f.name] = _plain(getattr(event, f.name))
+    data = {name: _plain(getattr(event, name)) for name in _names(type(event)) if name != "raw"}
     if event.kind in _KEEP_RAW and event.raw is not None:
         data["raw"] = event.raw
     return data
