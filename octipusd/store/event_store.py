@@ -46,10 +46,15 @@ _RUNS = RunRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
-    """An event to append: its run, kind, encoded JSON payload and time."""
+    """An event to append: its run, kind, payload (as given and encoded as JSON) and time.
+
+    The stored event returned for it holds ``data`` itself, not a copy decoded from ``payload``:
+    whoever appends an event does not change ``data`` afterwards.
+    """
 
     run_id: str
     kind: str
+    data: dict[str, Any]
     payload: str
     created_at: datetime
 
@@ -60,7 +65,7 @@ class NewEvent:
         Raises:
             InvalidRequestError: ``data`` is not a JSON-serialisable dict.
         """
-        return cls(run_id, kind, dump_object(data, "event data"), created_at)
+        return cls(run_id, kind, data, dump_object(data, "event data"), created_at)
 
 
 class _Sequences:
@@ -185,7 +190,7 @@ class EventStoreMixin(StoreMixin):
                     run_id=event.run_id,
                     seq=row["seq"],
                     kind=event.kind,
-                    data=load_object(event.payload),
+                    data=event.data,
                     created_at=event.created_at,
                 )
             )
