@@ -192,6 +192,18 @@ async def through(daemon: DaemonHarness, runs: int) -> tuple[Side, list[float], 
     return side, health, [run_id for run_id, _ in posted], rss
 
 
+def warm_up(daemon: DaemonHarness) -> None:
+    """One run to its end before anything is measured."""
+    client = daemon.client()
+    try:
+        session = client.request("POST", "/sessions", json={"workspace": str(daemon.workspace)})["id"]
+        run_id = client.request("POST", f"/sessions/{session}/turns", json={"prompt": "warm up"})["id"]
+        for _ in client.stream(run_id):
+            pass
+    finally:
+        client.close()
+
+
 def stored_events(daemon: DaemonHarness, run_ids: list[str]) -> tuple[int, int]:
     """(all events, burst text events) the store holds for these runs."""
     total = bursts = 0
@@ -375,6 +387,7 @@ def main() -> int:
             daemon = DaemonHarness(root / "daemon", "http://127.0.0.1:9", stub, extra_env=extra)
             with daemon:
                 assert daemon.process is not None
+                warm_up(daemon)  # what the first run loads once (the MCP SDK, the bridge) is not per run
                 before = psutil.Process(daemon.process.pid).memory_info().rss
                 side, health, run_ids, after = asyncio.run(through(daemon, args.runs))
                 stored = stored_events(daemon, run_ids)
