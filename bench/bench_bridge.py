@@ -75,12 +75,14 @@ TARGET_RATIO = 1.1
 
 
 @contextlib.asynccontextmanager
-async def bare_server(workspace: Path) -> AsyncIterator[str]:
-    """Serve a plain ``MCPServer`` with the two tools (same bodies as the bridge's); yield its URL."""
+async def bare_server(workspace: Path, store: Store, session_id: str) -> AsyncIterator[str]:
+    """Serve a plain ``MCPServer`` with the two tools (same bodies as the bridge's: the work plan read
+    from the same store, the same shell job); yield its URL."""
     server = MCPServer("bare")
 
     async def get_work_plan() -> str:
-        return '{"plan": null}'
+        plan = await anyio.to_thread.run_sync(store.get_work_plan, session_id)
+        return json.dumps({"plan": None if plan is None else plan.plan})
 
     async def shell_run(command: str) -> str:
         complaint = await check_syntax(command, workspace)
@@ -129,6 +131,7 @@ class LiveRun:
     bridge: Bridge
     store: Store
     run_id: str
+    session_id: str
 
 
 @contextlib.asynccontextmanager
@@ -169,7 +172,7 @@ async def live_run(root: Path, workspace: Path) -> AsyncIterator[LiveRun]:
                 while live.bridge is None or not launcher.transports:  # noqa: ASYNC110 (no event for it)
                     await anyio.sleep(0.005)
             try:
-                yield LiveRun(live.bridge, store, run.id)
+                yield LiveRun(live.bridge, store, run.id, session.id)
             finally:
                 await runs.stop(run.id, "benchmark done")
                 with anyio.fail_after(30):
@@ -241,7 +244,7 @@ async def run(calls: int, warmup: int, mode: str, tools: list[str]) -> dict[str,
         workspace.mkdir()
         async with (
             live_run(root, workspace) as live,
-            bare_server(workspace) as bare_url,
+            bare_server(workspace, live.store, live.session_id) as bare_url,
             client(live.bridge.url, live.bridge.endpoint.token, mode) as bridge_client,
             client(bare_url, None, mode) as bare_client,
         ):

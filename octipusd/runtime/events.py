@@ -190,6 +190,24 @@ class EventHub:
         """Store and publish a parsed vendor event."""
         return await self.emit(run_id, str(event.kind), event_data(event))
 
+    def emit_soon(self, run_id: str, kind: str, data: dict[str, Any]) -> PendingEvent:
+        """Queue an event for the next commit without waiting; :meth:`settle` it (or
+        :meth:`settle_logged` it in a task of its own).
+
+        Raises:
+            InvalidRequestError: ``data`` is not a JSON-serialisable dict (nothing is queued).
+        """
+        return self._writer.enqueue(run_id, kind, data)
+
+    async def settle_logged(self, pending: PendingEvent) -> None:
+        """Settle a queued event whose caller went on: a failure to store it is logged, not raised."""
+        try:
+            await self._writer.settle(pending)
+        except OctipusError as exc:
+            log.warning(
+                "could not store %s on run %s: %s", pending.event.kind, pending.event.run_id, exc.message
+            )
+
     def emit_vendor_soon(self, run_id: str, event: VendorEvent) -> PendingEvent:
         """Queue a parsed vendor event for the next commit without waiting; :meth:`settle` it
         (see :meth:`EventWriter.enqueue <octipusd.store.event_writer.EventWriter.enqueue>`)."""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from octipusd.journal.executor import ActionScope
+from octipusd.runtime.services import report
 from octipusd.store.aio import in_thread
 from octipusd.toolkit import (
     UNDECLARED_CONTRACT,
@@ -138,8 +139,12 @@ class RunHost:
         return await self._run.delegation.collect(child_run_ids, timeout_seconds)
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
-        """Store a bridge event on the run; after a stop began it is dropped (and counted)."""
-        if self._run.attempt.stopping is not None:
-            self._run.attempt.discarded += 1
+        """Store a bridge event on the run; after a stop began it is dropped (and counted).
+
+        The call does not wait for the commit (:func:`~octipusd.runtime.services.report`).
+        """
+        run = self._run
+        if run.attempt.stopping is not None:
+            run.attempt.discarded += 1
             return
-        await self._run.services.hub.emit(identity.run_id, "bridge_call", {"event": kind, **data})
+        await report(run.services.hub, run.registry, identity.run_id, "bridge_call", {"event": kind, **data})

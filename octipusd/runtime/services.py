@@ -39,7 +39,7 @@ from octipusd.store.repository import Store
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
 
-__all__ = ["RunLimits", "RunRegistry", "RunServices", "followers_emitter"]
+__all__ = ["RunLimits", "RunRegistry", "RunServices", "followers_emitter", "report"]
 
 log = logging.getLogger("octipusd.runtime")
 
@@ -198,21 +198,39 @@ class RunRegistry:
         return lock
 
 
+async def report(hub: EventHub, registry: RunRegistry, run_id: str, kind: str, data: dict[str, Any]) -> None:
+    """Store and publish an event that only reports (a bridge call's progress, a policy decision)
+    without waiting for its commit.
+
+    It is queued ahead of whatever is stored next (the order of events holds) and settled in a task
+    of the daemon's, which logs a failure to store it; with no daemon task group (a bare test
+    composition) this waits for the commit instead.
+
+    Raises:
+        InvalidRequestError: ``data`` is not a JSON-serialisable dict.
+    """
+    pending = hub.emit_soon(run_id, kind, data)
+    if registry.bound:
+        registry.start_soon(hub.settle_logged, pending)
+    else:
+        await hub.settle(pending)
+
+
 def followers_emitter(
     hub: EventHub, registry: RunRegistry
 ) -> Callable[[str, str, dict[str, Any]], Awaitable[None]]:
-    """The permission gate's event sink: store the event on its run; a child's approval events are
-    also published on its root run (with ``child_run_id``), where the person following the turn
-    can answer them."""
+    """The permission gate's event sink: store the event on its run (:func:`report`: a decision does
+    not wait for its event's commit); a child's approval events are also published on its root run
+    (with ``child_run_id``), where the person following the turn can answer them."""
 
     async def emit(run_id: str, kind: str, data: dict[str, Any]) -> None:
-        await hub.emit(run_id, kind, data)
+        await report(hub, registry, run_id, kind, data)
         live = registry.get(run_id)
         if live is None or live.parent is None or not kind.startswith("approval_"):
             return
         root = live.parent
         while root.parent is not None:
             root = root.parent
-        await hub.emit(root.run.id, kind, {**data, "child_run_id": run_id})
+        await report(hub, registry, root.run.id, kind, {**data, "child_run_id": run_id})
 
     return emit
