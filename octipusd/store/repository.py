@@ -6,10 +6,11 @@ when the method returns (an event is durable once :meth:`Store.append_event` ret
 a failing method leaves nothing half-written.
 
 Concurrency: on SQLite, writes are serialised by a process-wide lock and start with
-``BEGIN IMMEDIATE``. On PostgreSQL, methods that allocate a counter (turn index, event
-sequence) or upsert lock the parent row (``SELECT ... FOR NO KEY UPDATE``) first, and
-"exactly once" state changes (approval decisions, first terminal run status) are single
-conditional ``UPDATE`` statements.
+``BEGIN IMMEDIATE``. On PostgreSQL, methods that allocate a counter (turn index) or upsert lock
+the parent row (``SELECT ... FOR NO KEY UPDATE``) first, and "exactly once" state changes
+(approval decisions, first terminal run status) are single conditional ``UPDATE`` statements.
+Event sequence numbers are assigned in memory under the store's event lock (one daemon owns a
+database; ``event_store.py``).
 
 Errors: a missing record raises :class:`~octipusd.errors.NotFoundError` naming the id; a
 database failure raises :class:`~octipusd.errors.StoreError` (past a timeout
