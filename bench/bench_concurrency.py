@@ -38,23 +38,10 @@ import psutil
 from summary import record
 
 from octipusd.testing.harness import DaemonHarness, write_python_stub
-from octipusd.testing.stub_cli import SCRIPT_ENV
+from octipusd.testing.stub_cli import CLAUDE_INIT, SCRIPT_ENV, claude_result
 
-INIT = {
-    "type": "system",
-    "subtype": "init",
-    "session_id": "$SESSION_ID",
-    "tools": ["Bash"],
-    "mcp_servers": [{"name": "octipus", "status": "connected"}],
-}
-RESULT = {
-    "type": "result",
-    "subtype": "success",
-    "is_error": False,
-    "result": "done",
-    "session_id": "$SESSION_ID",
-    "usage": {"input_tokens": 5, "output_tokens": 5},
-}
+INIT = CLAUDE_INIT
+RESULT = claude_result()
 #: Seconds between two health probes.
 HEALTH_EVERY_S = 0.1
 #: Seconds the whole octipusd side may take before the benchmark gives up.

@@ -60,9 +60,11 @@ from typing import Any, BinaryIO
 
 __all__ = [
     "ARGV_FILE_ENV",
+    "CLAUDE_INIT",
     "SCRIPT_ENV",
     "StubScriptError",
     "big_assistant_event",
+    "claude_result",
     "main",
     "session_id_from_argv",
 ]
@@ -89,6 +91,29 @@ _ACTIONS = (
     "read_until_eof",
     "exit",
 )
+
+
+#: Claude Code's ``system/init`` line with the Octipus bridge connected, for this stub's scripts
+#: (speaking Claude's stream-json, observed.md §1.3).
+CLAUDE_INIT: dict[str, Any] = {
+    "type": "system",
+    "subtype": "init",
+    "session_id": SESSION_PLACEHOLDER,
+    "tools": ["Bash"],
+    "mcp_servers": [{"name": "octipus", "status": "connected"}],
+}
+
+
+def claude_result(text: str = "done", tokens: int = 5) -> dict[str, Any]:
+    """Claude Code's successful ``result`` line answering ``text``, with that many tokens each way."""
+    return {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": text,
+        "session_id": SESSION_PLACEHOLDER,
+        "usage": {"input_tokens": tokens, "output_tokens": tokens},
+    }
 
 
 class StubScriptError(ValueError):

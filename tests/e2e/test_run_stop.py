@@ -15,16 +15,11 @@ from typing import Any
 
 import psutil
 
+from octipusd.testing.stub_cli import CLAUDE_INIT, claude_result
 from tests.e2e.conftest import Env
 from tests.e2e.test_stream_framing import stub_binary
 
-INIT = {
-    "type": "system",
-    "subtype": "init",
-    "session_id": "$SESSION_ID",
-    "tools": ["Bash"],
-    "mcp_servers": [{"name": "octipus", "status": "connected"}],
-}
+INIT = CLAUDE_INIT
 
 
 def _assistant(*content: dict[str, Any]) -> dict[str, Any]:
@@ -35,15 +30,7 @@ def _assistant(*content: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _result(text: str, tokens: int = 5) -> dict[str, Any]:
-    return {
-        "type": "result",
-        "subtype": "success",
-        "is_error": False,
-        "result": text,
-        "session_id": "$SESSION_ID",
-        "usage": {"input_tokens": tokens, "output_tokens": tokens},
-    }
+_result = claude_result
 
 
 def _start(octipus: Callable[..., Env], tmp_path: Path, actions: list[dict[str, Any]]) -> Env:

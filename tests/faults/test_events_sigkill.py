@@ -15,7 +15,7 @@ from typing import Any
 
 from octipusd.ctl.client import DaemonUnavailableError
 from octipusd.testing.harness import DaemonHarness, write_python_stub
-from octipusd.testing.stub_cli import SCRIPT_ENV
+from octipusd.testing.stub_cli import CLAUDE_INIT, SCRIPT_ENV
 
 UNUSED_MODEL = "http://127.0.0.1:9"
 RUNS = 3
@@ -24,13 +24,7 @@ BURST = 20_000
 #: Events the followers must have seen, all runs together, before the daemon is killed.
 SEEN_BEFORE_KILL = 1500
 
-INIT = {
-    "type": "system",
-    "subtype": "init",
-    "session_id": "$SESSION_ID",
-    "tools": ["Bash"],
-    "mcp_servers": [{"name": "octipus", "status": "connected"}],
-}
+INIT = CLAUDE_INIT
 
 
 def _follow(daemon: DaemonHarness, run_id: str, seen: list[dict[str, Any]]) -> None:

@@ -33,28 +33,15 @@ from octipusd.settings import AgentSettings, Settings
 from octipusd.store.records import Run, RunStatus
 from octipusd.store.repository import Store
 from octipusd.testing.harness import write_python_stub
-from octipusd.testing.stub_cli import SCRIPT_ENV
+from octipusd.testing.stub_cli import CLAUDE_INIT, SCRIPT_ENV, claude_result
 from octipusd.toolkit import ChildRequest
 
 pytestmark = pytest.mark.anyio
 
 ADAPTER = "claude-code"
 FLOOR = 1024
-INIT = {
-    "type": "system",
-    "subtype": "init",
-    "session_id": "$SESSION_ID",
-    "tools": ["Bash"],
-    "mcp_servers": [{"name": "octipus", "status": "connected"}],
-}
-RESULT = {
-    "type": "result",
-    "subtype": "success",
-    "is_error": False,
-    "result": "done",
-    "session_id": "$SESSION_ID",
-    "usage": {"input_tokens": 1, "output_tokens": 1},
-}
+INIT = CLAUDE_INIT
+RESULT = claude_result(tokens=1)
 ASK = {
     "type": "control_request",
     "request_id": "perm-1",
