@@ -53,7 +53,7 @@ from summary import record
 
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
 from octipusd.testing.harness import QUIET_ENV, DaemonHarness, claude_binary, write_python_stub
-from octipusd.testing.stub_cli import SCRIPT_ENV
+from octipusd.testing.stub_cli import CLAUDE_INIT, SCRIPT_ENV, claude_result
 from octipusd.tools import DEFAULT_TOOLS
 
 #: Issue 13's targets: ms a stub turn adds; ratio to ``claude`` with a bare MCP server configured.
@@ -63,24 +63,8 @@ SCRIPT = {"steps": [{"content": [{"type": "text", "text": "pong"}]}]}
 #: The stub's turn: what Claude prints for a one-line answer, at once.
 STUB_ACTIONS: list[dict[str, Any]] = [
     {"read_line": True},
-    {
-        "emit": {
-            "type": "system",
-            "subtype": "init",
-            "session_id": "$SESSION_ID",
-            "mcp_servers": [{"name": "octipus", "status": "connected"}],
-        }
-    },
-    {
-        "emit": {
-            "type": "result",
-            "subtype": "success",
-            "is_error": False,
-            "result": "pong",
-            "session_id": "$SESSION_ID",
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        }
-    },
+    {"emit": CLAUDE_INIT},
+    {"emit": claude_result("pong", tokens=1)},
     {"read_line": True},
 ]
 USER_LINE = {
