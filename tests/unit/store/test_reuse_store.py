@@ -20,7 +20,7 @@ from octipusd.store import Store, make_engine, upgrade
 from octipusd.store.engine import WRITE_OPTION
 from octipusd.store.migrate import alembic_config, current_revision, head_revision
 from octipusd.store.records import Session, VendorSession
-from octipusd.store.reuse_store import MAX_CHILD_SESSIONS, UNSET
+from octipusd.store.reuse_store import MAX_CHILD_SESSIONS, UNSET, RootVendorSave
 
 MISSING = "0" * 32
 THREADS = 8
@@ -325,6 +325,52 @@ def test_messages_get_increasing_seqs_across_generations(cstore: Store, clock: F
     other = _session(cstore)
     other_first = cstore.append_message(other.id, role="user", text="x")
     assert other_first is not None and other_first.seq == 1
+
+
+def test_a_root_turn_keeps_its_answer_and_vendor_session_in_one_transaction(cstore: Store) -> None:
+    session = _session(cstore)
+    user = cstore.append_message(session.id, role="user", text="q")
+    assert user is not None
+    run = cstore.create_run(session_id=session.id, prompt="q", owner="me")
+    vendor = RootVendorSave(
+        key="claude-code",
+        vendor_session_id="v1",
+        fingerprint="f",
+        cwd="/w",
+        cursor=user.seq,
+        checkpoint_id=None,
+    )
+    message, saved = cstore.save_root_turn(
+        session.id, generation=0, run_id=run.id, adapter="claude-code", answer="a", vendor=vendor
+    )
+    assert message is not None and (message.seq, message.role, message.run_id) == (2, "assistant", run.id)
+    assert saved is not None and saved.cursor == message.seq  # the answer is seen by the vendor
+    # no answer: the record's cursor is the one given; no vendor session: only the answer
+    _, unanswered = cstore.save_root_turn(
+        session.id, generation=0, run_id=run.id, adapter="claude-code", answer=None, vendor=vendor
+    )
+    assert unanswered is not None and unanswered.cursor == user.seq
+    only, none = cstore.save_root_turn(
+        session.id, generation=0, run_id=run.id, adapter="claude-code", answer="b", vendor=None
+    )
+    assert only is not None and only.seq == 3 and none is None
+    cstore.clear_session(session.id)  # a turn of the old generation keeps nothing
+    assert cstore.save_root_turn(
+        session.id, generation=0, run_id=run.id, adapter="claude-code", answer="c", vendor=vendor
+    ) == (None, None)
+    assert [m.seq for m in cstore.list_messages(session.id, generation=0)] == [1, 2, 3]
+    assert cstore.list_vendor_sessions(session.id) == []
+    # both or neither: a failing save leaves no answer behind
+    with pytest.raises(InvalidRequestError, match="not a checkpoint"):
+        cstore.save_root_turn(
+            session.id,
+            generation=1,
+            run_id=run.id,
+            adapter="claude-code",
+            answer="d",
+            vendor=RootVendorSave("claude-code", "v2", "f", "/w", 0, checkpoint_id=12345),
+        )
+    assert cstore.list_messages(session.id, generation=1) == []
 
 
 def test_append_message_checks_its_arguments(cstore: Store) -> None:
