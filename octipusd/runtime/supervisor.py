@@ -151,6 +151,8 @@ class RunSupervisor:
         self.space = False
         self.tools: dict[str, ToolSpec] = {}
         self.attempt = Attempt()
+        #: The last invocation's exit code, usage and result, not stored yet (:meth:`_account`).
+        self.accounting: dict[str, Any] = {}
         self.bridge: Bridge | None = None
         self.failure: str | None = None
         self.stop_status: RunStatus | None = None
@@ -344,6 +346,7 @@ class RunSupervisor:
                 "turn is retried once as a new vendor conversation with the full prompt",
                 cold_fallback=True,
             )
+            await self._keep_accounting()
             self.attempt, self.failure = Attempt(), None
             state.resume, state.stored = ResumePlan(adapter.new_session_id(), False), None
             state.launch = await launch_prompt(self, state.resume, None)
@@ -444,7 +447,8 @@ class RunSupervisor:
         )
 
     async def _account(self, adapter: Adapter, request: LaunchRequest, process: Transport) -> None:
-        """Store the invocation's exit code, usage and result (only what was accepted)."""
+        """Account the invocation's exit code, usage and result (only what was accepted): kept in
+        :attr:`accounting` until :meth:`finish` (or the next attempt) stores it."""
         attempt = self.attempt
         dropped = process.discarded_lines + attempt.discarded
         if dropped:
@@ -461,18 +465,23 @@ class RunSupervisor:
             )
         usage = attempt.usage()
         result = attempt.result
-        self.run = await in_thread(
-            self.services.store.update_run,
-            self.run.id,
-            exit_code=process.returncode,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_creation_input_tokens=usage.cache_creation_input_tokens,
-            cache_read_input_tokens=usage.cache_read_input_tokens,
-            usage_estimated=usage.estimated,
-            cost_usd=result.cost_usd if result else None,
-            result_text=result.text if result else None,
-        )
+        # stored with the final status (one commit), or before a retry (_keep_accounting)
+        self.accounting = {
+            "exit_code": process.returncode,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+            "usage_estimated": usage.estimated,
+            "cost_usd": result.cost_usd if result else None,
+            "result_text": result.text if result else None,
+        }
+
+    async def _keep_accounting(self) -> None:
+        """Store the accounting of the invocation that ended, before another one starts."""
+        if self.accounting:
+            accounting, self.accounting = self.accounting, {}
+            self.run = await in_thread(self.services.store.update_run, self.run.id, **accounting)
 
     def _session_gone(self) -> str | None:
         """How the vendor said the resumed session is gone, or None.
@@ -628,7 +637,9 @@ class RunSupervisor:
             and services.compaction_threshold > 0
         ):
             await self._compact_if_large()
-        await services.broker.cancel_run(run_id, f"the run ended ({verdict.status})")
+        # one commit: the accounting, the final status and the cancel of pending approvals
+        waiting = services.broker.waits_of(run_id)
+        accounting, self.accounting = self.accounting, {}
         self.run = await in_thread(
             services.store.finish_run,
             run_id,
@@ -636,7 +647,11 @@ class RunSupervisor:
             reason=verdict.reason,
             exit_code=process.returncode if process else None,
             result_text=result.text if result else None,
+            accounting=accounting,
+            approvals_reason=f"the run ended ({verdict.status})",
         )
+        for event in waiting:
+            event.set()
         self.registry.remove(run_id)  # the session may take its next turn from here on
         await services.hub.emit(
             run_id, "run_status", {"status": str(self.run.status), "reason": self.run.reason, "final": True}
