@@ -24,7 +24,7 @@ from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import ResumePlan
 from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Run, VendorSession
+from octipusd.store.records import Checkpoint, Run, SessionMessage, VendorSession
 from octipusd.store.repository import Store
 from octipusd.store.reuse_store import RootVendorSave
 
@@ -99,11 +99,16 @@ async def reuse_key(run: RunSupervisor, adapter: Adapter, options: Mapping[str, 
     return scope.store_key
 
 
-async def launch_prompt(run: RunSupervisor, resume: ResumePlan, stored: VendorSession | None) -> LaunchPrompt:
+async def launch_prompt(
+    run: RunSupervisor, resume: ResumePlan, stored: VendorSession | None, latest: Checkpoint | None
+) -> LaunchPrompt:
     """What this launch sends (seed 003 "What resume actually saves").
 
     A child sends its brief (its role prompt is a stable instruction, in the fingerprint); a root
-    turn carries the messages the vendor has not seen, after the checkpoint a cold start uses.
+    turn carries the messages the vendor has not seen, after the checkpoint a cold start uses
+    (``latest``: the latest checkpoint of the turn's clear generation, read with its basis; none is
+    published while the turn holds its session). The transcript is read only when such messages
+    can exist (a resumed turn right after its previous one reads nothing).
     """
     store, record = run.services.store, run.run
     if run.parent is not None:
@@ -113,16 +118,18 @@ async def launch_prompt(run: RunSupervisor, resume: ResumePlan, stored: VendorSe
         if resume.resume and stored is not None:
             after = stored.cursor
         else:
-            checkpoint = await in_thread(store.latest_checkpoint, record.session_id, run.generation)
+            checkpoint = latest
             after = checkpoint.through_seq if checkpoint is not None else 0
-        through = (run.user_seq - 1) if run.user_seq is not None else None
-        unseen = await in_thread(
-            lambda: store.list_messages(
-                record.session_id, generation=run.generation, after_seq=after, through_seq=through
-            )
-        )
+        unseen: list[SessionMessage] = []
         if run.user_seq is None:  # posted in a generation cleared meanwhile: nothing to carry
-            unseen, checkpoint = [], None
+            checkpoint = None
+        elif run.user_seq - 1 > after:
+            through = run.user_seq - 1
+            unseen = await in_thread(
+                lambda: store.list_messages(
+                    record.session_id, generation=run.generation, after_seq=after, through_seq=through
+                )
+            )
         launch = render_launch_prompt(record.prompt, unseen=unseen, checkpoint=checkpoint)
         if launch.carried or launch.checkpoint_id is not None:
             await run.notice(
@@ -144,7 +151,7 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
     store, session = run.services.store, plan.session
     key, confirmed = state.key, run.attempt.confirmed
     if run.parent is None:
-        if not await _save_root_turn(run, plan, state):
+        if await _save_root_turn(run, plan, state):
             return
     else:
         if key is None:
