@@ -1,8 +1,8 @@
 """The frozen plan of one turn: everything a run needs, read once before it starts.
 
-:func:`read_basis` reads the session, its model row, its space and the adapter's binary and
-checks them (a missing adapter, binary or workspace fails the run before anything is
-connected); :func:`plan_turn` adds the run's tools (Octipus's and the connected ``mcpServers``
+:func:`read_basis` reads the session, its model row (and a root turn's reuse records with them),
+its space and the adapter's binary and checks them (a missing adapter, binary or workspace fails
+the run before anything is connected); :func:`plan_turn` adds the run's tools (Octipus's and the connected ``mcpServers``
 ones), the stable instructions, the resolved workspace and the session fingerprint (seed 003
 "Session reuse"). The supervisor then never re-reads the session, row or space during the turn.
 """
@@ -25,7 +25,7 @@ from octipusd.runner.executables import Resolution, resolve_executable
 from octipusd.runtime.children import LAZY_DISCOVERY_TOOLS, MAX_DEPTH
 from octipusd.runtime.sessions import fingerprint, provider_identity
 from octipusd.store.aio import in_thread
-from octipusd.store.records import ModelRow, Run, Session
+from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSession
 from octipusd.store.repository import Store
 from octipusd.toolkit import ToolSpec
 from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, child_tools
@@ -47,6 +47,9 @@ class TurnBasis:
         workspace: The session's workspace.
         mode: The vendor permission mode of this invocation (plan mode overrides the row's).
         in_space: Whether the session belongs to a space.
+        vendor_session: A root turn's stored vendor record under its adapter's name, read with the
+            session (None: none, or a child run).
+        checkpoint: A root turn's latest checkpoint of its clear generation, read with the session.
     """
 
     session: Session
@@ -58,6 +61,8 @@ class TurnBasis:
     workspace: Path
     mode: PermissionMode
     in_space: bool
+    vendor_session: VendorSession | None = None
+    checkpoint: Checkpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,22 @@ async def model_row(store: Store, session: Session) -> ModelRow | None:
 
 
 async def read_basis(
-    store: Store, adapters: Mapping[str, Adapter], resolutions: Mapping[str, Resolution], run: Run
+    store: Store,
+    adapters: Mapping[str, Adapter],
+    resolutions: Mapping[str, Resolution],
+    run: Run,
+    *,
+    generation: int | None = None,
 ) -> TurnBasis:
-    """Read and check what a turn of ``run``'s session needs.
+    """Read and check what a turn of ``run``'s session needs (one store read, two in a space).
+
+    Args:
+        store: The store.
+        adapters: The installed adapters, by name.
+        resolutions: Their resolved executables, by adapter name.
+        run: The run.
+        generation: A root turn's clear generation: its reuse records are read with the session
+            (:meth:`~octipusd.store.Store.read_turn`); None for a child run.
 
     Raises:
         ConflictError: the adapter is not installed, the workspace is gone, or (in a space) the
@@ -108,11 +126,11 @@ async def read_basis(
         ExecutableNotFoundError: the vendor binary cannot be resolved.
         NotFoundError: the session is gone.
     """
-    session = await in_thread(store.get_session, run.session_id)
+    records = await in_thread(store.read_turn, run.session_id, generation=generation)
+    session, row = records.session, records.model_row
     adapter = adapters.get(session.adapter)
     if adapter is None:
         raise ConflictError(f"session uses adapter {session.adapter!r}, which is not installed")
-    row = await model_row(store, session)
     resolution = resolutions.get(adapter.name)
     if resolution is None:
         raise ExecutableNotFoundError(f"no executable resolution for adapter {adapter.name}")
@@ -137,6 +155,8 @@ async def read_basis(
         # plan mode overrides the row's vendor permission mode for this invocation (seed 003)
         mode=PermissionMode.PLAN if run.plan_mode else PermissionMode(session.permission_mode),
         in_space=session.space_id is not None,
+        vendor_session=records.vendor_session,
+        checkpoint=records.checkpoint,
     )
 
 

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_se
 from octipusd.runtime.sessions import ResumePlan, plan_resume
 from octipusd.runtime.vendor_events import VendorEvents
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Run, RunStatus
+from octipusd.store.records import Run, RunStatus, VendorSession
 from octipusd.toolkit import ChildRequest, RunIdentity, ToolSpec
 from octipusd.tools import ROOT_ROLE
 
@@ -60,6 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["Attempt", "RunSupervisor"]
 
 log = logging.getLogger("octipusd.runtime")
+
+
+#: The bridge's module, imported by the first run (:func:`_bridge_opener`).
+_BRIDGE = "octipusd.bridge.server"
 
 
 def _bridge_opener() -> Callable[..., AbstractAsyncContextManager[Bridge]]:
@@ -243,7 +248,13 @@ class RunSupervisor:
 
     async def _turn(self) -> None:
         services = self.services
-        basis = await read_basis(services.store, services.adapters, services.resolutions, self.run)
+        basis = await read_basis(
+            services.store,
+            services.adapters,
+            services.resolutions,
+            self.run,
+            generation=self.generation if self.parent is None else None,  # a root's reuse records too
+        )
         self.adapter, self.space = basis.adapter, basis.in_space
         async with self._connect() as connected:
             plan = await plan_turn(
@@ -273,7 +284,7 @@ class RunSupervisor:
         services, run, session = self.services, self.run, plan.session
         key = await reuse_key(self, plan.adapter, plan.basis.options)
         try:
-            stored = await in_thread(services.store.get_vendor_session, session.id, key) if key else None
+            stored = await self._stored_session(plan, key)
             resume = plan_resume(stored, plan.fingerprint, plan.real_workspace, plan.adapter.new_session_id())
             if resume.notice:
                 await self.notice(resume.notice)
@@ -292,13 +303,17 @@ class RunSupervisor:
                 key=key,
                 resume=resume,
                 stored=stored,
-                launch=await launch_prompt(self, resume, stored),
+                launch=await launch_prompt(self, resume, stored, plan.basis.checkpoint),
                 # the record this run may replace: a child saves only if no retry took the key since
                 expected=stored.vendor_session_id if stored is not None else None,
             )
             try:
                 # the bridge (and the MCP SDK under it) is imported by the first run, off the event loop
-                open_bridge = await anyio.to_thread.run_sync(_bridge_opener)
+                open_bridge = (
+                    _bridge_opener()
+                    if _BRIDGE in sys.modules
+                    else await anyio.to_thread.run_sync(_bridge_opener)
+                )
                 async with open_bridge(self.identity, self.host, plan.tools) as bridge:
                     await self._attempts(plan, bridge, state)
             finally:
@@ -311,6 +326,15 @@ class RunSupervisor:
         finally:
             if key is not None and self.parent is not None:
                 services.claims.release(key, run.id)
+
+    async def _stored_session(self, plan: TurnPlan, key: str | None) -> VendorSession | None:
+        """The vendor record the run may resume: a root's was read with its basis, a child's is read
+        under its claimed key."""
+        if key is None:
+            return None
+        if self.parent is None and key == plan.session.adapter:
+            return plan.basis.vendor_session
+        return await in_thread(self.services.store.get_vendor_session, plan.session.id, key)
 
     async def _attempts(self, plan: TurnPlan, bridge: Bridge, state: ReuseState) -> None:
         """Invoke the vendor; when a resumed session is gone, drop it and retry once, cold."""
@@ -349,7 +373,7 @@ class RunSupervisor:
             await self._keep_accounting()
             self.attempt, self.failure = Attempt(), None
             state.resume, state.stored = ResumePlan(adapter.new_session_id(), False), None
-            state.launch = await launch_prompt(self, state.resume, None)
+            state.launch = await launch_prompt(self, state.resume, None, plan.basis.checkpoint)
 
     def _request(
         self, plan: TurnPlan, bridge: Bridge, state: ReuseState, denied: tuple[str, ...]

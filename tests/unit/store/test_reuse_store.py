@@ -373,6 +373,36 @@ def test_a_root_turn_keeps_its_answer_and_vendor_session_in_one_transaction(csto
     assert cstore.list_messages(session.id, generation=1) == []
 
 
+def test_the_start_of_a_turn_reads_its_session_row_and_root_reuse_records_at_once(cstore: Store) -> None:
+    row = cstore.create_model_row(name="row", adapter="claude-code")
+    session = cstore.create_session(workspace="/w", adapter="claude-code", model_row_id=row.id)
+    _save(cstore, session.id, vid="old")
+    _save(cstore, session.id, key="claude-code::root>coding:t1", vid="child")
+    bare = cstore.read_turn(session.id, generation=None)  # a child run: no reuse records
+    assert (bare.session, bare.model_row) == (cstore.get_session(session.id), row)
+    assert (bare.vendor_session, bare.checkpoint) == (None, None)
+    for n in range(2):
+        cstore.append_message(session.id, role="user", text=f"q{n}")
+    first = cstore.publish_checkpoint(
+        session.id, generation=0, first_seq=1, through_seq=1, summary="s", covered_chars=2, rotate_keys=[]
+    )
+    latest = cstore.publish_checkpoint(
+        session.id, generation=0, first_seq=1, through_seq=2, summary="s", covered_chars=4, rotate_keys=[]
+    )
+    assert first is not None and latest is not None
+    turn = cstore.read_turn(session.id, generation=0)
+    assert turn.vendor_session == cstore.get_vendor_session(session.id, "claude-code")
+    assert turn.vendor_session is not None and turn.vendor_session.vendor_session_id == "old"
+    assert turn.checkpoint == cstore.latest_checkpoint(session.id, 0) == latest
+    cstore.clear_session(session.id)  # the old generation's record is stale; its checkpoints stay its own
+    cleared = cstore.read_turn(session.id, generation=1)
+    assert (cleared.vendor_session, cleared.checkpoint) == (None, None)
+    cstore.delete_model_row(row.id)  # the session keeps its copy
+    assert cstore.read_turn(session.id, generation=1).model_row is None
+    with pytest.raises(NotFoundError, match=f"session {MISSING} not found"):
+        cstore.read_turn(MISSING, generation=0)
+
+
 def test_append_message_checks_its_arguments(cstore: Store) -> None:
     session = _session(cstore)
     other = _session(cstore)
