@@ -27,6 +27,7 @@ from octipusd.runtime.sessions import fingerprint, provider_identity
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSession
 from octipusd.store.repository import Store
+from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
 from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, child_tools
 
@@ -45,6 +46,7 @@ class TurnBasis:
         flags: The row's additive CLI flags.
         binary: The vendor binary to execute.
         workspace: The session's workspace.
+        real_workspace: The workspace with symlinks resolved (read with the session).
         mode: The vendor permission mode of this invocation (plan mode overrides the row's).
         in_space: Whether the session belongs to a space.
         vendor_session: A root turn's stored vendor record under its adapter's name, read with the
@@ -59,6 +61,7 @@ class TurnBasis:
     flags: tuple[str, ...]
     binary: str
     workspace: Path
+    real_workspace: Path
     mode: PermissionMode
     in_space: bool
     vendor_session: VendorSession | None = None
@@ -126,7 +129,7 @@ async def read_basis(
         ExecutableNotFoundError: the vendor binary cannot be resolved.
         NotFoundError: the session is gone.
     """
-    records = await in_thread(store.read_turn, run.session_id, generation=generation)
+    records, found = await in_thread(_read_session, store, run.session_id, generation)
     session, row = records.session, records.model_row
     adapter = adapters.get(session.adapter)
     if adapter is None:
@@ -140,7 +143,7 @@ async def read_basis(
         )
     binary = resolution.require()
     workspace = Path(session.workspace)
-    if not await anyio.Path(workspace).is_dir():
+    if found is None:
         raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
     if session.space_id is not None:  # the row may have lost sharedUse, the adapter its space mode
         check_space_model(await in_thread(store.get_space, session.space_id), row, adapter)
@@ -152,12 +155,21 @@ async def read_basis(
         flags=tuple(row.additive_flags) if row else (),
         binary=binary,
         workspace=workspace,
+        real_workspace=found,
         # plan mode overrides the row's vendor permission mode for this invocation (seed 003)
         mode=PermissionMode.PLAN if run.plan_mode else PermissionMode(session.permission_mode),
         in_space=session.space_id is not None,
         vendor_session=records.vendor_session,
         checkpoint=records.checkpoint,
     )
+
+
+def _read_session(store: Store, session_id: str, generation: int | None) -> tuple[TurnRecords, Path | None]:
+    """In one worker call: the turn's store records, and its workspace with symlinks resolved (None
+    when it is not a folder)."""
+    records = store.read_turn(session_id, generation=generation)
+    workspace = Path(records.session.workspace)
+    return records, workspace.resolve() if workspace.is_dir() else None
 
 
 async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, role: str | None) -> TurnPlan:
@@ -176,7 +188,7 @@ async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, ro
     instructions = CHILD_ROLES.get(role) if role is not None else None
     # Claude's resume is scoped to the real working directory (observed.md §1.7): a workspace
     # path whose target moved is a different conversation scope, detected before spawning
-    real = await anyio.to_thread.run_sync(basis.workspace.resolve)
+    real = basis.real_workspace
     mode = basis.mode
     fp = fingerprint(
         adapter=basis.adapter.name,

@@ -207,7 +207,7 @@ async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState)
         )
     if vendor is None and not answered:
         return True
-    _message, saved = await in_thread(
+    kept = await in_thread(
         run.services.store.save_root_turn,
         plan.session.id,
         generation=run.generation,
@@ -215,8 +215,10 @@ async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState)
         adapter=plan.adapter.name,
         answer=result.text if answered and result is not None else None,
         vendor=vendor,
+        measure=run.services.compaction_threshold > 0,
     )
-    return vendor is None or saved is not None
+    run.uncovered_chars = kept.uncovered_chars
+    return vendor is None or kept.vendor_session is not None
 
 
 async def thread_usage(store: Store, request: LaunchRequest, run: Run) -> Usage:

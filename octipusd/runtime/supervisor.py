@@ -158,6 +158,8 @@ class RunSupervisor:
         self.attempt = Attempt()
         #: The last invocation's exit code, usage and result, not stored yet (:meth:`_account`).
         self.accounting: dict[str, Any] = {}
+        #: The session's uncovered transcript (characters), measured as the turn saved it, or None.
+        self.uncovered_chars: int | None = None
         self.bridge: Bridge | None = None
         self.failure: str | None = None
         self.stop_status: RunStatus | None = None
@@ -689,7 +691,9 @@ class RunSupervisor:
         services = self.services
         with anyio.CancelScope(shield=True):
             try:
-                size = await in_thread(uncovered_chars, services.store, self.session_id)
+                size = self.uncovered_chars
+                if size is None:  # not measured when the session was saved
+                    size = await in_thread(uncovered_chars, services.store, self.session_id)
                 if size < services.compaction_threshold:
                     return
                 report = await services.compact(self.session_id, services.compaction_keep_turns)

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from sqlalchemy import delete, func
 from sqlmodel import Session as DbSession, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from octipusd.errors import InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin
@@ -49,6 +50,7 @@ __all__ = [
     "CHILD_KEY_SEPARATOR",
     "MAX_CHILD_SESSIONS",
     "UNSET",
+    "KeptTurn",
     "ReuseStoreMixin",
     "RootVendorSave",
     "is_child_key",
@@ -134,6 +136,21 @@ class RootVendorSave:
     cwd: str
     cursor: int
     checkpoint_id: int | None
+
+
+@dataclass(frozen=True)
+class KeptTurn:
+    """What :meth:`ReuseStoreMixin.save_root_turn` kept.
+
+    Attributes:
+        message: The appended answer, or None.
+        vendor_session: The saved vendor record, or None (not asked, or refused).
+        uncovered_chars: :meth:`ReuseStoreMixin.uncovered_chars` after the save, when measured.
+    """
+
+    message: SessionMessage | None
+    vendor_session: VendorSession | None
+    uncovered_chars: int | None
 
 
 def _check_vendor_save(key: str, cursor: int, max_children: int) -> None:
@@ -488,7 +505,8 @@ class ReuseStoreMixin(StoreMixin):
         adapter: str,
         answer: str | None,
         vendor: RootVendorSave | None,
-    ) -> tuple[SessionMessage | None, VendorSession | None]:
+        measure: bool = False,
+    ) -> KeptTurn:
         """Keep what a root turn leaves for the next one, in one write transaction: its answer joins
         the transcript (:meth:`append_message`), then its vendor session is saved
         (:meth:`save_vendor_session`) with the answer's ``seq`` as its cursor (without an answer,
@@ -502,9 +520,10 @@ class ReuseStoreMixin(StoreMixin):
             adapter: The adapter that answered.
             answer: The assistant message's text, or None (nothing appended).
             vendor: The vendor session to save, or None.
+            measure: Also measure :meth:`uncovered_chars` afterwards, in the same transaction.
 
         Returns:
-            The appended message and the saved record (each None when not written).
+            What was kept.
 
         Raises:
             As :meth:`append_message` and :meth:`save_vendor_session`.
@@ -514,25 +533,25 @@ class ReuseStoreMixin(StoreMixin):
         with self._tx(f"keeping turn {run_id} of session {session_id}", write=True) as db:
             session = self._lock_session(db, session_id)
             if generation != session.clear_generation:
-                return None, None
-            message = None
+                return KeptTurn(None, None, None)
+            message = saved = None
             if answer is not None:
                 message = self._append_message_in(
                     db, session, role="assistant", text=answer, run_id=run_id, adapter=adapter
                 )
-            if vendor is None:
-                return message, None
-            saved = self._save_vendor_session_in(
-                db,
-                session,
-                key=vendor.key,
-                vendor_session_id=vendor.vendor_session_id,
-                fingerprint=vendor.fingerprint,
-                cwd=vendor.cwd,
-                cursor=message.seq if message is not None else vendor.cursor,
-                checkpoint_id=vendor.checkpoint_id,
-            )
-            return message, saved
+            if vendor is not None:
+                saved = self._save_vendor_session_in(
+                    db,
+                    session,
+                    key=vendor.key,
+                    vendor_session_id=vendor.vendor_session_id,
+                    fingerprint=vendor.fingerprint,
+                    cwd=vendor.cwd,
+                    cursor=message.seq if message is not None else vendor.cursor,
+                    checkpoint_id=vendor.checkpoint_id,
+                )
+            size = int(db.exec(self._uncovered_query(session_id)).one()) if measure else None
+            return KeptTurn(message, saved, size)
 
     def list_messages(
         self, session_id: str, *, generation: int, after_seq: int = 0, through_seq: int | None = None
@@ -571,6 +590,12 @@ class ReuseStoreMixin(StoreMixin):
         Raises:
             StoreError: The database failed.
         """
+        with self._tx(f"measuring the uncovered transcript of session {session_id}") as db:
+            return int(db.exec(self._uncovered_query(session_id)).one())
+
+    @staticmethod
+    def _uncovered_query(session_id: str) -> SelectOfScalar[int]:
+        """The statement of :meth:`uncovered_chars`."""
         generation = (
             select(SessionRow.clear_generation).where(col(SessionRow.id) == session_id).scalar_subquery()
         )
@@ -582,13 +607,11 @@ class ReuseStoreMixin(StoreMixin):
             )
             .scalar_subquery()
         )
-        query = select(func.coalesce(func.sum(func.length(SessionMessageRow.text)), 0)).where(
+        return select(func.coalesce(func.sum(func.length(SessionMessageRow.text)), 0)).where(
             col(SessionMessageRow.session_id) == session_id,
             col(SessionMessageRow.clear_generation) == generation,
             col(SessionMessageRow.seq) > covered,
         )
-        with self._tx(f"measuring the uncovered transcript of session {session_id}") as db:
-            return int(db.exec(query).one())
 
     # Checkpoints -------------------------------------------------------------------------
 

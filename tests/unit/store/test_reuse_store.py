@@ -20,7 +20,7 @@ from octipusd.store import Store, make_engine, upgrade
 from octipusd.store.engine import WRITE_OPTION
 from octipusd.store.migrate import alembic_config, current_revision, head_revision
 from octipusd.store.records import Session, VendorSession
-from octipusd.store.reuse_store import MAX_CHILD_SESSIONS, UNSET, RootVendorSave
+from octipusd.store.reuse_store import MAX_CHILD_SESSIONS, UNSET, KeptTurn, RootVendorSave
 
 MISSING = "0" * 32
 THREADS = 8
@@ -340,24 +340,33 @@ def test_a_root_turn_keeps_its_answer_and_vendor_session_in_one_transaction(csto
         cursor=user.seq,
         checkpoint_id=None,
     )
-    message, saved = cstore.save_root_turn(
-        session.id, generation=0, run_id=run.id, adapter="claude-code", answer="a", vendor=vendor
+    kept = cstore.save_root_turn(
+        session.id,
+        generation=0,
+        run_id=run.id,
+        adapter="claude-code",
+        answer="a",
+        vendor=vendor,
+        measure=True,
     )
+    message, saved = kept.message, kept.vendor_session
+    assert kept.uncovered_chars == cstore.uncovered_chars(session.id) == 2  # "q" and "a"
     assert message is not None and (message.seq, message.role, message.run_id) == (2, "assistant", run.id)
     assert saved is not None and saved.cursor == message.seq  # the answer is seen by the vendor
     # no answer: the record's cursor is the one given; no vendor session: only the answer
-    _, unanswered = cstore.save_root_turn(
+    unanswered = cstore.save_root_turn(
         session.id, generation=0, run_id=run.id, adapter="claude-code", answer=None, vendor=vendor
-    )
+    ).vendor_session
     assert unanswered is not None and unanswered.cursor == user.seq
-    only, none = cstore.save_root_turn(
+    only = cstore.save_root_turn(
         session.id, generation=0, run_id=run.id, adapter="claude-code", answer="b", vendor=None
     )
-    assert only is not None and only.seq == 3 and none is None
+    assert only.message is not None and only.message.seq == 3
+    assert only.vendor_session is None and only.uncovered_chars is None  # not measured
     cstore.clear_session(session.id)  # a turn of the old generation keeps nothing
     assert cstore.save_root_turn(
         session.id, generation=0, run_id=run.id, adapter="claude-code", answer="c", vendor=vendor
-    ) == (None, None)
+    ) == KeptTurn(None, None, None)
     assert [m.seq for m in cstore.list_messages(session.id, generation=0)] == [1, 2, 3]
     assert cstore.list_vendor_sessions(session.id) == []
     # both or neither: a failing save leaves no answer behind
