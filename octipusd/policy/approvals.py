@@ -66,6 +66,8 @@ class ApprovalBroker:
         self._store = store
         self.timeout_seconds = timeout_seconds
         self._waiters: dict[str, anyio.Event] = {}
+        #: The run of each waiter's approval (None: of no run), to wake a run's waiters from memory.
+        self._runs: dict[str, str | None] = {}
         self._listeners: list[Callable[[Approval], None]] = []
 
     def add_listener(self, listener: Callable[[Approval], None]) -> None:
@@ -115,6 +117,7 @@ class ApprovalBroker:
             action_ids=action_ids or (),
         )
         self._waiters[approval.id] = anyio.Event()
+        self._runs[approval.id] = approval.run_id
         return approval
 
     async def wait(self, approval: Approval) -> ApprovalResult:
@@ -127,6 +130,7 @@ class ApprovalBroker:
             The outcome and the final record. Never raises for an expiry.
         """
         event = self._waiters.setdefault(approval.id, anyio.Event())
+        self._runs[approval.id] = approval.run_id
         try:
             with anyio.move_on_after(self.timeout_seconds):
                 await event.wait()
@@ -150,6 +154,7 @@ class ApprovalBroker:
             raise
         finally:
             self._waiters.pop(approval.id, None)
+            self._runs.pop(approval.id, None)
         return self._result(final)
 
     async def answer(
@@ -197,14 +202,25 @@ class ApprovalBroker:
         return approval
 
     async def cancel_run(self, run_id: str, reason: str) -> int:
-        """Cancel every pending approval of a run and wake its waiters; returns how many."""
-        pending = await in_thread(self._store.list_approvals, status=ApprovalStatus.PENDING, run_id=run_id)
+        """Cancel every pending approval of a run and wake its waiters; returns how many.
+
+        One store transaction (no read first): the waits open when it began are woken from memory
+        once it committed.
+        """
+        waiting = self.waits_of(run_id)
         count = await in_thread(self._store.cancel_pending_approvals, run_id, reason=reason)
-        for approval in pending:
-            waiter = self._waiters.get(approval.id)
-            if waiter is not None:
-                waiter.set()
+        for event in waiting:
+            event.set()
         return count
+
+    def waits_of(self, run_id: str) -> list[anyio.Event]:
+        """The open waits on approvals of ``run_id``, to set once the store resolved those approvals
+        (e.g. :meth:`~octipusd.store.Store.finish_run` with ``approvals_reason``): a wait registered
+        now is on an approval already committed, so a transaction starting after this call sees it.
+        A wait woken while its approval is still pending fails (:class:`ApprovalError`)."""
+        return [
+            self._waiters[a] for a, of_run in self._runs.items() if of_run == run_id and a in self._waiters
+        ]
 
     @staticmethod
     def _result(approval: Approval) -> ApprovalResult:

@@ -500,6 +500,24 @@ class VendorProcess:
         self._cage.kill()  # every member the cage knows, at once
         self._signal_group(signal.SIGKILL)
 
+    def _terminate_leftovers(self, grace: float) -> list[psutil.Process]:
+        """SIGTERM the leftovers the cage knows and wait up to ``grace`` seconds for them (a worker
+        thread); the ones signalled."""
+        survivors = self._others()
+        for p in survivors:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        if survivors:
+            wait_ended(survivors, grace)
+        return survivors
+
+    def _end_leftovers(self, grace: float) -> tuple[list[psutil.Process], bool]:
+        """Once the leader ended: :meth:`_terminate_leftovers`, SIGKILL the cage, release it (a worker
+        thread); the ones signalled and whether the cage was freed."""
+        survivors = self._terminate_leftovers(grace)
+        self._kill_tree()
+        return survivors, self._cage.release()
+
     async def reap(self, grace: float = TERM_GRACE) -> list[int]:
         """Terminate whatever of the run is still alive: the cage and the group.
 
@@ -516,17 +534,14 @@ class VendorProcess:
         if self._released:  # an earlier reap ended everything and freed the cage
             return []
         with anyio.CancelScope(shield=True):
-            survivors = await anyio.to_thread.run_sync(self._others)
-            for p in survivors:
-                with contextlib.suppress(psutil.Error):
-                    p.terminate()
-            if survivors:
-                await anyio.to_thread.run_sync(wait_ended, survivors, grace)
-            await anyio.to_thread.run_sync(self._kill_tree)
-            if self._process.returncode is None:
+            if self._process.returncode is not None:  # the usual end: the whole reap in one worker call
+                survivors, released = await anyio.to_thread.run_sync(self._end_leftovers, grace)
+            else:
+                survivors = await anyio.to_thread.run_sync(self._terminate_leftovers, grace)
+                await anyio.to_thread.run_sync(self._kill_tree)
                 with anyio.move_on_after(max(grace, KILL_WAIT)):
                     await self._process.wait()
-            released = await anyio.to_thread.run_sync(self._cage.release)
+                released = await anyio.to_thread.run_sync(self._cage.release)
             if not released:
                 log.warning("run %s: processes of pid %d's cage outlived SIGKILL", self.run_id, self.pid)
             if self._process.returncode is not None:  # its pipes closed; the wait returns at once

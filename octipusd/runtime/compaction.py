@@ -219,9 +219,6 @@ def compact(
 
 
 def uncovered_chars(store: Store, session_id: str) -> int:
-    """Characters of the current generation's messages after the latest checkpoint."""
-    session = store.get_session(session_id)
-    previous = store.latest_checkpoint(session_id, session.clear_generation)
-    after = previous.through_seq if previous is not None else 0
-    messages = store.list_messages(session_id, generation=session.clear_generation, after_seq=after)
-    return sum(len(m.text) for m in messages)
+    """Characters of the current generation's messages after the latest checkpoint (one store read,
+    :meth:`~octipusd.store.Store.uncovered_chars`; 0 for an unknown session)."""
+    return store.uncovered_chars(session_id)

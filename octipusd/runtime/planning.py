@@ -1,8 +1,8 @@
 """The frozen plan of one turn: everything a run needs, read once before it starts.
 
-:func:`read_basis` reads the session, its model row, its space and the adapter's binary and
-checks them (a missing adapter, binary or workspace fails the run before anything is
-connected); :func:`plan_turn` adds the run's tools (Octipus's and the connected ``mcpServers``
+:func:`read_basis` reads the session, its model row (and a root turn's reuse records with them),
+its space and the adapter's binary and checks them (a missing adapter, binary or workspace fails
+the run before anything is connected); :func:`plan_turn` adds the run's tools (Octipus's and the connected ``mcpServers``
 ones), the stable instructions, the resolved workspace and the session fingerprint (seed 003
 "Session reuse"). The supervisor then never re-reads the session, row or space during the turn.
 """
@@ -25,8 +25,9 @@ from octipusd.runner.executables import Resolution, resolve_executable
 from octipusd.runtime.children import LAZY_DISCOVERY_TOOLS, MAX_DEPTH
 from octipusd.runtime.sessions import fingerprint, provider_identity
 from octipusd.store.aio import in_thread
-from octipusd.store.records import ModelRow, Run, Session
+from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSession
 from octipusd.store.repository import Store
+from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
 from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, child_tools
 
@@ -45,8 +46,12 @@ class TurnBasis:
         flags: The row's additive CLI flags.
         binary: The vendor binary to execute.
         workspace: The session's workspace.
+        real_workspace: The workspace with symlinks resolved (read with the session).
         mode: The vendor permission mode of this invocation (plan mode overrides the row's).
         in_space: Whether the session belongs to a space.
+        vendor_session: A root turn's stored vendor record under its adapter's name, read with the
+            session (None: none, or a child run).
+        checkpoint: A root turn's latest checkpoint of its clear generation, read with the session.
     """
 
     session: Session
@@ -56,8 +61,11 @@ class TurnBasis:
     flags: tuple[str, ...]
     binary: str
     workspace: Path
+    real_workspace: Path
     mode: PermissionMode
     in_space: bool
+    vendor_session: VendorSession | None = None
+    checkpoint: Checkpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +106,22 @@ async def model_row(store: Store, session: Session) -> ModelRow | None:
 
 
 async def read_basis(
-    store: Store, adapters: Mapping[str, Adapter], resolutions: Mapping[str, Resolution], run: Run
+    store: Store,
+    adapters: Mapping[str, Adapter],
+    resolutions: Mapping[str, Resolution],
+    run: Run,
+    *,
+    generation: int | None = None,
 ) -> TurnBasis:
-    """Read and check what a turn of ``run``'s session needs.
+    """Read and check what a turn of ``run``'s session needs (one store read, two in a space).
+
+    Args:
+        store: The store.
+        adapters: The installed adapters, by name.
+        resolutions: Their resolved executables, by adapter name.
+        run: The run.
+        generation: A root turn's clear generation: its reuse records are read with the session
+            (:meth:`~octipusd.store.Store.read_turn`); None for a child run.
 
     Raises:
         ConflictError: the adapter is not installed, the workspace is gone, or (in a space) the
@@ -108,11 +129,11 @@ async def read_basis(
         ExecutableNotFoundError: the vendor binary cannot be resolved.
         NotFoundError: the session is gone.
     """
-    session = await in_thread(store.get_session, run.session_id)
+    records, found = await in_thread(_read_session, store, run.session_id, generation)
+    session, row = records.session, records.model_row
     adapter = adapters.get(session.adapter)
     if adapter is None:
         raise ConflictError(f"session uses adapter {session.adapter!r}, which is not installed")
-    row = await model_row(store, session)
     resolution = resolutions.get(adapter.name)
     if resolution is None:
         raise ExecutableNotFoundError(f"no executable resolution for adapter {adapter.name}")
@@ -122,7 +143,7 @@ async def read_basis(
         )
     binary = resolution.require()
     workspace = Path(session.workspace)
-    if not await anyio.Path(workspace).is_dir():
+    if found is None:
         raise ConflictError(f"workspace {workspace} does not exist; create it or start a new session")
     if session.space_id is not None:  # the row may have lost sharedUse, the adapter its space mode
         check_space_model(await in_thread(store.get_space, session.space_id), row, adapter)
@@ -134,10 +155,21 @@ async def read_basis(
         flags=tuple(row.additive_flags) if row else (),
         binary=binary,
         workspace=workspace,
+        real_workspace=found,
         # plan mode overrides the row's vendor permission mode for this invocation (seed 003)
         mode=PermissionMode.PLAN if run.plan_mode else PermissionMode(session.permission_mode),
         in_space=session.space_id is not None,
+        vendor_session=records.vendor_session,
+        checkpoint=records.checkpoint,
     )
+
+
+def _read_session(store: Store, session_id: str, generation: int | None) -> tuple[TurnRecords, Path | None]:
+    """In one worker call: the turn's store records, and its workspace with symlinks resolved (None
+    when it is not a folder)."""
+    records = store.read_turn(session_id, generation=generation)
+    workspace = Path(records.session.workspace)
+    return records, workspace.resolve() if workspace.is_dir() else None
 
 
 async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, role: str | None) -> TurnPlan:
@@ -156,7 +188,7 @@ async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, ro
     instructions = CHILD_ROLES.get(role) if role is not None else None
     # Claude's resume is scoped to the real working directory (observed.md §1.7): a workspace
     # path whose target moved is a different conversation scope, detected before spawning
-    real = await anyio.to_thread.run_sync(basis.workspace.resolve)
+    real = basis.real_workspace
     mode = basis.mode
     fp = fingerprint(
         adapter=basis.adapter.name,

@@ -24,8 +24,9 @@ from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import ResumePlan
 from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Run, VendorSession
+from octipusd.store.records import Checkpoint, Run, SessionMessage, VendorSession
 from octipusd.store.repository import Store
+from octipusd.store.reuse_store import RootVendorSave
 
 if TYPE_CHECKING:
     from octipusd.runtime.planning import TurnPlan
@@ -98,11 +99,16 @@ async def reuse_key(run: RunSupervisor, adapter: Adapter, options: Mapping[str, 
     return scope.store_key
 
 
-async def launch_prompt(run: RunSupervisor, resume: ResumePlan, stored: VendorSession | None) -> LaunchPrompt:
+async def launch_prompt(
+    run: RunSupervisor, resume: ResumePlan, stored: VendorSession | None, latest: Checkpoint | None
+) -> LaunchPrompt:
     """What this launch sends (seed 003 "What resume actually saves").
 
     A child sends its brief (its role prompt is a stable instruction, in the fingerprint); a root
-    turn carries the messages the vendor has not seen, after the checkpoint a cold start uses.
+    turn carries the messages the vendor has not seen, after the checkpoint a cold start uses
+    (``latest``: the latest checkpoint of the turn's clear generation, read with its basis; none is
+    published while the turn holds its session). The transcript is read only when such messages
+    can exist (a resumed turn right after its previous one reads nothing).
     """
     store, record = run.services.store, run.run
     if run.parent is not None:
@@ -112,16 +118,18 @@ async def launch_prompt(run: RunSupervisor, resume: ResumePlan, stored: VendorSe
         if resume.resume and stored is not None:
             after = stored.cursor
         else:
-            checkpoint = await in_thread(store.latest_checkpoint, record.session_id, run.generation)
+            checkpoint = latest
             after = checkpoint.through_seq if checkpoint is not None else 0
-        through = (run.user_seq - 1) if run.user_seq is not None else None
-        unseen = await in_thread(
-            lambda: store.list_messages(
-                record.session_id, generation=run.generation, after_seq=after, through_seq=through
-            )
-        )
+        unseen: list[SessionMessage] = []
         if run.user_seq is None:  # posted in a generation cleared meanwhile: nothing to carry
-            unseen, checkpoint = [], None
+            checkpoint = None
+        elif run.user_seq - 1 > after:
+            through = run.user_seq - 1
+            unseen = await in_thread(
+                lambda: store.list_messages(
+                    record.session_id, generation=run.generation, after_seq=after, through_seq=through
+                )
+            )
         launch = render_launch_prompt(record.prompt, unseen=unseen, checkpoint=checkpoint)
         if launch.carried or launch.checkpoint_id is not None:
             await run.notice(
@@ -140,32 +148,11 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
     holds that conversation). A child saves only if no retry took its key since, and drops its key
     when it exceeded its token budget.
     """
-    store, record, session = run.services.store, run.run, plan.session
-    result, key = run.attempt.result, state.key
-    answered = result is not None and bool(result.text) and not result_failed(result)
+    store, session = run.services.store, plan.session
+    key, confirmed = state.key, run.attempt.confirmed
     if run.parent is None:
-        assistant = None
-        if answered:
-            assert result is not None and result.text is not None
-            assistant = await in_thread(
-                store.append_message,
-                session.id,
-                role="assistant",
-                text=result.text,
-                run_id=record.id,
-                adapter=plan.adapter.name,
-                generation=run.generation,
-            )
-        if key is None or not run.attempt.confirmed:
+        if await _save_root_turn(run, plan, state):
             return
-        stored = state.stored
-        cursor = (
-            assistant.seq if assistant is not None else (run.user_seq or (stored.cursor if stored else 0))
-        )
-        checkpoint_id = (
-            stored.checkpoint_id if state.resume.resume and stored is not None else state.launch.checkpoint_id
-        )
-        extra: dict[str, Any] = {"cursor": cursor, "checkpoint_id": checkpoint_id}
     else:
         if key is None:
             return
@@ -173,30 +160,65 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
             await in_thread(store.drop_vendor_session, session.id, key)
             await run.notice(f"token budget exceeded: resume key {run.lineage} dropped")
             return
-        if not run.attempt.confirmed:
+        if not confirmed:
             return
         # a child stopped by a cancel, a timeout or a turn limit still saves, but only if the vendor
         # confirmed the session in this run and no retry has taken the key since
-        extra = {"expect_vendor_session_id": state.expected, "max_children": MAX_CHILD_SESSIONS}
-    confirmed = run.attempt.confirmed
-    saved = await in_thread(
-        lambda: store.save_vendor_session(
-            session_id=session.id,
+        saved = await in_thread(
+            lambda: store.save_vendor_session(
+                session_id=session.id,
+                key=key,
+                vendor_session_id=confirmed,
+                fingerprint=plan.fingerprint,
+                cwd=str(plan.real_workspace),
+                generation=run.generation,
+                expect_vendor_session_id=state.expected,
+                max_children=MAX_CHILD_SESSIONS,
+            )
+        )
+        if saved is not None:
+            return
+    await run.notice(
+        "the vendor session of this run is not kept: the session was cleared (/clear) while it ran"
+        if run.parent is None
+        else f"the vendor session of this child is not kept under {run.lineage}: the session was "
+        "cleared (/clear) or another run saved the key meanwhile"
+    )
+
+
+async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState) -> bool:
+    """A root turn's accepted answer and confirmed vendor session, in one store transaction; False
+    when the vendor session was to be saved but was not (the session was cleared meanwhile)."""
+    result, key, confirmed, stored = run.attempt.result, state.key, run.attempt.confirmed, state.stored
+    answered = result is not None and bool(result.text) and not result_failed(result)
+    vendor = None
+    if key is not None and confirmed:
+        vendor = RootVendorSave(
             key=key,
             vendor_session_id=confirmed,
             fingerprint=plan.fingerprint,
             cwd=str(plan.real_workspace),
-            generation=run.generation,
-            **extra,
+            cursor=run.user_seq or (stored.cursor if stored else 0),  # without an answer
+            checkpoint_id=(
+                stored.checkpoint_id
+                if state.resume.resume and stored is not None
+                else state.launch.checkpoint_id
+            ),
         )
+    if vendor is None and not answered:
+        return True
+    kept = await in_thread(
+        run.services.store.save_root_turn,
+        plan.session.id,
+        generation=run.generation,
+        run_id=run.run.id,
+        adapter=plan.adapter.name,
+        answer=result.text if answered and result is not None else None,
+        vendor=vendor,
+        measure=run.services.compaction_threshold > 0,
     )
-    if saved is None:
-        await run.notice(
-            "the vendor session of this run is not kept: the session was cleared (/clear) while it ran"
-            if run.parent is None
-            else f"the vendor session of this child is not kept under {run.lineage}: the session was "
-            "cleared (/clear) or another run saved the key meanwhile"
-        )
+    run.uncovered_chars = kept.uncovered_chars
+    return vendor is None or kept.vendor_session is not None
 
 
 async def thread_usage(store: Store, request: LaunchRequest, run: Run) -> Usage:

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_se
 from octipusd.runtime.sessions import ResumePlan, plan_resume
 from octipusd.runtime.vendor_events import VendorEvents
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Run, RunStatus
+from octipusd.store.records import Run, RunStatus, VendorSession
 from octipusd.toolkit import ChildRequest, RunIdentity, ToolSpec
 from octipusd.tools import ROOT_ROLE
 
@@ -61,6 +62,10 @@ if TYPE_CHECKING:
 __all__ = ["Attempt", "RunSupervisor"]
 
 log = logging.getLogger("octipusd.runtime")
+
+
+#: The bridge's module, imported by the first run (:func:`_bridge_opener`).
+_BRIDGE = "octipusd.bridge.server"
 
 
 def _bridge_opener() -> Callable[..., AbstractAsyncContextManager[Bridge]]:
@@ -152,6 +157,10 @@ class RunSupervisor:
         self.space = False
         self.tools: dict[str, ToolSpec] = {}
         self.attempt = Attempt()
+        #: The last invocation's exit code, usage and result, not stored yet (:meth:`_account`).
+        self.accounting: dict[str, Any] = {}
+        #: The session's uncovered transcript (characters), measured as the turn saved it, or None.
+        self.uncovered_chars: int | None = None
         self.bridge: Bridge | None = None
         self.failure: str | None = None
         self.stop_status: RunStatus | None = None
@@ -259,7 +268,13 @@ class RunSupervisor:
 
     async def _turn(self) -> None:
         services = self.services
-        basis = await read_basis(services.store, services.adapters, services.resolutions, self.run)
+        basis = await read_basis(
+            services.store,
+            services.adapters,
+            services.resolutions,
+            self.run,
+            generation=self.generation if self.parent is None else None,  # a root's reuse records too
+        )
         self.adapter, self.space = basis.adapter, basis.in_space
         async with self._connect() as connected:
             plan = await plan_turn(
@@ -289,7 +304,7 @@ class RunSupervisor:
         services, run, session = self.services, self.run, plan.session
         key = await reuse_key(self, plan.adapter, plan.basis.options)
         try:
-            stored = await in_thread(services.store.get_vendor_session, session.id, key) if key else None
+            stored = await self._stored_session(plan, key)
             resume = plan_resume(stored, plan.fingerprint, plan.real_workspace, plan.adapter.new_session_id())
             if resume.notice:
                 await self.notice(resume.notice)
@@ -308,13 +323,17 @@ class RunSupervisor:
                 key=key,
                 resume=resume,
                 stored=stored,
-                launch=await launch_prompt(self, resume, stored),
+                launch=await launch_prompt(self, resume, stored, plan.basis.checkpoint),
                 # the record this run may replace: a child saves only if no retry took the key since
                 expected=stored.vendor_session_id if stored is not None else None,
             )
             try:
                 # the bridge (and the MCP SDK under it) is imported by the first run, off the event loop
-                open_bridge = await anyio.to_thread.run_sync(_bridge_opener)
+                open_bridge = (
+                    _bridge_opener()
+                    if _BRIDGE in sys.modules
+                    else await anyio.to_thread.run_sync(_bridge_opener)
+                )
                 async with open_bridge(self.identity, self.host, plan.tools) as bridge:
                     await self._attempts(plan, bridge, state)
             finally:
@@ -327,6 +346,15 @@ class RunSupervisor:
         finally:
             if key is not None and self.parent is not None:
                 services.claims.release(key, run.id)
+
+    async def _stored_session(self, plan: TurnPlan, key: str | None) -> VendorSession | None:
+        """The vendor record the run may resume: a root's was read with its basis, a child's is read
+        under its claimed key."""
+        if key is None:
+            return None
+        if self.parent is None and key == plan.session.adapter:
+            return plan.basis.vendor_session
+        return await in_thread(self.services.store.get_vendor_session, plan.session.id, key)
 
     async def _attempts(self, plan: TurnPlan, bridge: Bridge, state: ReuseState) -> None:
         """Invoke the vendor; when a resumed session is gone, drop it and retry once, cold."""
@@ -362,9 +390,10 @@ class RunSupervisor:
                 "turn is retried once as a new vendor conversation with the full prompt",
                 cold_fallback=True,
             )
+            await self._keep_accounting()
             self.attempt, self.failure = Attempt(), None
             state.resume, state.stored = ResumePlan(adapter.new_session_id(), False), None
-            state.launch = await launch_prompt(self, state.resume, None)
+            state.launch = await launch_prompt(self, state.resume, None, plan.basis.checkpoint)
 
     def _request(
         self, plan: TurnPlan, bridge: Bridge, state: ReuseState, denied: tuple[str, ...]
@@ -463,7 +492,8 @@ class RunSupervisor:
         )
 
     async def _account(self, adapter: Adapter, request: LaunchRequest, process: Transport) -> None:
-        """Store the invocation's exit code, usage and result (only what was accepted)."""
+        """Account the invocation's exit code, usage and result (only what was accepted): kept in
+        :attr:`accounting` until :meth:`finish` (or the next attempt) stores it."""
         attempt = self.attempt
         dropped = process.discarded_lines + attempt.discarded
         if dropped:
@@ -480,18 +510,23 @@ class RunSupervisor:
             )
         usage = attempt.usage()
         result = attempt.result
-        self.run = await in_thread(
-            self.services.store.update_run,
-            self.run.id,
-            exit_code=process.returncode,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_creation_input_tokens=usage.cache_creation_input_tokens,
-            cache_read_input_tokens=usage.cache_read_input_tokens,
-            usage_estimated=usage.estimated,
-            cost_usd=result.cost_usd if result else None,
-            result_text=result.text if result else None,
-        )
+        # stored with the final status (one commit), or before a retry (_keep_accounting)
+        self.accounting = {
+            "exit_code": process.returncode,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+            "usage_estimated": usage.estimated,
+            "cost_usd": result.cost_usd if result else None,
+            "result_text": result.text if result else None,
+        }
+
+    async def _keep_accounting(self) -> None:
+        """Store the accounting of the invocation that ended, before another one starts."""
+        if self.accounting:
+            accounting, self.accounting = self.accounting, {}
+            self.run = await in_thread(self.services.store.update_run, self.run.id, **accounting)
 
     def _session_gone(self) -> str | None:
         """How the vendor said the resumed session is gone, or None.
@@ -681,7 +716,9 @@ class RunSupervisor:
             and services.compaction_threshold > 0
         ):
             await self._compact_if_large()
-        await services.broker.cancel_run(run_id, f"the run ended ({verdict.status})")
+        # one commit: the accounting, the final status and the cancel of pending approvals
+        waiting = services.broker.waits_of(run_id)
+        accounting, self.accounting = self.accounting, {}
         self.run = await in_thread(
             services.store.finish_run,
             run_id,
@@ -689,7 +726,11 @@ class RunSupervisor:
             reason=verdict.reason,
             exit_code=process.returncode if process else None,
             result_text=result.text if result else None,
+            accounting=accounting,
+            approvals_reason=f"the run ended ({verdict.status})",
         )
+        for event in waiting:
+            event.set()
         self.registry.remove(run_id)  # the session may take its next turn from here on
         await services.hub.emit(
             run_id, "run_status", {"status": str(self.run.status), "reason": self.run.reason, "final": True}
@@ -703,7 +744,9 @@ class RunSupervisor:
         services = self.services
         with anyio.CancelScope(shield=True):
             try:
-                size = await in_thread(uncovered_chars, services.store, self.session_id)
+                size = self.uncovered_chars
+                if size is None:  # not measured when the session was saved
+                    size = await in_thread(uncovered_chars, services.store, self.session_id)
                 if size < services.compaction_threshold:
                     return
                 report = await services.compact(self.session_id, services.compaction_keep_turns)

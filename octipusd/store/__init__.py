@@ -5,7 +5,8 @@ This package is the only place SQLModel appears. Everything outside it uses:
 * :class:`Store` (``repository.py``): synchronous, thread-safe methods returning the frozen
   records of ``records.py``, one mixin module per aggregate (``session_store.py``,
   ``model_row_store.py``, ``run_store.py``, ``approval_store.py``, ``policy_store.py``,
-  ``journal_store.py``, ``recovery_store.py``, ``invocation_store.py``, ``reuse_store.py``) sharing
+  ``journal_store.py``, ``recovery_store.py``, ``invocation_store.py``, ``reuse_store.py``,
+  ``turn_store.py``) sharing
   the helpers of ``codec.py``;
 * ``validation.py``: shape checks of model rows and session options (also used by the API);
 * :class:`DatabaseLock` (``lock.py``): one active octipusd per database;

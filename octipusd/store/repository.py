@@ -23,8 +23,8 @@ The methods live in one module per aggregate, each a mixin of :class:`Store`: se
 work plans (``session_store.py``), model rows (``model_row_store.py``), runs and events
 (``run_store.py``, ``event_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
 the action journal (``journal_store.py``), the recovery of uncertain actions
-(``recovery_store.py``), calls started by hand (``invocation_store.py``) and session reuse
-(``reuse_store.py``). This module holds the class itself: opening, closing, and
+(``recovery_store.py``), calls started by hand (``invocation_store.py``), session reuse
+(``reuse_store.py``) and the start of a turn's reads (``turn_store.py``). This module holds the class itself: opening, closing, and
 :meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one place a database error becomes
 an Octipus error.
 """
@@ -59,6 +59,7 @@ from octipusd.store.recovery_store import RecoveryStoreMixin
 from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.run_store import RUN_UPDATABLE_FIELDS, RunStoreMixin
 from octipusd.store.session_store import SessionStoreMixin
+from octipusd.store.turn_store import TurnStoreMixin
 
 __all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
 
@@ -74,6 +75,7 @@ class Store(
     RecoveryStoreMixin,
     InvocationStoreMixin,
     ReuseStoreMixin,
+    TurnStoreMixin,
 ):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 
@@ -86,7 +88,8 @@ class Store(
     uncertain actions from :class:`~octipusd.store.recovery_store.RecoveryStoreMixin`, calls started
     by hand from :class:`~octipusd.store.invocation_store.InvocationStoreMixin`, and session
     reuse (vendor sessions, transcript, checkpoints, ``/clear``) from
-    :class:`~octipusd.store.reuse_store.ReuseStoreMixin`.
+    :class:`~octipusd.store.reuse_store.ReuseStoreMixin`, and the start of a turn's reads from
+    :class:`~octipusd.store.turn_store.TurnStoreMixin`.
 
     Build it with :meth:`open` (creates the engine and migrates), or from an engine whose
     schema is already migrated.

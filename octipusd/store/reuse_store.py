@@ -27,11 +27,13 @@ a database failure :class:`~octipusd.errors.StoreError`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
 from sqlalchemy import delete, func
 from sqlmodel import Session as DbSession, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from octipusd.errors import InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin
@@ -44,7 +46,15 @@ from octipusd.store.models import (
 )
 from octipusd.store.records import MESSAGE_ROLES, Checkpoint, Session, SessionMessage, VendorSession
 
-__all__ = ["CHILD_KEY_SEPARATOR", "MAX_CHILD_SESSIONS", "UNSET", "ReuseStoreMixin", "is_child_key"]
+__all__ = [
+    "CHILD_KEY_SEPARATOR",
+    "MAX_CHILD_SESSIONS",
+    "UNSET",
+    "KeptTurn",
+    "ReuseStoreMixin",
+    "RootVendorSave",
+    "is_child_key",
+]
 
 #: A vendor session key containing this is a child task key (``"<adapter>::<key>"``).
 CHILD_KEY_SEPARATOR: Final = "::"
@@ -113,6 +123,43 @@ def _checkpoint(row: SessionCheckpointRow) -> Checkpoint:
 def is_child_key(key: str) -> bool:
     """Whether a reuse key is a child task key (``<adapter>::<lineage>``, seed 003)."""
     return CHILD_KEY_SEPARATOR in key
+
+
+@dataclass(frozen=True)
+class RootVendorSave:
+    """The vendor session a root turn saves (:meth:`ReuseStoreMixin.save_root_turn`); fields as
+    :meth:`ReuseStoreMixin.save_vendor_session`'s (``cursor``: used when no answer is appended)."""
+
+    key: str
+    vendor_session_id: str
+    fingerprint: str
+    cwd: str
+    cursor: int
+    checkpoint_id: int | None
+
+
+@dataclass(frozen=True)
+class KeptTurn:
+    """What :meth:`ReuseStoreMixin.save_root_turn` kept.
+
+    Attributes:
+        message: The appended answer, or None.
+        vendor_session: The saved vendor record, or None (not asked, or refused).
+        uncovered_chars: :meth:`ReuseStoreMixin.uncovered_chars` after the save, when measured.
+    """
+
+    message: SessionMessage | None
+    vendor_session: VendorSession | None
+    uncovered_chars: int | None
+
+
+def _check_vendor_save(key: str, cursor: int, max_children: int) -> None:
+    if not key:
+        raise InvalidRequestError("a vendor session key must not be empty")
+    if cursor < 0:
+        raise InvalidRequestError(f"cursor must be a message seq >= 0, got {cursor}")
+    if max_children < 1:
+        raise InvalidRequestError(f"max_children must be at least 1, got {max_children}")
 
 
 class ReuseStoreMixin(StoreMixin):
@@ -227,56 +274,79 @@ class ReuseStoreMixin(StoreMixin):
             NotFoundError: No such session.
             StoreError: The database failed.
         """
-        if not key:
-            raise InvalidRequestError("a vendor session key must not be empty")
-        if cursor < 0:
-            raise InvalidRequestError(f"cursor must be a message seq >= 0, got {cursor}")
-        if max_children < 1:
-            raise InvalidRequestError(f"max_children must be at least 1, got {max_children}")
+        _check_vendor_save(key, cursor, max_children)
         with self._tx(f"saving vendor session {key!r} of session {session_id}", write=True) as db:
             session = self._lock_session(db, session_id)
-            current = session.clear_generation
-            if generation is not None and generation != current:
+            if generation is not None and generation != session.clear_generation:
                 return None
-            row = db.exec(
-                select(VendorSessionRow).where(
-                    col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
+            return self._save_vendor_session_in(
+                db,
+                session,
+                key=key,
+                vendor_session_id=vendor_session_id,
+                fingerprint=fingerprint,
+                cwd=cwd,
+                cursor=cursor,
+                checkpoint_id=checkpoint_id,
+                expect_vendor_session_id=expect_vendor_session_id,
+                max_children=max_children,
+            )
+
+    def _save_vendor_session_in(
+        self,
+        db: DbSession,
+        session: SessionRow,
+        *,
+        key: str,
+        vendor_session_id: str,
+        fingerprint: str,
+        cwd: str,
+        cursor: int,
+        checkpoint_id: int | None,
+        expect_vendor_session_id: str | _Unset | None = UNSET,
+        max_children: int = MAX_CHILD_SESSIONS,
+    ) -> VendorSession | None:
+        """:meth:`save_vendor_session` in ``db``, the session row locked and its generation checked."""
+        session_id, current = session.id, session.clear_generation
+        row = db.exec(
+            select(VendorSessionRow).where(
+                col(VendorSessionRow.session_id) == session_id, col(VendorSessionRow.key) == key
+            )
+        ).first()
+        if expect_vendor_session_id is not UNSET:
+            held = row.vendor_session_id if row is not None and row.clear_generation == current else None
+            if held != expect_vendor_session_id:
+                return None
+        if checkpoint_id is not None:
+            checkpoint = db.get(SessionCheckpointRow, checkpoint_id)
+            if checkpoint is None or checkpoint.session_id != session_id:
+                raise InvalidRequestError(
+                    f"checkpoint {checkpoint_id} is not a checkpoint of session {session_id}"
                 )
-            ).first()
-            if expect_vendor_session_id is not UNSET:
-                held = row.vendor_session_id if row is not None and row.clear_generation == current else None
-                if held != expect_vendor_session_id:
-                    return None
-            if checkpoint_id is not None:
-                checkpoint = db.get(SessionCheckpointRow, checkpoint_id)
-                if checkpoint is None or checkpoint.session_id != session_id:
-                    raise InvalidRequestError(
-                        f"checkpoint {checkpoint_id} is not a checkpoint of session {session_id}"
-                    )
-                if checkpoint.clear_generation != current:
-                    return None
-            now = self._clock()
-            values: dict[str, Any] = {
-                "vendor_session_id": vendor_session_id,
-                "fingerprint": fingerprint,
-                "cwd": cwd,
-                "cursor": cursor,
-                "checkpoint_id": checkpoint_id,
-                "clear_generation": current,
-                "last_used_at": now,
-                "updated_at": now,
-            }
-            if row is None:
-                row = VendorSessionRow(session_id=session_id, key=key, created_at=now, **values)
-            else:
-                for name, value in values.items():
-                    setattr(row, name, value)
-            db.add(row)
-            db.flush()
-            assert row.id is not None
-            if is_child_key(key):
-                self._prune_child_sessions(db, session_id, keep_id=row.id, max_children=max_children)
-            return _vendor_session(row)
+            if checkpoint.clear_generation != current:
+                return None
+        now = self._clock()
+        values: dict[str, Any] = {
+            "vendor_session_id": vendor_session_id,
+            "fingerprint": fingerprint,
+            "cwd": cwd,
+            "cursor": cursor,
+            "checkpoint_id": checkpoint_id,
+            "clear_generation": current,
+            "last_used_at": now,
+            "updated_at": now,
+        }
+        if row is None:
+            row = VendorSessionRow(session_id=session_id, key=key, created_at=now, **values)
+        else:
+            for name, value in values.items():
+                setattr(row, name, value)
+        db.add(row)
+        db.flush()
+        assert row.id is not None
+        if is_child_key(key):
+            self._prune_child_sessions(db, session_id, keep_id=row.id, max_children=max_children)
+        return _vendor_session(row)
 
     @staticmethod
     def _prune_child_sessions(db: DbSession, session_id: str, *, keep_id: int, max_children: int) -> None:
@@ -385,33 +455,103 @@ class ReuseStoreMixin(StoreMixin):
             raise InvalidRequestError(f"message role must be one of {', '.join(MESSAGE_ROLES)}, got {role!r}")
         with self._tx(f"appending a message to session {session_id}", write=True) as db:
             session = self._lock_session(db, session_id)
-            current = session.clear_generation
-            if generation is not None and generation != current:
+            if generation is not None and generation != session.clear_generation:
                 return None
-            if run_id is not None:
-                run = db.get(RunRow, run_id)
-                if run is None:
-                    raise NotFoundError(f"run {run_id} not found")
-                if run.session_id != session_id:
-                    raise InvalidRequestError(
-                        f"run {run_id} belongs to session {run.session_id}, not {session_id}"
-                    )
-            highest = db.exec(
-                select(func.max(SessionMessageRow.seq)).where(col(SessionMessageRow.session_id) == session_id)
-            ).one()
-            row = SessionMessageRow(
-                session_id=session_id,
-                seq=(highest or 0) + 1,
-                role=role,
-                text=text,
-                run_id=run_id,
-                adapter=adapter,
-                clear_generation=current,
-                created_at=self._clock(),
-            )
-            db.add(row)
-            db.flush()
-            return _message(row)
+            return self._append_message_in(db, session, role=role, text=text, run_id=run_id, adapter=adapter)
+
+    def _append_message_in(
+        self,
+        db: DbSession,
+        session: SessionRow,
+        *,
+        role: str,
+        text: str,
+        run_id: str | None,
+        adapter: str | None,
+    ) -> SessionMessage:
+        """:meth:`append_message` in ``db``, the session row locked and its generation checked."""
+        session_id = session.id
+        if run_id is not None:
+            run = db.get(RunRow, run_id)
+            if run is None:
+                raise NotFoundError(f"run {run_id} not found")
+            if run.session_id != session_id:
+                raise InvalidRequestError(
+                    f"run {run_id} belongs to session {run.session_id}, not {session_id}"
+                )
+        highest = db.exec(
+            select(func.max(SessionMessageRow.seq)).where(col(SessionMessageRow.session_id) == session_id)
+        ).one()
+        row = SessionMessageRow(
+            session_id=session_id,
+            seq=(highest or 0) + 1,
+            role=role,
+            text=text,
+            run_id=run_id,
+            adapter=adapter,
+            clear_generation=session.clear_generation,
+            created_at=self._clock(),
+        )
+        db.add(row)
+        db.flush()
+        return _message(row)
+
+    def save_root_turn(
+        self,
+        session_id: str,
+        *,
+        generation: int,
+        run_id: str,
+        adapter: str,
+        answer: str | None,
+        vendor: RootVendorSave | None,
+        measure: bool = False,
+    ) -> KeptTurn:
+        """Keep what a root turn leaves for the next one, in one write transaction: its answer joins
+        the transcript (:meth:`append_message`), then its vendor session is saved
+        (:meth:`save_vendor_session`) with the answer's ``seq`` as its cursor (without an answer,
+        ``vendor.cursor``).
+
+        Args:
+            session_id: The session.
+            generation: The clear generation the turn read: once the session moved on, nothing is
+                written.
+            run_id: The turn's run.
+            adapter: The adapter that answered.
+            answer: The assistant message's text, or None (nothing appended).
+            vendor: The vendor session to save, or None.
+            measure: Also measure :meth:`uncovered_chars` afterwards, in the same transaction.
+
+        Returns:
+            What was kept.
+
+        Raises:
+            As :meth:`append_message` and :meth:`save_vendor_session`.
+        """
+        if vendor is not None:
+            _check_vendor_save(vendor.key, vendor.cursor, MAX_CHILD_SESSIONS)
+        with self._tx(f"keeping turn {run_id} of session {session_id}", write=True) as db:
+            session = self._lock_session(db, session_id)
+            if generation != session.clear_generation:
+                return KeptTurn(None, None, None)
+            message = saved = None
+            if answer is not None:
+                message = self._append_message_in(
+                    db, session, role="assistant", text=answer, run_id=run_id, adapter=adapter
+                )
+            if vendor is not None:
+                saved = self._save_vendor_session_in(
+                    db,
+                    session,
+                    key=vendor.key,
+                    vendor_session_id=vendor.vendor_session_id,
+                    fingerprint=vendor.fingerprint,
+                    cwd=vendor.cwd,
+                    cursor=message.seq if message is not None else vendor.cursor,
+                    checkpoint_id=vendor.checkpoint_id,
+                )
+            size = int(db.exec(self._uncovered_query(session_id)).one()) if measure else None
+            return KeptTurn(message, saved, size)
 
     def list_messages(
         self, session_id: str, *, generation: int, after_seq: int = 0, through_seq: int | None = None
@@ -439,6 +579,39 @@ class ReuseStoreMixin(StoreMixin):
             query = query.where(col(SessionMessageRow.seq) <= through_seq)
         with self._tx(f"listing messages of session {session_id}") as db:
             return [_message(r) for r in db.exec(query.order_by(col(SessionMessageRow.seq))).all()]
+
+    def uncovered_chars(self, session_id: str) -> int:
+        """Characters of text of the session's messages of its current clear generation after its
+        latest checkpoint (what a compaction would summarize): one aggregate statement.
+
+        Args:
+            session_id: The session (an unknown id gives 0).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._tx(f"measuring the uncovered transcript of session {session_id}") as db:
+            return int(db.exec(self._uncovered_query(session_id)).one())
+
+    @staticmethod
+    def _uncovered_query(session_id: str) -> SelectOfScalar[int]:
+        """The statement of :meth:`uncovered_chars`."""
+        generation = (
+            select(SessionRow.clear_generation).where(col(SessionRow.id) == session_id).scalar_subquery()
+        )
+        covered = (
+            select(func.coalesce(func.max(SessionCheckpointRow.through_seq), 0))
+            .where(
+                col(SessionCheckpointRow.session_id) == session_id,
+                col(SessionCheckpointRow.clear_generation) == generation,
+            )
+            .scalar_subquery()
+        )
+        return select(func.coalesce(func.sum(func.length(SessionMessageRow.text)), 0)).where(
+            col(SessionMessageRow.session_id) == session_id,
+            col(SessionMessageRow.clear_generation) == generation,
+            col(SessionMessageRow.seq) > covered,
+        )
 
     # Checkpoints -------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ as ``repository.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import func, update
@@ -19,7 +19,7 @@ from octipusd.store.codec import StoreMixin, check_limit, enum_member, new_id
 from octipusd.store.models import RunRow
 from octipusd.store.records import ApprovalStatus, Run, RunStatus
 
-__all__ = ["RUN_UPDATABLE_FIELDS", "RunStoreMixin"]
+__all__ = ["RUN_ACCOUNTING_FIELDS", "RUN_UPDATABLE_FIELDS", "RunStoreMixin"]
 
 #: Run columns :meth:`RunStoreMixin.update_run` may change.
 RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
@@ -41,6 +41,20 @@ RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
         "started_at",
         "ended_at",
         "resume_key",
+    }
+)
+
+#: Run columns :meth:`RunStoreMixin.finish_run` may write as the last invocation's accounting.
+RUN_ACCOUNTING_FIELDS: frozenset[str] = frozenset(
+    {
+        "exit_code",
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "usage_estimated",
+        "cost_usd",
+        "result_text",
     }
 )
 
@@ -261,12 +275,14 @@ class RunStoreMixin(StoreMixin):
         reason: str | None = None,
         exit_code: int | None = None,
         result_text: str | None = None,
+        accounting: Mapping[str, Any] | None = None,
+        approvals_reason: str | None = None,
     ) -> Run:
         """End a run with a terminal status; the first terminal status wins.
 
         Sets ``ended_at`` to now, and cancels the run's pending approvals in the same
-        transaction. If the run is already terminal nothing changes and it is returned as
-        it is. ``reason``, ``exit_code`` and ``result_text`` are written only when given.
+        transaction. If the run is already terminal nothing changes but ``accounting``, and it is
+        returned. ``reason``, ``exit_code`` and ``result_text`` are written only when given.
 
         Args:
             run_id: The run.
@@ -274,18 +290,28 @@ class RunStoreMixin(StoreMixin):
             reason: Why it failed / was interrupted / cancelled.
             exit_code: Exit code of the vendor CLI.
             result_text: Final answer text.
+            accounting: What the run's last vendor invocation used and gave (names from
+                :data:`RUN_ACCOUNTING_FIELDS`), written in the same transaction as
+                :meth:`update_run` would, whether or not the run had ended already: the end of a
+                turn is one commit.
+            approvals_reason: The ``decision_reason`` of the pending approvals the first terminal
+                status cancels (default ``run <status>``). An ended run has none: no approval is
+                created for it.
 
         Returns:
             The run after the call (unchanged when it had already ended).
 
         Raises:
-            ValueError: ``status`` is not a terminal status.
+            ValueError: ``status`` is not a terminal status, or ``accounting`` names another field.
             NotFoundError: No such run.
             StoreError: The database failed.
         """
         final = RunStatus(status)
         if not final.terminal:
             raise ValueError(f"finish_run needs a terminal status, got {final.value!r}")
+        extra = sorted(set(accounting or {}) - RUN_ACCOUNTING_FIELDS)
+        if extra:
+            raise ValueError(f"finish_run cannot account {', '.join(extra)}")
         values: dict[str, Any] = {"status": final.value, "ended_at": self._clock()}
         if reason is not None:
             values["reason"] = reason
@@ -294,6 +320,13 @@ class RunStoreMixin(StoreMixin):
         if result_text is not None:
             values["result_text"] = result_text
         with self._tx(f"finishing run {run_id}", write=True) as db:
+            if accounting:
+                db.exec(
+                    update(RunRow)
+                    .where(col(RunRow.id) == run_id)
+                    .values(**accounting)
+                    .execution_options(synchronize_session=False)
+                )
             result = db.exec(
                 update(RunRow)
                 .where(col(RunRow.id) == run_id, col(RunRow.status).not_in(_TERMINAL_RUN_VALUES))
@@ -302,7 +335,11 @@ class RunStoreMixin(StoreMixin):
             )
             if result.rowcount:
                 self._resolve_pending_for_runs(
-                    db, [run_id], ApprovalStatus.CANCELLED, f"run {final.value}", values["ended_at"]
+                    db,
+                    [run_id],
+                    ApprovalStatus.CANCELLED,
+                    approvals_reason or f"run {final.value}",
+                    values["ended_at"],
                 )
             return _run(self._get_run_row(db, run_id))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from octipusd.runtime.compaction import CompactionReport, compact, describe_compaction
+from octipusd.runtime.compaction import CompactionReport, compact, describe_compaction, uncovered_chars
 from octipusd.store.records import Checkpoint, SessionMessage
 from octipusd.store.repository import Store
 
@@ -111,3 +111,25 @@ def test_nothing_to_compact_says_how_many_turns_are_needed(store: Store, tmp_pat
         again.reason
         == "nothing to compact: no turn since the last checkpoint (a compaction keeps the last 0 verbatim)"
     )
+
+
+def test_the_uncovered_size_counts_the_current_generation_after_the_latest_checkpoint(
+    store: Store, tmp_path: Path
+) -> None:
+    def by_hand(session_id: str) -> int:
+        generation = store.get_session(session_id).clear_generation
+        previous = store.latest_checkpoint(session_id, generation)
+        after = previous.through_seq if previous is not None else 0
+        messages = store.list_messages(session_id, generation=generation, after_seq=after)
+        return sum(len(m.text) for m in messages)
+
+    session = _session(store, tmp_path, turns=4)
+    store.append_message(session, role="user", text="déjà vu ✓ 🐙")  # characters, not bytes
+    assert uncovered_chars(store, session) == by_hand(session) > 8 * 600
+    assert compact(store, session, keep_turns=1, root_keys=ROOT_KEYS).published
+    assert uncovered_chars(store, session) == by_hand(session) == len("déjà vu ✓ 🐙")
+    store.clear_session(session)  # a new generation: nothing of the old one counts
+    assert uncovered_chars(store, session) == 0
+    store.append_message(session, role="user", text="again")
+    assert uncovered_chars(store, session) == by_hand(session) == 5
+    assert uncovered_chars(store, "no-such-session") == 0

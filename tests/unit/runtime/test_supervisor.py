@@ -154,7 +154,11 @@ async def test_a_recorded_turn_succeeds_with_its_result_usage_and_transcript(
     assert final.status == RunStatus.SUCCEEDED, final.reason
     assert final.result_text == "hello" and final.input_tokens == 7 and final.output_tokens == 7
     assert launcher.transports[0].stdin_closed and launcher.transports[0].reaped
-    assert [m.role for m in store.list_messages(session, generation=0)] == ["user", "assistant"]
+    messages = store.list_messages(session, generation=0)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    record = store.get_vendor_session(session, ADAPTER)  # kept with the answer, which it has seen
+    assert record is not None and record.cursor == messages[-1].seq
+    assert not [d for k, d in _kinds(store, final.id) if k == "notice" and "not kept" in d["message"]]
 
 
 async def test_after_a_stop_nothing_the_vendor_prints_is_accepted(store: Store, tmp_path: Path) -> None:
@@ -183,13 +187,14 @@ async def test_a_resumed_session_the_vendor_lost_is_retried_once_cold(store: Sto
         return Recording.of([_result(sid, "", error=f"No conversation found with session ID: {sid}")])
 
     def cold(sid):
-        return Recording.of([_init(sid), _result(sid, "two")])
+        return Recording.of([_init(sid), _result(sid, "two", tokens=9)])
 
     async with _daemon(store, tmp_path, [first, gone, cold]) as (runs, launcher):
         session = _new_session(store, tmp_path)
         assert (await _turn(runs, session)).status == RunStatus.SUCCEEDED
         final = await _turn(runs, session, "again")
     assert final.status == RunStatus.SUCCEEDED and final.result_text == "two"
+    assert final.input_tokens == 9 and final.output_tokens == 9  # the cold attempt's usage, not the first's
     resumed = [any(a.startswith("--resume") for a in spec.argv) for spec, _ in launcher.launches]
     assert resumed == [False, True, False]
     assert [d for k, d in _kinds(store, final.id) if k == "notice" and d.get("cold_fallback")]

@@ -20,7 +20,7 @@ from octipusd.store import Store, make_engine, upgrade
 from octipusd.store.engine import WRITE_OPTION
 from octipusd.store.migrate import alembic_config, current_revision, head_revision
 from octipusd.store.records import Session, VendorSession
-from octipusd.store.reuse_store import MAX_CHILD_SESSIONS, UNSET
+from octipusd.store.reuse_store import MAX_CHILD_SESSIONS, UNSET, KeptTurn, RootVendorSave
 
 MISSING = "0" * 32
 THREADS = 8
@@ -325,6 +325,91 @@ def test_messages_get_increasing_seqs_across_generations(cstore: Store, clock: F
     other = _session(cstore)
     other_first = cstore.append_message(other.id, role="user", text="x")
     assert other_first is not None and other_first.seq == 1
+
+
+def test_a_root_turn_keeps_its_answer_and_vendor_session_in_one_transaction(cstore: Store) -> None:
+    session = _session(cstore)
+    user = cstore.append_message(session.id, role="user", text="q")
+    assert user is not None
+    run = cstore.create_run(session_id=session.id, prompt="q", owner="me")
+    vendor = RootVendorSave(
+        key="claude-code",
+        vendor_session_id="v1",
+        fingerprint="f",
+        cwd="/w",
+        cursor=user.seq,
+        checkpoint_id=None,
+    )
+    kept = cstore.save_root_turn(
+        session.id,
+        generation=0,
+        run_id=run.id,
+        adapter="claude-code",
+        answer="a",
+        vendor=vendor,
+        measure=True,
+    )
+    message, saved = kept.message, kept.vendor_session
+    assert kept.uncovered_chars == cstore.uncovered_chars(session.id) == 2  # "q" and "a"
+    assert message is not None and (message.seq, message.role, message.run_id) == (2, "assistant", run.id)
+    assert saved is not None and saved.cursor == message.seq  # the answer is seen by the vendor
+    # no answer: the record's cursor is the one given; no vendor session: only the answer
+    unanswered = cstore.save_root_turn(
+        session.id, generation=0, run_id=run.id, adapter="claude-code", answer=None, vendor=vendor
+    ).vendor_session
+    assert unanswered is not None and unanswered.cursor == user.seq
+    only = cstore.save_root_turn(
+        session.id, generation=0, run_id=run.id, adapter="claude-code", answer="b", vendor=None
+    )
+    assert only.message is not None and only.message.seq == 3
+    assert only.vendor_session is None and only.uncovered_chars is None  # not measured
+    cstore.clear_session(session.id)  # a turn of the old generation keeps nothing
+    assert cstore.save_root_turn(
+        session.id, generation=0, run_id=run.id, adapter="claude-code", answer="c", vendor=vendor
+    ) == KeptTurn(None, None, None)
+    assert [m.seq for m in cstore.list_messages(session.id, generation=0)] == [1, 2, 3]
+    assert cstore.list_vendor_sessions(session.id) == []
+    # both or neither: a failing save leaves no answer behind
+    with pytest.raises(InvalidRequestError, match="not a checkpoint"):
+        cstore.save_root_turn(
+            session.id,
+            generation=1,
+            run_id=run.id,
+            adapter="claude-code",
+            answer="d",
+            vendor=RootVendorSave("claude-code", "v2", "f", "/w", 0, checkpoint_id=12345),
+        )
+    assert cstore.list_messages(session.id, generation=1) == []
+
+
+def test_the_start_of_a_turn_reads_its_session_row_and_root_reuse_records_at_once(cstore: Store) -> None:
+    row = cstore.create_model_row(name="row", adapter="claude-code")
+    session = cstore.create_session(workspace="/w", adapter="claude-code", model_row_id=row.id)
+    _save(cstore, session.id, vid="old")
+    _save(cstore, session.id, key="claude-code::root>coding:t1", vid="child")
+    bare = cstore.read_turn(session.id, generation=None)  # a child run: no reuse records
+    assert (bare.session, bare.model_row) == (cstore.get_session(session.id), row)
+    assert (bare.vendor_session, bare.checkpoint) == (None, None)
+    for n in range(2):
+        cstore.append_message(session.id, role="user", text=f"q{n}")
+    first = cstore.publish_checkpoint(
+        session.id, generation=0, first_seq=1, through_seq=1, summary="s", covered_chars=2, rotate_keys=[]
+    )
+    latest = cstore.publish_checkpoint(
+        session.id, generation=0, first_seq=1, through_seq=2, summary="s", covered_chars=4, rotate_keys=[]
+    )
+    assert first is not None and latest is not None
+    turn = cstore.read_turn(session.id, generation=0)
+    assert turn.vendor_session == cstore.get_vendor_session(session.id, "claude-code")
+    assert turn.vendor_session is not None and turn.vendor_session.vendor_session_id == "old"
+    assert turn.checkpoint == cstore.latest_checkpoint(session.id, 0) == latest
+    cstore.clear_session(session.id)  # the old generation's record is stale; its checkpoints stay its own
+    cleared = cstore.read_turn(session.id, generation=1)
+    assert (cleared.vendor_session, cleared.checkpoint) == (None, None)
+    cstore.delete_model_row(row.id)  # the session keeps its copy
+    assert cstore.read_turn(session.id, generation=1).model_row is None
+    with pytest.raises(NotFoundError, match=f"session {MISSING} not found"):
+        cstore.read_turn(MISSING, generation=0)
 
 
 def test_append_message_checks_its_arguments(cstore: Store) -> None:

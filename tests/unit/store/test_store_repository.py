@@ -225,6 +225,29 @@ def test_finish_run_cancels_pending_approvals(store: Store) -> None:
     assert cancelled.decided_by == "octipusd" and cancelled.decision_reason == "run failed"
 
 
+def test_finish_run_stores_the_accounting_and_cancels_approvals_in_one_commit(store: Store) -> None:
+    run = _run(store)
+    store.update_run(run.id, status=RunStatus.RUNNING)
+    approval = _approval(store, run)
+    accounting = {"exit_code": 3, "input_tokens": 10, "output_tokens": 2, "cost_usd": 0.5, "result_text": "r"}
+    done = store.finish_run(
+        run.id,
+        status=RunStatus.SUCCEEDED,
+        exit_code=0,
+        accounting=accounting,
+        approvals_reason="the run ended (succeeded)",
+    )
+    # the finish's own exit code and result win over the accounting's
+    assert (done.status, done.exit_code, done.result_text) == (RunStatus.SUCCEEDED, 0, "r")
+    assert (done.input_tokens, done.output_tokens, done.cost_usd) == (10, 2, 0.5)
+    assert store.get_approval(approval.id).decision_reason == "the run ended (succeeded)"
+    # an ended run keeps its status (the accounting is still written)
+    again = store.finish_run(run.id, status=RunStatus.FAILED, accounting={"output_tokens": 5})
+    assert (again.status, again.output_tokens) == (RunStatus.SUCCEEDED, 5)
+    with pytest.raises(ValueError, match="cannot account status"):
+        store.finish_run(run.id, status=RunStatus.FAILED, accounting={"status": "running"})
+
+
 def test_interrupt_orphaned_runs(store: Store) -> None:
     session = store.create_session(workspace="/w", adapter="claude-code")
     old_queued = store.create_run(session_id=session.id, prompt="a", owner="old")
