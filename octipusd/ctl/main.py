@@ -110,15 +110,21 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
             f"process containment: {data['process_containment']} ({data['process_containment_detail']})"
         )
     table = Table("adapter", "binary", "path", "version / error")
-    table.columns[2].no_wrap = True
+    for column in table.columns[:2]:
+        column.no_wrap = True
+    table.columns[
+        2
+    ].overflow = "fold"  # a long path wraps inside its cell; the other columns keep their width
+    searched: list[str] = []
     for a in data["adapters"]:
+        if not a["path"] and a["searched_path"] not in searched:
+            searched.append(a["searched_path"])
         table.add_row(
-            a["adapter"],
-            a["binary"],
-            a["path"] or f"[red]not found[/] (PATH searched: {a['searched_path']})",
-            a["version"] or a["error"] or "",
+            a["adapter"], a["binary"], a["path"] or "[red]not found[/]", a["version"] or a["error"] or ""
         )
     console.print(table)
+    for path in searched:  # the same PATH for every binary not found: said once, below the table
+        console.print(f"not found on the PATH searched: {path}", soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- run
