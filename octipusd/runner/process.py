@@ -8,10 +8,11 @@ left the group.
 
 Reading ends at EOF or, once the vendor (the leader) exited, when a read found nothing for
 :data:`DRAIN_GRACE` seconds although something it left still holds its stdout or stderr, or when a
-leftover keeps writing: :data:`DRAIN_LIMIT` seconds after the exit and :data:`PIPE_MAX_BYTES` read
-since; :meth:`VendorProcess.reap` then stops those leftovers. A slow consumer loses nothing: the
-grace counts from the last read, not from the exit, and what the leader left in a pipe (no more
-than a pipe holds) is read however long the consumer takes. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
+leftover keeps writing: :data:`DRAIN_LIMIT` seconds after the exit, once the reader had emptied the
+pipe since (or read :data:`PIPE_MAX_BYTES` since), one last read; :meth:`VendorProcess.reap` then
+stops those leftovers. A slow consumer loses nothing: the grace counts from the last read, not from
+the exit, and what the leader left in a pipe (no more than a pipe holds) is read however long the
+consumer takes. Once a stop began (:meth:`VendorProcess.begin_stop`) no further line is
 yielded: it is counted and discarded.
 
 Stopping follows DESIGN.md: stdin EOF, then SIGTERM to the group and the cage, then SIGKILL to
@@ -158,6 +159,10 @@ class _Drain:
     def __init__(self) -> None:
         self.exited_at: float | None = None
         self.read_after_exit = 0
+        #: A read after the exit returned less than a full chunk: the reader had emptied the pipe.
+        self.caught_up = False
+        #: The drain limit passed: the next read is the last.
+        self.last_read = False
 
 
 def _executable(argv0: str, env: dict[str, str], cwd: Path) -> None:
@@ -313,8 +318,10 @@ class VendorProcess:
 
     async def _next_chunk(self, stream: anyio.abc.ByteReceiveStream, drain: _Drain) -> bytes | None:
         """The next chunk, or None at EOF; once the leader exited, also None (and
-        :attr:`output_held`) when this read found nothing for :data:`DRAIN_GRACE` seconds, or past
-        :data:`DRAIN_LIMIT` seconds after the exit once :data:`PIPE_MAX_BYTES` were read since."""
+        :attr:`output_held`) when a read found nothing for :data:`DRAIN_GRACE` seconds, or after one
+        last read once :data:`DRAIN_LIMIT` seconds passed since the exit and either the reader had
+        caught up with the pipe since (a read returned less than a full chunk: what came later is a
+        leftover's) or :data:`PIPE_MAX_BYTES` were read since the exit."""
         while True:
             now = anyio.current_time()
             if drain.exited_at is None and self._process.returncode is not None:
@@ -322,10 +329,12 @@ class VendorProcess:
             if drain.exited_at is None:
                 wait = EXIT_POLL_INTERVAL
             else:
-                left = drain.exited_at + DRAIN_LIMIT - now
-                if left <= 0 and drain.read_after_exit >= PIPE_MAX_BYTES:
+                if drain.last_read:
                     self.output_held = True
                     return None
+                left = drain.exited_at + DRAIN_LIMIT - now
+                if left <= 0 and (drain.caught_up or drain.read_after_exit >= PIPE_MAX_BYTES):
+                    drain.last_read = True
                 wait = DRAIN_GRACE if left <= 0 else min(DRAIN_GRACE, left)
             with anyio.move_on_after(wait) as idle:
                 try:
@@ -335,6 +344,7 @@ class VendorProcess:
             if not idle.cancelled_caught:
                 if drain.exited_at is not None:
                     drain.read_after_exit += len(chunk)
+                    drain.caught_up = drain.caught_up or len(chunk) < CHUNK
                 return chunk
             if drain.exited_at is not None and wait >= DRAIN_GRACE:
                 self.output_held = True

@@ -65,6 +65,8 @@ class VendorEvents:
             self._unsettled.append(run.services.hub.emit_vendor_soon(run.run.id, event))
         process, adapter = attempt.process, run.adapter
         assert process is not None and adapter is not None
+        if isinstance(event, SessionEvent | ToolUseEvent | StdinWriteEvent):
+            await self.stored()  # its action waits on other work: publish what came before first
         if isinstance(event, SessionEvent):
             await self._on_session(event, tg)
         elif isinstance(event, PermissionRequestEvent):

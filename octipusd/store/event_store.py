@@ -92,7 +92,7 @@ class EventStoreMixin(StoreMixin):
         self._sequences = _Sequences()
 
     def append_event(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
-        """Append one event to a run's log; durable when this returns.
+        """Append one event to a run's log; committed when this returns (it survives a daemon crash).
 
         Returns:
             The stored event; ``seq`` is the run's previous highest plus one (1 first),
@@ -109,7 +109,7 @@ class EventStoreMixin(StoreMixin):
         return outcome
 
     def append_events(self, batch: Sequence[NewEvent]) -> list[RunEvent | OctipusError]:
-        """Append a batch of events (of any runs) in one transaction; durable when this returns.
+        """Append a batch of events (of any runs) in one transaction; committed when this returns.
 
         Events of one run get consecutive sequence numbers in batch order. An event of a run that
         does not exist gets a :class:`~octipusd.errors.NotFoundError` in its place and the others
@@ -134,6 +134,16 @@ class EventStoreMixin(StoreMixin):
                 return self._append_batch(batch)
 
     def _append_batch(self, batch: Sequence[NewEvent]) -> list[RunEvent | OctipusError]:
+        """One try of :meth:`append_events`, under the sequence lock.
+
+        Reads the last ``seq`` of the runs it has not seen (and which of them exist), inserts the
+        events with the next numbers in one statement, then remembers the new last numbers. A
+        failed transaction leaves nothing and forgets the runs of the batch, so the next try reads
+        their numbers again.
+
+        Raises:
+            StoreError: The database failed (``__cause__`` the driver's error).
+        """
         known = self._sequences.last
         run_ids = {e.run_id for e in batch}
         try:

@@ -28,7 +28,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from octipusd.errors import OctipusError
+from octipusd.errors import OctipusError, StoreError
 from octipusd.store.event_store import NewEvent
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
@@ -71,10 +71,13 @@ class EventWriter:
         self._thread = anyio.CapacityLimiter(1)
 
     async def append(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
-        """Append an event to a run's log; durable and published when this returns.
+        """Append an event to a run's log; committed (it survives a daemon crash) and published when
+        this returns.
 
-        Cancellation waits for the commit of the event (a few milliseconds): the event is stored
-        either way, as with any store call made in a worker thread.
+        Cancellation waits for the commit of the event: the event is stored either way, as with any
+        store call made in a worker thread. That wait is usually a few milliseconds; it is bounded by
+        the batches queued ahead of it, each by the store's statement timeout
+        (``database.statementTimeoutSeconds``).
 
         Returns:
             The stored event (its ``seq`` the run's next).
@@ -124,28 +127,49 @@ class EventWriter:
         return item.outcome
 
     async def _lead(self) -> None:
-        """Commit the queued events in one transaction, settle their callers, hand over the role."""
+        """Commit the queued events (at most :data:`MAX_BATCH_EVENTS`) in one transaction, settle
+        their callers, hand the role to the oldest caller still waiting.
+
+        Whatever happens, every event taken from the queue gets an outcome and its caller is woken:
+        a database failure is the batch's :class:`~octipusd.errors.StoreError`; any other failure (a
+        bug) is logged with its traceback and becomes a ``StoreError`` too, so that no caller waits
+        for a commit that will never come.
+        """
         self._committing = True
-        await anyio.lowlevel.checkpoint()  # let callers made ready by the same wake-up queue first
-        batch = [self._queue.popleft() for _ in range(min(len(self._queue), MAX_BATCH_EVENTS))]
+        batch: list[PendingEvent] = []
         try:
+            await anyio.lowlevel.checkpoint()  # let callers made ready by the same wake-up queue first
+            batch = [self._queue.popleft() for _ in range(min(len(self._queue), MAX_BATCH_EVENTS))]
             events = [q.event for q in batch]
-            outcomes = await anyio.to_thread.run_sync(self._store.append_events, events, limiter=self._thread)
-        except OctipusError as exc:
-            outcomes = [exc] * len(batch)
-        stored = [o for o in outcomes if isinstance(o, RunEvent)]
-        if stored:
+            outcomes: list[RunEvent | OctipusError]
             try:
-                self._published(stored)
-            except Exception:  # a follower's bug must not lose the commit's outcome
-                log.exception("publishing %d committed events failed", len(stored))
-        for queued, outcome in zip(batch, outcomes, strict=True):
-            queued.outcome = outcome
-            queued.wake.set()
-        # hand the role to the oldest waiting caller; with none, the next one to settle commits
-        self._committing = False
-        for queued in self._queue:
-            if queued.waiting:
-                self._committing, self._elected = True, queued
+                outcomes = await anyio.to_thread.run_sync(
+                    self._store.append_events, events, limiter=self._thread
+                )
+            except OctipusError as exc:
+                outcomes = [exc] * len(batch)
+            except Exception as exc:  # recorded as each event's outcome and logged: never a hung caller
+                log.exception("storing a batch of %d events failed", len(batch))
+                outcomes = [StoreError(f"storing {len(batch)} events failed: {exc!r}")] * len(batch)
+            stored = [o for o in outcomes if isinstance(o, RunEvent)]
+            if stored:
+                try:
+                    self._published(stored)
+                except Exception:  # a follower's bug must not lose the commit's outcome
+                    log.exception("publishing %d committed events failed", len(stored))
+            for queued, outcome in zip(batch, outcomes, strict=True):
+                queued.outcome = outcome
+        finally:
+            for queued in batch:
+                if queued.outcome is None:
+                    queued.outcome = StoreError(
+                        "the daemon stopped storing events before this one was stored"
+                    )
                 queued.wake.set()
-                break
+            # hand the role to the oldest waiting caller; with none, the next one to settle commits
+            self._committing = False
+            for queued in self._queue:
+                if queued.waiting:
+                    self._committing, self._elected = True, queued
+                    queued.wake.set()
+                    break

@@ -106,6 +106,23 @@ async def test_a_leftover_that_writes_forever_is_cut_after_the_limit_and_a_pipe_
     await proc.reap()
 
 
+async def test_a_leftover_that_trickles_output_is_cut_after_the_drain_limit(
+    containment: Containment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leftover printing a line every 0.1 s (never idle for the grace) does not hold the run
+    until a pipe's worth came: reading ends one read after the limit."""
+    monkeypatch.setattr(process_module, "DRAIN_LIMIT", 0.5)
+    proc = await VendorProcess.start(
+        _sh("(while :; do echo tick; sleep 0.1; done) & echo started", tmp_path),
+        "run-tick",
+        containment=containment,
+    )
+    with anyio.fail_after(10):  # a pipe's worth of ticks would take hours
+        got = [out async for out in proc.lines()]
+    assert got[0] == b"started" and proc.output_held
+    await proc.reap()
+
+
 async def test_a_leftover_that_keeps_its_output_idle_ends_the_reading_after_the_grace(
     containment: Containment, tmp_path: Path
 ) -> None:
