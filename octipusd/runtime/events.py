@@ -58,11 +58,14 @@ class EventLimits:
             followed by the next one at once).
         follower_buffer_events: Published events a follower holds at most; past that it drops them and
             catches up from the store.
+        final_event_wait_s: Seconds a follower that found its run's row terminal waits for the final
+            ``run_status`` event (stored just after the row; a run ended by a restart has none).
     """
 
     keepalive_s: float = 15.0
     follow_page_events: int = 500
     follower_buffer_events: int = 2000
+    final_event_wait_s: float = 0.5
 
 
 log = logging.getLogger("octipusd.events")
@@ -106,11 +109,17 @@ def event_data(event: VendorEvent) -> dict[str, Any]:
     return data
 
 
+def _is_final(event: RunEvent) -> bool:
+    return event.kind == "run_status" and event.data.get("final") is True
+
+
 @dataclass(eq=False)
 class _Follower:
     """One follower's buffer of published events, and its wake-up."""
 
     capacity: int
+    last: int = 0
+    final_seen: bool = False
     events: collections.deque[RunEvent] = field(default_factory=collections.deque)
     wake: anyio.Event = field(default_factory=anyio.Event)
     overflowed: bool = False
@@ -126,25 +135,36 @@ class _Follower:
             self.events.append(event)
         self.wake.set()
 
-    def take(self, last: int) -> tuple[list[RunEvent], bool]:
-        """Take the buffered events that follow ``last`` in order; also whether the follower must read
-        the store (its buffer overflowed, or the next buffered event is not ``last + 1``)."""
+    def take(self) -> tuple[list[RunEvent], bool]:
+        """Take the buffered events that follow :attr:`last` in order; also whether the follower must
+        read the store (its buffer overflowed, or the next buffered event is not ``last + 1``)."""
         batch: list[RunEvent] = []
-        events = self.events
+        events, gap = self.events, False
         while events and not self.overflowed:
             event = events.popleft()
-            if event.seq <= last:
+            if event.seq <= self.last:
                 continue
-            if event.seq != last + 1:
+            if event.seq != self.last + 1:
                 events.clear()
-                return batch, True
+                gap = True
+                break
             batch.append(event)
-            last = event.seq
+            self.last = event.seq
         if self.overflowed:
             self.overflowed = False
             events.clear()
-            return batch, True
-        return batch, False
+            gap = True
+        self.saw(batch)
+        return batch, gap
+
+    def saw(self, events: list[RunEvent]) -> None:
+        """Note what was yielded: the last ``seq``, and whether the final ``run_status`` was among it."""
+        if events:
+            self.last = events[-1].seq
+            self.final_seen = self.final_seen or any(_is_final(e) for e in events)
+
+    def final_buffered(self) -> bool:
+        return self.final_seen or any(_is_final(e) for e in self.events) or self.overflowed
 
     def poke(self) -> None:
         self.status_changed = True
@@ -237,43 +257,30 @@ class EventHub:
 
         Subscribes first, then reads what the store holds after ``after_seq``, then yields what the
         writer publishes, as it comes (each batch is what was ready at once); ends once the run has
-        reached a terminal status and every event stored by then has been yielded. Each event is
-        yielded once, in ``seq`` order. An empty batch is a keep-alive tick: nothing happened for
-        :attr:`EventLimits.keepalive_s` seconds.
+        reached a terminal status and every event stored by then has been yielded, its final
+        ``run_status`` included (waited for at most :attr:`EventLimits.final_event_wait_s`: it is
+        stored just after the status). Each event is yielded once, in ``seq`` order. An empty batch
+        is a keep-alive tick: nothing happened for :attr:`EventLimits.keepalive_s` seconds.
 
         Raises:
             NotFoundError: the run does not exist.
             StoreError: a catch-up read failed.
         """
-        follower = _Follower(self._limits.follower_buffer_events)
+        follower = _Follower(self._limits.follower_buffer_events, last=after_seq)
         self._followers.setdefault(run_id, set()).add(follower)
         try:
             run = await in_thread(self._store.get_run, run_id)
-            last = after_seq
-            async for page in self._catch_up(run_id, last):
-                last = page[-1].seq
+            async for page in self._catch_up(run_id, follower):
                 yield page
-            ended = run.status.terminal
-            while not ended:
-                batch, gap = follower.take(last)
-                if batch:
-                    last = batch[-1].seq
+            if not run.status.terminal:
+                async for batch in self._live(run_id, follower):
                     yield batch
-                if gap:  # a slow follower's buffer overflowed, or an event it was not given
-                    async for page in self._catch_up(run_id, last):
-                        last = page[-1].seq
-                        yield page
-                elif follower.status_changed:
-                    follower.status_changed = False
-                    ended = (await in_thread(self._store.get_run, run_id)).status.terminal
-                elif not batch:
-                    follower.wake = anyio.Event()
-                    with anyio.move_on_after(self._limits.keepalive_s) as waited:
+            if not follower.final_seen:
+                with anyio.move_on_after(self._limits.final_event_wait_s):
+                    while not follower.final_buffered():
+                        follower.wake = anyio.Event()
                         await follower.wake.wait()
-                    if waited.cancelled_caught:
-                        follower.status_changed = True
-                        yield []
-            async for page in self._catch_up(run_id, last):  # events stored before it ended
+            async for page in self._catch_up(run_id, follower):  # events stored before it ended
                 yield page
         finally:
             followers = self._followers.get(run_id)
@@ -282,13 +289,34 @@ class EventHub:
                 if not followers:
                     del self._followers[run_id]
 
-    async def _catch_up(self, run_id: str, after_seq: int) -> AsyncIterator[list[RunEvent]]:
-        """Yield what the store holds after ``after_seq``, page by page (never an empty one)."""
+    async def _live(self, run_id: str, follower: _Follower) -> AsyncIterator[list[RunEvent]]:
+        """Yield what the writer publishes for the run until its row is terminal."""
+        while True:
+            batch, gap = follower.take()
+            if batch:
+                yield batch
+            if gap:  # a slow follower's buffer overflowed, or an event it was not given
+                async for page in self._catch_up(run_id, follower):
+                    yield page
+            elif follower.status_changed:
+                follower.status_changed = False
+                if (await in_thread(self._store.get_run, run_id)).status.terminal:
+                    return
+            elif not batch:
+                follower.wake = anyio.Event()
+                with anyio.move_on_after(self._limits.keepalive_s) as waited:
+                    await follower.wake.wait()
+                if waited.cancelled_caught:
+                    follower.status_changed = True
+                    yield []
+
+    async def _catch_up(self, run_id: str, follower: _Follower) -> AsyncIterator[list[RunEvent]]:
+        """Yield what the store holds after the follower's last event, page by page (never an empty one)."""
         size = self._limits.follow_page_events
         while True:
-            page = await in_thread(self._store.list_events, run_id, after_seq=after_seq, limit=size)
+            page = await in_thread(self._store.list_events, run_id, after_seq=follower.last, limit=size)
             if page:
-                after_seq = page[-1].seq
+                follower.saw(page)
                 yield page
             if len(page) < size:
                 return

@@ -223,6 +223,8 @@ class Store(
             transcript: A write of run events only: its commit does not wait for the disk
                 (:data:`~octipusd.store.engine.TRANSCRIPT_OPTION`).
         """
+        if single and transcript:  # SET LOCAL outside a transaction does nothing on PostgreSQL
+            raise ValueError("a transcript write is a transaction of its own, not a single statement")
         options: dict[str, Any] = {WRITE_OPTION: True, TRANSCRIPT_OPTION: transcript} if write else {}
         if single and not self._sqlite:
             options["isolation_level"] = "AUTOCOMMIT"

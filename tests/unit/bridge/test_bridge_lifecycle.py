@@ -106,3 +106,20 @@ async def test_shell_job_dies_with_the_run(identity: RunIdentity, host: FakeTool
     await wait_until(gone)
     assert results and results[0].is_error
     assert texts(results[0])[0].startswith("the run ended")
+
+
+def test_the_uvicorn_internals_the_embedded_server_overrides_are_there() -> None:
+    """bridge/embedded.py replaces uvicorn.Server's main loop and shutdown and reads its state; a
+    uvicorn that renamed them would make the bridge never stop (pyproject caps the version)."""
+    import inspect
+
+    import uvicorn
+
+    from octipusd.bridge.embedded import EmbeddedConfig, EmbeddedServer
+
+    for name in ("main_loop", "shutdown", "on_tick", "capture_signals", "serve"):
+        assert callable(getattr(uvicorn.Server, name)), name
+    assert list(inspect.signature(uvicorn.Server.shutdown).parameters) == ["self", "sockets"]
+    server = EmbeddedServer(EmbeddedConfig(app=lambda *a: None))
+    assert hasattr(server, "server_state") and hasattr(server.server_state, "connections")
+    assert hasattr(server.server_state, "tasks")
