@@ -50,10 +50,8 @@ import psutil
 from octipusd.settings import DEFAULT_MIN_FREE_MEMORY_MIB, RUN_MEMORY_MIB, AgentSettings
 
 __all__ = [
-    "DEFAULT_MIN_FREE_MEMORY_MIB",
     "QUEUE_RECHECK_S",
     "RUN_DESCRIPTORS",
-    "RUN_MEMORY_MIB",
     "SPARE_DESCRIPTORS",
     "UNLIMITED_NOFILE_TARGET",
     "Admission",

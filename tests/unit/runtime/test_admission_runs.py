@@ -26,10 +26,10 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.runner.executables import Resolution
 from octipusd.runner.transport import VendorLauncher
-from octipusd.runtime.admission import RUN_MEMORY_MIB, PsutilProbe
+from octipusd.runtime.admission import PsutilProbe
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
-from octipusd.settings import AgentSettings, Settings
+from octipusd.settings import RUN_MEMORY_MIB, AgentSettings, Settings
 from octipusd.store.records import Run, RunStatus
 from octipusd.store.repository import Store
 from octipusd.testing.harness import write_python_stub
