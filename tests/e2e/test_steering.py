@@ -20,9 +20,9 @@ from octipusd.testing.kit_codex import CodexKit
 GUIDANCE = "please also mention the octopus"
 
 
-def _stalled_then(kit: VendorKit, text: str) -> list[dict[str, Any]]:
+def _stalled_then(kit: VendorKit, text: str, stall_seconds: float = 4) -> list[dict[str, Any]]:
     first = kit.text("first answer")
-    first["stall_seconds"] = 4  # the model holds its first reply while the guidance arrives
+    first["stall_seconds"] = stall_seconds  # the model holds its first reply while the guidance arrives
     return [first, kit.text(text)]
 
 
@@ -58,7 +58,9 @@ def test_guidance_reaches_the_running_turn(kit: VendorKit, tmp_path: Path) -> No
 
 def test_guidance_for_a_vendor_without_live_stdin_is_queued(tmp_path: Path) -> None:
     kit = AntigravityKit()
-    with octipus(kit, tmp_path, _stalled_then(kit, "done")) as env:
+    # a long stall: on a loaded machine the wait below may see "running" late, and the guidance must
+    # still find the run live
+    with octipus(kit, tmp_path, _stalled_then(kit, "done", stall_seconds=12)) as env:
         session = env.new_session()
         run = env.post(session, "start working")
         env.wait(lambda: env.run(run)["status"] == "running", 60, "the run to start")
