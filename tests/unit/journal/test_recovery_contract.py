@@ -67,7 +67,7 @@ class World:
             {
                 "transport": "http",
                 "url": url,
-                "callTimeoutSeconds": 1.0,
+                "callTimeoutSeconds": 2.0,  # under the faults' 3 s holds; above a loaded machine's answer
                 "tools": {"append_entry": _CONTRACT, "append_pair": _CONTRACT},
             }
         )
