@@ -22,8 +22,6 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,19 +30,17 @@ import anyio.abc
 from octipusd.adapter import (
     Adapter,
     LaunchRequest,
-    ResultEvent,
-    StreamParser,
-    Usage,
 )
 from octipusd.connectors import ConnectorSet
 from octipusd.environment import vendor_environment
-from octipusd.errors import ConflictError, ExecutableNotFoundError, OctipusError
+from octipusd.errors import ConflictError, OctipusError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.admission import Admission
 from octipusd.runtime.compaction import uncovered_chars
 from octipusd.runtime.delegation import Delegation
 from octipusd.runtime.host import RunHost
-from octipusd.runtime.outcome import Happened, final_status, result_failure
+from octipusd.runtime.invocation import Attempt, Invocation
+from octipusd.runtime.outcome import Happened, final_status
 from octipusd.runtime.planning import TurnPlan, plan_turn, positive_int, read_basis
 from octipusd.runtime.relay import PermissionRelay
 from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session, thread_usage
@@ -59,7 +55,7 @@ if TYPE_CHECKING:
     from octipusd.bridge.server import Bridge
     from octipusd.runtime.services import RunRegistry, RunServices
 
-__all__ = ["Attempt", "RunSupervisor"]
+__all__ = ["RunSupervisor"]
 
 log = logging.getLogger("octipusd.runtime")
 
@@ -74,43 +70,6 @@ def _bridge_opener() -> Callable[..., AbstractAsyncContextManager[Bridge]]:
     from octipusd.bridge.server import open_bridge
 
     return open_bridge
-
-
-@dataclass
-class Attempt:
-    """The state of one vendor invocation (a cold retry starts a new one).
-
-    Attributes:
-        process: The vendor process, once started.
-        parser: The adapter's parser of this invocation.
-        result: The vendor's accepted result (the last one, when guidance added turns).
-        confirmed: The vendor session id the vendor confirmed in this invocation.
-        session_missing: A vendor signal that the resumed session is gone (Codex's other thread).
-        results_seen: Results received so far.
-        expected_results: Results that end the invocation (guidance sent meanwhile adds some).
-        stopping: Why a stop began, once it did: nothing printed afterwards is accepted.
-        usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
-        discarded: Events printed after the stop began, dropped.
-        bridge_pending: The failure reason while the vendor reports its bridge as still connecting.
-    """
-
-    process: Transport | None = None
-    parser: StreamParser | None = None
-    result: ResultEvent | None = None
-    confirmed: str | None = None
-    session_missing: str | None = None
-    results_seen: int = 0
-    expected_results: int = 1
-    stopping: str | None = None
-    usage_at_stop: Usage | None = None
-    discarded: int = 0
-    bridge_pending: str | None = None
-
-    def usage(self) -> Usage:
-        """The usage accepted from this invocation."""
-        if self.usage_at_stop is not None:
-            return self.usage_at_stop
-        return self.parser.total_usage() if self.parser is not None else Usage()
 
 
 class RunSupervisor:
@@ -157,6 +116,7 @@ class RunSupervisor:
         self.space = False
         self.tools: dict[str, ToolSpec] = {}
         self.attempt = Attempt()
+        self.invocation = Invocation(self)
         #: The last invocation's exit code, usage and result, not stored yet (:meth:`_account`).
         self.accounting: dict[str, Any] = {}
         #: The session's uncovered transcript (characters), measured as the turn saved it, or None.
@@ -371,8 +331,8 @@ class RunSupervisor:
             if adapter.usage_is_cumulative(request):
                 usage = await thread_usage(self.services.store, request, self.run)
                 request = dataclasses.replace(request, thread_usage=usage)
-            await self._attempt(request, state.resume)
-            signal = self._session_gone() if state.resume.resume else None
+            await self.invocation.run(request, state.resume)
+            signal = self.invocation.session_gone() if state.resume.resume else None
             if signal is None:
                 return
             stale = state.resume.vendor_session_id
@@ -390,7 +350,7 @@ class RunSupervisor:
                 "turn is retried once as a new vendor conversation with the full prompt",
                 cold_fallback=True,
             )
-            await self._keep_accounting()
+            await self.invocation.keep_accounting()
             self.attempt, self.failure = Attempt(), None
             state.resume, state.stored = ResumePlan(adapter.new_session_id(), False), None
             state.launch = await launch_prompt(self, state.resume, None, plan.basis.checkpoint)
@@ -419,133 +379,6 @@ class RunSupervisor:
             denied_native=denied,
             system_prompt=plan.instructions,
         )
-
-    async def _attempt(self, request: LaunchRequest, resume: ResumePlan) -> None:
-        """One vendor invocation of the run: launch, stream, reap, account usage.
-
-        Raises:
-            AdapterError: the adapter refused the launch (nothing was started).
-            ExecutableNotFoundError: the binary could not be executed.
-        """
-        adapter = self.adapter
-        assert adapter is not None
-        spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
-        for message in spec.notices:
-            await self.notice(message)
-        if self.stop_status is not None:
-            return
-        async with anyio.create_task_group() as tg:
-            try:
-                process = await self.services.launcher.start(spec, self.run.id)
-            except OSError as exc:
-                raise ExecutableNotFoundError(f"could not start {request.binary}: {exc}") from exc
-            self.attempt.process = process
-            await self._started(
-                process, resume, [a for a in spec.argv if all(s not in a for s in spec.secrets)]
-            )
-            if self.stop_status is not None:  # stopped while starting
-                self.begin_stop(self.stop_reason or "stopped")
-                await process.stop(self.stop_reason or "stopped")
-            tg.start_soon(process.pump_stderr)
-            tg.start_soon(self._watch_active_time)
-            parser = adapter.new_parser(request)
-            self.attempt.parser = parser
-            async for batch in process.line_batches():
-                for line in batch:
-                    for event in parser.feed(line):
-                        await self.events.handle(event, tg)
-                await self.events.stored()  # one commit for the events of one read
-            with anyio.move_on_after(self.services.limits.exit_after_result_s):
-                await process.wait()
-            if process.returncode is None:
-                await process.stop("did not exit after its output ended")
-            await process.reap()
-            for event in parser.finish(process.returncode):
-                await self.events.handle(event, tg)
-            await self.events.stored()
-            await self.events.check_bridge_answered()
-            await self._account(adapter, request, process)
-            tg.cancel_scope.cancel()
-
-    async def _started(self, process: Transport, resume: ResumePlan, argv: list[str]) -> None:
-        """Store and publish that the vendor runs (status ``running``)."""
-        self.run = await in_thread(
-            self.services.store.update_run,
-            self.run.id,
-            status=RunStatus.RUNNING,
-            reason=None,  # a reason shown while it was queued
-            pid=process.pid,
-            vendor_session_id=resume.vendor_session_id,
-            resumed=resume.resume,
-            started_at=datetime.now(UTC),
-        )
-        await self.services.hub.emit(
-            self.run.id,
-            "run_status",
-            {
-                "status": str(RunStatus.RUNNING),
-                "pid": process.pid,
-                "argv": argv,
-                "vendor_session_id": resume.vendor_session_id,
-                "resumed": resume.resume,
-            },
-        )
-
-    async def _account(self, adapter: Adapter, request: LaunchRequest, process: Transport) -> None:
-        """Account the invocation's exit code, usage and result (only what was accepted): kept in
-        :attr:`accounting` until :meth:`finish` (or the next attempt) stores it."""
-        attempt = self.attempt
-        dropped = process.discarded_lines + attempt.discarded
-        if dropped:
-            await self.notice(
-                f"{dropped} line{'s' if dropped != 1 else ''} of output the vendor printed after the stop began "
-                f"({attempt.stopping}) {'were' if dropped != 1 else 'was'} discarded",
-                discarded=dropped,
-                discarded_bytes=process.discarded_bytes,
-            )
-        if process.output_held:
-            await self.notice(
-                "the vendor exited while a process it started still held its output; the run ended without "
-                "waiting for it, and what was left of it was stopped"
-            )
-        usage = attempt.usage()
-        result = attempt.result
-        # stored with the final status (one commit), or before a retry (_keep_accounting)
-        self.accounting = {
-            "exit_code": process.returncode,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "usage_estimated": usage.estimated,
-            "cost_usd": result.cost_usd if result else None,
-            "result_text": result.text if result else None,
-        }
-
-    async def _keep_accounting(self) -> None:
-        """Store the accounting of the invocation that ended, before another one starts."""
-        if self.accounting:
-            accounting, self.accounting = self.accounting, {}
-            self.run = await in_thread(self.services.store.update_run, self.run.id, **accounting)
-
-    def _session_gone(self) -> str | None:
-        """How the vendor said the resumed session is gone, or None.
-
-        Signals (seed 003 "Cold fallback", observed.md): Claude's result ``No conversation found``;
-        Codex's ``no rollout found`` (in the result, or on stderr for ``codex exec``, which prints
-        nothing on stdout then, observed.md §2.6); a Codex thread other than the one requested
-        (the adapter's ``cold_start`` status); Vibe's ``Session not found``.
-        """
-        attempt, adapter = self.attempt, self.adapter
-        assert adapter is not None
-        if attempt.session_missing is not None:
-            return attempt.session_missing
-        if attempt.result is not None:
-            return result_failure(attempt.result) if adapter.session_missing(attempt.result) else None
-        if attempt.process is None:
-            return None
-        tail = attempt.process.stderr_tail
-        return f"stderr: {tail.strip()[-300:]}" if adapter.stderr_session_missing(tail) else None
 
     # ------------------------------------------------------------------ stopping
 
@@ -614,7 +447,7 @@ class RunSupervisor:
         if process is not None:
             self.registry.start_soon(process.stop, reason)
 
-    async def _watch_active_time(self) -> None:
+    async def watch_active_time(self) -> None:
         """Fail the run once its active-work time exceeds the limit.
 
         Time spent waiting for an approval or a child does not count (seed 003 "Permissions and
