@@ -51,6 +51,8 @@ async def test_a_runs_end_wakes_its_waits_and_no_other(store: Store) -> None:
             store.finish_run(runs[1], status=RunStatus.FAILED, approvals_reason="the run ended (failed)")
             for event in waiting:
                 event.set()
+            while len(results) < 2:  # noqa: ASYNC110 - the woken waits read their approvals back
+                await anyio.sleep(0.01)
             await anyio.sleep(0.05)
             assert set(results) == {approvals[0].id, approvals[1].id}  # the third run's wait goes on
             await broker.answer(approvals[2].id, approve=True, decided_by="me")
