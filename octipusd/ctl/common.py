@@ -41,6 +41,7 @@ __all__ = [
     "request",
     "safe",
     "set_path",
+    "text_input",
     "unset_path",
 ]
 
@@ -75,6 +76,35 @@ def bad_input(message: str) -> NoReturn:
     """Print ``octipusctl: message`` on stderr and exit 2 (bad input)."""
     err.print(f"octipusctl: {escape(message)}")
     raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def text_input(text: str | None, file: Path | None, what: str) -> str:
+    """The text of a turn or of guidance: the argument, ``-`` for standard input, or ``--file PATH``
+    (``--file -`` is standard input too). Text on the command line is bounded by the system's
+    argument size (about 128 KiB per argument on Linux); a file or stdin is not.
+
+    Exits 2 (bad input) when both or neither are given, the file cannot be read or is not UTF-8,
+    or the text is empty.
+    """
+    if (text is None) == (file is None):
+        bad_input(
+            f"give the {what} as an argument, as - (read from stdin) or with --file PATH, and only one of them"
+        )
+    source = file if file is not None else (Path("-") if text == "-" else None)
+    if source is None:
+        assert text is not None
+        value = text
+    else:
+        where = "standard input" if str(source) == "-" else str(source)
+        try:
+            value = (
+                sys.stdin.buffer.read().decode() if str(source) == "-" else source.read_text(encoding="utf-8")
+            )
+        except (OSError, UnicodeDecodeError) as exc:
+            bad_input(f"cannot read the {what} from {where}: {exc}")
+    if not value.strip():
+        bad_input(f"the {what} is empty")
+    return value
 
 
 def request(method: str, path: str, **kwargs: Any) -> Any:

@@ -41,6 +41,7 @@ from octipusd.ctl.common import (
     print_json,
     safe,
     set_path,
+    text_input,
 )
 from octipusd.ctl.model_cmds import models_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
@@ -279,7 +280,13 @@ def _answer_inline(client: Client, event: dict[str, Any], approve: str) -> None:
 @app.command()
 def run(
     ctx: typer.Context,
-    prompt: Annotated[str, typer.Argument(help="the text of the turn")],
+    prompt: Annotated[
+        str | None, typer.Argument(help="the text of the turn; - reads it from stdin (or use --file)")
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", help="read the text of the turn from this file (- for stdin): no size limit"),
+    ] = None,
     session: Annotated[str | None, typer.Option(help="continue this session (default: a new one)")] = None,
     workspace: Annotated[Path, typer.Option(help="workspace of a new session")] = Path("."),
     adapter: Annotated[str, typer.Option(help="vendor adapter of a new session")] = "claude-code",
@@ -325,6 +332,7 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="print events as JSON lines")] = False,
 ) -> None:
     """Post a turn (new or continued session) and stream the run live; exit 0 on success."""
+    prompt = text_input(prompt, file, "prompt")
     if approve not in ("ask", "yes", "no", "wait"):
         bad_input("--approve takes ask, yes, no or wait")
     if session is not None and (model_row is not None or option):
@@ -392,9 +400,16 @@ def run(
 @app.command()
 def steer(
     session: Annotated[str, typer.Argument(help="the session whose live run gets the guidance")],
-    text: Annotated[str, typer.Argument(help="the guidance")],
+    text: Annotated[
+        str | None, typer.Argument(help="the guidance; - reads it from stdin (or use --file)")
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", help="read the guidance from this file (- for stdin): no size limit"),
+    ] = None,
 ) -> None:
     """Send guidance to a session's live run (into the running turn where the vendor allows)."""
+    text = text_input(text, file, "guidance")
     try:
         out = new_client().request("POST", f"/sessions/{part(session)}/steer", json={"text": text})
     except OctipusError as exc:

@@ -278,3 +278,47 @@ def test_a_stalled_vendor_does_not_hold_a_run_past_its_active_work_limit(octipus
     assert final["status"] == "failed"
     assert "exceeded its active-work limit of 3 s" in final["reason"]
     assert [p for p in run_processes(run) if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+def test_octipusctl_takes_a_long_prompt_from_a_file_or_stdin(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
+    """Issue 14 item 11: a prompt over the kernel's 128 KiB argument limit comes from --file or -."""
+    env = octipus({"steps": [{"content": [{"type": "text", "text": "pong"}]}] * 2})
+    ctl = str(BIN / "octipusctl")
+    prompt = "long prompt line " + "x" * 200_000 + " end"
+    big = tmp_path / "prompt.txt"
+    big.write_text(prompt, encoding="utf-8")
+    common = ["--workspace", str(env.daemon.workspace), "--json"]
+    by_file = subprocess.run(
+        [ctl, "run", "--file", str(big), *common],
+        env=env.daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert by_file.returncode == 0, by_file.stderr
+    by_stdin = subprocess.run(
+        [ctl, "run", "-", *common],
+        input=prompt,
+        env=env.daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert by_stdin.returncode == 0, by_stdin.stderr
+    for done in (by_file, by_stdin):
+        run_id = json.loads(done.stdout.splitlines()[0])["run_id"]
+        assert env.run(run_id)["prompt"] == prompt
+    neither = subprocess.run(
+        [ctl, "steer", "some-session"], env=env.daemon.env, capture_output=True, text=True
+    )
+    both = subprocess.run(
+        [ctl, "run", "hi", "--file", str(big)], env=env.daemon.env, capture_output=True, text=True, timeout=60
+    )
+    missing = subprocess.run(
+        [ctl, "run", "--file", str(tmp_path / "nope.txt")], env=env.daemon.env, capture_output=True, text=True
+    )
+    for refused in (neither, both, missing):
+        assert refused.returncode == 2, refused.stderr
+    assert "--file" in neither.stderr and "only one" in both.stderr and "nope.txt" in missing.stderr
