@@ -217,11 +217,10 @@ async def test_a_cancelled_wait_leaves_the_queue() -> None:
 
 
 def test_the_resident_memory_of_a_tree_includes_its_children() -> None:
-    child = "x = bytearray(64 << 20); import time; time.sleep(30)"
-    code = (
-        f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(30)"
-    )
-    parent = subprocess.Popen([sys.executable, "-c", code])
+    # both live until their (shared) stdin closes
+    child = "x = bytearray(64 << 20); import sys; sys.stdin.read()"
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {child!r}]); sys.stdin.read()"
+    parent = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
     try:
         probe, gone = PsutilProbe(), 2**22 + 7
         deadline = time.monotonic() + 10
@@ -236,7 +235,7 @@ def test_the_resident_memory_of_a_tree_includes_its_children() -> None:
         for proc in psutil.Process(parent.pid).children(recursive=True):
             proc.kill()
         parent.kill()
-        parent.wait()
+        parent.communicate()
 
 
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_one() -> None:

@@ -54,9 +54,17 @@ class SetMemory(PsutilProbe):
 
     def __init__(self, available_mib: float) -> None:
         self.available = available_mib
+        self.read = anyio.Event()
 
     def available_memory_mib(self) -> float:
+        self.read.set()
         return self.available
+
+    async def checked_again(self, runs: RunManager) -> None:
+        """Make admission check its queue once more and wait until it has read the memory."""
+        self.read = anyio.Event()
+        runs.services.admission.changed()
+        await self.read.wait()
 
 
 @asynccontextmanager
@@ -134,7 +142,7 @@ async def test_a_run_under_the_memory_floor_starts_once_memory_frees(store: Stor
         queued = await _until(runs, run.id, "queued", lambda r: r.reason is not None)
         assert queued.status == RunStatus.QUEUED and queued.pid is None
         assert "not enough memory" in queued.reason and f"agent.minFreeMemoryMiB = {FLOOR}" in queued.reason
-        await anyio.sleep(0.5)
+        await probe.checked_again(runs)  # a check with the memory still short leaves it queued
         assert store.get_run(run.id).status == RunStatus.QUEUED
         probe.available = FLOOR + RUN_MEMORY_MIB + 1.0  # memory freed; no run ended
         started = await _until(runs, run.id, "running", _working)
