@@ -231,7 +231,7 @@ class EventHub:
     def emit_vendor_soon(self, run_id: str, event: VendorEvent) -> PendingEvent:
         """Queue a parsed vendor event for the next commit without waiting; :meth:`settle` it
         (see :meth:`EventWriter.enqueue <octipusd.store.event_writer.EventWriter.enqueue>`)."""
-        return self._writer.enqueue(run_id, str(event.kind), event_data(event))
+        return self.emit_soon(run_id, str(event.kind), event_data(event))
 
     async def settle(self, pending: PendingEvent) -> RunEvent:
         """Wait until a queued event is committed and published.

@@ -139,6 +139,9 @@ class StoreMixin:
         @staticmethod
         def _lock_run(db: DbSession, run_id: str) -> RunRow: ...
 
+        @staticmethod
+        def _run_of_session(db: DbSession, run_id: str, session_id: str, what: str = "run") -> RunRow: ...
+
         def forget_event_sequences(self, run_ids: Sequence[str]) -> None: ...
 
         @staticmethod

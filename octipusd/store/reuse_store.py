@@ -35,10 +35,9 @@ from sqlalchemy import delete, func
 from sqlmodel import Session as DbSession, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from octipusd.errors import InvalidRequestError, NotFoundError
+from octipusd.errors import InvalidRequestError
 from octipusd.store.codec import StoreMixin
 from octipusd.store.models import (
-    RunRow,
     SessionCheckpointRow,
     SessionMessageRow,
     SessionRow,
@@ -472,13 +471,7 @@ class ReuseStoreMixin(StoreMixin):
         """:meth:`append_message` in ``db``, the session row locked and its generation checked."""
         session_id = session.id
         if run_id is not None:
-            run = db.get(RunRow, run_id)
-            if run is None:
-                raise NotFoundError(f"run {run_id} not found")
-            if run.session_id != session_id:
-                raise InvalidRequestError(
-                    f"run {run_id} belongs to session {run.session_id}, not {session_id}"
-                )
+            self._run_of_session(db, run_id, session_id)
         highest = db.exec(
             select(func.max(SessionMessageRow.seq)).where(col(SessionMessageRow.session_id) == session_id)
         ).one()

@@ -104,6 +104,23 @@ class RunStoreMixin(StoreMixin):
         return row
 
     @staticmethod
+    def _run_of_session(db: DbSession, run_id: str, session_id: str, what: str = "run") -> RunRow:
+        """The run ``run_id``, which must belong to ``session_id``.
+
+        Raises:
+            NotFoundError: No such run.
+            InvalidRequestError: It is a run of another session.
+        """
+        run = db.get(RunRow, run_id)
+        if run is None:
+            raise NotFoundError(f"{what} {run_id} not found")
+        if run.session_id != session_id:
+            raise InvalidRequestError(
+                f"{what} {run_id} belongs to session {run.session_id}, not {session_id}"
+            )
+        return run
+
+    @staticmethod
     def _get_run_row(db: DbSession, run_id: str) -> RunRow:
         row = db.get(RunRow, run_id)
         if row is None:
@@ -152,13 +169,7 @@ class RunStoreMixin(StoreMixin):
         with self._tx(f"creating a run in session {session_id}", write=True) as db:
             session_row = self._lock_session(db, session_id)
             if parent_run_id is not None:
-                parent = db.get(RunRow, parent_run_id)
-                if parent is None:
-                    raise NotFoundError(f"parent run {parent_run_id} not found")
-                if parent.session_id != session_id:
-                    raise InvalidRequestError(
-                        f"parent run {parent_run_id} belongs to session {parent.session_id}, not {session_id}"
-                    )
+                self._run_of_session(db, parent_run_id, session_id, "parent run")
             highest = db.exec(
                 select(func.max(RunRow.turn_index)).where(col(RunRow.session_id) == session_id)
             ).one()

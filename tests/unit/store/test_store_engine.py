@@ -93,3 +93,24 @@ def test_engine_connects_on_each_backend(store_url: str) -> None:
             assert conn.execute(text("SELECT 1")).scalar_one() == 1
     finally:
         engine.dispose()
+
+
+def test_only_event_transactions_skip_the_disk_sync_and_the_journal_stays_full(tmp_path: Path) -> None:
+    """DESIGN.md "Persistence": run events commit with synchronous=NORMAL, every other write
+    (the journal first of all) with FULL, also on a pooled connection an event batch used before."""
+    from octipusd.store.repository import Store
+
+    store = Store.open(f"sqlite:///{tmp_path / 'sync.db'}")
+    try:
+        session = store.create_session(workspace="/w", adapter="claude-code")
+        run = store.create_run(session_id=session.id, prompt="p", owner="me")
+        for _ in range(3):
+            store.append_event(run.id, "text", {"n": 1})
+            with store._core("checking an event batch", write=True, transcript=True) as conn:
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+            with store._core("checking a journal write", write=True) as conn:
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+            with store._tx("checking an ORM write", write=True) as db:
+                assert db.connection().exec_driver_sql("PRAGMA synchronous").scalar() == 2
+    finally:
+        store.close()
