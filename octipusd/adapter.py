@@ -365,7 +365,9 @@ class ResultEvent(VendorEvent):
         text: Final assistant text, if any.
         session_id: Vendor session id the turn ran in.
         usage: Usage of this turn as the vendor reports it (per turn for Claude).
-        cost_usd: Vendor-computed cost, if reported (USD; Claude's is cumulative per process).
+        cost_usd: Vendor-computed cost of this turn, if reported (USD). A parser whose vendor reports a
+            cumulative figure reports its increase (Claude's ``total_cost_usd`` is cumulative per
+            process: 0.01, 0.03, 0.06 over three turns are turns of 0.01, 0.02, 0.03).
         errors: Vendor error strings (e.g. ``No conversation found with session ID: ...``).
     """
 

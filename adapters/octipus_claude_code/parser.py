@@ -52,7 +52,8 @@ field-wise maximum of ``result.usage`` and the turn's de-duplicated assistant us
 exactly ``result.usage``), and a turn still running counts its de-duplicated assistant usage.
 When the result raises a figure, the parser emits the difference as a :class:`UsageEvent` just
 before the :class:`ResultEvent`; hence the sum of all ``UsageEvent.usage`` always equals
-:meth:`ClaudeStreamParser.total_usage` and never decreases.
+:meth:`ClaudeStreamParser.total_usage` and never decreases. Cost: ``total_cost_usd`` is cumulative
+per process (observed.md §1.3); each :class:`ResultEvent` carries its increase, the turn's cost.
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ class ClaudeStreamParser(StreamParserDefaults):
         self._seen_message_ids: set[str] = set()
         self._completed = Usage()  # reconciled usage of turns that ended with a result
         self._turn = Usage()  # de-duplicated assistant usage since the last result
+        self._cost_reported = 0.0  # total_cost_usd of the last result: cumulative per process
         self._handlers: dict[str, Callable[[JSON], list[VendorEvent]]] = {
             "system": self._system,
             "assistant": self._assistant,
@@ -348,6 +350,9 @@ class ClaudeStreamParser(StreamParserDefaults):
             events.append(UsageEvent(raw=obj, usage=increment))
         self._completed = self._completed + turn_total
         self._turn = Usage()
+        total_cost = as_cost(obj.get("total_cost_usd"))
+        turn_cost = None if total_cost is None else max(total_cost - self._cost_reported, 0.0)
+        self._cost_reported = max(self._cost_reported, total_cost or 0.0)
         events.append(
             ResultEvent(
                 raw=obj,
@@ -356,7 +361,7 @@ class ClaudeStreamParser(StreamParserDefaults):
                 text=as_str(obj.get("result")),
                 session_id=as_str(obj.get("session_id")),
                 usage=usage,
-                cost_usd=as_cost(obj.get("total_cost_usd")),
+                cost_usd=turn_cost,
                 errors=errors,
             )
         )

@@ -69,6 +69,23 @@ class SessionCreate(_Model):
     space: str | None = None
 
 
+class UsageTotalsOut(_Model):
+    """``GET /v1/sessions/{id}/usage``: what the session's runs used, summed over all of them.
+
+    ``cost_usd`` sums the costs the vendors reported (null: none did); ``runs_without_cost`` runs
+    are not in it. ``estimated``: some run's tokens were estimated by Octipus, not reported.
+    """
+
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None
+    runs_without_cost: int
+    estimated: bool
+
+
 class SessionOut(_Model):
     """A session; ``model_row_id`` is the row it was created from (null: none, or deleted).
 

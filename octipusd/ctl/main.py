@@ -42,6 +42,7 @@ from octipusd.ctl.common import (
     safe,
     set_path,
     text_input,
+    usage_text,
 )
 from octipusd.ctl.model_cmds import models_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
@@ -200,11 +201,10 @@ def _render(event: dict[str, Any]) -> None:
         servers = ", ".join(f"{k}={v}" for k, v in (data.get("mcp_servers") or {}).items())
         model = f" model {data['model']}" if data.get("model") else ""
         console.print(f"[dim]vendor session {data.get('session_id')}{safe(model)} mcp: {safe(servers)}[/]")
-    elif kind == "result":
-        usage = data.get("usage") or {}
+    elif kind == "result":  # its tokens are in the run's one figure, printed at the end
+        cost = data.get("cost_usd")
         console.print(
-            f"[dim]result {data.get('subtype')} (input {usage.get('input_tokens', 0)}, "
-            f"output {usage.get('output_tokens', 0)} tokens)[/]"
+            f"[dim]result {data.get('subtype')}" + (f" (cost {cost:.4f} USD)" if cost else "") + "[/]"
         )
     elif kind in ("notice", "bridge_call"):
         detail = " ".join(str(x) for x in (data.get("message") or data.get("event"), data.get("tool")) if x)
@@ -391,8 +391,8 @@ def run(
         raise fail(exc) from None
     if not as_json:
         console.print(
-            f"[bold]{final['status']}[/] session {session} run {run_id}; tokens in {final['input_tokens']} "
-            f"out {final['output_tokens']}" + (f"; {safe(final['reason'])}" if final.get("reason") else "")
+            f"[bold]{final['status']}[/] session {session} run {run_id}; {usage_text(final)}"
+            + (f"; {safe(final['reason'])}" if final.get("reason") else "")
         )
     raise typer.Exit(0 if final["status"] == "succeeded" else 1)
 
@@ -540,10 +540,11 @@ def sessions_create(
 
 @sessions_app.command("show")
 def sessions_show(session_id: str) -> None:
-    """Show one session and its runs."""
+    """Show one session, what all of its runs used, and its runs."""
     client = new_client()
     try:
         print_json(client.request("GET", f"/sessions/{session_id}"))
+        print_json({"usage": client.request("GET", f"/sessions/{session_id}/usage")})
         for r in client.request("GET", "/runs", params={"session_id": session_id}):
             print_json(
                 {

@@ -44,6 +44,8 @@ class Attempt:
         usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
         discarded: Events printed after the stop began, dropped.
         bridge_pending: The failure reason while the vendor reports its bridge as still connecting.
+        cost_usd: The cost of the results accepted from this invocation (USD), None while no result
+            reported one.
     """
 
     process: Transport | None = None
@@ -57,6 +59,14 @@ class Attempt:
     usage_at_stop: Usage | None = None
     discarded: int = 0
     bridge_pending: str | None = None
+    cost_usd: float | None = None
+
+    def accept_result(self, result: ResultEvent) -> None:
+        """Keep an accepted result: the last one is the invocation's, every one's cost counts."""
+        self.result = result
+        self.results_seen += 1
+        if result.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
 
     def usage(self) -> Usage:
         """The usage accepted from this invocation."""
@@ -74,6 +84,16 @@ class Invocation:
 
     def __init__(self, supervisor: RunSupervisor) -> None:
         self._run = supervisor
+        self._spent = Usage()  # the run's invocations that ended: tokens
+        self._spent_cost: float | None = None  # and the cost their vendors reported (USD)
+        self._spent_by_thread: dict[str, Usage] = {}  # tokens per vendor session id
+
+    def spent_in(self, vendor_session_id: str | None) -> Usage:
+        """The tokens this run's ended invocations used in one vendor session (a thread's earlier
+        usage, for a vendor that reports thread totals)."""
+        if vendor_session_id is None:
+            return Usage()
+        return self._spent_by_thread.get(vendor_session_id, Usage())
 
     async def run(self, request: LaunchRequest, resume: ResumePlan) -> None:
         """One vendor invocation of the run: launch, stream, reap, account usage.
@@ -163,17 +183,24 @@ class Invocation:
                 "the vendor exited while a process it started still held its output; the run ended without "
                 "waiting for it, and what was left of it was stopped"
             )
+        # the run's figures are the sum of its invocations (a cold retry, a follow-up): one figure
         usage = attempt.usage()
+        self._spent = self._spent + usage
+        thread = attempt.confirmed or request.vendor_session_id
+        if thread is not None:
+            self._spent_by_thread[thread] = self.spent_in(thread) + usage
+        if attempt.cost_usd is not None:
+            self._spent_cost = (self._spent_cost or 0.0) + attempt.cost_usd
         result = attempt.result
         # stored with the final status (one commit), or before a retry (_keep_accounting)
         self._run.accounting = {
             "exit_code": process.returncode,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "usage_estimated": usage.estimated,
-            "cost_usd": result.cost_usd if result else None,
+            "input_tokens": self._spent.input_tokens,
+            "output_tokens": self._spent.output_tokens,
+            "cache_creation_input_tokens": self._spent.cache_creation_input_tokens,
+            "cache_read_input_tokens": self._spent.cache_read_input_tokens,
+            "usage_estimated": self._spent.estimated,
+            "cost_usd": self._spent_cost,
             "result_text": result.text if result else None,
         }
 

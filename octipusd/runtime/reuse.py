@@ -10,6 +10,7 @@ nothing an older turn saves afterwards is kept.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["ReuseState", "launch_prompt", "resumable", "reuse_key", "save_session", "thread_usage"]
 
 log = logging.getLogger("octipusd.runtime")
-
-#: Earlier runs of a session read to sum a vendor thread's usage before this turn.
-USAGE_HISTORY_RUNS = 10_000
 
 
 @dataclass
@@ -221,24 +219,29 @@ async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState)
     return vendor is None or kept.vendor_session is not None
 
 
-async def thread_usage(store: Store, request: LaunchRequest, run: Run) -> Usage:
-    """The vendor thread's usage before this turn (tokens), for an adapter whose vendor reports
-    thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3): every
-    earlier run of the same vendor session is stored with its own turn's usage, so it is their
-    sum. The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
-    prior = Usage()
+async def thread_usage(store: Store, request: LaunchRequest, run: Run, earlier: Usage) -> Usage:
+    """The vendor thread's usage before this invocation (tokens), for an adapter whose vendor
+    reports thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3):
+    every other run of the same vendor session is stored with its own usage, summed in the
+    database, plus ``earlier`` (this run's ended invocations in that thread, e.g. a follow-up).
+    The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
     if request.vendor_session_id is None:
-        return prior
-    runs = await in_thread(store.list_runs, session_id=run.session_id, limit=USAGE_HISTORY_RUNS)
-    for earlier in runs:
-        if earlier.id != run.id and earlier.vendor_session_id == request.vendor_session_id:
-            prior = prior + Usage(
-                earlier.input_tokens,
-                earlier.output_tokens,
-                earlier.cache_creation_input_tokens,
-                earlier.cache_read_input_tokens,
-            )
-    return prior
+        return earlier
+    totals = await in_thread(
+        functools.partial(
+            store.usage_totals,
+            run.session_id,
+            vendor_session_id=request.vendor_session_id,
+            exclude_run_id=run.id,
+        )
+    )
+    stored = Usage(
+        totals.input_tokens,
+        totals.output_tokens,
+        totals.cache_creation_input_tokens,
+        totals.cache_read_input_tokens,
+    )
+    return stored + earlier
 
 
 def _carried_text(launch: LaunchPrompt) -> str:

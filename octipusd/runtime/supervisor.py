@@ -329,7 +329,8 @@ class RunSupervisor:
         for attempt in (1, 2):
             request = self._request(plan, bridge, state, denied)
             if adapter.usage_is_cumulative(request):
-                usage = await thread_usage(self.services.store, request, self.run)
+                earlier = self.invocation.spent_in(request.vendor_session_id)
+                usage = await thread_usage(self.services.store, request, self.run, earlier)
                 request = dataclasses.replace(request, thread_usage=usage)
             await self.invocation.run(request, state.resume)
             signal = self.invocation.session_gone() if state.resume.resume else None

@@ -93,8 +93,7 @@ class VendorEvents:
                 for line in event.lines:
                     await process.write_line(line)
         elif isinstance(event, ResultEvent):
-            attempt.result = event
-            attempt.results_seen += 1
+            attempt.accept_result(event)
             if event.session_id and not event.is_error:
                 attempt.confirmed = event.session_id
             if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results

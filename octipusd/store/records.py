@@ -27,6 +27,7 @@ __all__ = [
     "SessionMessage",
     "Space",
     "SpaceRole",
+    "UsageTotals",
     "VendorSession",
     "WorkPlan",
 ]
@@ -226,6 +227,31 @@ class Run:
     parent_run_id: str | None = None
     role: str | None = None
     resume_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """What a set of runs used, summed in the database (every run, no page limit).
+
+    Attributes:
+        runs: Runs counted.
+        input_tokens: Input tokens (count).
+        output_tokens: Output tokens (count).
+        cache_creation_input_tokens: Tokens written to the vendor's prompt cache (count).
+        cache_read_input_tokens: Tokens read from the vendor's prompt cache (count).
+        cost_usd: The sum of the costs the vendors reported (USD), None when no run reported one.
+        runs_without_cost: Runs whose vendor reported no cost (not in ``cost_usd``).
+        estimated: Whether any run's usage was estimated by Octipus.
+    """
+
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None
+    runs_without_cost: int
+    estimated: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,6 +175,25 @@ def test_octipusctl_run_streams_json_and_exits_by_outcome(octipus: Callable[...,
         [ctl, "run", "x", "--session", "nope"], env=env.daemon.env, capture_output=True, text=True, timeout=60
     )
     assert missing.returncode == 2 and "nope" in missing.stderr
+    # a run shows one token figure (the run's, also with cache tokens and cost), not the result's too
+    counted = subprocess.run(
+        [ctl, "run", "count", "--workspace", str(env.daemon.workspace)],
+        env=env.daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert counted.returncode == 0, counted.stderr
+    assert counted.stdout.count("tokens") == 1, counted.stdout
+    run = env.client.request("GET", "/runs")[0]
+    assert f"tokens in {run['input_tokens']} out {run['output_tokens']}" in counted.stdout
+    assert f"cost {run['cost_usd']:.4f} USD" in counted.stdout
+    listed = env.client.request("GET", "/runs", params={"session_id": session})
+    shown = subprocess.run(
+        [ctl, "sessions", "show", session], env=env.daemon.env, capture_output=True, text=True, timeout=60
+    )
+    usage = next(json.loads(line)["usage"] for line in shown.stdout.splitlines() if '"usage"' in line)
+    assert usage["runs"] == 2 and usage["output_tokens"] == sum(r["output_tokens"] for r in listed), usage
 
 
 def test_daemon_restart_marks_a_killed_daemons_runs_interrupted(octipus: Callable[..., Env]) -> None:

@@ -347,6 +347,22 @@ def test_result_usage_is_authoritative_per_turn_and_summed() -> None:
     assert usage_sum(events) == parser.total_usage()
 
 
+def test_each_result_costs_the_increase_of_the_process_total() -> None:
+    """``total_cost_usd`` is cumulative per process (observed.md §1.3): a process serving three
+    turns at 0.01/0.03/0.06 cumulative costs 0.01, 0.02 and 0.03; a result without a figure
+    costs nothing known, and the next one is still measured from the last figure."""
+    parser = ClaudeStreamParser()
+    costs = []
+    for total in (0.01, 0.03, None, 0.06):
+        result = {"type": "result", "subtype": "success", "is_error": False}
+        if total is not None:
+            result["total_cost_usd"] = total
+        (event,) = parser.feed(line(result))
+        assert isinstance(event, ResultEvent)
+        costs.append(event.cost_usd)
+    assert costs == [pytest.approx(0.01), pytest.approx(0.02), None, pytest.approx(0.03)]
+
+
 def test_zeroed_result_after_crash_keeps_observed_usage() -> None:
     parser = ClaudeStreamParser()
     parser.feed(assistant("m1", [{"type": "text", "text": "a"}], {"input_tokens": 80, "output_tokens": 2}))
