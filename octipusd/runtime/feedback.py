@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from octipusd.policy.spaces import check_space_comment
+from octipusd.runtime.events import FEEDBACK_EVENT
 from octipusd.runtime.services import RunRegistry, RunServices
 from octipusd.store.aio import in_thread
 from octipusd.store.records import PlanFeedback, WorkPlan
@@ -22,16 +24,12 @@ from octipusd.store.repository import Store
 from octipusd.toolkit import FeedbackStatus
 
 __all__ = [
-    "FEEDBACK_EVENT",
     "add_plan_feedback",
     "feedback_for_agent",
     "plan_for_agent",
     "reply_plan_feedback",
     "unhandled_plan_feedback",
 ]
-
-#: The kind of the run event that announces feedback added, replied to or answered.
-FEEDBACK_EVENT = "plan_feedback"
 
 
 def plan_for_agent(plan: WorkPlan | None) -> dict[str, Any] | None:
@@ -83,6 +81,13 @@ async def announce(services: RunServices, registry: RunRegistry, action: str, it
     )
 
 
+async def _check_author(services: RunServices, session_id: str, author: str) -> None:
+    """In a space, the author must be a member who may comment (404 / 403 / 409 otherwise)."""
+    session = await in_thread(services.store.get_session, session_id)
+    if session.space_id is not None:
+        check_space_comment(await in_thread(services.store.get_space, session.space_id), author)
+
+
 async def add_plan_feedback(
     services: RunServices,
     registry: RunRegistry,
@@ -95,10 +100,13 @@ async def add_plan_feedback(
     """Store a person's feedback on the session's plan (or one step of it), then announce it.
 
     Raises:
-        NotFoundError: no such session.
-        ConflictError: the session has no plan yet, or its plan holds the most feedback it may.
+        NotFoundError: no such session, or (in a space) the author is not a member.
+        ForbiddenError: in a space, the author is a viewer.
+        ConflictError: the session has no plan yet, or its plan holds the most feedback it may, or
+            its space is archived.
         InvalidRequestError: empty or too long ``text``; ``step_id`` names no step of the plan.
     """
+    await _check_author(services, session_id, author)
     item = await in_thread(services.store.add_plan_feedback, session_id, text, author=author, step_id=step_id)
     await announce(services, registry, "added", item)
     return item
@@ -116,10 +124,13 @@ async def reply_plan_feedback(
     """Store a person's reply on a feedback item (reopening it: ``pending``), then announce it.
 
     Raises:
-        NotFoundError: no such session, or no feedback ``feedback_id`` on its plan.
-        ConflictError: the item holds the most replies it may.
+        NotFoundError: no such session, no feedback ``feedback_id`` on its plan, or (in a space) the
+            author is not a member.
+        ForbiddenError: in a space, the author is a viewer.
+        ConflictError: the item holds the most replies it may, or the session's space is archived.
         InvalidRequestError: empty or too long ``text``.
     """
+    await _check_author(services, session_id, author)
     item = await in_thread(services.store.reply_plan_feedback, session_id, feedback_id, text, author=author)
     await announce(services, registry, "replied", item)
     return item

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from octipusd.journal.executor import ActionScope
-from octipusd.runtime.feedback import FEEDBACK_EVENT, feedback_for_agent, plan_for_agent
+from octipusd.runtime.events import FEEDBACK_EVENT
+from octipusd.runtime.feedback import feedback_for_agent, plan_for_agent
 from octipusd.runtime.services import report
 from octipusd.store.aio import in_thread
 from octipusd.toolkit import (
