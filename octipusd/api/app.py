@@ -8,6 +8,8 @@ Routes (all under ``/v1``)::
     POST /sessions/{id}/steer        guidance for the live run (into the running turn, or queued)
     POST /sessions/{id}/clear|compact  GET /sessions/{id}/vendor-sessions|messages|checkpoint
                                      (session reuse, compaction, /clear: see session_routes)
+    GET  /sessions/{id}/plan         POST /sessions/{id}/plan/feedback[/{feedback_id}/reply]
+                                     (the work plan and its feedback: see plan_routes)
     GET  /runs[?session_id=&status=] GET /runs/{id}             POST /runs/{id}/stop
     GET  /runs/{id}/events?after=N   stored events as JSON
     GET  /runs/{id}/stream?after=N   server-sent events, live until the run ends
@@ -71,6 +73,7 @@ from octipusd.api.models import (
     SteerOut,
     TurnCreate,
 )
+from octipusd.api.plan_routes import plan_router
 from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
@@ -229,6 +232,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(space_router(services))
     app.include_router(action_router(services))
     app.include_router(session_router(services))
+    app.include_router(plan_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:

@@ -510,3 +510,76 @@ class ErrorOut(_Model):
 
     code: str
     message: str
+
+
+# ----------------------------------------------------------------------------- work plans and feedback
+
+#: Characters of one feedback text or reply at most (the store's limit, also checked here).
+FEEDBACK_TEXT_MAX_CHARS = 4000
+#: Characters of a step id or an author name at most.
+FEEDBACK_NAME_MAX_CHARS = 200
+
+
+class FeedbackCreate(_Model):
+    """``POST /v1/sessions/{id}/plan/feedback``: a person's feedback on the session's work plan.
+
+    ``step_id`` names a step of the current plan the feedback is about (omitted: the whole plan);
+    ``author`` the space member giving it (default: the daemon's user).
+    """
+
+    text: str = Field(min_length=1, max_length=FEEDBACK_TEXT_MAX_CHARS)
+    step_id: str | None = Field(default=None, min_length=1, max_length=FEEDBACK_NAME_MAX_CHARS)
+    author: str | None = Field(default=None, min_length=1, max_length=FEEDBACK_NAME_MAX_CHARS)
+
+
+class FeedbackReplyCreate(_Model):
+    """``POST /v1/sessions/{id}/plan/feedback/{feedback_id}/reply``: a person's answer to the agent's
+    note (typically its question on a ``needs_clarification`` item); it reopens the item."""
+
+    text: str = Field(min_length=1, max_length=FEEDBACK_TEXT_MAX_CHARS)
+    author: str | None = Field(default=None, min_length=1, max_length=FEEDBACK_NAME_MAX_CHARS)
+
+
+class FeedbackReplyOut(_Model):
+    """One reply; ``answering`` is the agent's note it answered (null: none)."""
+
+    text: str
+    author: str
+    created_at: datetime
+    answering: str | None
+
+
+class FeedbackOut(_Model):
+    """One item of a plan's feedback history.
+
+    ``status``: ``pending`` (not handled yet, or reopened by a reply), ``applied`` or
+    ``needs_clarification`` (the agent asks: see ``response``; reply to answer). ``plan_revision``
+    is the plan revision it was given at; ``responded_revision`` the revision the agent's answer was
+    saved with.
+    """
+
+    id: str
+    session_id: str
+    seq: int
+    text: str
+    step_id: str | None
+    author: str
+    plan_revision: int
+    status: Literal["pending", "applied", "needs_clarification"]
+    response: str | None
+    responded_at: datetime | None
+    responded_revision: int | None
+    replies: list[FeedbackReplyOut]
+    created_at: datetime
+    updated_at: datetime
+
+
+class PlanOut(_Model):
+    """``GET /v1/sessions/{id}/plan``: the session's work plan (null: none yet), its revision (0: no
+    plan), when it was last saved, and its complete feedback history, oldest first."""
+
+    session_id: str
+    plan: dict[str, Any] | None
+    revision: int
+    updated_at: datetime | None
+    feedback: list[FeedbackOut]

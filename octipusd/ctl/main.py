@@ -45,6 +45,7 @@ from octipusd.ctl.common import (
     usage_text,
 )
 from octipusd.ctl.model_cmds import models_app
+from octipusd.ctl.plan_cmds import plan_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
 from octipusd.ctl.questions import answer_questionnaire_inline
 from octipusd.ctl.session_cmds import (
@@ -61,7 +62,7 @@ from octipusd.paths import default_socket_path
 __all__ = ["app", "main"]
 
 app = typer.Typer(
-    help="Control octipusd: sessions, runs, approvals, rules, spaces, model rows, the action journal.",
+    help="Control octipusd: sessions, runs, work plans, approvals, rules, spaces, model rows, the action journal.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -74,6 +75,7 @@ sessions_app = typer.Typer(
 app.add_typer(actions_app, name="actions")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(models_app, name="models")
+app.add_typer(plan_app, name="plan")
 app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
@@ -236,6 +238,12 @@ def _render(event: dict[str, Any]) -> None:
     elif kind in ("steering_submitted", "guidance_pending"):
         how = "into the running turn" if kind == "steering_submitted" else "queued for the run context"
         console.print(f"[magenta]guidance {how}[/]: {safe(data.get('text', ''))}")
+    elif kind == "plan_feedback":
+        step = f" on step {safe(data['step_id'])}" if data.get("step_id") else ""
+        console.print(
+            f"[magenta]plan feedback {safe(data.get('action'))}[/] {data.get('feedback_id')}{step} "
+            f"({safe(data.get('status'))}): {safe(data.get('response') if data.get('action') == 'answered' else data.get('text'))}"
+        )
     elif kind in ("unparsed", "unknown"):
         console.print(f"[dim]{kind}: {safe(json.dumps(data)[:200])}[/]")
 

@@ -18,7 +18,7 @@ from octipusd.adapter import Adapter
 from octipusd.errors import ConflictError, ForbiddenError, NotFoundError
 from octipusd.store.records import ModelRow, Space, SpaceRole
 
-__all__ = ["RUN_ROLES", "check_space_model", "check_space_turn"]
+__all__ = ["RUN_ROLES", "check_space_comment", "check_space_model", "check_space_turn"]
 
 #: Roles that may run a CLI agent (with write tools) in a space (FACTS.md §5 roles table).
 RUN_ROLES: frozenset[SpaceRole] = frozenset({SpaceRole.OWNER, SpaceRole.EDITOR})
@@ -82,4 +82,25 @@ def check_space_turn(space: Space, author: str) -> SpaceRole:
             f"{author} is a {role.value} of space {space.name!r}: a {role.value}'s turn uses API models only "
             "and never reaches a CLI model; ask an editor or owner to run it"
         )
+    return role
+
+
+def check_space_comment(space: Space, author: str) -> SpaceRole:
+    """Check that ``author`` may comment in the space now (e.g. give feedback on its session's work
+    plan, FACTS.md §5 "comment": every role but viewer); return their role.
+
+    Raises:
+        NotFoundError: ``author`` is not a member (404; the message names no space).
+        ConflictError: the space is archived (409: an archived space answers writes so).
+        ForbiddenError: a viewer (403).
+    """
+    role = space.members.get(author)
+    if role is None:
+        raise NotFoundError(
+            f"{author} is not a member of this space; an owner can add them (octipusctl spaces member)"
+        )
+    if space.archived_at is not None:
+        raise ConflictError(f"space {space.name!r} is archived; it takes no feedback")
+    if role is SpaceRole.VIEWER:
+        raise ForbiddenError(f"{author} is a viewer of space {space.name!r}; viewers cannot comment")
     return role

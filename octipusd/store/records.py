@@ -12,14 +12,19 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from octipusd.toolkit.plans import FeedbackStatus
+
 __all__ = [
     "MESSAGE_ROLES",
     "Approval",
     "ApprovalStatus",
     "Checkpoint",
+    "FeedbackReply",
+    "FeedbackStatus",
     "ModelRow",
     "PermissionGrant",
     "PermissionRule",
+    "PlanFeedback",
     "Run",
     "RunEvent",
     "RunStatus",
@@ -445,6 +450,62 @@ class WorkPlan:
 
     session_id: str
     plan: dict[str, Any]
+    updated_at: datetime
+    revision: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackReply:
+    """A person's answer to the agent's note on an item of plan feedback.
+
+    Attributes:
+        text: The answer.
+        author: Who gave it.
+        created_at: When.
+        answering: The agent's note it answers (None: the agent had written none).
+    """
+
+    text: str
+    author: str
+    created_at: datetime
+    answering: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFeedback:
+    """One item of a person's feedback on a session's work plan (seed 003 "Plans, feedback and
+    delegation").
+
+    Attributes:
+        id: 32 hex characters.
+        session_id: The session whose plan it is about.
+        seq: Its place in the session's feedback history (1, 2, ...).
+        text: What the person said.
+        step_id: The plan step it is about, or None (the whole plan).
+        author: Who gave it.
+        plan_revision: The plan's revision it was given at.
+        status: Where it stands.
+        response: The agent's latest note on it, or None.
+        responded_at: When the agent wrote that note.
+        responded_revision: The plan revision the agent's update saved with that note.
+        replies: The person's answers to the agent's notes, oldest first.
+        created_at: When it was given.
+        updated_at: Its last change.
+    """
+
+    id: str
+    session_id: str
+    seq: int
+    text: str
+    step_id: str | None
+    author: str
+    plan_revision: int
+    status: FeedbackStatus
+    response: str | None
+    responded_at: datetime | None
+    responded_revision: int | None
+    replies: tuple[FeedbackReply, ...]
+    created_at: datetime
     updated_at: datetime
 
 
