@@ -30,6 +30,12 @@ from octipusd.errors import AdapterError
 
 JSON = dict[str, Any]
 
+#: Wall clock of one bridge tool request in seconds, queue, approval and delegation waits included
+#: (seed 003: "a separate two-hour vendor wall-clock timeout"). The bridge enforces it
+#: (``BridgeLimits.request_timeout_seconds``); adapters give the vendor's own MCP tool timeout
+#: :attr:`BridgeEndpoint.tool_timeout_seconds`, which the bridge sets a little above it.
+BRIDGE_CALL_TIMEOUT_SECONDS = 7200.0
+
 
 class PermissionMode(enum.StrEnum):
     """Octipus permission modes of a model row (seed 003 "Permissions and limits").
@@ -66,11 +72,15 @@ class BridgeEndpoint:
         token: The run's capability (bearer token, >= 256 bits, URL-safe base64).
         server_name: The MCP server name the vendor sees (tools appear as
             ``mcp__<server_name>__<tool>`` in Claude).
+        tool_timeout_seconds: How long the vendor's MCP client waits for one tool call before it
+            gives up (Codex ``tool_timeout_sec``, Claude's per-server ``timeout``, Vibe's
+            ``tool_timeout_sec``); their own defaults are shorter (60 s for Codex and Vibe).
     """
 
     url: str
     token: str
     server_name: str = "octipus"
+    tool_timeout_seconds: float = BRIDGE_CALL_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)

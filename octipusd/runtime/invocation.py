@@ -18,6 +18,7 @@ from octipusd.adapter import Adapter, LaunchRequest, ResultEvent, StreamParser, 
 from octipusd.errors import ExecutableNotFoundError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.outcome import result_failure
+from octipusd.runtime.prompts import dump_prompt, dump_text
 from octipusd.runtime.sessions import ResumePlan
 from octipusd.store.aio import in_thread
 from octipusd.store.records import RunStatus
@@ -96,14 +97,18 @@ class Invocation:
         return self._spent_by_thread.get(vendor_session_id, Usage())
 
     async def run(self, request: LaunchRequest, resume: ResumePlan) -> None:
-        """One vendor invocation of the run: launch, stream, reap, account usage.
+        """One vendor invocation of the run: dump its prompt, launch, stream, reap, account usage.
 
         Raises:
+            OSError: the prompt dump could not be written (``agent.promptDumps``).
             AdapterError: the adapter refused the launch (nothing was started).
             ExecutableNotFoundError: the binary could not be executed.
         """
         adapter = self._run.adapter
         assert adapter is not None
+        if self._run.services.prompt_dumps:  # the whole prompt, system instructions included (seed 003)
+            text = dump_text(request.prompt, request.system_prompt)
+            await anyio.to_thread.run_sync(dump_prompt, self._run.run.id, text)
         spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
         for message in spec.notices:
             await self._run.notice(message)

@@ -29,7 +29,7 @@ from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSes
 from octipusd.store.repository import Store
 from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
-from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, child_tools
+from octipusd.tools import DEFAULT_TOOLS, child_tools, run_instructions
 
 __all__ = ["TurnBasis", "TurnPlan", "model_row", "plan_turn", "positive_int", "read_basis"]
 
@@ -75,14 +75,14 @@ class TurnPlan:
     Attributes:
         basis: The checked session facts.
         tools: The tools the run's bridge exposes.
-        instructions: The stable role prompt of a child (None for a root run).
+        instructions: The run's stable system instructions (Octipus's, then a child's role prompt).
         real_workspace: The workspace with symlinks resolved (Claude scopes resume by it).
         fingerprint: The session fingerprint of this invocation (seed 003).
     """
 
     basis: TurnBasis
     tools: tuple[ToolSpec, ...]
-    instructions: str | None
+    instructions: str
     real_workspace: Path
     fingerprint: str
 
@@ -185,7 +185,7 @@ async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, ro
     own = child_tools(depth < MAX_DEPTH) if is_child else DEFAULT_TOOLS
     tools = (*own, *connected.tools)
     tool_names = [t.name for t in tools if not (is_child and t.name in LAZY_DISCOVERY_TOOLS)]
-    instructions = CHILD_ROLES.get(role) if role is not None else None
+    instructions = run_instructions(role)  # one constant text per role: the fingerprint stays stable
     # Claude's resume is scoped to the real working directory (observed.md §1.7): a workspace
     # path whose target moved is a different conversation scope, detected before spawning
     real = basis.real_workspace

@@ -16,12 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from octipusd.adapter import Adapter, LaunchRequest, Usage
 from octipusd.runtime.children import MAX_CHILD_SESSIONS, child_scope
 from octipusd.runtime.outcome import result_failed
-from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import ResumePlan
 from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
@@ -133,8 +130,6 @@ async def launch_prompt(
             await run.notice(
                 _carried_text(launch), carried=list(launch.carried), checkpoint_id=launch.checkpoint_id
             )
-    if run.services.prompt_dumps:
-        await anyio.to_thread.run_sync(dump_prompt, record.id, launch.text)
     return launch
 
 

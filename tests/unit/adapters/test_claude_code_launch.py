@@ -229,9 +229,11 @@ def test_mcp_config_file_and_token_only_there(request_: LaunchRequest) -> None:
                 "type": "http",
                 "url": "http://127.0.0.1:43111/mcp",
                 "headers": {"Authorization": f"Bearer {TOKEN}"},
+                "timeout": 7_200_000,  # ms: the bridge's limit (Claude's default: 1e8 ms)
             }
         }
     }
+    assert spec.env["CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT"] == "7200000"  # its default: 5 min
     assert spec.secrets == (TOKEN,)
     assert all(TOKEN not in a for a in spec.argv)
     assert all(TOKEN not in v for v in spec.env.values())
