@@ -231,20 +231,7 @@ def _vendor_save(
     """The store call saving ``confirmed`` under ``key`` alone (without a root turn's answer): in
     the clear generation the turn read; a child's only if no retry took its key since."""
     store, plan = run.services.store, state.plan
-    if run.parent is None:
-        vendor = _root_vendor(run, state, key, confirmed)
-        return functools.partial(
-            store.save_vendor_session,
-            session_id=plan.session.id,
-            key=key,
-            vendor_session_id=confirmed,
-            fingerprint=vendor.fingerprint,
-            cwd=vendor.cwd,
-            cursor=vendor.cursor,
-            generation=run.generation,
-            checkpoint_id=vendor.checkpoint_id,
-        )
-    return functools.partial(
+    save = functools.partial(
         store.save_vendor_session,
         session_id=plan.session.id,
         key=key,
@@ -252,9 +239,11 @@ def _vendor_save(
         fingerprint=plan.fingerprint,
         cwd=str(plan.real_workspace),
         generation=run.generation,
-        expect_vendor_session_id=state.expected,
-        max_children=MAX_CHILD_SESSIONS,
     )
+    if run.parent is None:
+        vendor = _root_vendor(run, state, key, confirmed)
+        return functools.partial(save, cursor=vendor.cursor, checkpoint_id=vendor.checkpoint_id)
+    return functools.partial(save, expect_vendor_session_id=state.expected, max_children=MAX_CHILD_SESSIONS)
 
 
 async def keep_confirmed(run: RunSupervisor, state: ReuseState) -> None:

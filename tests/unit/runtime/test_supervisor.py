@@ -27,6 +27,7 @@ from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.outcome import Happened, final_status
+from octipusd.runtime.supervisor import RunSupervisor
 from octipusd.settings import Settings
 from octipusd.store.records import Run, RunStatus
 from octipusd.store.repository import Store
@@ -132,6 +133,14 @@ async def _turn(
     with anyio.fail_after(30):
         await live.done.wait()
     return runs.services.store.get_run(run.id)
+
+
+async def _started(runs: RunManager, session_id: str) -> tuple[Run, RunSupervisor]:
+    """Post a turn; the run and its live supervisor."""
+    run = await runs.post_turn(session_id, "go")
+    live = runs.registry.get(run.id)
+    assert live is not None
+    return run, live
 
 
 def _new_session(store: Store, tmp_path: Path) -> str:
@@ -294,9 +303,7 @@ async def test_a_bridge_still_connecting_at_init_that_then_answers_does_not_fail
 
     async with _daemon(store, tmp_path, [script]) as (runs, launcher):
         session = _new_session(store, tmp_path)
-        run = await runs.post_turn(session, "go")
-        live = runs.registry.get(run.id)
-        assert live is not None
+        run, live = await _started(runs, session)
         with anyio.fail_after(10):
             while not launcher.launches:  # noqa: ASYNC110 - the replay signals no launch
                 await anyio.sleep(0.05)
@@ -368,9 +375,7 @@ async def test_the_vendor_session_is_saved_as_soon_as_the_vendor_answers_in_it(
 
     async with _daemon(store, tmp_path, [script]) as (runs, launcher):
         session = _new_session(store, tmp_path)
-        run = await runs.post_turn(session, "go")
-        live = runs.registry.get(run.id)
-        assert live is not None
+        run, live = await _started(runs, session)
         await _live_until(
             runs,
             run,
@@ -401,9 +406,7 @@ async def test_an_init_alone_stores_no_vendor_session(store: Store, tmp_path: Pa
 
     async with _daemon(store, tmp_path, [script]) as (runs, _launcher):
         session = _new_session(store, tmp_path)
-        run = await runs.post_turn(session, "go")
-        live = runs.registry.get(run.id)
-        assert live is not None
+        run, live = await _started(runs, session)
         await _live_until(
             runs, run, lambda: any(k == "session" for k, _d in _kinds(store, run.id)), "the init was stored"
         )
