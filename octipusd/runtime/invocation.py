@@ -37,7 +37,11 @@ class Attempt:
         process: The vendor process, once started.
         parser: The adapter's parser of this invocation.
         result: The vendor's accepted result (the last one, when guidance added turns).
-        confirmed: The vendor session id the vendor confirmed in this invocation.
+        confirmed: The vendor session id the vendor announced or confirmed in this invocation.
+        answered: The vendor answered in that session (an assistant message, or a result that is
+            not an error): it holds the conversation, which is saved at once (seed 003; an init
+            alone confirms nothing).
+        kept: The vendor session id saved at once in this invocation, or None.
         session_missing: A vendor signal that the resumed session is gone (Codex's other thread).
         results_seen: Results received so far.
         expected_results: Results that end the invocation (guidance sent meanwhile adds some).
@@ -53,6 +57,8 @@ class Attempt:
     parser: StreamParser | None = None
     result: ResultEvent | None = None
     confirmed: str | None = None
+    answered: bool = False
+    kept: str | None = None
     session_missing: str | None = None
     results_seen: int = 0
     expected_results: int = 1

@@ -116,6 +116,8 @@ class RunSupervisor:
         self.space = False
         self.tools: dict[str, ToolSpec] = {}
         self.attempt = Attempt()
+        #: What the run resumes and may save, once its plan is frozen.
+        self.reuse: ReuseState | None = None
         self.invocation = Invocation(self)
         #: The last invocation's exit code, usage and result, not stored yet (:meth:`_account`).
         self.accounting: dict[str, Any] = {}
@@ -279,7 +281,8 @@ class RunSupervisor:
                 attended=session.attended,
             )
             self.tools = {t.tool_id: t for t in plan.tools}
-            state = ReuseState(
+            state = self.reuse = ReuseState(
+                plan=plan,
                 key=key,
                 resume=resume,
                 stored=stored,

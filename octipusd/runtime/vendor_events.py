@@ -2,8 +2,8 @@
 
 Each event is queued for storage first (unless it is a kind that is never stored; the events of one
 read of the vendor's output are committed together, :meth:`VendorEvents.stored`), then acted on: a session
-announcement keeps the vendor's session id; a permission request is relayed; a native tool use is
-shown to the flow guard; a cancelled control request stops its wait; a failure the adapter found
+announcement keeps the vendor's session id, saved for reuse as soon as the vendor answers in it; a
+permission request is relayed; a native tool use is shown to the flow guard; a cancelled control request stops its wait; a failure the adapter found
 (a bridge not connected) fails the run, or, while the vendor still connects to the bridge, only if
 the vendor never lists the bridge's tools; a result is kept and ends the input. After a stop began
 every event is dropped and counted.
@@ -24,11 +24,14 @@ from octipusd.adapter import (
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
+    TextEvent,
+    ThinkingEvent,
     ToolUseEvent,
     VendorEvent,
 )
 from octipusd.runtime.events import NOT_STORED
 from octipusd.runtime.relay import BRIDGE_PREFIX
+from octipusd.runtime.reuse import keep_confirmed
 from octipusd.store.aio import in_thread
 from octipusd.store.event_writer import PendingEvent
 
@@ -36,7 +39,11 @@ if TYPE_CHECKING:
     from octipusd.bridge.server import Bridge
     from octipusd.runtime.supervisor import RunSupervisor
 
-__all__ = ["VendorEvents"]
+__all__ = ["ANSWERS", "VendorEvents"]
+
+#: The events by which a vendor answers in its session (what confirms it; a result only when it is
+#: not an error).
+ANSWERS = (TextEvent, ThinkingEvent, ToolUseEvent, ResultEvent)
 
 
 class VendorEvents:
@@ -98,7 +105,29 @@ class VendorEvents:
                 attempt.confirmed = event.session_id
             if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results
                 await process.close_stdin()
+        await self._keep_if_answered(event)
         self._check_token_budget(tg)
+
+    async def _keep_if_answered(self, event: VendorEvent) -> None:
+        """Save the vendor session once the vendor answered in it (an assistant message, or a result
+        that is not an error; seed 003), not only at the run's end: a daemon killed afterwards
+        leaves it for the next turn. An init alone confirms nothing; Codex may announce its thread
+        only after answering, which then saves it."""
+        run = self._run
+        attempt = run.attempt
+        if isinstance(event, ANSWERS) and not (isinstance(event, ResultEvent) and event.is_error):
+            attempt.answered = True
+        confirmed = attempt.confirmed
+        if (
+            attempt.answered
+            and confirmed is not None
+            and confirmed != attempt.kept
+            and attempt.session_missing is None
+            and attempt.stopping is None
+            and run.reuse is not None
+        ):
+            attempt.kept = confirmed
+            await keep_confirmed(run, run.reuse)
 
     async def stored(self) -> None:
         """Wait until every event handled so far is committed (and published): one commit for all.
@@ -114,6 +143,9 @@ class VendorEvents:
         """The vendor announced its session: keep the id; a failed bridge fails the run."""
         run = self._run
         if event.session_id:
+            previous = run.attempt.confirmed
+            if previous is not None and previous != event.session_id:  # another conversation, unanswered
+                run.attempt.answered = False
             run.attempt.confirmed = event.session_id
             if run.run.vendor_session_id != event.session_id:  # vendor-assigned (Codex, Vibe) or replaced
                 run.run = await in_thread(
