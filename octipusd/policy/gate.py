@@ -40,7 +40,7 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import QuestionnaireError, RuleSyntaxError
+from octipusd.errors import QuestionnaireError, RuleSyntaxError, StoreError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.flowguard import (
@@ -278,12 +278,13 @@ class PermissionGate:
 
     async def unloadable(self) -> list[str]:
         """The stored rules and grants skipped because they cannot be loaded, each named with why
-        and how to remove it (empty: none).
-
-        Raises:
-            StoreError: the first read of the rules and grants failed.
+        and how to remove it (empty: none); a failed first read of them is one warning too, so
+        a health check never fails on it.
         """
-        await self.current_policy()
+        try:
+            await self.current_policy()
+        except StoreError as exc:
+            return [f"the stored rules and grants could not be read: {exc.message}"]
         return [
             f"{name} cannot be loaded and is skipped: {why}; remove it with octipusctl rules "
             + ("remove" if name.startswith("stored rule") else "revoke")
