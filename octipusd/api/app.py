@@ -56,6 +56,7 @@ from octipusd import __version__
 from octipusd.adapter import Adapter, CapabilityRow
 from octipusd.api.action_routes import action_router
 from octipusd.api.common import Services, dump, out
+from octipusd.api.limits import After, Limit, RequestGuard
 from octipusd.api.models import (
     API_VERSION,
     AdapterHealth,
@@ -207,6 +208,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 def create_app(services: Services) -> FastAPI:
     """Build the FastAPI application over ``services``."""
     app = FastAPI(title="octipusd", version=__version__, docs_url=None, redoc_url=None)
+    app.add_middleware(RequestGuard)
     store, runs, hub = services.store, services.runs, services.hub
 
     @app.exception_handler(OctipusError)
@@ -243,6 +245,7 @@ def create_app(services: Services) -> FastAPI:
             pid=os.getpid(),
             database=store.url_for_display,
             live_runs=len(runs.live_runs()),
+            warnings=await services.gate.unloadable(),
             process_containment=str(services.containment.mechanism) if services.containment else None,
             process_containment_detail=services.containment.detail if services.containment else None,
             adapters=[
@@ -314,7 +317,7 @@ def create_app(services: Services) -> FastAPI:
         return out(SessionOut, session)
 
     @app.get(f"/{API_VERSION}/sessions")
-    async def list_sessions(limit: int = 100) -> list[SessionOut]:
+    async def list_sessions(limit: Limit = 100) -> list[SessionOut]:
         return [out(SessionOut, s) for s in await in_thread(store.list_sessions, limit=limit)]
 
     @app.get(f"/{API_VERSION}/sessions/{{session_id}}")
@@ -332,7 +335,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get(f"/{API_VERSION}/runs")
     async def list_runs(
-        session_id: str | None = None, status: str | None = None, limit: int = 100
+        session_id: str | None = None, status: str | None = None, limit: Limit = 100
     ) -> list[RunOut]:
         statuses = None
         if status is not None:
@@ -354,7 +357,7 @@ def create_app(services: Services) -> FastAPI:
         return _run_out(await runs.stop(run_id, (body or RunStop()).reason))
 
     @app.get(f"/{API_VERSION}/runs/{{run_id}}/events")
-    async def list_events(run_id: str, after: int = 0, limit: int = 1000) -> list[EventOut]:
+    async def list_events(run_id: str, after: After = 0, limit: Limit = 1000) -> list[EventOut]:
         await in_thread(store.get_run, run_id)
         events = await in_thread(store.list_events, run_id, after_seq=after, limit=limit)
         return [out(EventOut, e) for e in events]
@@ -369,12 +372,16 @@ def create_app(services: Services) -> FastAPI:
             }
         },
     )
-    async def stream_run(run_id: str, request: Request, after: int = 0) -> StreamingResponse:
+    async def stream_run(run_id: str, request: Request, after: After = 0) -> StreamingResponse:
         """The run's events as server-sent events (each ``data`` an ``EventOut``), live until it ends;
         ``Last-Event-ID`` (or ``after``) resumes after that ``seq``."""
         await in_thread(store.get_run, run_id)  # 404 before the stream starts
         last_id = request.headers.get("last-event-id")
-        start = int(last_id) if last_id and last_id.isdigit() else after
+        start = (
+            int(last_id)
+            if last_id and last_id.isascii() and last_id.isdigit() and len(last_id) <= 18
+            else after
+        )
 
         async def frames() -> AsyncIterator[bytes]:
             async for batch in hub.follow(run_id, after_seq=start):

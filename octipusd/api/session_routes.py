@@ -24,6 +24,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from octipusd.api.common import Services, out
+from octipusd.api.limits import API_LIMITS
 from octipusd.api.models import (
     API_VERSION,
     CheckpointOut,
@@ -69,7 +70,7 @@ def session_router(services: Services) -> APIRouter:
 
     @router.get("/sessions/{session_id}/messages")
     async def list_messages(session_id: str, after: int = 0) -> list[MessageOut]:
-        if after < 0:
+        if not 0 <= after <= API_LIMITS.max_seq:
             raise InvalidRequestError(f"after must be 0 or a message sequence number; got {after}")
         session = await in_thread(store.get_session, session_id)
         found = await in_thread(

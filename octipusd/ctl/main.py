@@ -129,6 +129,8 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
     console.print(table)
     for path in searched:  # the same PATH for every binary not found: said once, below the table
         console.print(f"not found on the PATH searched: {path}", soft_wrap=True)
+    for warning in data.get("warnings", []):  # stored rows skipped because they cannot be loaded
+        console.print(f"[yellow]warning:[/] {safe(warning)}", soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- run

@@ -23,10 +23,15 @@ relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
 
 Every decision is explained (which rule, grant or default matched) in the run's events
 (``policy_decision``) and, for an ASK, in the approval itself.
+
+A stored rule or grant that cannot be loaded (written by an older daemon that did not validate
+it) is skipped: it decides nothing, is logged once and named by :meth:`PermissionGate.unloadable`
+(``GET /v1/health`` ``warnings``) until it is removed; it never fails an unrelated call or run.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -35,7 +40,7 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import QuestionnaireError
+from octipusd.errors import QuestionnaireError, RuleSyntaxError, StoreError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.flowguard import (
@@ -69,6 +74,8 @@ from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext, GateResult
 
 __all__ = ["Emit", "PermissionGate", "native_flow_id"]
+
+log = logging.getLogger("octipusd.policy")
 
 #: ``emit(run_id, kind, data)``: store and publish one run event.
 Emit = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
@@ -187,6 +194,7 @@ class PermissionGate:
         self._derived: _Derived | None = None
         self._rules: dict[str, Rule] = {}
         self._grants: dict[PermissionGrant, Grant] = {}
+        self._skipped: dict[str, str] = {}  # "rule ID" / "grant ID" -> why it cannot be loaded
         self._labelling: dict[str, list[anyio.Event]] = {}
 
     # ------------------------------------------------------------------ policy
@@ -248,12 +256,41 @@ class PermissionGate:
         """Build (and keep) the policy of ``entries`` at ``now``, reusing the rules and grants
         already converted for an earlier state."""
         live, expires = entries.live_grants(now)
-        rules = {r.id: self._rules[r.id] if r.id in self._rules else _rule(r) for r in entries.rules}
-        grants = {g: self._grants[g] if g in self._grants else _grant(g) for g in live}
-        self._rules, self._grants = rules, grants
+        skipped: dict[str, str] = {}
+        rules: dict[str, Rule] = {}
+        for r in entries.rules:
+            try:
+                rules[r.id] = self._rules[r.id] if r.id in self._rules else _rule(r)
+            except RuleSyntaxError as exc:
+                skipped[f"stored rule {r.id}"] = f"{r.level} {r.rule!r}: {exc.problem}"
+        grants: dict[PermissionGrant, Grant] = {}
+        for g in live:
+            try:
+                grants[g] = self._grants[g] if g in self._grants else _grant(g)
+            except ValueError as exc:  # Grant's own refusal of a malformed stored grant
+                skipped[f"grant {g.id}"] = f"{g.level} {g.tool_id!r}: {exc}"
+        for name in skipped.keys() - self._skipped.keys():
+            log.warning("%s cannot be loaded and is skipped (%s); remove it", name, skipped[name])
+        self._rules, self._grants, self._skipped = rules, grants, skipped
         policy = self.base.with_entries(stored=list(rules.values()), grants=list(grants.values()))
         self._derived = _Derived(entries, expires, policy)
         return self._derived
+
+    async def unloadable(self) -> list[str]:
+        """The stored rules and grants skipped because they cannot be loaded, each named with why
+        and how to remove it (empty: none); a failed first read of them is one warning too, so
+        a health check never fails on it.
+        """
+        try:
+            await self.current_policy()
+        except StoreError as exc:
+            return [f"the stored rules and grants could not be read: {exc.message}"]
+        return [
+            f"{name} cannot be loaded and is skipped: {why}; remove it with octipusctl rules "
+            + ("remove" if name.startswith("stored rule") else "revoke")
+            + f" {name.rsplit(' ', 1)[1]}"
+            for name, why in sorted(self._skipped.items())
+        ]
 
     async def evaluate(
         self,

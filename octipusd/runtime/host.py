@@ -40,6 +40,7 @@ def action_scope(identity: RunIdentity) -> ActionScope:
         run_id=identity.run_id,
         agent=identity.worker_id,
         origin=Origin.AGENT,
+        author=identity.call_author,
     )
 
 
@@ -171,4 +172,5 @@ class RunHost:
         if run.attempt.stopping is not None:
             run.attempt.discarded += 1
             return
-        await report(run.services.hub, run.registry, identity.run_id, "bridge_call", {"event": kind, **data})
+        event = {"event": kind, "author": identity.call_author, **data}
+        await report(run.services.hub, run.registry, identity.run_id, "bridge_call", event)

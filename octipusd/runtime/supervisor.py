@@ -279,6 +279,7 @@ class RunSupervisor:
                 worker_id=f"child:{run.id}" if self.parent is not None else f"root:{session.id}",
                 workspace=plan.basis.workspace,
                 attended=session.attended,
+                author=run.author,  # a space member's calls are recorded as theirs
             )
             self.tools = {t.tool_id: t for t in plan.tools}
             state = self.reuse = ReuseState(

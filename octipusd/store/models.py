@@ -430,6 +430,8 @@ class ToolActionRow(SQLModel, table=True):
     when no dispatched request of the call can land any more (``started_at`` plus the call's
     deadline; NULL: no bound known), ``dispatch`` where its request went (JSON, e.g. an MCP
     session id) and ``dispatch_ended_at`` when Octipus positively ended that transport.
+    ``author`` is who made the call: the space member who started the turn (``user`` stays the
+    account the call runs for, the recovery scope); NULL in records older than the column.
     """
 
     __tablename__ = "tool_actions"
@@ -463,6 +465,7 @@ class ToolActionRow(SQLModel, table=True):
     in_flight_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
     dispatch: str | None = Field(default=None, sa_type=sa.Text)
     dispatch_ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    author: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class ActionReceiptRow(SQLModel, table=True):

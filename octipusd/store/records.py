@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from octipusd.toolkit.plans import FeedbackStatus
 
@@ -414,6 +414,8 @@ class Approval:
         grant_id: The scoped grant the answer created ("remember"), or None.
         action_ids: The journal records a recovery (``action_recovery``) or replay
             (``pipeline_replay``) review covers.
+        decision: ``approve`` once approved, ``deny`` once denied, expired or cancelled (the call
+            did not get permission); None while pending.
     """
 
     id: str
@@ -436,6 +438,7 @@ class Approval:
     answers: dict[str, Any] | None = None
     grant_id: str | None = None
     action_ids: tuple[str, ...] = ()
+    decision: Literal["approve", "deny"] | None = None
 
 
 @dataclass(frozen=True, slots=True)
