@@ -123,7 +123,7 @@ class RunHost:
         return {
             "plan": plan,
             "feedback": [],
-            "guidance": list(run.guidance) if live else [],
+            "guidance": run.steering.queued() if live else [],
             "pendingChildren": run.delegation.pending() if live else [],
         }
 

@@ -39,7 +39,7 @@ class Attempt:
         confirmed: The vendor session id the vendor confirmed in this invocation.
         session_missing: A vendor signal that the resumed session is gone (Codex's other thread).
         results_seen: Results received so far.
-        expected_results: Results that end the invocation (guidance sent meanwhile adds some).
+        input_ended: Octipus closed the vendor's stdin (its turn is over): no more guidance is written.
         stopping: Why a stop began, once it did: nothing printed afterwards is accepted.
         usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
         discarded: Events printed after the stop began, dropped.
@@ -52,7 +52,7 @@ class Attempt:
     confirmed: str | None = None
     session_missing: str | None = None
     results_seen: int = 0
-    expected_results: int = 1
+    input_ended: bool = False
     stopping: str | None = None
     usage_at_stop: Usage | None = None
     discarded: int = 0

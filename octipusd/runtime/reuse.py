@@ -22,6 +22,7 @@ from octipusd.runtime.children import MAX_CHILD_SESSIONS, child_scope
 from octipusd.runtime.outcome import result_failed
 from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import ResumePlan
+from octipusd.runtime.steering import store_guidance
 from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Checkpoint, Run, SessionMessage, VendorSession
@@ -143,7 +144,8 @@ async def launch_prompt(
 async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) -> None:
     """Keep the transcript and the vendor session for the next turn (seed 003).
 
-    A root turn's accepted answer joins the transcript; the vendor session is saved whenever the
+    A root turn's accepted answer joins the transcript, after the guidance that reached the vendor and
+    before the guidance that did not (so the next turn carries that); the vendor session is saved whenever the
     vendor confirmed it in this run (even when the turn then failed or was interrupted: the vendor
     holds that conversation). A child saves only if no retry took its key since, and drops its key
     when it exceeded its token budget.
@@ -151,7 +153,10 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
     store, session = run.services.store, plan.session
     key, confirmed = state.key, run.attempt.confirmed
     if run.parent is None:
-        if await _save_root_turn(run, plan, state):
+        await store_guidance(run, delivered=True)
+        kept = await _save_root_turn(run, plan, state)
+        await store_guidance(run, delivered=False)
+        if kept:
             return
     else:
         if key is None:
