@@ -298,7 +298,7 @@ async def report_unapplied(run: RunSupervisor) -> str | None:
     note = (
         f"[Octipus] {count} guidance item{'s' if count != 1 else ''} {'were' if count != 1 else 'was'} not "
         f"applied{f' ({why})' if why else ''}; {'they are' if count != 1 else 'it is'} in the session "
-        "history and the next message carries them."
+        f"history and the next message carries {'them' if count != 1 else 'it'}."
     )
     await run.services.hub.emit(
         run.run.id, "guidance_pending", {"count": count, "texts": texts, "reason": why, "message": note}
