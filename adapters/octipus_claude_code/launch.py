@@ -49,8 +49,11 @@ from octipusd.errors import AdapterError
 from .denials import translate_denials
 
 #: The fixed head of every invocation (observed.md §1.1, §1.4, §1.6(b)): print mode, stream-json
-#: in and out (``--verbose`` is mandatory with stream-json output), and the stdio permission relay
-#: (without it no ``can_use_tool`` request is ever emitted and tools are silently denied).
+#: in and out (``--verbose`` is mandatory with stream-json output), each stdin user message echoed
+#: back with ``isReplay: true`` once Claude takes it (the acknowledgement of steering, seed 003;
+#: Claude 2.1.197 replays it when it starts the turn, or in the middle of a turn when it merges it
+#: into the request after a tool result), and the stdio permission relay (without it no
+#: ``can_use_tool`` request is ever emitted and tools are silently denied).
 BASE_FLAGS: Final[tuple[str, ...]] = (
     "-p",
     "--input-format",
@@ -58,6 +61,7 @@ BASE_FLAGS: Final[tuple[str, ...]] = (
     "--output-format",
     "stream-json",
     "--verbose",
+    "--replay-user-messages",
     "--permission-prompt-tool",
     "stdio",
 )

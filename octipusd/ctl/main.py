@@ -237,8 +237,12 @@ def _render(event: dict[str, Any]) -> None:
     elif kind == "error":
         label = "[red]vendor error[/]" if data.get("fatal") else "[yellow]vendor warning[/]"
         console.print(f"{label}: {safe(data.get('message', ''))}")
-    elif kind in ("steering_submitted", "guidance_pending"):
-        how = "into the running turn" if kind == "steering_submitted" else "queued for the run context"
+    elif kind in ("steering_submitted", "steering_queued", "steering_delivered"):
+        how = {
+            "steering_submitted": "written to the running turn",
+            "steering_queued": "queued for the run context and a follow-up",
+            "steering_delivered": "acknowledged by the vendor",
+        }[kind]
         console.print(f"[magenta]guidance {how}[/]: {safe(data.get('text', ''))}")
     elif kind == "plan_feedback":
         step = f" on step {safe(data['step_id'])}" if data.get("step_id") else ""
@@ -246,6 +250,8 @@ def _render(event: dict[str, Any]) -> None:
             f"[magenta]plan feedback {safe(data.get('action'))}[/] {data.get('feedback_id')}{step} "
             f"({safe(data.get('status'))}): {safe(data.get('response') if data.get('action') == 'answered' else data.get('text'))}"
         )
+    elif kind == "guidance_pending":
+        console.print(f"[magenta]{safe(str(data.get('message', '')))}[/]")
     elif kind in ("unparsed", "unknown"):
         console.print(f"[dim]{kind}: {safe(json.dumps(data)[:200])}[/]")
 

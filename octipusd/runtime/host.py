@@ -148,7 +148,7 @@ class RunHost:
         return {
             "plan": plan_for_agent(plan),
             "feedback": [feedback_for_agent(item) for item in feedback],
-            "guidance": list(run.guidance) if live else [],
+            "guidance": run.steering.queued() if live else [],
             "pendingChildren": run.delegation.pending() if live else [],
         }
 

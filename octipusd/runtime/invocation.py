@@ -8,6 +8,7 @@ supervisor keeps the run's state; this module does the invocation's I/O.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -44,7 +45,7 @@ class Attempt:
         kept: The vendor session id saved at once in this invocation, or None.
         session_missing: A vendor signal that the resumed session is gone (Codex's other thread).
         results_seen: Results received so far.
-        expected_results: Results that end the invocation (guidance sent meanwhile adds some).
+        input_ended: Octipus closed the vendor's stdin (its turn is over): no more guidance is written.
         stopping: Why a stop began, once it did: nothing printed afterwards is accepted.
         usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
         discarded: Events printed after the stop began, dropped.
@@ -61,7 +62,7 @@ class Attempt:
     kept: str | None = None
     session_missing: str | None = None
     results_seen: int = 0
-    expected_results: int = 1
+    input_ended: bool = False
     stopping: str | None = None
     usage_at_stop: Usage | None = None
     discarded: int = 0
@@ -94,6 +95,32 @@ class Invocation:
         self._spent = Usage()  # the run's invocations that ended: tokens
         self._spent_cost: float | None = None  # and the cost their vendors reported (USD)
         self._spent_by_thread: dict[str, Usage] = {}  # tokens per vendor session id
+
+    async def thread_usage(self, request: LaunchRequest) -> Usage:
+        """The vendor thread's usage before this invocation (tokens), for an adapter whose vendor
+        reports thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3):
+        every other run of the same vendor session is stored with its own usage, summed in the
+        database, plus this run's ended invocations in that thread (a follow-up's earlier ones).
+        The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
+        earlier = self.spent_in(request.vendor_session_id)
+        if request.vendor_session_id is None:
+            return earlier
+        run = self._run.run
+        totals = await in_thread(
+            functools.partial(
+                self._run.services.store.usage_totals,
+                run.session_id,
+                vendor_session_id=request.vendor_session_id,
+                exclude_run_id=run.id,
+            )
+        )
+        stored = Usage(
+            totals.input_tokens,
+            totals.output_tokens,
+            totals.cache_creation_input_tokens,
+            totals.cache_read_input_tokens,
+        )
+        return stored + earlier
 
     def spent_in(self, vendor_session_id: str | None) -> Usage:
         """The tokens this run's ended invocations used in one vendor session (a thread's earlier

@@ -16,15 +16,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from octipusd.adapter import Adapter, LaunchRequest, Usage
+from octipusd.adapter import Adapter
 from octipusd.errors import OctipusError
 from octipusd.runtime.children import MAX_CHILD_SESSIONS, child_scope
 from octipusd.runtime.outcome import result_failed
 from octipusd.runtime.sessions import ResumePlan
+from octipusd.runtime.steering import store_guidance
 from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Checkpoint, Run, SessionMessage, VendorSession
-from octipusd.store.repository import Store
+from octipusd.store.records import Checkpoint, SessionMessage, VendorSession
 from octipusd.store.reuse_store import RootVendorSave
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ __all__ = [
     "resumable",
     "reuse_key",
     "save_session",
-    "thread_usage",
 ]
 
 log = logging.getLogger("octipusd.runtime")
@@ -147,7 +146,8 @@ async def launch_prompt(
 async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) -> None:
     """Keep the transcript and the vendor session for the next turn (seed 003).
 
-    A root turn's accepted answer joins the transcript; the vendor session is saved whenever the
+    A root turn's accepted answer joins the transcript, after the guidance that reached the vendor and
+    before the guidance that did not (so the next turn carries that); the vendor session is saved whenever the
     vendor confirmed it in this run (even when the turn then failed or was interrupted: the vendor
     holds that conversation). A child saves only if no retry took its key since, and drops its key
     when it exceeded its token budget.
@@ -155,7 +155,10 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
     store, session = run.services.store, plan.session
     key, confirmed = state.key, run.attempt.confirmed
     if run.parent is None:
-        if await _save_root_turn(run, plan, state):
+        await store_guidance(run, delivered=True)
+        kept = await _save_root_turn(run, plan, state)
+        await store_guidance(run, delivered=False)
+        if kept:
             return
     else:
         if key is None:
@@ -260,31 +263,6 @@ async def keep_confirmed(run: RunSupervisor, state: ReuseState) -> None:
         return
     if saved is not None and run.parent is not None:
         state.expected = confirmed
-
-
-async def thread_usage(store: Store, request: LaunchRequest, run: Run, earlier: Usage) -> Usage:
-    """The vendor thread's usage before this invocation (tokens), for an adapter whose vendor
-    reports thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3):
-    every other run of the same vendor session is stored with its own usage, summed in the
-    database, plus ``earlier`` (this run's ended invocations in that thread, e.g. a follow-up).
-    The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
-    if request.vendor_session_id is None:
-        return earlier
-    totals = await in_thread(
-        functools.partial(
-            store.usage_totals,
-            run.session_id,
-            vendor_session_id=request.vendor_session_id,
-            exclude_run_id=run.id,
-        )
-    )
-    stored = Usage(
-        totals.input_tokens,
-        totals.output_tokens,
-        totals.cache_creation_input_tokens,
-        totals.cache_read_input_tokens,
-    )
-    return stored + earlier
 
 
 def _carried_text(launch: LaunchPrompt) -> str:

@@ -43,8 +43,9 @@ from octipusd.runtime.invocation import Attempt, Invocation
 from octipusd.runtime.outcome import Happened, final_status
 from octipusd.runtime.planning import TurnPlan, plan_turn, positive_int, read_basis
 from octipusd.runtime.relay import PermissionRelay
-from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session, thread_usage
+from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session
 from octipusd.runtime.sessions import ResumePlan, plan_resume
+from octipusd.runtime.steering import Guidance, follow_up, report_unapplied
 from octipusd.runtime.vendor_events import VendorEvents
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Run, RunStatus, VendorSession
@@ -128,7 +129,7 @@ class RunSupervisor:
         self.stop_status: RunStatus | None = None
         self.stop_reason: str | None = None
         self.review_required: list[str] = []
-        self.guidance: list[str] = []
+        self.steering = Guidance()
         self.waiting_approvals = 0
         self.active_s = 0.0
         self.budget_exceeded = False
@@ -333,12 +334,12 @@ class RunSupervisor:
         for attempt in (1, 2):
             request = self._request(plan, bridge, state, denied)
             if adapter.usage_is_cumulative(request):
-                earlier = self.invocation.spent_in(request.vendor_session_id)
-                usage = await thread_usage(self.services.store, request, self.run, earlier)
+                usage = await self.invocation.thread_usage(request)
                 request = dataclasses.replace(request, thread_usage=usage)
             await self.invocation.run(request, state.resume)
             signal = self.invocation.session_gone() if state.resume.resume else None
             if signal is None:
+                await follow_up(self, request)  # guidance left when the vendor finished (seed 003)
                 return
             stale = state.resume.vendor_session_id
             assert state.key is not None and stale is not None
@@ -537,6 +538,7 @@ class RunSupervisor:
             await process.reap()
         services.admission.release(self)  # its vendor is gone: the next queued run may start
         result = self.attempt.result
+        note = await report_unapplied(self)  # guidance never applied is named, never silently lost
         verdict = final_status(
             Happened(
                 stop_status=self.stop_status,
@@ -563,7 +565,7 @@ class RunSupervisor:
             status=verdict.status,
             reason=verdict.reason,
             exit_code=process.returncode if process else None,
-            result_text=result.text if result else None,
+            result_text="\n\n".join(t for t in (result.text if result else None, note) if t) or None,
             accounting=accounting,
             approvals_reason=f"the run ended ({verdict.status})",
         )

@@ -5,8 +5,9 @@ read of the vendor's output are committed together, :meth:`VendorEvents.stored`)
 announcement keeps the vendor's session id, saved for reuse as soon as the vendor answers in it; a
 permission request is relayed; a native tool use is shown to the flow guard; a cancelled control request stops its wait; a failure the adapter found
 (a bridge not connected) fails the run, or, while the vendor still connects to the bridge, only if
-the vendor never lists the bridge's tools; a result is kept and ends the input. After a stop began
-every event is dropped and counted.
+the vendor never lists the bridge's tools; an acknowledged or refused guidance updates the run's
+guidance ledger; a result is kept and ends the input unless guidance still waits for its answer.
+After a stop began every event is dropped and counted.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from octipusd.adapter import (
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
+    SteeringAckEvent,
     TextEvent,
     ThinkingEvent,
     ToolUseEvent,
@@ -99,12 +101,18 @@ class VendorEvents:
             if attempt.session_missing is None:
                 for line in event.lines:
                     await process.write_line(line)
+        elif isinstance(event, SteeringAckEvent):
+            if event.refused is None:
+                run.steering.acknowledge(event.text)
+            else:
+                run.steering.refuse(event.text)
+                await self.end_input_if_answered()
         elif isinstance(event, ResultEvent):
             attempt.accept_result(event)
+            run.steering.on_result(event)
             if event.session_id and not event.is_error:
                 attempt.confirmed = event.session_id
-            if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results
-                await process.close_stdin()
+            await self.end_input_if_answered()
         await self._keep_if_answered(event)
         self._check_token_budget(tg)
 
@@ -128,6 +136,17 @@ class VendorEvents:
         ):
             attempt.kept = confirmed
             await keep_confirmed(run, run.reuse)
+
+    async def end_input_if_answered(self) -> None:
+        """End the vendor's input once its turn is over: a result arrived and no guidance written to it
+        still waits for its acknowledgement or its answer (seed 003; the vendor may fold guidance into
+        the running request or take it as one more turn, so results are not counted per message)."""
+        attempt = self._run.attempt
+        if attempt.input_ended or attempt.results_seen == 0 or self._run.steering.awaiting_answer():
+            return
+        attempt.input_ended = True
+        if attempt.process is not None:
+            await attempt.process.close_stdin()
 
     async def stored(self) -> None:
         """Wait until every event handled so far is committed (and published): one commit for all.
