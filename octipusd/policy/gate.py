@@ -4,7 +4,7 @@ Every call Octipus is asked about goes through :meth:`PermissionGate.decide`: Oc
 the bridge (``shell__run``), MCP connector tools (``server.tool``) and vendor-native tools
 relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
 
-1. the rules (:class:`~octipusd.policy.engine.Policy`: the configured ``permissions.rules`` or
+1. the rules (:class:`~octipusd.policy.live.LivePolicy`: the configured ``permissions.rules`` or
    the built-in defaults, the operator's stored rules and the active scoped grants, read from
    the store's in-memory view (:class:`~octipusd.store.policy_view.PolicyView`), which every
    write of a rule or grant updates once committed, so a rule added or a grant revoked applies
@@ -19,7 +19,8 @@ relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
    rules are checked again, so a permission revoked while the prompt was open (a DENY added,
    the grant the answer relied on revoked) cannot be granted by that prompt;
 5. an ALLOW that rests on a scoped grant counts one use of it, exactly once
-   (:meth:`~octipusd.store.Store.use_grant`); a grant used up meanwhile no longer allows.
+   (:meth:`LivePolicy.spend <octipusd.policy.live.LivePolicy.spend>`); a grant used up meanwhile
+   no longer allows.
 
 Every decision is explained (which rule, grant or default matched) in the run's events
 (``policy_decision``) and, for an ASK, in the approval itself.
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -46,7 +46,7 @@ from octipusd.policy.flowguard import (
     from_label,
     unattended_refusal,
 )
-from octipusd.policy.grants import Grant
+from octipusd.policy.live import GRANT_RETRIES, LivePolicy
 from octipusd.policy.questionnaire import (
     CANCEL_MESSAGE,
     answered_input,
@@ -57,14 +57,10 @@ from octipusd.policy.rules import (
     CLI_NATIVE_PREFIX,
     READ_ONLY_CLI_TOOLS,
     Level,
-    Rule,
-    parse_rule,
     subject_of,
 )
 from octipusd.policy.shellguard import command_decision
 from octipusd.store.aio import in_thread
-from octipusd.store.policy_view import PolicyEntries
-from octipusd.store.records import PermissionGrant, PermissionRule
 from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext, GateResult
 
@@ -78,9 +74,6 @@ BRIDGE_TOOL_PREFIX = "mcp__octipus__"
 
 #: Octipus tools that run shell commands: in a space the shell guard judges them before the rules.
 SPACE_GUARDED_TOOLS: frozenset[str] = frozenset({"shell__run"})
-
-#: How many times a decision is re-taken when the grant it rested on was used up meanwhile.
-_GRANT_RETRIES = 3
 
 
 def _space_guard(args: Mapping[str, Any], workspace: str) -> str | None:
@@ -118,36 +111,6 @@ def native_flow_id(tool_id: str, aliases: Mapping[str, str]) -> str:
     return tool_id
 
 
-def _rule(record: PermissionRule) -> Rule:
-    return parse_rule(record.rule, record.level)
-
-
-def _grant(record: PermissionGrant) -> Grant:
-    return Grant(
-        id=record.id,
-        tool_id=record.tool_id,
-        matcher=record.matcher,
-        level=Level(record.level),
-        session_id=record.session_id,
-        workspace=record.workspace,
-        expires_at=record.expires_at,
-        max_uses=record.max_uses,
-        uses=record.uses,
-        revoked_at=record.revoked_at,
-        created_by=record.created_by,
-        note=record.note,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Derived:
-    """The policy built from one published :class:`PolicyEntries`, valid until ``expires``."""
-
-    entries: PolicyEntries
-    expires: datetime | None
-    policy: Policy
-
-
 class PermissionGate:
     """Decides tool calls: rules, flow guard, questionnaires, approvals, grant usage.
 
@@ -183,10 +146,7 @@ class PermissionGate:
         self.flow_guard = flow_guard
         self.plan_tools = plan_tools
         self.tool_aliases: Mapping[str, str] = dict(tool_aliases or {})
-        self._clock = clock
-        self._derived: _Derived | None = None
-        self._rules: dict[str, Rule] = {}
-        self._grants: dict[PermissionGrant, Grant] = {}
+        self.live = LivePolicy(store, base, clock)
         self._labelling: dict[str, list[anyio.Event]] = {}
 
     # ------------------------------------------------------------------ policy
@@ -222,38 +182,13 @@ class PermissionGate:
         )
 
     async def current_policy(self) -> Policy:
-        """The policy with the stored rules and active grants as of now.
-
-        Read from the store's in-memory view (the database only the first time); the policy built
-        from one state of the view is reused until the view changes or one of its grants expires
-        (by the store's clock, as :meth:`~octipusd.store.Store.list_grants` filters them).
+        """The policy with the stored rules and active grants as of now (see
+        :meth:`LivePolicy.current <octipusd.policy.live.LivePolicy.current>`).
 
         Raises:
             StoreError: the first read of the rules and grants failed.
         """
-        entries = self.store.policy_view.entries
-        if entries is None:
-            entries = await in_thread(self.store.policy_entries)
-        now = self.store.now()
-        derived = self._derived
-        if (
-            derived is None
-            or derived.entries is not entries
-            or (derived.expires is not None and now >= derived.expires)
-        ):
-            derived = self._derive(entries, now)
-        return derived.policy
-
-    def _derive(self, entries: PolicyEntries, now: datetime) -> _Derived:
-        """Build (and keep) the policy of ``entries`` at ``now``, reusing the rules and grants
-        already converted for an earlier state."""
-        live, expires = entries.live_grants(now)
-        rules = {r.id: self._rules[r.id] if r.id in self._rules else _rule(r) for r in entries.rules}
-        grants = {g: self._grants[g] if g in self._grants else _grant(g) for g in live}
-        self._rules, self._grants = rules, grants
-        policy = self.base.with_entries(stored=list(rules.values()), grants=list(grants.values()))
-        self._derived = _Derived(entries, expires, policy)
-        return self._derived
+        return await self.live.current()
 
     async def evaluate(
         self,
@@ -265,13 +200,9 @@ class PermissionGate:
         workspace: str,
     ) -> PolicyDecision:
         """The rules' decision for one call, without the flow guard or any side effect."""
-        policy = await self.current_policy()
-        return policy.decide(
-            tool_id, dict(arguments), action, session_id=session_id, workspace=workspace, now=self._now()
+        return await self.live.evaluate(
+            tool_id, arguments, action=action, session_id=session_id, workspace=workspace
         )
-
-    def _now(self) -> datetime | None:
-        return self._clock() if self._clock is not None else None
 
     # ------------------------------------------------------------------ flow guard
 
@@ -411,9 +342,9 @@ class PermissionGate:
             answered = await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
             return await self._recheck(ctx, tool_id, args, action, answered)
         if level is Level.ALLOW:
-            if decision.grant_id is not None and not await in_thread(self.store.use_grant, decision.grant_id):
+            if not await self.live.spend(decision):
                 # used up, expired or revoked since it was read: decide again without it
-                if depth >= _GRANT_RETRIES:
+                if depth >= GRANT_RETRIES:
                     return GateResult(
                         False, f"grant {decision.grant_id} was used up by concurrent calls; try again"
                     )
