@@ -47,6 +47,7 @@ from octipusd.policy.flowguard import (
     unattended_refusal,
 )
 from octipusd.policy.live import GRANT_RETRIES, LivePolicy
+from octipusd.policy.native import READ_ONLY_CLI_TOOLS
 from octipusd.policy.questionnaire import (
     CANCEL_MESSAGE,
     answered_input,
@@ -55,7 +56,6 @@ from octipusd.policy.questionnaire import (
 )
 from octipusd.policy.rules import (
     CLI_NATIVE_PREFIX,
-    READ_ONLY_CLI_TOOLS,
     Level,
     subject_of,
 )
@@ -161,7 +161,7 @@ class PermissionGate:
         Plan mode overrides the row's permission mode for one turn (seed 003); Claude's own plan
         mode still relays other tools and runs them once allowed (observed with claude 2.1.197),
         so Octipus itself keeps a plan turn to reading and planning: the read-only native tools
-        (:data:`~octipusd.policy.rules.READ_ONLY_CLI_TOOLS`), AskUserQuestion, and the Octipus tools
+        (:data:`~octipusd.policy.native.READ_ONLY_CLI_TOOLS`), AskUserQuestion, and the Octipus tools
         in ``plan_tools``. ``ExitPlanMode`` is refused too: the plan is the turn's answer, and a
         person carries it out with another turn.
         """

@@ -1,10 +1,12 @@
 """The permission relay of one run: the vendor's permission requests become Octipus approvals.
 
 A vendor asks before a native tool runs (``cli-native:<Tool>``); the relay decides through the
-permission gate (rules, grants, flow guard, approvals) and writes the adapter's answer to the
-vendor's stdin. A ``control_cancel_request`` for the same request id cancels the wait (its
-approval is marked cancelled) and nothing is answered. An approval of a managed run that
-expires fails the run (seed 003 "Permissions and limits").
+permission gate (rules, grants, flow guard, approvals), then, for a native tool that may change
+something (:func:`~octipusd.policy.native.native_mutates`), through the recovery review gate like
+an Octipus mutation (seed 000), and writes the adapter's answer to the vendor's stdin. A
+``control_cancel_request`` for the same request id cancels the wait (its approval is marked
+cancelled) and nothing is answered. An approval of a managed run that expires fails the run
+(seed 003 "Permissions and limits").
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from octipusd.adapter import PermissionDecision, PermissionRequestEvent
+from octipusd.policy.native import NATIVE_CONTRACT, native_mutates
+from octipusd.policy.rules import CLI_NATIVE_PREFIX
+from octipusd.runtime.host import action_scope
 from octipusd.toolkit import CallContext, GateResult
 
 if TYPE_CHECKING:
@@ -90,6 +95,10 @@ class PermissionRelay:
             result = await self.decide(
                 tool_id, event.input, action=event.tool_name, vendor_request_id=event.request_id
             )
+            if result.allowed and native_mutates(
+                run.services.gate.flow_id(tool_id).removeprefix(CLI_NATIVE_PREFIX)
+            ):
+                result = await self._recovery_review(tool_id, result.updated_input or event.input)
             allowed, reason, updated_input = result.allowed, result.reason, result.updated_input
         if allowed and run.ending is not None:  # a stop or failure while it was decided: nothing more runs
             allowed, reason = False, f"deny: the run is ending ({run.ending})"
@@ -102,6 +111,19 @@ class PermissionRelay:
             allow=allowed, message=reason, updated_input=(updated_input or event.input) if allowed else None
         )
         await process.write_line(adapter.encode_permission_response(event, decision))
+
+    async def _recovery_review(self, tool_id: str, arguments: Mapping[str, Any]) -> GateResult:
+        """A native mutation passes the recovery review gate exactly as an Octipus mutation does
+        (seed 000): after an uncertain action of the user and session, a person reviews it first
+        (an unattended run reports that review is required); a review that expires fails the run."""
+        run = self._run
+        assert run.identity is not None
+        result = await run.services.recovery.check(
+            self.context(), action_scope(run.identity), tool_id, arguments, NATIVE_CONTRACT
+        )
+        if result.expired:
+            await self.expired(result)
+        return result
 
     async def decide(
         self,
