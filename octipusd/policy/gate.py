@@ -423,18 +423,26 @@ class PermissionGate:
     async def _recheck(
         self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None, result: GateResult
     ) -> GateResult:
-        """After an approval (or a questionnaire's answers), check the rules again: a DENY wins."""
+        """After an approval (or a questionnaire's answers), check the rules again: a DENY wins.
+
+        The outcome is reported to the broker, so the person's answer can say whether the call
+        it approved will run (:meth:`ApprovalBroker.decide`)."""
         if not result.allowed:
             return result
         again = await self.evaluate(
             tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
         )
         if again.level is Level.DENY:  # revoked while the prompt was open: the prompt cannot grant it
-            return GateResult(
+            denied = GateResult(
                 False,
                 f"denied by Octipus policy: {again.explanation} (changed while the approval was open)",
                 approval_id=result.approval_id,
             )
+            if result.approval_id is not None:
+                self.broker.report_recheck(result.approval_id, allowed=False, reason=denied.reason)
+            return denied
+        if result.approval_id is not None:
+            self.broker.report_recheck(result.approval_id, allowed=True, reason=result.reason)
         await self.observe(ctx, tool_id, args)
         return result
 
@@ -483,7 +491,9 @@ class PermissionGate:
                     "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
                 },
             )
+            ctx.approvals.append(approval.id)
             result = await self.broker.wait(approval)
+            ctx.approvals.remove(approval.id)  # a cancelled wait stays listed (CallContext.approvals)
         finally:
             if ctx.on_waiting is not None:
                 with anyio.CancelScope(shield=True):
