@@ -30,6 +30,12 @@ from octipusd.errors import AdapterError
 
 JSON = dict[str, Any]
 
+#: Wall clock of one bridge tool request in seconds, queue, approval and delegation waits included
+#: (seed 003: "a separate two-hour vendor wall-clock timeout"). The bridge enforces it
+#: (``BridgeLimits.request_timeout_seconds``); adapters give the vendor's own MCP tool timeout
+#: :attr:`BridgeEndpoint.tool_timeout_seconds`, which the bridge sets a little above it.
+BRIDGE_CALL_TIMEOUT_SECONDS = 7200.0
+
 
 class PermissionMode(enum.StrEnum):
     """Octipus permission modes of a model row (seed 003 "Permissions and limits").
@@ -66,11 +72,15 @@ class BridgeEndpoint:
         token: The run's capability (bearer token, >= 256 bits, URL-safe base64).
         server_name: The MCP server name the vendor sees (tools appear as
             ``mcp__<server_name>__<tool>`` in Claude).
+        tool_timeout_seconds: How long the vendor's MCP client waits for one tool call before it
+            gives up (Codex ``tool_timeout_sec``, Claude's per-server ``timeout``, Vibe's
+            ``tool_timeout_sec``); their own defaults are shorter (60 s for Codex and Vibe).
     """
 
     url: str
     token: str
     server_name: str = "octipus"
+    tool_timeout_seconds: float = BRIDGE_CALL_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,8 @@ class EventKind(enum.StrEnum):
     STATUS = "status"
     STDIN_WRITE = "stdin_write"
     RUN_FAILURE = "run_failure"
+    STEERING_DELIVERED = "steering_delivered"
+    STEERING_REFUSED = "steering_refused"
     UNKNOWN = "unknown"
     UNPARSED = "unparsed"
 
@@ -365,8 +377,11 @@ class ResultEvent(VendorEvent):
         text: Final assistant text, if any.
         session_id: Vendor session id the turn ran in.
         usage: Usage of this turn as the vendor reports it (per turn for Claude).
-        cost_usd: Vendor-computed cost, if reported (USD; Claude's is cumulative per process).
+        cost_usd: Vendor-computed cost of this turn, if reported (USD). A parser whose vendor reports a
+            cumulative figure reports its increase (Claude's ``total_cost_usd`` is cumulative per
+            process: 0.01, 0.03, 0.06 over three turns are turns of 0.01, 0.02, 0.03).
         errors: Vendor error strings (e.g. ``No conversation found with session ID: ...``).
+        turns: The turn's iterations, if reported (Claude ``num_turns``), for the turn budget.
     """
 
     is_error: bool
@@ -376,6 +391,7 @@ class ResultEvent(VendorEvent):
     usage: Usage | None = None
     cost_usd: float | None = None
     errors: tuple[str, ...] = ()
+    turns: int | None = None
 
     @property
     def kind(self) -> EventKind:
@@ -403,6 +419,25 @@ class StatusEvent(VendorEvent):
     @property
     def kind(self) -> EventKind:
         return EventKind.STATUS
+
+
+@dataclass(frozen=True)
+class SteeringAckEvent(VendorEvent):
+    """The vendor's answer to guidance written to its stdin (:meth:`StreamParser.steer`): Claude's
+    replay (``--replay-user-messages``), Codex's ``turn/steer`` response. Receipt, not proof that the
+    change was applied (seed 003); a refusal (Codex: the turn ended) keeps it for a follow-up.
+
+    Attributes:
+        text: The guidance text.
+        refused: The vendor's reason for refusing it, or None: delivered.
+    """
+
+    text: str
+    refused: str | None = None
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.STEERING_DELIVERED if self.refused is None else EventKind.STEERING_REFUSED
 
 
 @dataclass(frozen=True)
@@ -479,17 +514,14 @@ class UnparsedLine(VendorEvent):
 @dataclass(frozen=True)
 class Steering:
     """How a parser delivers user guidance into the running turn (seed 003 "Plans, feedback
-    and delegation": Claude-based adapters take guidance through their stream-json stdin).
+    and delegation"). The runtime ends the vendor's input after a result only when every guidance
+    it wrote was acknowledged before that result (Claude may fold it into the running request).
 
     Attributes:
-        lines: Lines to write to the vendor's stdin.
-        extra_results: Results the vendor will emit because of it before it is done (Claude
-            treats a queued user message as one more turn: 1; Codex ``turn/steer`` joins the
-            running turn: 0).
+        lines: Lines to write to the vendor's stdin; the parser answers them with a :class:`SteeringAckEvent`.
     """
 
     lines: tuple[str, ...]
-    extra_results: int = 0
 
 
 @dataclass(frozen=True)
@@ -678,6 +710,10 @@ class Adapter(Protocol):
         may change it), shown with the row by the API; None when the adapter describes none."""
         ...
 
+    def follows_up(self, options: Mapping[str, Any]) -> bool:
+        """Whether a run invokes its vendor session again for guidance left at its end (seed 003)."""
+        ...
+
 
 class StreamParserDefaults:
     """Defaults of the :class:`StreamParser` members a vendor may leave out; parsers inherit it."""
@@ -738,6 +774,10 @@ class AdapterDefaults:
     def capabilities(self, options: Mapping[str, Any]) -> CapabilityRow | None:
         """No capability row: the API shows the row's capabilities as not described."""
         return None
+
+    def follows_up(self, options: Mapping[str, Any]) -> bool:
+        """No follow-up invocations (a buffered vendor): guidance left is reported as not applied."""
+        return False
 
 
 def load_adapters(errors: list[str] | None = None) -> dict[str, Adapter]:

@@ -202,7 +202,9 @@ def build_runs(
         owner=owner,
         user=getpass.getuser(),
         base_env=dict(base_env),
-        limits=RunLimits(run_timeout_s=settings.daemon.runTimeoutSeconds),
+        limits=RunLimits(
+            run_timeout_s=settings.daemon.runTimeoutSeconds, follow_ups=settings.agent.maxFollowUps
+        ),
         prompt_dumps=settings.agent.promptDumps,
         connectors=connectors,
         config_notices=config_notices,

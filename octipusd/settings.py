@@ -212,6 +212,10 @@ class CliModels(_Section):
         return ":".join(parts)
 
 
+#: Seed 003 "Plans, feedback and delegation": follow-up invocations a run makes at most when guidance
+#: remains after its vendor finished ("up to two"); ``agent.maxFollowUps`` may lower it.
+MAX_FOLLOW_UPS = 2
+
 #: ``agent.processContainment``: how a run's processes are kept together (octipusd.runner.containment).
 ContainmentSetting = Literal["auto", "cgroup", "subreaper"]
 
@@ -226,7 +230,8 @@ class AgentSettings(_Section):
     forces the fallback). Admission (``octipusd.runtime.admission``): at most ``maxConcurrentRuns``
     runs work at once (None: derived from the machine's memory at start-up), and a run starts only
     if it leaves ``minFreeMemoryMiB`` MiB available (0 turns the memory check off); others wait in
-    ``queued``."""
+    ``queued``. ``maxFollowUps``: follow-up invocations a run makes at most for guidance left when its
+    vendor finished (:data:`MAX_FOLLOW_UPS`, the seed's two, is also the highest value)."""
 
     promptDumps: bool = True
     flowGuard: Literal["ask", "off"] = "ask"
@@ -235,6 +240,7 @@ class AgentSettings(_Section):
     processContainment: ContainmentSetting = "auto"
     maxConcurrentRuns: int | None = Field(default=None, ge=1, le=10_000)
     minFreeMemoryMiB: int = Field(default=DEFAULT_MIN_FREE_MEMORY_MIB, ge=0, le=16_777_216)
+    maxFollowUps: int = Field(default=MAX_FOLLOW_UPS, ge=0, le=MAX_FOLLOW_UPS)
 
 
 class PermissionsSettings(_Section):

@@ -189,6 +189,10 @@ class ClaudeCodeAdapter(AdapterDefaults):
         """Seed 003's row for the Claude-based adapters (see :data:`octipus_claude_code.control.CAPABILITIES`)."""
         return control.CAPABILITIES
 
+    def follows_up(self, options: Mapping[str, Any]) -> bool:
+        """Guidance left when Claude finished goes to a follow-up invocation of its session (seed 003)."""
+        return True
+
     def new_session_id(self) -> str:
         """Mint Claude's session id for a first turn: a random UUID4 string (seed 003 "Session reuse")."""
         return str(uuid.uuid4())

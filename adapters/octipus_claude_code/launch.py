@@ -36,6 +36,7 @@ Without ``--setting-sources=`` the same user allow rule ran the command with no 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,8 +49,11 @@ from octipusd.errors import AdapterError
 from .denials import translate_denials
 
 #: The fixed head of every invocation (observed.md §1.1, §1.4, §1.6(b)): print mode, stream-json
-#: in and out (``--verbose`` is mandatory with stream-json output), and the stdio permission relay
-#: (without it no ``can_use_tool`` request is ever emitted and tools are silently denied).
+#: in and out (``--verbose`` is mandatory with stream-json output), each stdin user message echoed
+#: back with ``isReplay: true`` once Claude takes it (the acknowledgement of steering, seed 003;
+#: Claude 2.1.197 replays it when it starts the turn, or in the middle of a turn when it merges it
+#: into the request after a tool result), and the stdio permission relay (without it no
+#: ``can_use_tool`` request is ever emitted and tools are silently denied).
 BASE_FLAGS: Final[tuple[str, ...]] = (
     "-p",
     "--input-format",
@@ -57,6 +61,7 @@ BASE_FLAGS: Final[tuple[str, ...]] = (
     "--output-format",
     "stream-json",
     "--verbose",
+    "--replay-user-messages",
     "--permission-prompt-tool",
     "stdio",
 )
@@ -81,6 +86,11 @@ QUIET_ENV: Final[Mapping[str, str]] = {
     "DISABLE_BUG_COMMAND": "1",
     "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
 }
+
+#: Claude's limit (ms) on an http MCP server's tool call that sends neither its response nor a
+#: progress notification, checked every 30 s; 300000 by default on 2.1.197 (its binary:
+#: ``CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT ?? 300000``, capped by the server's ``timeout``).
+IDLE_TIMEOUT_ENV: Final = "CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT"
 
 #: Claude Code's own configuration variables passed from the daemon's environment (sources.md
 #: §1.10, CCDOCS ``env-vars``): ``CLAUDE_CONFIG_DIR``, every ``CLAUDE_CODE_*`` switch (the OAuth
@@ -211,7 +221,13 @@ def mcp_config_json(bridge: BridgeEndpoint) -> str:
     ``initialize``)::
 
         {"mcpServers": {"<server_name>": {"type": "http", "url": "<url>",
-                                          "headers": {"Authorization": "Bearer <token>"}}}}
+                                          "headers": {"Authorization": "Bearer <token>"},
+                                          "timeout": <milliseconds>}}}
+
+    ``timeout`` is Claude's per-server tool-call limit in milliseconds (it overrides
+    ``MCP_TOOL_TIMEOUT``; checked on 2.1.197: a call that outlives it fails with ``MCP server
+    "octipus" tool "<tool>" timed out after <n>s``), set to the bridge's
+    :attr:`~octipusd.adapter.BridgeEndpoint.tool_timeout_seconds` (seed 003: two hours).
 
     Args:
         bridge: The run's bridge endpoint.
@@ -238,10 +254,23 @@ def mcp_config_json(bridge: BridgeEndpoint) -> str:
                 "type": "http",
                 "url": bridge.url,
                 "headers": {"Authorization": f"Bearer {token}"},
+                "timeout": tool_timeout_ms(bridge),
             }
         }
     }
     return json.dumps(config, indent=2) + "\n"
+
+
+def tool_timeout_ms(bridge: BridgeEndpoint) -> int:
+    """The bridge's vendor-side tool timeout in whole milliseconds (Claude ignores values < 1000).
+
+    Raises:
+        AdapterError: the timeout is not a finite number of seconds of at least one.
+    """
+    seconds = bridge.tool_timeout_seconds
+    if not (math.isfinite(seconds) and seconds >= 1):
+        raise AdapterError(f"bridge tool timeout must be at least 1 s, got {seconds!r}")
+    return round(seconds * 1000)
 
 
 def encode_user_message(text: str) -> str:
@@ -458,9 +487,14 @@ def build_launch(
         else:
             argv.append(_flag("--append-system-prompt", text))
     argv.extend(extra)
+    env = child_env(request.env, mode, running_as_root=running_as_root)
+    if request.bridge is not None:
+        # a bridge call is silent until it answers (an approval or a child can take long): Claude's
+        # idle limit on an http server's call (5 min by default) must not end it before its timeout
+        env[IDLE_TIMEOUT_ENV] = str(tool_timeout_ms(request.bridge))
     return LaunchSpec(
         argv=tuple(argv),
-        env=child_env(request.env, mode, running_as_root=running_as_root),
+        env=env,
         cwd=request.cwd,
         files=files,
         stdin_mode=StdinMode.STREAM,

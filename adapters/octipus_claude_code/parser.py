@@ -25,9 +25,12 @@ stdout line                           events
                                       :class:`UsageEvent` when ``message.id`` is new
 ``user`` with ``tool_result`` blocks  one :class:`ToolResultEvent` per block (content
                                       flattened to text)
-``user`` without tool results         :class:`StatusEvent` ``user_replay`` (``isReplay``
-                                      echo of ``--replay-user-messages``) or
-                                      ``user_message`` (e.g. "[Request interrupted by user]")
+``user`` without tool results         :class:`SteeringAckEvent` for the ``isReplay``
+                                      echo (``--replay-user-messages``) of guidance sent
+                                      with :meth:`~ClaudeStreamParser.steer`;
+                                      :class:`StatusEvent` ``user_replay`` for the echo of
+                                      the launch prompt, or ``user_message`` (e.g.
+                                      "[Request interrupted by user]")
 ``control_request`` / ``can_use_tool`` :class:`PermissionRequestEvent`
 ``control_request`` / other subtypes  :class:`UnknownEvent` (type ``control_request``) +
 (or without ``tool_name``)            :class:`StdinWriteEvent` answering it with
@@ -52,7 +55,8 @@ field-wise maximum of ``result.usage`` and the turn's de-duplicated assistant us
 exactly ``result.usage``), and a turn still running counts its de-duplicated assistant usage.
 When the result raises a figure, the parser emits the difference as a :class:`UsageEvent` just
 before the :class:`ResultEvent`; hence the sum of all ``UsageEvent.usage`` always equals
-:meth:`ClaudeStreamParser.total_usage` and never decreases.
+:meth:`ClaudeStreamParser.total_usage` and never decreases. Cost: ``total_cost_usd`` is cumulative
+per process (observed.md §1.3); each :class:`ResultEvent` carries its increase, the turn's cost.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from octipusd.adapter import (
     StatusEvent,
     StdinWriteEvent,
     Steering,
+    SteeringAckEvent,
     StreamParserDefaults,
     TextEvent,
     ThinkingEvent,
@@ -153,9 +158,14 @@ class ClaudeStreamParser(StreamParserDefaults):
 
     def __init__(self, request: LaunchRequest | None = None) -> None:
         self._bridge = request.bridge.server_name if request is not None and request.bridge else None
+        # the launch prompt is replayed once, maybe after guidance was already written (a stalled
+        # first model call): until then a replay of the same text is the prompt's
+        self._prompt: str | None = request.prompt if request is not None else None
+        self._steered: list[str] = []  # guidance written, not yet replayed, in order
         self._seen_message_ids: set[str] = set()
         self._completed = Usage()  # reconciled usage of turns that ended with a result
         self._turn = Usage()  # de-duplicated assistant usage since the last result
+        self._cost_reported = 0.0  # total_cost_usd of the last result: cumulative per process
         self._handlers: dict[str, Callable[[JSON], list[VendorEvent]]] = {
             "system": self._system,
             "assistant": self._assistant,
@@ -212,9 +222,11 @@ class ClaudeStreamParser(StreamParserDefaults):
         return []
 
     def steer(self, text: str) -> Steering:
-        """Guidance while the CLI works: one more stream-json user message on stdin, which the
-        CLI takes as its next turn, so one more ``result`` follows (observed.md §1.4; seed 003)."""
-        return Steering(lines=(encode_user_message(text),), extra_results=1)
+        """Guidance while the CLI works: one more stream-json user message on stdin. Claude replays it
+        (:class:`SteeringAckEvent`) when it takes it: merged into the running request after a
+        tool result, or as one more turn after its result; a ``result`` follows either way (seed 003)."""
+        self._steered.append(text)
+        return Steering(lines=(encode_user_message(text),))
 
     # ---------------------------------------------------------------- handlers
 
@@ -299,9 +311,21 @@ class ClaudeStreamParser(StreamParserDefaults):
                 )
             )
         if not events:
-            status = "user_replay" if obj.get("isReplay") is True else "user_message"
-            events.append(StatusEvent(raw=obj, status=status))
+            if obj.get("isReplay") is True:
+                return [self._replay(obj, message.get("content"))]
+            events.append(StatusEvent(raw=obj, status="user_message"))
         return events
+
+    def _replay(self, obj: JSON, content: object) -> VendorEvent:
+        """A replayed stdin user message: the prompt's echo, or the acknowledgement of guidance."""
+        text = content if isinstance(content, str) else flatten_tool_result(content)
+        if text == self._prompt:
+            self._prompt = None
+            return StatusEvent(raw=obj, status="user_replay")
+        if text in self._steered:
+            self._steered.remove(text)
+            return SteeringAckEvent(raw=obj, text=text)
+        return StatusEvent(raw=obj, status="user_replay")
 
     def _control_request(self, obj: JSON) -> list[VendorEvent]:
         request = as_dict(obj.get("request"))
@@ -341,6 +365,8 @@ class ClaudeStreamParser(StreamParserDefaults):
         is_error = obj.get("is_error") is True or (subtype is not None and subtype.startswith("error"))
         usage = parse_usage(obj.get("usage"))
         errors = tuple(to_text(e) for e in as_list(obj.get("errors")))
+        num_turns = obj.get("num_turns")
+        turns = num_turns if isinstance(num_turns, int) and not isinstance(num_turns, bool) else None
         events: list[VendorEvent] = []
         turn_total = self._turn if usage is None else field_max(usage, self._turn)
         increment = turn_total - self._turn
@@ -348,6 +374,9 @@ class ClaudeStreamParser(StreamParserDefaults):
             events.append(UsageEvent(raw=obj, usage=increment))
         self._completed = self._completed + turn_total
         self._turn = Usage()
+        total_cost = as_cost(obj.get("total_cost_usd"))
+        turn_cost = None if total_cost is None else max(total_cost - self._cost_reported, 0.0)
+        self._cost_reported = max(self._cost_reported, total_cost or 0.0)
         events.append(
             ResultEvent(
                 raw=obj,
@@ -356,8 +385,9 @@ class ClaudeStreamParser(StreamParserDefaults):
                 text=as_str(obj.get("result")),
                 session_id=as_str(obj.get("session_id")),
                 usage=usage,
-                cost_usd=as_cost(obj.get("total_cost_usd")),
+                cost_usd=turn_cost,
                 errors=errors,
+                turns=turns,
             )
         )
         return events

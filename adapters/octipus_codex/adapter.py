@@ -135,6 +135,10 @@ class CodexAdapter(AdapterDefaults):
         """The row's capabilities per transport (see :func:`octipus_codex.control.capabilities`)."""
         return control.capabilities(options)
 
+    def follows_up(self, options: Mapping[str, Any]) -> bool:
+        """Guidance left when Codex finished goes to a follow-up invocation of its thread (seed 003)."""
+        return True
+
     def new_session_id(self) -> str | None:
         """Codex assigns the thread id itself (seed 003 "Session reuse"), so none is minted."""
         return None

@@ -17,6 +17,7 @@ still decided by Octipus on the bridge (``default_tools_approval_mode = "approve
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -117,6 +118,15 @@ def normalize_additive_flags(flags: Sequence[str]) -> tuple[str, ...]:
     )
 
 
+def toml_value(value: str | bool | float) -> str:
+    """A TOML value for ``-c key=value``: a basic string, ``true``/``false`` or a (finite) float."""
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(float(value))
+
+
 def toml_string(value: str) -> str:
     """Encode ``value`` as a TOML basic string (for ``-c key=<TOML value>``).
 
@@ -215,7 +225,7 @@ def bridge_server_config(bridge: BridgeEndpoint) -> JSON:
     """The ``mcp_servers.<name>`` table for the bridge (observed.md §2.5, observed-2.md §1.4).
 
     ``{"url": <url>, "bearer_token_env_var": "OCTIPUS_BRIDGE_TOKEN", "required": true,
-    "default_tools_approval_mode": "approve"}``:
+    "default_tools_approval_mode": "approve", "tool_timeout_sec": <seconds>}``:
 
     * the token travels in the child's environment only (Codex sends ``Authorization: Bearer``);
     * ``required`` makes a bridge that cannot start fail the thread at once (exec: rc 1 with
@@ -223,13 +233,23 @@ def bridge_server_config(bridge: BridgeEndpoint) -> JSON:
       same), instead of a run silently without Octipus tools;
     * ``approve``: Octipus already decides every bridge call on the bridge itself (seed 003 "All
       Octipus tool calls use Octipus permissions"); without it exec fails the call ("requires
-      approval, but approval policy is never") and app-server asks through an MCP elicitation.
+      approval, but approval policy is never") and app-server asks through an MCP elicitation;
+    * ``tool_timeout_sec``: Codex cuts a tool call after its own 60 s otherwise; the bridge's
+      :attr:`~octipusd.adapter.BridgeEndpoint.tool_timeout_seconds` lets an approval wait, a
+      ``collect_children`` or a long ``shell__run`` reach the bridge's two-hour limit (seed 003).
+
+    Raises:
+        AdapterError: the tool timeout is not a positive finite number of seconds.
     """
+    timeout = bridge.tool_timeout_seconds
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise AdapterError(f"bridge tool timeout must be a positive number of seconds, got {timeout!r}")
     return {
         "url": bridge.url,
         "bearer_token_env_var": BRIDGE_TOKEN_ENV,
         "required": True,
         "default_tools_approval_mode": "approve",
+        "tool_timeout_sec": float(timeout),
     }
 
 
@@ -289,7 +309,7 @@ def exec_argv(request: LaunchRequest, extra: Sequence[str]) -> list[str]:
     if request.bridge is not None:
         name = request.bridge.server_name
         for key, value in bridge_server_config(request.bridge).items():
-            encoded = toml_string(value) if isinstance(value, str) else ("true" if value else "false")
+            encoded = toml_value(value)
             argv += ["-c", f"mcp_servers.{name}.{key}={encoded}"]
     if request.system_prompt:
         encoded = toml_string(_check_text("system prompt", request.system_prompt))

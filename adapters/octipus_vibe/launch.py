@@ -333,7 +333,13 @@ def headless_mcp_servers(bridge: BridgeEndpoint) -> str:
     Shape (Vibe's ``[[mcp_servers]]`` schema as JSON; observed.md §3.2)::
 
         [{"name": "<server_name>", "transport": "streamable-http", "url": "<url>",
-          "auth": {"type": "static", "api_key_env": "OCTIPUS_VIBE_BRIDGE_TOKEN"}}]
+          "auth": {"type": "static", "api_key_env": "OCTIPUS_VIBE_BRIDGE_TOKEN"},
+          "tool_timeout_sec": <seconds>}]
+
+    ``tool_timeout_sec`` (Vibe's default: 60 s) is the bridge's
+    :attr:`~octipusd.adapter.BridgeEndpoint.tool_timeout_seconds` (seed 003: two hours). The ACP
+    transport has no such field: ACP's ``mcpServers`` entry carries none, and Vibe 3.0.2 gives a
+    session's servers its 60 s default.
 
     Vibe sends ``Authorization: Bearer <$OCTIPUS_VIBE_BRIDGE_TOKEN>`` (its default
     ``api_key_header`` / ``api_key_format``); checked on 3.0.2: the bridge received the call. The
@@ -351,6 +357,7 @@ def headless_mcp_servers(bridge: BridgeEndpoint) -> str:
         "transport": "streamable-http",
         "url": bridge.url,
         "auth": {"type": "static", "api_key_env": BRIDGE_TOKEN_ENV},
+        "tool_timeout_sec": bridge.tool_timeout_seconds,
     }
     return json.dumps([entry], separators=(",", ":"))
 

@@ -8,6 +8,8 @@ Routes (all under ``/v1``)::
     POST /sessions/{id}/steer        guidance for the live run (into the running turn, or queued)
     POST /sessions/{id}/clear|compact  GET /sessions/{id}/vendor-sessions|messages|checkpoint
                                      (session reuse, compaction, /clear: see session_routes)
+    GET  /sessions/{id}/plan         POST /sessions/{id}/plan/feedback[/{feedback_id}/reply]
+                                     (the work plan and its feedback: see plan_routes)
     GET  /runs[?session_id=&status=] GET /runs/{id}             POST /runs/{id}/stop
     GET  /runs/{id}/events?after=N   stored events as JSON
     GET  /runs/{id}/stream?after=N   server-sent events, live until the run ends
@@ -54,6 +56,7 @@ from octipusd import __version__
 from octipusd.adapter import Adapter, CapabilityRow
 from octipusd.api.action_routes import action_router
 from octipusd.api.common import Services, dump, out
+from octipusd.api.limits import After, Limit, RequestGuard
 from octipusd.api.models import (
     API_VERSION,
     AdapterHealth,
@@ -71,6 +74,7 @@ from octipusd.api.models import (
     SteerOut,
     TurnCreate,
 )
+from octipusd.api.plan_routes import plan_router
 from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
@@ -204,6 +208,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 def create_app(services: Services) -> FastAPI:
     """Build the FastAPI application over ``services``."""
     app = FastAPI(title="octipusd", version=__version__, docs_url=None, redoc_url=None)
+    app.add_middleware(RequestGuard)
     store, runs, hub = services.store, services.runs, services.hub
 
     @app.exception_handler(OctipusError)
@@ -229,6 +234,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(space_router(services))
     app.include_router(action_router(services))
     app.include_router(session_router(services))
+    app.include_router(plan_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -239,6 +245,7 @@ def create_app(services: Services) -> FastAPI:
             pid=os.getpid(),
             database=store.url_for_display,
             live_runs=len(runs.live_runs()),
+            warnings=await services.gate.unloadable(),
             process_containment=str(services.containment.mechanism) if services.containment else None,
             process_containment_detail=services.containment.detail if services.containment else None,
             adapters=[
@@ -310,7 +317,7 @@ def create_app(services: Services) -> FastAPI:
         return out(SessionOut, session)
 
     @app.get(f"/{API_VERSION}/sessions")
-    async def list_sessions(limit: int = 100) -> list[SessionOut]:
+    async def list_sessions(limit: Limit = 100) -> list[SessionOut]:
         return [out(SessionOut, s) for s in await in_thread(store.list_sessions, limit=limit)]
 
     @app.get(f"/{API_VERSION}/sessions/{{session_id}}")
@@ -328,7 +335,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get(f"/{API_VERSION}/runs")
     async def list_runs(
-        session_id: str | None = None, status: str | None = None, limit: int = 100
+        session_id: str | None = None, status: str | None = None, limit: Limit = 100
     ) -> list[RunOut]:
         statuses = None
         if status is not None:
@@ -350,7 +357,7 @@ def create_app(services: Services) -> FastAPI:
         return _run_out(await runs.stop(run_id, (body or RunStop()).reason))
 
     @app.get(f"/{API_VERSION}/runs/{{run_id}}/events")
-    async def list_events(run_id: str, after: int = 0, limit: int = 1000) -> list[EventOut]:
+    async def list_events(run_id: str, after: After = 0, limit: Limit = 1000) -> list[EventOut]:
         await in_thread(store.get_run, run_id)
         events = await in_thread(store.list_events, run_id, after_seq=after, limit=limit)
         return [out(EventOut, e) for e in events]
@@ -365,12 +372,16 @@ def create_app(services: Services) -> FastAPI:
             }
         },
     )
-    async def stream_run(run_id: str, request: Request, after: int = 0) -> StreamingResponse:
+    async def stream_run(run_id: str, request: Request, after: After = 0) -> StreamingResponse:
         """The run's events as server-sent events (each ``data`` an ``EventOut``), live until it ends;
         ``Last-Event-ID`` (or ``after``) resumes after that ``seq``."""
         await in_thread(store.get_run, run_id)  # 404 before the stream starts
         last_id = request.headers.get("last-event-id")
-        start = int(last_id) if last_id and last_id.isdigit() else after
+        start = (
+            int(last_id)
+            if last_id and last_id.isascii() and last_id.isdigit() and len(last_id) <= 18
+            else after
+        )
 
         async def frames() -> AsyncIterator[bytes]:
             async for batch in hub.follow(run_id, after_seq=start):

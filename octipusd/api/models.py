@@ -1,17 +1,31 @@
-"""Request and response models of the v1 API (the only types clients share with the daemon)."""
+"""Request and response models of the v1 API (the only types clients share with the daemon).
+
+Request fields take their bounds from :data:`~octipusd.api.limits.API_LIMITS` (names and ids
+:data:`Name`, paths :data:`FsPath`); no float field takes ``NaN`` or an infinity.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from octipusd.api import API_VERSION as API_VERSION
+from octipusd.api.limits import API_LIMITS
+
+#: A name or an id in a request (a session, a space, a user, a tool id...).
+Name = Annotated[str, Field(max_length=API_LIMITS.max_name_chars)]
+#: A file-system path in a request.
+FsPath = Annotated[str, Field(max_length=API_LIMITS.max_path_chars)]
+#: A grant's lifetime (seconds).
+TtlSeconds = Annotated[float, Field(gt=0, le=API_LIMITS.max_ttl_seconds)]
+#: A grant's usage limit (calls).
+MaxUses = Annotated[int, Field(ge=1, le=API_LIMITS.max_grant_uses)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class AdapterHealth(_Model):
@@ -39,6 +53,10 @@ class Health(_Model):
         default=None, description="how each run's processes are kept together and stopped"
     )
     process_containment_detail: str | None = None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="stored rows that could not be loaded and are skipped (each named, with why)",
+    )
 
 
 class SessionCreate(_Model):
@@ -58,15 +76,32 @@ class SessionCreate(_Model):
     with ``metadata.cliAgent.sharedUse: true`` and an adapter with a space mode.
     """
 
-    workspace: str
-    adapter: str = "claude-code"
+    workspace: FsPath
+    adapter: Name = "claude-code"
     title: str | None = None
-    model: str | None = None
+    model: Name | None = None
     permission_mode: Literal["workspace", "full", "plan", "default"] = "workspace"
     attended: bool = True
-    model_row: str | None = None
+    model_row: Name | None = None
     options: dict[str, Any] = Field(default_factory=dict)
-    space: str | None = None
+    space: Name | None = None
+
+
+class UsageTotalsOut(_Model):
+    """``GET /v1/sessions/{id}/usage``: what the session's runs used, summed over all of them.
+
+    ``cost_usd`` sums the costs the vendors reported (null: none did); ``runs_without_cost`` runs
+    are not in it. ``estimated``: some run's tokens were estimated by Octipus, not reported.
+    """
+
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None
+    runs_without_cost: int
+    estimated: bool
 
 
 class SessionOut(_Model):
@@ -181,7 +216,7 @@ class TurnCreate(_Model):
 
     prompt: str = Field(min_length=1)
     plan: bool = False
-    author: str | None = None
+    author: Name | None = None
 
 
 class SteerCreate(_Model):
@@ -375,6 +410,10 @@ class ApprovalOut(_Model):
     vendor_request_id: str | None = None
     action_ids: list[str] = []
     recheck: RecheckOut | None = None
+    decision: Literal["approve", "deny"] | None = Field(
+        default=None,
+        description="approve once approved; deny once denied, expired or cancelled; null while pending",
+    )
 
 
 class Remember(_Model):
@@ -388,8 +427,8 @@ class Remember(_Model):
 
     scope: Literal["session", "workspace", "everywhere"] = "session"
     match: Literal["subject", "tool"] = "subject"
-    ttl_seconds: float | None = Field(default=None, gt=0)
-    max_uses: int | None = Field(default=None, ge=1)
+    ttl_seconds: TtlSeconds | None = None
+    max_uses: MaxUses | None = None
 
 
 class ApprovalAnswer(_Model):
@@ -425,13 +464,13 @@ class RuleOut(_Model):
 class GrantCreate(_Model):
     """``POST /v1/grants``: a scoped grant with conditions, expiry and a usage limit."""
 
-    tool_id: str = Field(min_length=1)
+    tool_id: Name = Field(min_length=1)
     level: Literal["allow", "ask", "deny"] = "allow"
     matcher: str | None = None
-    session_id: str | None = None
-    workspace: str | None = None
-    ttl_seconds: float | None = Field(default=None, gt=0)
-    max_uses: int | None = Field(default=None, ge=1)
+    session_id: Name | None = None
+    workspace: FsPath | None = None
+    ttl_seconds: TtlSeconds | None = None
+    max_uses: MaxUses | None = None
     note: str | None = None
 
 
@@ -472,17 +511,17 @@ class RulesOut(_Model):
 class ExplainRequest(_Model):
     """``POST /v1/rules/explain``: which rule decides a given call, and why."""
 
-    tool_id: str = Field(min_length=1)
+    tool_id: Name = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
-    action: str | None = None
-    session_id: str | None = None
-    workspace: str | None = None
+    action: Name | None = None
+    session_id: Name | None = None
+    workspace: FsPath | None = None
 
 
 class SpaceCreate(_Model):
     """``POST /v1/spaces``."""
 
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
 
 
 class MemberSet(_Model):
@@ -507,3 +546,76 @@ class ErrorOut(_Model):
 
     code: str
     message: str
+
+
+# ----------------------------------------------------------------------------- work plans and feedback
+
+#: Characters of one feedback text or reply at most (the store's limit, also checked here).
+FEEDBACK_TEXT_MAX_CHARS = 4000
+#: Characters of a step id or an author name at most.
+FEEDBACK_NAME_MAX_CHARS = 200
+
+
+class FeedbackCreate(_Model):
+    """``POST /v1/sessions/{id}/plan/feedback``: a person's feedback on the session's work plan.
+
+    ``step_id`` names a step of the current plan the feedback is about (omitted: the whole plan);
+    ``author`` the space member giving it (default: the daemon's user).
+    """
+
+    text: str = Field(min_length=1, max_length=FEEDBACK_TEXT_MAX_CHARS)
+    step_id: str | None = Field(default=None, min_length=1, max_length=FEEDBACK_NAME_MAX_CHARS)
+    author: str | None = Field(default=None, min_length=1, max_length=FEEDBACK_NAME_MAX_CHARS)
+
+
+class FeedbackReplyCreate(_Model):
+    """``POST /v1/sessions/{id}/plan/feedback/{feedback_id}/reply``: a person's answer to the agent's
+    note (typically its question on a ``needs_clarification`` item); it reopens the item."""
+
+    text: str = Field(min_length=1, max_length=FEEDBACK_TEXT_MAX_CHARS)
+    author: str | None = Field(default=None, min_length=1, max_length=FEEDBACK_NAME_MAX_CHARS)
+
+
+class FeedbackReplyOut(_Model):
+    """One reply; ``answering`` is the agent's note it answered (null: none)."""
+
+    text: str
+    author: str
+    created_at: datetime
+    answering: str | None
+
+
+class FeedbackOut(_Model):
+    """One item of a plan's feedback history.
+
+    ``status``: ``pending`` (not handled yet, or reopened by a reply), ``applied`` or
+    ``needs_clarification`` (the agent asks: see ``response``; reply to answer). ``plan_revision``
+    is the plan revision it was given at; ``responded_revision`` the revision the agent's answer was
+    saved with.
+    """
+
+    id: str
+    session_id: str
+    seq: int
+    text: str
+    step_id: str | None
+    author: str
+    plan_revision: int
+    status: Literal["pending", "applied", "needs_clarification"]
+    response: str | None
+    responded_at: datetime | None
+    responded_revision: int | None
+    replies: list[FeedbackReplyOut]
+    created_at: datetime
+    updated_at: datetime
+
+
+class PlanOut(_Model):
+    """``GET /v1/sessions/{id}/plan``: the session's work plan (null: none yet), its revision (0: no
+    plan), when it was last saved, and its complete feedback history, oldest first."""
+
+    session_id: str
+    plan: dict[str, Any] | None
+    revision: int
+    updated_at: datetime | None
+    feedback: list[FeedbackOut]

@@ -41,7 +41,7 @@ from octipusd.policy.questionnaire import (
     parse_questionnaire,
     validate_answers,
 )
-from octipusd.policy.rules import parse_rule, unmatchable_reason
+from octipusd.policy.rules import check_grant, check_rule
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Approval, ApprovalStatus
 
@@ -70,10 +70,13 @@ def _grant_for(approval: Approval, body: ApprovalAnswer, workspace: str) -> dict
         raise InvalidRequestError(
             f"approval {approval.id} has no subject (command or path) to remember; use remember.match = 'tool'"
         )
+    level = "allow" if body.decision == "approve" else "deny"
+    matcher = approval.subject if remember.match == "subject" else None
+    check_grant(approval.tool_id, matcher, level)  # validated like every grant written
     return {
         "tool_id": approval.tool_id,
-        "level": "allow" if body.decision == "approve" else "deny",
-        "matcher": approval.subject if remember.match == "subject" else None,
+        "level": level,
+        "matcher": matcher,
         "session_id": approval.session_id if remember.scope == "session" else None,
         "workspace": workspace if remember.scope == "workspace" else None,
         "expires_at": datetime.now(UTC) + timedelta(seconds=remember.ttl_seconds)
@@ -164,10 +167,7 @@ def policy_router(services: Services) -> APIRouter:
 
     @router.post("/rules", status_code=201)
     async def add_rule(body: RuleCreate) -> RuleOut:
-        rule = parse_rule(body.rule, body.level)
-        unmatchable = unmatchable_reason(rule.tool_id)
-        if unmatchable is not None:
-            raise InvalidRequestError(f"rule {body.rule!r} {unmatchable}")
+        rule = check_rule(body.rule, body.level)
         stored = await in_thread(
             store.add_rule, level=body.level, rule=rule.text.strip(), created_by=services.user
         )
@@ -203,7 +203,9 @@ def policy_router(services: Services) -> APIRouter:
 
     @router.post("/grants", status_code=201)
     async def create_grant(body: GrantCreate) -> GrantOut:
-        # any text is a valid matcher (FACTS.md §3: empty or ``*`` any, ``x:*`` a prefix, else exact)
+        # validated exactly like a rule; any text is a valid matcher (FACTS.md §3: empty or ``*``
+        # any, ``x:*`` a prefix, else exact)
+        check_grant(body.tool_id, body.matcher, body.level)
         if body.session_id is not None:
             await in_thread(store.get_session, body.session_id)  # 404 for an unknown session
         grant = await in_thread(

@@ -7,6 +7,7 @@ Routes (under ``/v1``)::
     GET  /sessions/{id}/vendor-sessions  the stored vendor conversations (root and keyed children)
     GET  /sessions/{id}/messages?after=N the current generation's transcript after sequence number N
     GET  /sessions/{id}/checkpoint       the current generation's latest checkpoint (404: none)
+    GET  /sessions/{id}/usage            what all of the session's runs used (tokens, cost), summed
 
 Clearing and compacting go through the run manager: ``/clear`` drops the stored vendor records
 at once (a turn still running keeps going, but nothing it saves is reused); compacting waits for
@@ -23,6 +24,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from octipusd.api.common import Services, out
+from octipusd.api.limits import API_LIMITS
 from octipusd.api.models import (
     API_VERSION,
     CheckpointOut,
@@ -30,6 +32,7 @@ from octipusd.api.models import (
     CompactionOut,
     MessageOut,
     SessionOut,
+    UsageTotalsOut,
     VendorSessionOut,
 )
 from octipusd.errors import InvalidRequestError, NotFoundError
@@ -67,13 +70,19 @@ def session_router(services: Services) -> APIRouter:
 
     @router.get("/sessions/{session_id}/messages")
     async def list_messages(session_id: str, after: int = 0) -> list[MessageOut]:
-        if after < 0:
+        if not 0 <= after <= API_LIMITS.max_seq:
             raise InvalidRequestError(f"after must be 0 or a message sequence number; got {after}")
         session = await in_thread(store.get_session, session_id)
         found = await in_thread(
             store.list_messages, session_id, generation=session.clear_generation, after_seq=after
         )
         return [out(MessageOut, m) for m in found]
+
+    @router.get("/sessions/{session_id}/usage")
+    async def session_usage(session_id: str) -> UsageTotalsOut:
+        """Every run of the session (children included), summed by the database (404: unknown)."""
+        await in_thread(store.get_session, session_id)
+        return out(UsageTotalsOut, await in_thread(store.usage_totals, session_id))
 
     @router.get("/sessions/{session_id}/checkpoint")
     async def latest_checkpoint(session_id: str) -> CheckpointOut:

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from octipusd.errors import ConflictError
-from octipusd.toolkit import AuthorizationResult, Body, ChildRequest, Executed, RunIdentity, run_unjournaled
+from octipusd.toolkit import (
+    AuthorizationResult,
+    Body,
+    ChildRequest,
+    Executed,
+    PlanUpdate,
+    RunIdentity,
+    run_unjournaled,
+)
 
 
 @dataclass(frozen=True)
@@ -83,12 +91,26 @@ class FakeToolHost:
         plan = self.plans.get(identity.session_id)
         return copy.deepcopy(plan) if plan is not None else None
 
-    async def save_work_plan(self, identity: RunIdentity, plan: dict[str, Any]) -> dict[str, Any]:
-        """Store the plan under the session (an ``id`` is kept or minted) and return it."""
+    async def save_work_plan(self, identity: RunIdentity, update: PlanUpdate) -> dict[str, Any]:
+        """Store the plan under the session (an ``id`` is kept or minted, ``revision`` counts saves),
+        set the answered feedback items' ``status`` and ``response``, and return the plan.
+
+        Raises:
+            ConflictError: ``update.revision`` is not the plan's current revision (0: none).
+        """
         previous = self.plans.get(identity.session_id)
-        stored = copy.deepcopy(plan)
+        current = int(previous["revision"]) if previous else 0
+        if update.revision != current:
+            raise ConflictError(
+                f"revision: stale: you sent {update.revision}, the current revision is {current}"
+            )
+        stored = copy.deepcopy(update.plan)
         stored["id"] = previous["id"] if previous and "id" in previous else f"plan-{identity.session_id}"
+        stored["revision"] = current + 1
         self.plans[identity.session_id] = stored
+        items = {item["id"]: item for item in self.feedback.get(identity.session_id, [])}
+        for answer in update.responses:
+            items[answer.id].update(status=answer.status.value, response=answer.response)
         return copy.deepcopy(stored)
 
     async def run_context(self, identity: RunIdentity) -> dict[str, Any]:

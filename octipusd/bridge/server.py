@@ -74,7 +74,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from octipusd.adapter import BridgeEndpoint
+from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS, BridgeEndpoint
 from octipusd.bridge.embedded import (
     IN_BRIDGE_SERVER,
     EmbeddedConfig,
@@ -142,6 +142,9 @@ class BridgeLimits:
         request_timeout_seconds: Wall clock of one whole tool request, queue, approval and
             delegation waits included (seed 003: bridge tool requests have a separate two-hour
             wall-clock timeout); expiry stops the call and answers with an error result.
+        vendor_grace_seconds: How much longer than ``request_timeout_seconds`` the vendor's own
+            MCP tool timeout is (:attr:`~octipusd.adapter.BridgeEndpoint.tool_timeout_seconds`), so
+            that the bridge's error answer reaches the vendor before the vendor gives up.
         context_timeout_seconds: Deadline of a run-context refresh (seed 003: status reads
             time out after 15 s).
         record_timeout_seconds: Deadline of one :meth:`ToolHost.record`.
@@ -153,7 +156,8 @@ class BridgeLimits:
     drain_seconds: float = 1.0
     graceful_shutdown_seconds: int = 1
     authorize_timeout_seconds: float = 600.0
-    request_timeout_seconds: float = 7200.0
+    request_timeout_seconds: float = BRIDGE_CALL_TIMEOUT_SECONDS
+    vendor_grace_seconds: float = 30.0
     context_timeout_seconds: float = 15.0
     record_timeout_seconds: float = 10.0
     max_sessions: int = 64
@@ -770,7 +774,12 @@ async def open_bridge(
                     if done.is_set() or failure:
                         reason = failure[0] if failure else "stopped"
                         raise BridgeError(f"the bridge failed to start: {reason}")
-                    endpoint = BridgeEndpoint(url=url, token=capability, server_name=server_name)
+                    endpoint = BridgeEndpoint(
+                        url=url,
+                        token=capability,
+                        server_name=server_name,
+                        tool_timeout_seconds=limits.request_timeout_seconds + limits.vendor_grace_seconds,
+                    )
                     bridge = Bridge(identity, endpoint, port, specs, done, mcp_server.listed)
                     logger.debug("bridge of run %s listening on %s", identity.run_id, url)
                     try:

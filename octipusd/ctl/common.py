@@ -43,6 +43,7 @@ __all__ = [
     "set_path",
     "text_input",
     "unset_path",
+    "usage_text",
 ]
 
 #: Exit code of a failed run or request.
@@ -130,6 +131,20 @@ def full_ids(table: Table, *columns: int) -> None:
     for index in columns:
         table.columns[index].no_wrap = True
         table.columns[index].min_width = 32
+
+
+def usage_text(figures: dict[str, Any]) -> str:
+    """A run's (or a session's) one usage figure: tokens in and out, cache tokens when any, and
+    the vendor's cost when it reported one (``estimated`` when Octipus estimated the tokens)."""
+    text = f"tokens in {figures['input_tokens']} out {figures['output_tokens']}"
+    cache = (figures.get("cache_read_input_tokens") or 0, figures.get("cache_creation_input_tokens") or 0)
+    if any(cache):
+        text += f" (cache read {cache[0]}, written {cache[1]})"
+    if figures.get("usage_estimated") or figures.get("estimated"):
+        text += ", estimated"
+    if figures.get("cost_usd") is not None:
+        text += f"; cost {figures['cost_usd']:.4f} USD"
+    return text
 
 
 def print_json(value: Any) -> None:

@@ -42,8 +42,10 @@ from octipusd.ctl.common import (
     safe,
     set_path,
     text_input,
+    usage_text,
 )
 from octipusd.ctl.model_cmds import models_app
+from octipusd.ctl.plan_cmds import plan_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
 from octipusd.ctl.questions import answer_questionnaire_inline
 from octipusd.ctl.session_cmds import (
@@ -60,7 +62,7 @@ from octipusd.paths import default_socket_path
 __all__ = ["app", "main"]
 
 app = typer.Typer(
-    help="Control octipusd: sessions, runs, approvals, rules, spaces, model rows, the action journal.",
+    help="Control octipusd: sessions, runs, work plans, approvals, rules, spaces, model rows, the action journal.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -73,6 +75,7 @@ sessions_app = typer.Typer(
 app.add_typer(actions_app, name="actions")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(models_app, name="models")
+app.add_typer(plan_app, name="plan")
 app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
@@ -126,6 +129,8 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
     console.print(table)
     for path in searched:  # the same PATH for every binary not found: said once, below the table
         console.print(f"not found on the PATH searched: {path}", soft_wrap=True)
+    for warning in data.get("warnings", []):  # stored rows skipped because they cannot be loaded
+        console.print(f"[yellow]warning:[/] {safe(warning)}", soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- run
@@ -200,11 +205,10 @@ def _render(event: dict[str, Any]) -> None:
         servers = ", ".join(f"{k}={v}" for k, v in (data.get("mcp_servers") or {}).items())
         model = f" model {data['model']}" if data.get("model") else ""
         console.print(f"[dim]vendor session {data.get('session_id')}{safe(model)} mcp: {safe(servers)}[/]")
-    elif kind == "result":
-        usage = data.get("usage") or {}
+    elif kind == "result":  # its tokens are in the run's one figure, printed at the end
+        cost = data.get("cost_usd")
         console.print(
-            f"[dim]result {data.get('subtype')} (input {usage.get('input_tokens', 0)}, "
-            f"output {usage.get('output_tokens', 0)} tokens)[/]"
+            f"[dim]result {data.get('subtype')}" + (f" (cost {cost:.4f} USD)" if cost else "") + "[/]"
         )
     elif kind in ("notice", "bridge_call"):
         detail = " ".join(str(x) for x in (data.get("message") or data.get("event"), data.get("tool")) if x)
@@ -233,9 +237,21 @@ def _render(event: dict[str, Any]) -> None:
     elif kind == "error":
         label = "[red]vendor error[/]" if data.get("fatal") else "[yellow]vendor warning[/]"
         console.print(f"{label}: {safe(data.get('message', ''))}")
-    elif kind in ("steering_submitted", "guidance_pending"):
-        how = "into the running turn" if kind == "steering_submitted" else "queued for the run context"
+    elif kind in ("steering_submitted", "steering_queued", "steering_delivered"):
+        how = {
+            "steering_submitted": "written to the running turn",
+            "steering_queued": "queued for the run context and a follow-up",
+            "steering_delivered": "acknowledged by the vendor",
+        }[kind]
         console.print(f"[magenta]guidance {how}[/]: {safe(data.get('text', ''))}")
+    elif kind == "plan_feedback":
+        step = f" on step {safe(data['step_id'])}" if data.get("step_id") else ""
+        console.print(
+            f"[magenta]plan feedback {safe(data.get('action'))}[/] {data.get('feedback_id')}{step} "
+            f"({safe(data.get('status'))}): {safe(data.get('response') if data.get('action') == 'answered' else data.get('text'))}"
+        )
+    elif kind == "guidance_pending":
+        console.print(f"[magenta]{safe(str(data.get('message', '')))}[/]")
     elif kind in ("unparsed", "unknown"):
         console.print(f"[dim]{kind}: {safe(json.dumps(data)[:200])}[/]")
 
@@ -391,8 +407,8 @@ def run(
         raise fail(exc) from None
     if not as_json:
         console.print(
-            f"[bold]{final['status']}[/] session {session} run {run_id}; tokens in {final['input_tokens']} "
-            f"out {final['output_tokens']}" + (f"; {safe(final['reason'])}" if final.get("reason") else "")
+            f"[bold]{final['status']}[/] session {session} run {run_id}; {usage_text(final)}"
+            + (f"; {safe(final['reason'])}" if final.get("reason") else "")
         )
     raise typer.Exit(0 if final["status"] == "succeeded" else 1)
 
@@ -540,10 +556,11 @@ def sessions_create(
 
 @sessions_app.command("show")
 def sessions_show(session_id: str) -> None:
-    """Show one session and its runs."""
+    """Show one session, what all of its runs used, and its runs."""
     client = new_client()
     try:
         print_json(client.request("GET", f"/sessions/{session_id}"))
+        print_json({"usage": client.request("GET", f"/sessions/{session_id}/usage")})
         for r in client.request("GET", "/runs", params={"session_id": session_id}):
             print_json(
                 {

@@ -99,6 +99,8 @@ class ActionScope:
         pipeline_id: Pipeline correlation, if any.
         node_id: Pipeline node correlation, if any.
         invocation: ``(invocation id, claim token)`` of a hand-started call.
+        author: Who made the call: the person who started the turn (a space member), or the
+            user who started it by hand.
     """
 
     user: str
@@ -109,6 +111,7 @@ class ActionScope:
     pipeline_id: str | None = None
     node_id: str | None = None
     invocation: tuple[str, str] | None = None
+    author: str | None = None
 
 
 class ActionJournal:
@@ -297,4 +300,5 @@ class ActionJournal:
             "owner": self.owner,
             "contract": contract_receipt(contract),
             "invocation": scope.invocation,
+            "author": scope.author or scope.user,
         }

@@ -24,10 +24,15 @@ relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
 
 Every decision is explained (which rule, grant or default matched) in the run's events
 (``policy_decision``) and, for an ASK, in the approval itself.
+
+A stored rule or grant that cannot be loaded (written by an older daemon that did not validate
+it) is skipped: it decides nothing, is logged once and named by :meth:`PermissionGate.unloadable`
+(``GET /v1/health`` ``warnings``) until it is removed; it never fails an unrelated call or run.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
@@ -35,7 +40,7 @@ from typing import Any
 
 import anyio
 
-from octipusd.errors import QuestionnaireError
+from octipusd.errors import QuestionnaireError, StoreError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.flowguard import (
@@ -65,6 +70,8 @@ from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext, GateResult
 
 __all__ = ["Emit", "PermissionGate", "native_flow_id"]
+
+log = logging.getLogger("octipusd.policy")
 
 #: ``emit(run_id, kind, data)``: store and publish one run event.
 Emit = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
@@ -189,6 +196,22 @@ class PermissionGate:
             StoreError: the first read of the rules and grants failed.
         """
         return await self.live.current()
+
+    async def unloadable(self) -> list[str]:
+        """The stored rules and grants skipped because they cannot be loaded, each named with why
+        and how to remove it (empty: none); a failed first read of them is one warning too, so
+        a health check never fails on it.
+        """
+        try:
+            await self.current_policy()
+        except StoreError as exc:
+            return [f"the stored rules and grants could not be read: {exc.message}"]
+        return [
+            f"{name} cannot be loaded and is skipped: {why}; remove it with octipusctl rules "
+            + ("remove" if name.startswith("stored rule") else "revoke")
+            + f" {name.rsplit(' ', 1)[1]}"
+            for name, why in sorted(self.live.skipped.items())
+        ]
 
     async def evaluate(
         self,

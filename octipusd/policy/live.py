@@ -3,18 +3,21 @@
 :class:`LivePolicy` builds the :class:`~octipusd.policy.engine.Policy` every decision uses from
 the store's in-memory view (:class:`~octipusd.store.policy_view.PolicyView`), which every write
 of a rule or grant updates once committed, so a rule added or a grant revoked applies to the
-next call. It also spends grants: an ALLOW that rests on a scoped grant counts one use of it,
+next call; a stored rule or grant that cannot be loaded is skipped (:attr:`LivePolicy.skipped`).
+It also spends grants: an ALLOW that rests on a scoped grant counts one use of it,
 exactly once (:meth:`~octipusd.store.Store.use_grant`), whoever makes the call -- an agent
 through the permission gate, or a person by hand (seed 001).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from octipusd.errors import RuleSyntaxError
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.grants import Grant
 from octipusd.policy.rules import Level, Rule, parse_rule
@@ -24,6 +27,8 @@ from octipusd.store.records import PermissionGrant, PermissionRule
 from octipusd.store.repository import Store
 
 __all__ = ["GRANT_RETRIES", "LivePolicy"]
+
+log = logging.getLogger("octipusd.policy")
 
 #: How many times a decision is re-taken when the grant it rested on was used up meanwhile.
 GRANT_RETRIES = 3
@@ -75,6 +80,8 @@ class LivePolicy:
         self._derived: _Derived | None = None
         self._rules: dict[str, Rule] = {}
         self._grants: dict[PermissionGrant, Grant] = {}
+        #: "stored rule ID" / "grant ID" -> why it cannot be loaded (it is skipped, logged once).
+        self.skipped: dict[str, str] = {}
 
     async def current(self) -> Policy:
         """The policy with the stored rules and active grants as of now.
@@ -103,9 +110,22 @@ class LivePolicy:
         """Build (and keep) the policy of ``entries`` at ``now``, reusing the rules and grants
         already converted for an earlier state."""
         live, expires = entries.live_grants(now)
-        rules = {r.id: self._rules[r.id] if r.id in self._rules else _rule(r) for r in entries.rules}
-        grants = {g: self._grants[g] if g in self._grants else _grant(g) for g in live}
-        self._rules, self._grants = rules, grants
+        skipped: dict[str, str] = {}
+        rules: dict[str, Rule] = {}
+        for r in entries.rules:
+            try:
+                rules[r.id] = self._rules[r.id] if r.id in self._rules else _rule(r)
+            except RuleSyntaxError as exc:
+                skipped[f"stored rule {r.id}"] = f"{r.level} {r.rule!r}: {exc.problem}"
+        grants: dict[PermissionGrant, Grant] = {}
+        for g in live:
+            try:
+                grants[g] = self._grants[g] if g in self._grants else _grant(g)
+            except ValueError as exc:  # Grant's own refusal of a malformed stored grant
+                skipped[f"grant {g.id}"] = f"{g.level} {g.tool_id!r}: {exc}"
+        for name in skipped.keys() - self.skipped.keys():
+            log.warning("%s cannot be loaded and is skipped (%s); remove it", name, skipped[name])
+        self._rules, self._grants, self.skipped = rules, grants, skipped
         policy = self.base.with_entries(stored=list(rules.values()), grants=list(grants.values()))
         self._derived = _Derived(entries, expires, policy)
         return self._derived

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from octipusd.errors import RuleSyntaxError
+from octipusd.errors import InvalidRequestError, RuleSyntaxError
 from octipusd.policy.native import KNOWN_NATIVE_TOOLS, READ_ONLY_CLI_TOOLS
 
 CLI_NATIVE_PREFIX: Final = "cli-native:"
@@ -446,6 +446,58 @@ def parse_rule(text: str, level: Level | str) -> Rule:
             "write toolId or toolId(matcher)",
         )
     return Rule(level=rule_level, tool_id=tool_id, matcher=matcher, text=text)
+
+
+def check_rule(text: str, level: Level | str) -> Rule:
+    """Validate a rule being written (a stored rule, or a grant's ``toolId(matcher)``).
+
+    Args:
+        text: The rule as written.
+        level: Its level.
+
+    Returns:
+        The parsed rule.
+
+    Raises:
+        RuleSyntaxError: It does not parse (:func:`parse_rule`).
+        InvalidRequestError: It parses but can never match a call (:func:`unmatchable_reason`).
+    """
+    rule = parse_rule(text, level)
+    unmatchable = unmatchable_reason(rule.tool_id)
+    if unmatchable is not None:
+        raise InvalidRequestError(f"rule {text!r} {unmatchable}")
+    return rule
+
+
+def check_grant(tool_id: str, matcher: str | None, level: Level | str) -> Rule:
+    """Validate a grant being written exactly like a rule (:func:`check_rule`).
+
+    The grant's tool id must be what its rule text ``toolId(matcher)`` parses to, so a tool id
+    holding spaces or parentheses (``a b``, ``x(y)``) is refused here rather than stored (a
+    stored one could not be loaded).
+
+    Args:
+        tool_id: The grant's tool id, as given.
+        matcher: Its matcher (None: any subject).
+        level: Its level.
+
+    Returns:
+        The grant as a rule.
+
+    Raises:
+        RuleSyntaxError: The tool id is empty or holds whitespace, ``(`` or ``)``; or the level
+            is unknown.
+        InvalidRequestError: The tool id can never match a call.
+    """
+    text = tool_id if matcher is None else f"{tool_id}({matcher})"
+    rule = check_rule(text, level)
+    if rule.tool_id != tool_id or (matcher is None and rule.matcher is not None):
+        raise RuleSyntaxError(
+            text,
+            f"grant tool id {tool_id!r} must be a bare tool id, without spaces or parentheses "
+            "(give the matcher separately: --matcher)",
+        )
+    return rule
 
 
 @dataclass(frozen=True)

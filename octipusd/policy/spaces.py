@@ -5,8 +5,10 @@ request (roles are never cached):
 
 * a session in an archived space takes no turns (409);
 * someone who is not a member gets 404 (the space's existence is not revealed); a member
-  whose role lacks the right gets 403: viewers cannot run the agent; a commenter's or a
-  guest's turn uses API models only, so it never reaches a CLI;
+  whose role lacks the right gets 403: viewers cannot run the agent; a commenter or a guest
+  may run it only with read and comment tools, which a CLI agent (with its write tools) cannot
+  be limited to, so on this CLI-only install only an owner or editor runs a turn (the refusal
+  says so);
 * an install CLI model is the operator's personal subscription: it serves a space only when
   its model row sets ``metadata.cliAgent.sharedUse: true``;
 * an adapter without a declared space mode (Mistral Vibe) is refused.
@@ -18,7 +20,7 @@ from octipusd.adapter import Adapter
 from octipusd.errors import ConflictError, ForbiddenError, NotFoundError
 from octipusd.store.records import ModelRow, Space, SpaceRole
 
-__all__ = ["RUN_ROLES", "check_space_model", "check_space_turn"]
+__all__ = ["RUN_ROLES", "check_space_comment", "check_space_model", "check_space_turn"]
 
 #: Roles that may run a CLI agent (with write tools) in a space (FACTS.md §5 roles table).
 RUN_ROLES: frozenset[SpaceRole] = frozenset({SpaceRole.OWNER, SpaceRole.EDITOR})
@@ -65,8 +67,8 @@ def check_space_turn(space: Space, author: str) -> SpaceRole:
     Raises:
         NotFoundError: ``author`` is not a member (404, FACTS.md §5; the message names no space).
         ConflictError: the space is archived.
-        ForbiddenError: a viewer (cannot run the agent), or a commenter or guest (their turns use
-            API models only and never reach a CLI).
+        ForbiddenError: a viewer (cannot run the agent), or a commenter or guest (they may run it
+            only with read and comment tools, and every agent here is a CLI with write tools).
     """
     role = space.members.get(author)
     if role is None:
@@ -78,8 +80,33 @@ def check_space_turn(space: Space, author: str) -> SpaceRole:
     if role is SpaceRole.VIEWER:
         raise ForbiddenError(f"{author} is a viewer of space {space.name!r}; viewers cannot run the agent")
     if role not in RUN_ROLES:
+        who = role.value
         raise ForbiddenError(
-            f"{author} is a {role.value} of space {space.name!r}: a {role.value}'s turn uses API models only "
-            "and never reaches a CLI model; ask an editor or owner to run it"
+            f"{author} is a {who} of space {space.name!r}, and only an owner or an editor may run a turn "
+            f"here: a {who} may run the agent with read and comment tools only, but every agent of "
+            "this install is a vendor CLI that works with write tools (edits, shell commands), so "
+            f"it cannot run a {who}'s turn; ask an owner or editor to run it, or an owner to make "
+            f"you an editor (octipusctl spaces member {space.name} {author} editor)"
         )
+    return role
+
+
+def check_space_comment(space: Space, author: str) -> SpaceRole:
+    """Check that ``author`` may comment in the space now (e.g. give feedback on its session's work
+    plan, FACTS.md §5 "comment": every role but viewer); return their role.
+
+    Raises:
+        NotFoundError: ``author`` is not a member (404; the message names no space).
+        ConflictError: the space is archived (409: an archived space answers writes so).
+        ForbiddenError: a viewer (403).
+    """
+    role = space.members.get(author)
+    if role is None:
+        raise NotFoundError(
+            f"{author} is not a member of this space; an owner can add them (octipusctl spaces member)"
+        )
+    if space.archived_at is not None:
+        raise ConflictError(f"space {space.name!r} is archived; it takes no feedback")
+    if role is SpaceRole.VIEWER:
+        raise ForbiddenError(f"{author} is a viewer of space {space.name!r}; viewers cannot comment")
     return role

@@ -4,7 +4,9 @@ A child is a run of its own (``parent_run_id``, ``role``, ``resume_key``) on the
 adapter and model, in the parent's permission and plan mode, with its own bridge and the child
 tool set, executed by a :class:`~octipusd.runtime.supervisor.RunSupervisor` whose parent is this
 run. A waiting ``spawn_child`` or ``collect_children`` is a delegation wait (excluded from the
-active-work time). Children still pending when the parent ends are cancelled.
+active-work time). Children still pending when the parent ends are cancelled. User guidance for
+the run interrupts a pending ``collect_children`` wait without cancelling or steering any child
+(seed 003): the call returns at once with the guidance, the children stay pending.
 """
 
 from __future__ import annotations
@@ -41,12 +43,20 @@ class Delegation:
         self._children: list[RunSupervisor] = []
         self._detached: dict[str, RunSupervisor] = {}
         self.waiting = 0
+        self._collect_waits: set[anyio.CancelScope] = set()
+        self._interrupted: set[anyio.CancelScope] = set()  # waits that guidance ended
         self.summary: dict[str, Any] | None = None
         self.summary_ready = anyio.Event()
 
     def live_children(self) -> list[RunSupervisor]:
         """The children still running."""
         return list(self._children)
+
+    def interrupt_collect(self) -> None:
+        """User guidance arrived: end the pending ``collect_children`` waits now (children go on)."""
+        for scope in self._collect_waits:
+            self._interrupted.add(scope)
+            scope.cancel()
 
     def pending(self) -> list[dict[str, Any]]:
         """The still-pending children, as the run context lists them."""
@@ -155,7 +165,8 @@ class Delegation:
     async def collect(self, child_run_ids: Sequence[str] | None, timeout_seconds: float) -> dict[str, Any]:
         """Wait for detached children and hand out their summaries, each once (``collect_children``).
 
-        Children still running at the deadline are listed as pending.
+        Children still running at the deadline, or when user guidance interrupts the wait, are listed
+        as pending; an interrupted answer carries ``interrupted`` and the queued guidance.
 
         Raises:
             ConflictError: the run is not live (or is stopping).
@@ -173,12 +184,17 @@ class Delegation:
             )
         self.waiting += 1
         parent.services.admission.changed()  # its queued children may start now
+        scope = anyio.move_on_after(timeout_seconds)
+        self._collect_waits.add(scope)
         try:
-            with anyio.move_on_after(timeout_seconds):
+            with scope:
                 for cid in targets:
                     await self._detached[cid].delegation.summary_ready.wait()
         finally:
+            self._collect_waits.discard(scope)
             self.waiting -= 1
+        interrupted = scope in self._interrupted
+        self._interrupted.discard(scope)
         self._refuse_if_stopping()
         children: list[dict[str, Any]] = []
         pending: list[dict[str, Any]] = []
@@ -189,6 +205,14 @@ class Delegation:
                 del self._detached[cid]
             else:
                 pending.append({"childRunId": cid, "role": child.role, "status": str(child.run.status)})
+        if interrupted:
+            return {
+                "children": children,
+                "pending": pending,
+                "interrupted": "user guidance arrived; the children go on: handle the guidance, then collect "
+                "them again (or steer_child one of them)",
+                "guidance": parent.steering.queued(),
+            }
         return {"children": children, "pending": pending}
 
     async def end_children(self) -> None:

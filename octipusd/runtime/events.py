@@ -28,6 +28,10 @@ from octipusd.store.event_writer import EventWriter, PendingEvent
 from octipusd.store.records import RunEvent
 from octipusd.store.repository import Store
 
+#: The kind of the run event that announces plan feedback added, replied to or answered
+#: (:mod:`octipusd.runtime.feedback`).
+FEEDBACK_EVENT = "plan_feedback"
+
 #: Event kinds of the runtime itself (vendor events use :class:`octipusd.adapter.EventKind`).
 RUNTIME_KINDS = (
     "run_status",
@@ -38,6 +42,7 @@ RUNTIME_KINDS = (
     "bridge_call",
     "stderr",
     "notice",
+    FEEDBACK_EVENT,
 )
 
 #: Vendor event kinds whose raw JSON is stored beside the typed fields (nothing of them is lost).

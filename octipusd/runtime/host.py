@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from octipusd.journal.executor import ActionScope
+from octipusd.runtime.events import FEEDBACK_EVENT
+from octipusd.runtime.feedback import feedback_for_agent, plan_for_agent
 from octipusd.runtime.services import report
 from octipusd.store.aio import in_thread
 from octipusd.toolkit import (
@@ -23,6 +25,7 @@ from octipusd.toolkit import (
     ChildRequest,
     Executed,
     Origin,
+    PlanUpdate,
     RunIdentity,
 )
 
@@ -40,6 +43,7 @@ def action_scope(identity: RunIdentity) -> ActionScope:
         run_id=identity.run_id,
         agent=identity.worker_id,
         origin=Origin.AGENT,
+        author=identity.call_author,
     )
 
 
@@ -115,25 +119,46 @@ class RunHost:
         )
 
     async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
-        """The session's durable work plan, or None."""
+        """The session's durable work plan with its ``revision``, or None."""
         plan = await in_thread(self._run.services.store.get_work_plan, identity.session_id)
-        return None if plan is None else dict(plan.plan)
+        return plan_for_agent(plan)
 
-    async def save_work_plan(self, identity: RunIdentity, plan: dict[str, Any]) -> dict[str, Any]:
-        """Save the session's work plan and publish it."""
-        saved = await in_thread(self._run.services.store.save_work_plan, identity.session_id, plan)
-        await self._run.notice("work plan updated", plan=saved.plan)
-        return dict(saved.plan)
+    async def save_work_plan(self, identity: RunIdentity, update: PlanUpdate) -> dict[str, Any]:
+        """Save the session's work plan with the agent's feedback answers (refused on a stale
+        revision, see :meth:`~octipusd.store.Store.save_work_plan`) and publish it."""
+        run = self._run
+        saved = await in_thread(
+            run.services.store.save_work_plan,
+            identity.session_id,
+            update.plan,
+            revision=update.revision,
+            responses=update.responses,
+        )
+        await run.notice("work plan updated", plan=saved.plan, revision=saved.revision)
+        for answer in update.responses:
+            await run.services.hub.emit(
+                run.run.id,
+                FEEDBACK_EVENT,
+                {
+                    "action": "answered",
+                    "feedback_id": answer.id,
+                    "status": answer.status.value,
+                    "response": answer.response,
+                    "plan_revision": saved.revision,
+                },
+            )
+        return plan_for_agent(saved) or {}
 
     async def run_context(self, identity: RunIdentity) -> dict[str, Any]:
-        """Plan, feedback history, queued guidance and pending children of the run."""
-        plan = await self.get_work_plan(identity)
+        """Plan (with its revision), complete feedback history, queued guidance and pending children
+        of the run."""
+        plan, feedback = await in_thread(self._run.services.store.read_plan, identity.session_id)
         run = self._run
         live = self._live()
         return {
-            "plan": plan,
-            "feedback": [],
-            "guidance": list(run.guidance) if live else [],
+            "plan": plan_for_agent(plan),
+            "feedback": [feedback_for_agent(item) for item in feedback],
+            "guidance": run.steering.queued() if live else [],
             "pendingChildren": run.delegation.pending() if live else [],
         }
 
@@ -157,4 +182,5 @@ class RunHost:
         if run.attempt.stopping is not None:
             run.attempt.discarded += 1
             return
-        await report(run.services.hub, run.registry, identity.run_id, "bridge_call", {"event": kind, **data})
+        event = {"event": kind, "author": identity.call_author, **data}
+        await report(run.services.hub, run.registry, identity.run_id, "bridge_call", event)

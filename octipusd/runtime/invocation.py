@@ -8,6 +8,7 @@ supervisor keeps the run's state; this module does the invocation's I/O.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from octipusd.adapter import Adapter, LaunchRequest, ResultEvent, StreamParser, 
 from octipusd.errors import ExecutableNotFoundError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.outcome import result_failure
+from octipusd.runtime.prompts import dump_prompt, dump_text
 from octipusd.runtime.sessions import ResumePlan
 from octipusd.store.aio import in_thread
 from octipusd.store.records import RunStatus
@@ -36,27 +38,43 @@ class Attempt:
         process: The vendor process, once started.
         parser: The adapter's parser of this invocation.
         result: The vendor's accepted result (the last one, when guidance added turns).
-        confirmed: The vendor session id the vendor confirmed in this invocation.
+        confirmed: The vendor session id the vendor announced or confirmed in this invocation.
+        answered: The vendor answered in that session (an assistant message, or a result that is
+            not an error): it holds the conversation, which is saved at once (seed 003; an init
+            alone confirms nothing).
+        kept: The vendor session id saved at once in this invocation, or None.
         session_missing: A vendor signal that the resumed session is gone (Codex's other thread).
         results_seen: Results received so far.
-        expected_results: Results that end the invocation (guidance sent meanwhile adds some).
+        input_ended: Octipus closed the vendor's stdin (its turn is over): no more guidance is written.
         stopping: Why a stop began, once it did: nothing printed afterwards is accepted.
         usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
         discarded: Events printed after the stop began, dropped.
         bridge_pending: The failure reason while the vendor reports its bridge as still connecting.
+        cost_usd: The cost of the results accepted from this invocation (USD), None while no result
+            reported one.
     """
 
     process: Transport | None = None
     parser: StreamParser | None = None
     result: ResultEvent | None = None
     confirmed: str | None = None
+    answered: bool = False
+    kept: str | None = None
     session_missing: str | None = None
     results_seen: int = 0
-    expected_results: int = 1
+    input_ended: bool = False
     stopping: str | None = None
     usage_at_stop: Usage | None = None
     discarded: int = 0
     bridge_pending: str | None = None
+    cost_usd: float | None = None
+
+    def accept_result(self, result: ResultEvent) -> None:
+        """Keep an accepted result: the last one is the invocation's, every one's cost counts."""
+        self.result = result
+        self.results_seen += 1
+        if result.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
 
     def usage(self) -> Usage:
         """The usage accepted from this invocation."""
@@ -74,16 +92,56 @@ class Invocation:
 
     def __init__(self, supervisor: RunSupervisor) -> None:
         self._run = supervisor
+        self._spent = Usage()  # the run's invocations that ended: tokens
+        self._spent_cost: float | None = None  # and the cost their vendors reported (USD)
+        self._spent_by_thread: dict[str, Usage] = {}  # tokens per vendor session id
+
+    async def thread_usage(self, request: LaunchRequest) -> Usage:
+        """The vendor thread's usage before this invocation (tokens), for an adapter whose vendor
+        reports thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3):
+        every other run of the same vendor session is stored with its own usage, summed in the
+        database, plus this run's ended invocations in that thread (a follow-up's earlier ones).
+        The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
+        earlier = self.spent_in(request.vendor_session_id)
+        if request.vendor_session_id is None:
+            return earlier
+        run = self._run.run
+        totals = await in_thread(
+            functools.partial(
+                self._run.services.store.usage_totals,
+                run.session_id,
+                vendor_session_id=request.vendor_session_id,
+                exclude_run_id=run.id,
+            )
+        )
+        stored = Usage(
+            totals.input_tokens,
+            totals.output_tokens,
+            totals.cache_creation_input_tokens,
+            totals.cache_read_input_tokens,
+        )
+        return stored + earlier
+
+    def spent_in(self, vendor_session_id: str | None) -> Usage:
+        """The tokens this run's ended invocations used in one vendor session (a thread's earlier
+        usage, for a vendor that reports thread totals)."""
+        if vendor_session_id is None:
+            return Usage()
+        return self._spent_by_thread.get(vendor_session_id, Usage())
 
     async def run(self, request: LaunchRequest, resume: ResumePlan) -> None:
-        """One vendor invocation of the run: launch, stream, reap, account usage.
+        """One vendor invocation of the run: dump its prompt, launch, stream, reap, account usage.
 
         Raises:
+            OSError: the prompt dump could not be written (``agent.promptDumps``).
             AdapterError: the adapter refused the launch (nothing was started).
             ExecutableNotFoundError: the binary could not be executed.
         """
         adapter = self._run.adapter
         assert adapter is not None
+        if self._run.services.prompt_dumps:  # the whole prompt, system instructions included (seed 003)
+            text = dump_text(request.prompt, request.system_prompt)
+            await anyio.to_thread.run_sync(dump_prompt, self._run.run.id, text)
         spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
         for message in spec.notices:
             await self._run.notice(message)
@@ -163,17 +221,24 @@ class Invocation:
                 "the vendor exited while a process it started still held its output; the run ended without "
                 "waiting for it, and what was left of it was stopped"
             )
+        # the run's figures are the sum of its invocations (a cold retry, a follow-up): one figure
         usage = attempt.usage()
+        self._spent = self._spent + usage
+        thread = attempt.confirmed or request.vendor_session_id
+        if thread is not None:
+            self._spent_by_thread[thread] = self.spent_in(thread) + usage
+        if attempt.cost_usd is not None:
+            self._spent_cost = (self._spent_cost or 0.0) + attempt.cost_usd
         result = attempt.result
         # stored with the final status (one commit), or before a retry (_keep_accounting)
         self._run.accounting = {
             "exit_code": process.returncode,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "usage_estimated": usage.estimated,
-            "cost_usd": result.cost_usd if result else None,
+            "input_tokens": self._spent.input_tokens,
+            "output_tokens": self._spent.output_tokens,
+            "cache_creation_input_tokens": self._spent.cache_creation_input_tokens,
+            "cache_read_input_tokens": self._spent.cache_read_input_tokens,
+            "usage_estimated": self._spent.estimated,
+            "cost_usd": self._spent_cost,
             "result_text": result.text if result else None,
         }
 

@@ -23,6 +23,7 @@ from octipusd.policy.spaces import check_space_model, check_space_turn
 from octipusd.runtime.compaction import CompactionReport, describe_compaction
 from octipusd.runtime.planning import model_row
 from octipusd.runtime.services import RunRegistry, RunServices
+from octipusd.runtime.steering import submit
 from octipusd.runtime.supervisor import RunSupervisor
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Run, RunStatus, Session
@@ -233,19 +234,21 @@ class RunManager:
             return await self.services.compact(session_id, keep_turns)
 
     async def steer(self, session_id: str, text: str) -> dict[str, Any]:
-        """Deliver user guidance to the session's live run.
+        """Deliver user guidance to the session's live root run (:func:`~octipusd.runtime.steering.submit`).
 
         Vendors that take live guidance get it on stdin at once (Claude: a stream-json user
         message; Codex app-server: ``turn/steer``): event ``steering_submitted``. Otherwise it is
-        queued: the run context of Octipus tool responses carries it, and event
-        ``guidance_pending`` says so (seed 003 "Plans, feedback and delegation").
+        queued (event ``steering_queued``): the run context of Octipus tool responses carries it and a
+        follow-up invocation sends it; what is never applied is reported when the run completes
+        (``guidance_pending``, seed 003 "Plans, feedback and delegation"). A pending
+        ``collect_children`` wait returns at once; no child is cancelled or steered.
 
         Returns:
             ``{"run_id": ..., "delivery": "stdin" | "queued"}``.
 
         Raises:
             InvalidRequestError: empty text.
-            ConflictError: the session has no live run (post a turn instead).
+            ConflictError: the session has no live run (post a turn instead), or it is ending.
         """
         if not text.strip():
             raise InvalidRequestError("guidance text is empty")
@@ -255,27 +258,13 @@ class RunManager:
                 f"session {session_id} has no live run to steer; send the guidance as the next turn "
                 f"(octipusctl run --session {session_id} ...)"
             )
-        if live.ending is not None:
+        ending = live.ending or live.steering.closed
+        if ending is not None:
             raise ConflictError(
-                f"run {live.run.id} of session {session_id} is ending ({live.ending}); send the guidance "
+                f"run {live.run.id} of session {session_id} is ending ({ending}); send the guidance "
                 "as the next turn once it ended"
             )
-        attempt, hub = live.attempt, self.services.hub
-        parser = attempt.parser
-        steering = parser.steer(text) if parser is not None and attempt.process is not None else None
-        if steering is not None and attempt.results_seen < attempt.expected_results:
-            attempt.expected_results += steering.extra_results
-            delivered = True
-            for line in steering.lines:
-                assert attempt.process is not None
-                delivered = delivered and await attempt.process.write_line(line)
-            if delivered:
-                await hub.emit(live.run.id, "steering_submitted", {"text": text, "delivery": "stdin"})
-                return {"run_id": live.run.id, "delivery": "stdin"}
-            attempt.expected_results -= steering.extra_results
-        live.guidance.append(text)
-        await hub.emit(live.run.id, "guidance_pending", {"text": text, "delivery": "queued"})
-        return {"run_id": live.run.id, "delivery": "queued"}
+        return {"run_id": live.run.id, "delivery": await submit(live, text)}
 
     async def stop(self, run_id: str, reason: str = "stopped by the user") -> Run:
         """Stop a live run (status ``cancelled``); a finished run is returned unchanged.

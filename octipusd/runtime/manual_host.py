@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from octipusd.errors import ConflictError
-from octipusd.toolkit import AuthorizationResult, Body, ChildRequest, Executed, RunIdentity
+from octipusd.toolkit import AuthorizationResult, Body, ChildRequest, Executed, PlanUpdate, RunIdentity
 
 __all__ = ["ManualCallHost"]
 
@@ -54,7 +54,7 @@ class ManualCallHost:
         """Refused: a work plan belongs to an agent run."""
         raise _no_run("the work plan", identity)
 
-    async def save_work_plan(self, identity: RunIdentity, plan: dict[str, Any]) -> dict[str, Any]:
+    async def save_work_plan(self, identity: RunIdentity, update: PlanUpdate) -> dict[str, Any]:
         """Refused: a work plan belongs to an agent run."""
         raise _no_run("the work plan", identity)
 

@@ -23,13 +23,13 @@ from octipusd.errors import ConflictError, ExecutableNotFoundError, NotFoundErro
 from octipusd.policy.spaces import check_space_model
 from octipusd.runner.executables import Resolution, resolve_executable
 from octipusd.runtime.children import LAZY_DISCOVERY_TOOLS, MAX_DEPTH
-from octipusd.runtime.sessions import fingerprint, provider_identity
+from octipusd.runtime.sessions import fingerprint, provider_identity, tool_schema
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSession
 from octipusd.store.repository import Store
 from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
-from octipusd.tools import CHILD_ROLES, DEFAULT_TOOLS, child_tools
+from octipusd.tools import DEFAULT_TOOLS, child_tools, run_instructions
 
 __all__ = ["TurnBasis", "TurnPlan", "model_row", "plan_turn", "positive_int", "read_basis"]
 
@@ -75,14 +75,14 @@ class TurnPlan:
     Attributes:
         basis: The checked session facts.
         tools: The tools the run's bridge exposes.
-        instructions: The stable role prompt of a child (None for a root run).
+        instructions: The run's stable system instructions (Octipus's, then a child's role prompt).
         real_workspace: The workspace with symlinks resolved (Claude scopes resume by it).
         fingerprint: The session fingerprint of this invocation (seed 003).
     """
 
     basis: TurnBasis
     tools: tuple[ToolSpec, ...]
-    instructions: str | None
+    instructions: str
     real_workspace: Path
     fingerprint: str
 
@@ -184,8 +184,14 @@ async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, ro
     is_child = role is not None
     own = child_tools(depth < MAX_DEPTH) if is_child else DEFAULT_TOOLS
     tools = (*own, *connected.tools)
-    tool_names = [t.name for t in tools if not (is_child and t.name in LAZY_DISCOVERY_TOOLS)]
-    instructions = CHILD_ROLES.get(role) if role is not None else None
+    # seed 003: a root's fingerprint covers the full tool schemas, a keyed child's its tool ids
+    # (without the lazy discovery tools)
+    covered = (
+        [{"name": t.name} for t in tools if t.name not in LAZY_DISCOVERY_TOOLS]
+        if is_child
+        else [tool_schema(t) for t in tools]
+    )
+    instructions = run_instructions(role)  # one constant text per role: the fingerprint stays stable
     # Claude's resume is scoped to the real working directory (observed.md §1.7): a workspace
     # path whose target moved is a different conversation scope, detected before spawning
     real = basis.real_workspace
@@ -198,7 +204,7 @@ async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, ro
         permission_mode=f"{mode}:space" if basis.in_space else str(mode),
         workspace=real,
         instructions=instructions,
-        tool_names=tool_names,
+        tools=covered,
         provider=provider_identity(basis.options),
         role=role,
     )

@@ -1,7 +1,9 @@
 """Prompt dumps (seed 003 "Permissions and limits", setting ``agent.promptDumps``).
 
 The prompt handed to every CLI is written to ``~/.octipus/prompts`` as an owner-only file,
-swept after seven days. With ``agent.promptDumps = false`` nothing is written.
+swept after seven days. With ``agent.promptDumps = false`` nothing is written. The dump is the
+whole prompt of the invocation: the system instructions Octipus passes with it (under
+:data:`SYSTEM_HEADER`), then the turn's prompt (under :data:`PROMPT_HEADER`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,18 @@ from octipusd.runner.process import write_private_file
 
 #: Seconds a prompt dump is kept.
 RETENTION = 7 * 24 * 3600
+
+#: The line before the system instructions in a dump, and the line before the turn's prompt.
+SYSTEM_HEADER = "----- system instructions (passed with the invocation) -----"
+PROMPT_HEADER = "----- prompt -----"
+
+
+def dump_text(prompt: str, system_prompt: str | None) -> str:
+    """The text of a dump: ``system_prompt`` (if any) under :data:`SYSTEM_HEADER`, then ``prompt``
+    under :data:`PROMPT_HEADER` (a prompt without system instructions is dumped as it is)."""
+    if not system_prompt:
+        return prompt
+    return f"{SYSTEM_HEADER}\n{system_prompt}\n{PROMPT_HEADER}\n{prompt}"
 
 
 def prompts_dir() -> Path:

@@ -10,34 +10,37 @@ nothing an older turn saves afterwards is kept.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
-from octipusd.adapter import Adapter, LaunchRequest, Usage
+from octipusd.adapter import Adapter
+from octipusd.errors import OctipusError
 from octipusd.runtime.children import MAX_CHILD_SESSIONS, child_scope
 from octipusd.runtime.outcome import result_failed
-from octipusd.runtime.prompts import dump_prompt
 from octipusd.runtime.sessions import ResumePlan
+from octipusd.runtime.steering import store_guidance
 from octipusd.runtime.transcript import LaunchPrompt, render_launch_prompt
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Checkpoint, Run, SessionMessage, VendorSession
-from octipusd.store.repository import Store
+from octipusd.store.records import Checkpoint, SessionMessage, VendorSession
 from octipusd.store.reuse_store import RootVendorSave
 
 if TYPE_CHECKING:
     from octipusd.runtime.planning import TurnPlan
     from octipusd.runtime.supervisor import RunSupervisor
 
-__all__ = ["ReuseState", "launch_prompt", "resumable", "reuse_key", "save_session", "thread_usage"]
+__all__ = [
+    "ReuseState",
+    "keep_confirmed",
+    "launch_prompt",
+    "resumable",
+    "reuse_key",
+    "save_session",
+]
 
 log = logging.getLogger("octipusd.runtime")
-
-#: Earlier runs of a session read to sum a vendor thread's usage before this turn.
-USAGE_HISTORY_RUNS = 10_000
 
 
 @dataclass
@@ -45,6 +48,7 @@ class ReuseState:
     """What the run resumes and may save, updated by a cold retry.
 
     Attributes:
+        plan: The turn's frozen plan (its fingerprint is what a save stores).
         key: The reuse record key, or None (the run neither resumes nor saves).
         resume: Resume or cold start, and the vendor session id to use.
         stored: The record the run started from, or None.
@@ -53,6 +57,7 @@ class ReuseState:
             since), or None.
     """
 
+    plan: TurnPlan
     key: str | None
     resume: ResumePlan
     stored: VendorSession | None
@@ -135,15 +140,14 @@ async def launch_prompt(
             await run.notice(
                 _carried_text(launch), carried=list(launch.carried), checkpoint_id=launch.checkpoint_id
             )
-    if run.services.prompt_dumps:
-        await anyio.to_thread.run_sync(dump_prompt, record.id, launch.text)
     return launch
 
 
 async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) -> None:
     """Keep the transcript and the vendor session for the next turn (seed 003).
 
-    A root turn's accepted answer joins the transcript; the vendor session is saved whenever the
+    A root turn's accepted answer joins the transcript, after the guidance that reached the vendor and
+    before the guidance that did not (so the next turn carries that); the vendor session is saved whenever the
     vendor confirmed it in this run (even when the turn then failed or was interrupted: the vendor
     holds that conversation). A child saves only if no retry took its key since, and drops its key
     when it exceeded its token budget.
@@ -151,7 +155,10 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
     store, session = run.services.store, plan.session
     key, confirmed = state.key, run.attempt.confirmed
     if run.parent is None:
-        if await _save_root_turn(run, plan, state):
+        await store_guidance(run, delivered=True)
+        kept = await _save_root_turn(run, plan, state)
+        await store_guidance(run, delivered=False)
+        if kept:
             return
     else:
         if key is None:
@@ -164,18 +171,7 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
             return
         # a child stopped by a cancel, a timeout or a turn limit still saves, but only if the vendor
         # confirmed the session in this run and no retry has taken the key since
-        saved = await in_thread(
-            lambda: store.save_vendor_session(
-                session_id=session.id,
-                key=key,
-                vendor_session_id=confirmed,
-                fingerprint=plan.fingerprint,
-                cwd=str(plan.real_workspace),
-                generation=run.generation,
-                expect_vendor_session_id=state.expected,
-                max_children=MAX_CHILD_SESSIONS,
-            )
-        )
+        saved = await in_thread(_vendor_save(run, state, key, confirmed))
         if saved is not None:
             return
     await run.notice(
@@ -189,22 +185,9 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
 async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState) -> bool:
     """A root turn's accepted answer and confirmed vendor session, in one store transaction; False
     when the vendor session was to be saved but was not (the session was cleared meanwhile)."""
-    result, key, confirmed, stored = run.attempt.result, state.key, run.attempt.confirmed, state.stored
+    result, key, confirmed = run.attempt.result, state.key, run.attempt.confirmed
     answered = result is not None and bool(result.text) and not result_failed(result)
-    vendor = None
-    if key is not None and confirmed:
-        vendor = RootVendorSave(
-            key=key,
-            vendor_session_id=confirmed,
-            fingerprint=plan.fingerprint,
-            cwd=str(plan.real_workspace),
-            cursor=run.user_seq or (stored.cursor if stored else 0),  # without an answer
-            checkpoint_id=(
-                stored.checkpoint_id
-                if state.resume.resume and stored is not None
-                else state.launch.checkpoint_id
-            ),
-        )
+    vendor = _root_vendor(run, state, key, confirmed) if key is not None and confirmed else None
     if vendor is None and not answered:
         return True
     kept = await in_thread(
@@ -221,24 +204,65 @@ async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState)
     return vendor is None or kept.vendor_session is not None
 
 
-async def thread_usage(store: Store, request: LaunchRequest, run: Run) -> Usage:
-    """The vendor thread's usage before this turn (tokens), for an adapter whose vendor reports
-    thread totals (``Adapter.usage_is_cumulative``; ``codex exec``, observed.md §2.3): every
-    earlier run of the same vendor session is stored with its own turn's usage, so it is their
-    sum. The adapter's parser subtracts it (``LaunchRequest.thread_usage``)."""
-    prior = Usage()
-    if request.vendor_session_id is None:
-        return prior
-    runs = await in_thread(store.list_runs, session_id=run.session_id, limit=USAGE_HISTORY_RUNS)
-    for earlier in runs:
-        if earlier.id != run.id and earlier.vendor_session_id == request.vendor_session_id:
-            prior = prior + Usage(
-                earlier.input_tokens,
-                earlier.output_tokens,
-                earlier.cache_creation_input_tokens,
-                earlier.cache_read_input_tokens,
-            )
-    return prior
+def _root_vendor(run: RunSupervisor, state: ReuseState, key: str, confirmed: str) -> RootVendorSave:
+    """The vendor record a root turn saves for ``confirmed`` (its cursor: the turn's prompt, which
+    the vendor has seen; a saved answer moves it on)."""
+    stored, plan = state.stored, state.plan
+    return RootVendorSave(
+        key=key,
+        vendor_session_id=confirmed,
+        fingerprint=plan.fingerprint,
+        cwd=str(plan.real_workspace),
+        cursor=run.user_seq or (stored.cursor if stored else 0),  # without an answer
+        checkpoint_id=(
+            stored.checkpoint_id if state.resume.resume and stored is not None else state.launch.checkpoint_id
+        ),
+    )
+
+
+def _vendor_save(
+    run: RunSupervisor, state: ReuseState, key: str, confirmed: str
+) -> Callable[[], VendorSession | None]:
+    """The store call saving ``confirmed`` under ``key`` alone (without a root turn's answer): in
+    the clear generation the turn read; a child's only if no retry took its key since."""
+    store, plan = run.services.store, state.plan
+    save = functools.partial(
+        store.save_vendor_session,
+        session_id=plan.session.id,
+        key=key,
+        vendor_session_id=confirmed,
+        fingerprint=plan.fingerprint,
+        cwd=str(plan.real_workspace),
+        generation=run.generation,
+    )
+    if run.parent is None:
+        vendor = _root_vendor(run, state, key, confirmed)
+        return functools.partial(save, cursor=vendor.cursor, checkpoint_id=vendor.checkpoint_id)
+    return functools.partial(save, expect_vendor_session_id=state.expected, max_children=MAX_CHILD_SESSIONS)
+
+
+async def keep_confirmed(run: RunSupervisor, state: ReuseState) -> None:
+    """Save the vendor session the vendor has just confirmed, before the run ends (seed 003), so a
+    daemon killed later in the turn leaves it for the next turn to resume.
+
+    Called once per confirmed id of an invocation, once the vendor answered in that session (an
+    assistant message, or a result that is not an error; an init alone confirms nothing, and a
+    resume that failed never answers). The rules of :func:`save_session` hold: the plan's
+    fingerprint; the clear generation the turn read (after a ``/clear`` nothing is written); a
+    child saves only if no retry took its key since, and then expects the id it saved, so its own
+    save at the end still holds. A refused save is left to the one at the end, which says so; a
+    store failure is logged and left to it too (the run goes on).
+    """
+    key, confirmed = state.key, run.attempt.confirmed
+    if key is None or confirmed is None or run.budget_exceeded:
+        return
+    try:
+        saved = await in_thread(_vendor_save(run, state, key, confirmed))
+    except OctipusError as exc:
+        log.warning("run %s: saving vendor session %s at once failed: %s", run.run.id, confirmed, exc.message)
+        return
+    if saved is not None and run.parent is not None:
+        state.expected = confirmed
 
 
 def _carried_text(launch: LaunchPrompt) -> str:

@@ -32,7 +32,7 @@ from octipusd.runtime.admission import Admission, limits_from_settings
 from octipusd.runtime.children import KeyClaims
 from octipusd.runtime.compaction import CompactionReport, compact
 from octipusd.runtime.events import EventHub
-from octipusd.settings import AgentSettings
+from octipusd.settings import MAX_FOLLOW_UPS, AgentSettings
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
 
@@ -57,6 +57,8 @@ class RunLimits:
         watchdog_tick_s: Granularity of the active-work clock (seconds).
         bridge_connect_grace_s: Seconds a vendor that announced its bridge as still connecting
             (Claude's ``pending``) has to list the bridge's tools before the run fails.
+        follow_ups: Follow-up invocations a run makes at most when guidance remains after its vendor
+            finished (``agent.maxFollowUps``).
     """
 
     run_timeout_s: float = 3600.0
@@ -66,6 +68,7 @@ class RunLimits:
     shutdown_grace_s: float = 15.0
     watchdog_tick_s: float = 1.0
     bridge_connect_grace_s: float = 15.0
+    follow_ups: int = MAX_FOLLOW_UPS
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,9 @@ from octipusd.runtime.invocation import Attempt, Invocation
 from octipusd.runtime.outcome import Happened, final_status
 from octipusd.runtime.planning import TurnPlan, plan_turn, positive_int, read_basis
 from octipusd.runtime.relay import PermissionRelay
-from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session, thread_usage
+from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session
 from octipusd.runtime.sessions import ResumePlan, plan_resume
+from octipusd.runtime.steering import Guidance, follow_up, report_unapplied
 from octipusd.runtime.vendor_events import VendorEvents
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Run, RunStatus, VendorSession
@@ -116,6 +117,8 @@ class RunSupervisor:
         self.space = False
         self.tools: dict[str, ToolSpec] = {}
         self.attempt = Attempt()
+        #: What the run resumes and may save, once its plan is frozen.
+        self.reuse: ReuseState | None = None
         self.invocation = Invocation(self)
         #: The last invocation's exit code, usage and result, not stored yet (:meth:`_account`).
         self.accounting: dict[str, Any] = {}
@@ -126,7 +129,7 @@ class RunSupervisor:
         self.stop_status: RunStatus | None = None
         self.stop_reason: str | None = None
         self.review_required: list[str] = []
-        self.guidance: list[str] = []
+        self.steering = Guidance()
         self.waiting_approvals = 0
         self.active_s = 0.0
         self.budget_exceeded = False
@@ -277,9 +280,11 @@ class RunSupervisor:
                 worker_id=f"child:{run.id}" if self.parent is not None else f"root:{session.id}",
                 workspace=plan.basis.workspace,
                 attended=session.attended,
+                author=run.author,  # a space member's calls are recorded as theirs
             )
             self.tools = {t.tool_id: t for t in plan.tools}
-            state = ReuseState(
+            state = self.reuse = ReuseState(
+                plan=plan,
                 key=key,
                 resume=resume,
                 stored=stored,
@@ -329,11 +334,12 @@ class RunSupervisor:
         for attempt in (1, 2):
             request = self._request(plan, bridge, state, denied)
             if adapter.usage_is_cumulative(request):
-                usage = await thread_usage(self.services.store, request, self.run)
+                usage = await self.invocation.thread_usage(request)
                 request = dataclasses.replace(request, thread_usage=usage)
             await self.invocation.run(request, state.resume)
             signal = self.invocation.session_gone() if state.resume.resume else None
             if signal is None:
+                await follow_up(self, request)  # guidance left when the vendor finished (seed 003)
                 return
             stale = state.resume.vendor_session_id
             assert state.key is not None and stale is not None
@@ -532,6 +538,7 @@ class RunSupervisor:
             await process.reap()
         services.admission.release(self)  # its vendor is gone: the next queued run may start
         result = self.attempt.result
+        note = await report_unapplied(self)  # guidance never applied is named, never silently lost
         verdict = final_status(
             Happened(
                 stop_status=self.stop_status,
@@ -558,7 +565,7 @@ class RunSupervisor:
             status=verdict.status,
             reason=verdict.reason,
             exit_code=process.returncode if process else None,
-            result_text=result.text if result else None,
+            result_text="\n\n".join(t for t in (result.text if result else None, note) if t) or None,
             accounting=accounting,
             approvals_reason=f"the run ended ({verdict.status})",
         )

@@ -2,11 +2,12 @@
 
 Each event is queued for storage first (unless it is a kind that is never stored; the events of one
 read of the vendor's output are committed together, :meth:`VendorEvents.stored`), then acted on: a session
-announcement keeps the vendor's session id; a permission request is relayed; a native tool use is
-shown to the flow guard; a cancelled control request stops its wait; a failure the adapter found
+announcement keeps the vendor's session id, saved for reuse as soon as the vendor answers in it; a
+permission request is relayed; a native tool use is shown to the flow guard; a cancelled control request stops its wait; a failure the adapter found
 (a bridge not connected) fails the run, or, while the vendor still connects to the bridge, only if
-the vendor never lists the bridge's tools; a result is kept and ends the input. After a stop began
-every event is dropped and counted.
+the vendor never lists the bridge's tools; an acknowledged or refused guidance updates the run's
+guidance ledger; a result is kept and ends the input unless guidance still waits for its answer.
+After a stop began every event is dropped and counted.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ from octipusd.adapter import (
     SessionEvent,
     StatusEvent,
     StdinWriteEvent,
+    SteeringAckEvent,
+    TextEvent,
+    ThinkingEvent,
     ToolUseEvent,
     VendorEvent,
 )
 from octipusd.runtime.events import NOT_STORED
 from octipusd.runtime.relay import BRIDGE_PREFIX
+from octipusd.runtime.reuse import keep_confirmed
 from octipusd.store.aio import in_thread
 from octipusd.store.event_writer import PendingEvent
 
@@ -36,7 +41,11 @@ if TYPE_CHECKING:
     from octipusd.bridge.server import Bridge
     from octipusd.runtime.supervisor import RunSupervisor
 
-__all__ = ["VendorEvents"]
+__all__ = ["ANSWERS", "VendorEvents"]
+
+#: The events by which a vendor answers in its session (what confirms it; a result only when it is
+#: not an error).
+ANSWERS = (TextEvent, ThinkingEvent, ToolUseEvent, ResultEvent)
 
 
 class VendorEvents:
@@ -92,14 +101,52 @@ class VendorEvents:
             if attempt.session_missing is None:
                 for line in event.lines:
                     await process.write_line(line)
+        elif isinstance(event, SteeringAckEvent):
+            if event.refused is None:
+                run.steering.acknowledge(event.text)
+            else:
+                run.steering.refuse(event.text)
+                await self.end_input_if_answered()
         elif isinstance(event, ResultEvent):
-            attempt.result = event
-            attempt.results_seen += 1
+            attempt.accept_result(event)
+            run.steering.on_result(event)
             if event.session_id and not event.is_error:
                 attempt.confirmed = event.session_id
-            if attempt.results_seen >= attempt.expected_results:  # guidance sent meanwhile adds results
-                await process.close_stdin()
+            await self.end_input_if_answered()
+        await self._keep_if_answered(event)
         self._check_token_budget(tg)
+
+    async def _keep_if_answered(self, event: VendorEvent) -> None:
+        """Save the vendor session once the vendor answered in it (an assistant message, or a result
+        that is not an error; seed 003), not only at the run's end: a daemon killed afterwards
+        leaves it for the next turn. An init alone confirms nothing; Codex may announce its thread
+        only after answering, which then saves it."""
+        run = self._run
+        attempt = run.attempt
+        if isinstance(event, ANSWERS) and not (isinstance(event, ResultEvent) and event.is_error):
+            attempt.answered = True
+        confirmed = attempt.confirmed
+        if (
+            attempt.answered
+            and confirmed is not None
+            and confirmed != attempt.kept
+            and attempt.session_missing is None
+            and attempt.stopping is None
+            and run.reuse is not None
+        ):
+            attempt.kept = confirmed
+            await keep_confirmed(run, run.reuse)
+
+    async def end_input_if_answered(self) -> None:
+        """End the vendor's input once its turn is over: a result arrived and no guidance written to it
+        still waits for its acknowledgement or its answer (seed 003; the vendor may fold guidance into
+        the running request or take it as one more turn, so results are not counted per message)."""
+        attempt = self._run.attempt
+        if attempt.input_ended or attempt.results_seen == 0 or self._run.steering.awaiting_answer():
+            return
+        attempt.input_ended = True
+        if attempt.process is not None:
+            await attempt.process.close_stdin()
 
     async def stored(self) -> None:
         """Wait until every event handled so far is committed (and published): one commit for all.
@@ -115,6 +162,9 @@ class VendorEvents:
         """The vendor announced its session: keep the id; a failed bridge fails the run."""
         run = self._run
         if event.session_id:
+            previous = run.attempt.confirmed
+            if previous is not None and previous != event.session_id:  # another conversation, unanswered
+                run.attempt.answered = False
             run.attempt.confirmed = event.session_id
             if run.run.vendor_session_id != event.session_id:  # vendor-assigned (Codex, Vibe) or replaced
                 run.run = await in_thread(

@@ -4,7 +4,7 @@ This package is the only place SQLModel appears. Everything outside it uses:
 
 * :class:`Store` (``repository.py``): synchronous, thread-safe methods returning the frozen
   records of ``records.py``, one mixin module per aggregate (``session_store.py``,
-  ``model_row_store.py``, ``run_store.py``, ``approval_store.py``, ``policy_store.py``,
+  ``plan_store.py``, ``model_row_store.py``, ``run_store.py``, ``approval_store.py``, ``policy_store.py``,
   ``journal_store.py``, ``recovery_store.py``, ``invocation_store.py``, ``reuse_store.py``,
   ``turn_store.py``) sharing
   the helpers of ``codec.py``;
@@ -22,9 +22,11 @@ from octipusd.store.migrate import upgrade
 from octipusd.store.records import (
     Approval,
     ApprovalStatus,
+    FeedbackStatus,
     ModelRow,
     PermissionGrant,
     PermissionRule,
+    PlanFeedback,
     Run,
     RunEvent,
     RunStatus,
@@ -40,9 +42,11 @@ __all__ = [
     "Approval",
     "ApprovalStatus",
     "DatabaseLock",
+    "FeedbackStatus",
     "ModelRow",
     "PermissionGrant",
     "PermissionRule",
+    "PlanFeedback",
     "Run",
     "RunEvent",
     "RunStatus",

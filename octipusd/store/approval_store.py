@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import and_, or_, update
 from sqlmodel import Session as DbSession, col, select
@@ -28,6 +28,15 @@ APPROVAL_KINDS: tuple[str, ...] = ("tool", "questionnaire", "action_recovery", "
 
 #: ``decided_by`` written when octipusd itself resolves an approval (expiry, cancel).
 SYSTEM_ACTOR = "octipusd"
+
+
+#: The ``decision`` of an approval in each decided status (a pending one has none).
+_DECISIONS: dict[str, Literal["approve", "deny"]] = {
+    ApprovalStatus.APPROVED: "approve",
+    ApprovalStatus.DENIED: "deny",
+    ApprovalStatus.EXPIRED: "deny",
+    ApprovalStatus.CANCELLED: "deny",
+}
 
 
 def _approval(row: ApprovalRow) -> Approval:
@@ -52,6 +61,7 @@ def _approval(row: ApprovalRow) -> Approval:
         answers=load_object(row.answers) if row.answers else None,
         grant_id=row.grant_id,
         action_ids=tuple(json.loads(row.action_ids)) if row.action_ids else (),
+        decision=_DECISIONS.get(row.status),
     )
 
 

@@ -102,6 +102,8 @@ class ToolAction:
             bound is known).
         dispatch: Where its request went (a JSON object, see ``DispatchRef``), if recorded.
         dispatch_ended_at: When Octipus positively ended that transport (None: it did not).
+        author: Who made the call: the person who started the turn (a space member) or the call
+            by hand; None for a record written before the column existed (then ``user``).
     """
 
     id: str
@@ -132,6 +134,7 @@ class ToolAction:
     in_flight_until: datetime | None
     dispatch: dict[str, Any] | None
     dispatch_ended_at: datetime | None
+    author: str | None = None
 
     def may_still_land(self, now: datetime) -> bool:
         """True while a dispatched request of this call may still take effect: its transport was
@@ -274,6 +277,7 @@ class JournalStoreMixin(StoreMixin):
         detail: str | None = None,
         in_flight_seconds: float | None = None,
         dispatch: dict[str, Any] | None = None,
+        author: str | None = None,
     ) -> ToolAction:
         """Write and commit a journal record before the tool body runs.
 
@@ -297,6 +301,7 @@ class JournalStoreMixin(StoreMixin):
             in_flight_seconds: The call's own deadline (seconds): until ``started`` plus this,
                 a dispatched request may still land (None: no bound is known).
             dispatch: Where the request goes (``DispatchRef.to_json()``), if known now.
+            author: Who made the call (a space member who started the turn; None: ``user``).
 
         Returns:
             The record.
@@ -332,6 +337,7 @@ class JournalStoreMixin(StoreMixin):
             outcome=outcome,
             detail=detail,
             dispatch=encoded,
+            author=author,
         )
         claim = idempotency_key is not None and outcome == "started"
         single = not claim and invocation is None  # PostgreSQL: one statement, one round trip

@@ -42,6 +42,7 @@ __all__ = [
     "ModelRowRow",
     "PermissionGrantRow",
     "PermissionRuleRow",
+    "PlanFeedbackRow",
     "RunEventRow",
     "RunRow",
     "SessionCheckpointRow",
@@ -309,12 +310,42 @@ class ApprovalRow(SQLModel, table=True):
 
 
 class WorkPlanRow(SQLModel, table=True):
-    """Table ``work_plans``: the current work plan of a session."""
+    """Table ``work_plans``: the current work plan of a session; ``revision`` counts its saves (1: the
+    first), so an update made from an older read is refused (FACTS.md §8)."""
 
     __tablename__ = "work_plans"
 
     session_id: str = Field(primary_key=True, foreign_key="sessions.id", sa_type=_ID)
     plan: str = Field(sa_type=sa.Text)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    revision: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+
+
+class PlanFeedbackRow(SQLModel, table=True):
+    """Table ``plan_feedback``: what a person said about a session's work plan or one of its steps.
+
+    ``seq`` orders a session's items (1, 2, ...); ``plan_revision`` is the plan's revision the item
+    was given at; ``status`` is ``pending``, ``applied`` or ``needs_clarification``; ``response`` is
+    the agent's latest note (``responded_at``, ``responded_revision``: when, and the revision its
+    update saved); ``replies`` (JSON list) the person's answers, each reopening the item.
+    """
+
+    __tablename__ = "plan_feedback"
+    __table_args__ = (sa.UniqueConstraint("session_id", "seq"),)
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    session_id: str = Field(foreign_key="sessions.id", sa_type=_ID)
+    seq: int
+    text: str = Field(sa_type=sa.Text)
+    step_id: str | None = Field(default=None, sa_type=sa.Text)
+    author: str = Field(sa_type=sa.Text)
+    plan_revision: int
+    status: str = Field(sa_type=sa.String(24))
+    response: str | None = Field(default=None, sa_type=sa.Text)
+    responded_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    responded_revision: int | None = Field(default=None)
+    replies: str = Field(default="[]", sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
 
 
@@ -399,6 +430,8 @@ class ToolActionRow(SQLModel, table=True):
     when no dispatched request of the call can land any more (``started_at`` plus the call's
     deadline; NULL: no bound known), ``dispatch`` where its request went (JSON, e.g. an MCP
     session id) and ``dispatch_ended_at`` when Octipus positively ended that transport.
+    ``author`` is who made the call: the space member who started the turn (``user`` stays the
+    account the call runs for, the recovery scope); NULL in records older than the column.
     """
 
     __tablename__ = "tool_actions"
@@ -432,6 +465,7 @@ class ToolActionRow(SQLModel, table=True):
     in_flight_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
     dispatch: str | None = Field(default=None, sa_type=sa.Text)
     dispatch_ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    author: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class ActionReceiptRow(SQLModel, table=True):

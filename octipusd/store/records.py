@@ -10,16 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
+
+from octipusd.toolkit.plans import FeedbackStatus
 
 __all__ = [
     "MESSAGE_ROLES",
     "Approval",
     "ApprovalStatus",
     "Checkpoint",
+    "FeedbackReply",
+    "FeedbackStatus",
     "ModelRow",
     "PermissionGrant",
     "PermissionRule",
+    "PlanFeedback",
     "Run",
     "RunEvent",
     "RunStatus",
@@ -27,6 +32,7 @@ __all__ = [
     "SessionMessage",
     "Space",
     "SpaceRole",
+    "UsageTotals",
     "VendorSession",
     "WorkPlan",
 ]
@@ -229,6 +235,31 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """What a set of runs used, summed in the database (every run, no page limit).
+
+    Attributes:
+        runs: Runs counted.
+        input_tokens: Input tokens (count).
+        output_tokens: Output tokens (count).
+        cache_creation_input_tokens: Tokens written to the vendor's prompt cache (count).
+        cache_read_input_tokens: Tokens read from the vendor's prompt cache (count).
+        cost_usd: The sum of the costs the vendors reported (USD), None when no run reported one.
+        runs_without_cost: Runs whose vendor reported no cost (not in ``cost_usd``).
+        estimated: Whether any run's usage was estimated by Octipus.
+    """
+
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None
+    runs_without_cost: int
+    estimated: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RunEvent:
     """One persisted event of a run (text, tool use, usage, ...).
 
@@ -383,6 +414,8 @@ class Approval:
         grant_id: The scoped grant the answer created ("remember"), or None.
         action_ids: The journal records a recovery (``action_recovery``) or replay
             (``pipeline_replay``) review covers.
+        decision: ``approve`` once approved, ``deny`` once denied, expired or cancelled (the call
+            did not get permission); None while pending.
     """
 
     id: str
@@ -405,6 +438,7 @@ class Approval:
     answers: dict[str, Any] | None = None
     grant_id: str | None = None
     action_ids: tuple[str, ...] = ()
+    decision: Literal["approve", "deny"] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +453,62 @@ class WorkPlan:
 
     session_id: str
     plan: dict[str, Any]
+    updated_at: datetime
+    revision: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackReply:
+    """A person's answer to the agent's note on an item of plan feedback.
+
+    Attributes:
+        text: The answer.
+        author: Who gave it.
+        created_at: When.
+        answering: The agent's note it answers (None: the agent had written none).
+    """
+
+    text: str
+    author: str
+    created_at: datetime
+    answering: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFeedback:
+    """One item of a person's feedback on a session's work plan (seed 003 "Plans, feedback and
+    delegation").
+
+    Attributes:
+        id: 32 hex characters.
+        session_id: The session whose plan it is about.
+        seq: Its place in the session's feedback history (1, 2, ...).
+        text: What the person said.
+        step_id: The plan step it is about, or None (the whole plan).
+        author: Who gave it.
+        plan_revision: The plan's revision it was given at.
+        status: Where it stands.
+        response: The agent's latest note on it, or None.
+        responded_at: When the agent wrote that note.
+        responded_revision: The plan revision the agent's update saved with that note.
+        replies: The person's answers to the agent's notes, oldest first.
+        created_at: When it was given.
+        updated_at: Its last change.
+    """
+
+    id: str
+    session_id: str
+    seq: int
+    text: str
+    step_id: str | None
+    author: str
+    plan_revision: int
+    status: FeedbackStatus
+    response: str | None
+    responded_at: datetime | None
+    responded_revision: int | None
+    replies: tuple[FeedbackReply, ...]
+    created_at: datetime
     updated_at: datetime
 
 

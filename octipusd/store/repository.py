@@ -19,8 +19,8 @@ field, a JSON payload that is not an object, a limit below 1, an unknown status)
 :class:`~octipusd.errors.InvalidRequestError`, and a caller's misuse (an unknown field, a
 status that method does not set) ``ValueError``, a bug.
 
-The methods live in one module per aggregate, each a mixin of :class:`Store`: sessions and
-work plans (``session_store.py``), model rows (``model_row_store.py``), runs and events
+The methods live in one module per aggregate, each a mixin of :class:`Store`: sessions
+(``session_store.py``), work plans and their feedback (``plan_store.py``), model rows (``model_row_store.py``), runs and events
 (``run_store.py``, ``event_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
 the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``), session reuse
@@ -53,6 +53,7 @@ from octipusd.store.invocation_store import InvocationStoreMixin
 from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
 from octipusd.store.model_row_store import MODEL_ROW_UPDATABLE_FIELDS, ModelRowStoreMixin
+from octipusd.store.plan_store import PlanStoreMixin
 from octipusd.store.policy_store import PolicyStoreMixin
 from octipusd.store.policy_view import PolicyView
 from octipusd.store.recovery_store import RecoveryStoreMixin
@@ -66,6 +67,7 @@ __all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS
 
 class Store(
     SessionStoreMixin,
+    PlanStoreMixin,
     ModelRowStoreMixin,
     RunStoreMixin,
     EventStoreMixin,

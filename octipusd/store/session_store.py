@@ -1,4 +1,4 @@
-"""Store methods for sessions and their work plans (mixed into :class:`Store`).
+"""Store methods for sessions (mixed into :class:`Store`; their work plans: ``plan_store.py``).
 
 A session created from a model row mirrors the row's adapter, model and permission mode (see
 :mod:`octipusd.store.model_row_store`); deleting a session removes everything recorded under it.
@@ -19,6 +19,7 @@ from octipusd.store.models import (
     ApprovalRow,
     ModelRowRow,
     PermissionGrantRow,
+    PlanFeedbackRow,
     RunEventRow,
     RunRow,
     SessionCheckpointRow,
@@ -30,7 +31,7 @@ from octipusd.store.models import (
     VendorSessionRow,
     WorkPlanRow,
 )
-from octipusd.store.records import RunStatus, Session, WorkPlan
+from octipusd.store.records import RunStatus, Session
 from octipusd.store.validation import check_session_options
 
 __all__ = ["SessionStoreMixin"]
@@ -54,10 +55,6 @@ def _session(row: SessionRow) -> Session:
         clear_generation=row.clear_generation,
         cleared_at=row.cleared_at,
     )
-
-
-def _work_plan(row: WorkPlanRow) -> WorkPlan:
-    return WorkPlan(session_id=row.session_id, plan=load_object(row.plan), updated_at=row.updated_at)
 
 
 class SessionStoreMixin(StoreMixin):
@@ -261,6 +258,7 @@ class SessionStoreMixin(StoreMixin):
             db.exec(delete(VendorSessionRow).where(col(VendorSessionRow.session_id) == session_id))
             db.exec(delete(SessionCheckpointRow).where(col(SessionCheckpointRow.session_id) == session_id))
             db.exec(delete(SessionMessageRow).where(col(SessionMessageRow.session_id) == session_id))
+            db.exec(delete(PlanFeedbackRow).where(col(PlanFeedbackRow.session_id) == session_id))
             db.exec(delete(WorkPlanRow).where(col(WorkPlanRow.session_id) == session_id))
             grant_ids = db.exec(
                 select(PermissionGrantRow.id).where(col(PermissionGrantRow.session_id) == session_id)
@@ -271,43 +269,3 @@ class SessionStoreMixin(StoreMixin):
             db.delete(session)
         self.forget_event_sequences(run_ids)
         self._policy_view.forget_label(session_id)
-
-    # Work plans --------------------------------------------------------------------------
-
-    def get_work_plan(self, session_id: str) -> WorkPlan | None:
-        """Return the session's work plan, or None when it has none.
-
-        Raises:
-            StoreError: The database failed.
-        """
-        with self._tx(f"reading the work plan of session {session_id}") as db:
-            row = db.get(WorkPlanRow, session_id)
-            return _work_plan(row) if row is not None else None
-
-    def save_work_plan(self, session_id: str, plan: dict[str, Any]) -> WorkPlan:
-        """Insert or replace the session's work plan.
-
-        Args:
-            session_id: The session.
-            plan: The plan document (JSON object).
-
-        Returns:
-            The stored plan.
-
-        Raises:
-            InvalidRequestError: ``plan`` is not a JSON-serialisable dict.
-            NotFoundError: No such session.
-            StoreError: The database failed.
-        """
-        payload = dump_object(plan, "work plan")
-        with self._tx(f"saving the work plan of session {session_id}", write=True) as db:
-            self._lock_session(db, session_id)
-            row = db.get(WorkPlanRow, session_id)
-            now = self._clock()
-            if row is None:
-                row = WorkPlanRow(session_id=session_id, plan=payload, updated_at=now)
-            else:
-                row.plan = payload
-                row.updated_at = now
-            db.add(row)
-        return _work_plan(row)

@@ -15,6 +15,8 @@ sibling. Import the names from here; the modules are its parts:
 * :class:`NotExecutedError` -- re-exported from :mod:`octipusd.errors` (the error tree's
   home), as tools raise it.
 * :mod:`~octipusd.toolkit.contracts` -- recovery contracts, probes, dispatch references (seed 004);
+* :mod:`~octipusd.toolkit.plans` -- the work-plan vocabulary (:class:`FeedbackStatus`,
+  :class:`FeedbackResponse`, :class:`PlanUpdate`);
 * :mod:`~octipusd.toolkit.calls` -- what the permission gate is asked (:class:`CallContext`)
   and answers (:class:`GateResult`).
 """
@@ -58,6 +60,7 @@ from octipusd.toolkit.outcomes import (
     log_body_failure,
     run_unjournaled,
 )
+from octipusd.toolkit.plans import FeedbackResponse, FeedbackStatus, PlanUpdate
 from octipusd.toolkit.specs import UNDECLARED_CONTRACT, ToolHandler, ToolResult, ToolSpec, validate_tool_specs
 
 __all__ = [
@@ -77,10 +80,13 @@ __all__ = [
     "DispatchKind",
     "DispatchRef",
     "Executed",
+    "FeedbackResponse",
+    "FeedbackStatus",
     "GateResult",
     "IdempotencyKey",
     "NotExecutedError",
     "Origin",
+    "PlanUpdate",
     "Probe",
     "ProbeResult",
     "ProbeStatus",

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from octipusd.toolkit.identity import RunIdentity
 from octipusd.toolkit.outcomes import Body, Executed
+from octipusd.toolkit.plans import PlanUpdate
 
 __all__ = ["AuthorizationResult", "ChildRequest", "ToolHost"]
 
@@ -88,11 +89,17 @@ class ToolHost(Protocol):
         ...
 
     async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
-        """Return the session's durable work plan, or None if there is none."""
+        """Return the session's durable work plan (with its ``revision``), or None if there is none."""
         ...
 
-    async def save_work_plan(self, identity: RunIdentity, plan: dict[str, Any]) -> dict[str, Any]:
-        """Persist a validated work plan and return it as stored (it may gain an id)."""
+    async def save_work_plan(self, identity: RunIdentity, update: PlanUpdate) -> dict[str, Any]:
+        """Persist a validated work plan with the agent's feedback answers, if ``update.revision`` is
+        the plan's current revision, and return the plan as stored (it gains its new ``revision``).
+
+        Raises:
+            ConflictError: the revision is stale (the message names the current one).
+            InvalidRequestError: an answer names no feedback item of the session.
+        """
         ...
 
     async def run_context(self, identity: RunIdentity) -> dict[str, Any]:

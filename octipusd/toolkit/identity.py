@@ -54,6 +54,8 @@ class RunIdentity:
             file-system tools stay inside it.
         attended: True when a person can answer approvals for this run; an unattended run's
             ASK rules are blocked instead of waiting.
+        author: The person who started the turn (a space member, ``TurnCreate.author``), the
+            author of every call of the run in the journal and the events; None: ``user``.
     """
 
     run_id: str
@@ -62,6 +64,12 @@ class RunIdentity:
     worker_id: str
     workspace: Path
     attended: bool
+    author: str | None = None
+
+    @property
+    def call_author(self) -> str:
+        """Who a call of this run is recorded as made by: :attr:`author`, else :attr:`user`."""
+        return self.author or self.user
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready view (``workspace`` as a string) for events and logs."""
@@ -72,6 +80,7 @@ class RunIdentity:
             "worker_id": self.worker_id,
             "workspace": str(self.workspace),
             "attended": self.attended,
+            "author": self.call_author,
         }
 
 

@@ -6,7 +6,8 @@ agent's set): ``get_cli_run_context``, ``get_work_plan``, ``update_work_plan``,
 :func:`child_tools`: the same set without root-only plan editing, and without the delegation
 tools when it may not delegate further.
 :data:`CHILD_ROLES` maps each spawnable role to its stable role prompt; :data:`ROOT_ROLE` is
-the root agent's role name.
+the root agent's role name. :func:`run_instructions` gives a run's stable system instructions
+(:data:`OCTIPUS_INSTRUCTIONS`, then a child's role prompt).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from octipusd.tools.children import (
     validate_resume_key,
 )
 from octipusd.tools.context import GET_CLI_RUN_CONTEXT
+from octipusd.tools.instructions import OCTIPUS_INSTRUCTIONS, run_instructions
 from octipusd.tools.plan import GET_WORK_PLAN, UPDATE_WORK_PLAN, validate_work_plan
 from octipusd.tools.shell import SHELL_RUN, ShellResult, run_shell
 
@@ -36,6 +38,7 @@ __all__ = [
     "DEFAULT_TOOLS",
     "GET_CLI_RUN_CONTEXT",
     "GET_WORK_PLAN",
+    "OCTIPUS_INSTRUCTIONS",
     "ROOT_ROLE",
     "SHELL_RUN",
     "SPAWN_CHILD",
@@ -43,6 +46,7 @@ __all__ = [
     "ShellResult",
     "child_tools",
     "parse_child_request",
+    "run_instructions",
     "run_shell",
     "validate_resume_key",
     "validate_work_plan",

@@ -2,15 +2,23 @@
 
 Seed 003 ("Plans, feedback and delegation"): a CLI root receives these two tools; its plan
 appears in the same web/TUI view as a native root's plan. ``get_work_plan`` bypasses the
-worker queue. ``update_work_plan`` replaces the plan with a validated one and saves it
-through :meth:`ToolHost.save_work_plan`.
+worker queue. ``update_work_plan`` replaces the plan with a validated one and saves it, with the
+agent's answers to the person's feedback, through :meth:`ToolHost.save_work_plan`.
 
-Plan shape (the tool's input is ``{"plan": PLAN}``)::
+The tool's input (FACTS.md §8)::
 
-    {"title"?: str, "goal"?: str,
-     "steps": [{"id": str, "title": str,
-                "status": "pending" | "in_progress" | "completed" | "blocked",
-                "notes"?: str}, ...]}
+    {"revision": int,            # the plan's revision as read (0 or absent: there is no plan yet);
+                                 # a stale one is refused, naming the current revision
+     "plan": PLAN,
+     "feedbackResponses"?: [{"id": str, "status": "applied" | "needs_clarification",
+                             "response"?: str}, ...]}
+
+    PLAN = {"title"?: str, "goal"?: str,
+            "steps": [{"id": str, "title": str,
+                       "status": "pending" | "in_progress" | "completed" | "blocked",
+                       "notes"?: str}, ...]}
+
+A plan read back (``get_work_plan``, the run context) carries its ``revision`` beside its fields.
 """
 
 from __future__ import annotations
@@ -18,7 +26,16 @@ from __future__ import annotations
 from typing import Any
 
 from octipusd.errors import InvalidRequestError
-from octipusd.toolkit import RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.store.plan_store import MAX_FEEDBACK_ENTRIES
+from octipusd.toolkit import (
+    FeedbackResponse,
+    FeedbackStatus,
+    PlanUpdate,
+    RunIdentity,
+    ToolHost,
+    ToolResult,
+    ToolSpec,
+)
 from octipusd.tools.base import optional_str, reject_unknown, require_str
 
 #: Allowed step statuses.
@@ -74,6 +91,10 @@ def validate_work_plan(plan: Any) -> dict[str, Any]:
     """
     if not isinstance(plan, dict):
         raise InvalidRequestError(f"plan: must be an object, got {type(plan).__name__}")
+    if "revision" in plan:
+        raise InvalidRequestError(
+            "plan.revision: send the revision as update_work_plan's own revision argument, beside plan"
+        )
     reject_unknown(plan, ("title", "goal", "steps"), "plan")
     normalized: dict[str, Any] = {}
     for key in ("title", "goal"):
@@ -118,20 +139,89 @@ async def _get_work_plan(identity: RunIdentity, host: ToolHost, arguments: dict[
     return {"plan": await host.get_work_plan(identity)}
 
 
+#: The statuses an agent answers feedback with.
+ANSWER_STATUSES: tuple[str, ...] = (FeedbackStatus.APPLIED.value, FeedbackStatus.NEEDS_CLARIFICATION.value)
+
+_RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "The feedback item's id (from get_cli_run_context)."},
+        "status": {"type": "string", "enum": list(ANSWER_STATUSES)},
+        "response": {
+            "type": "string",
+            "description": "What you did, or what you need the person to clarify.",
+        },
+    },
+    "required": ["id", "status"],
+    "additionalProperties": False,
+}
+
+
+def validate_revision(value: Any) -> int:
+    """The ``revision`` argument: a whole number, 0 or more (absent: 0).
+
+    Raises:
+        InvalidRequestError: ``revision: must be ...``.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidRequestError(f"revision: must be a whole number, 0 or more, got {value!r}")
+    return value
+
+
+def validate_feedback_responses(value: Any) -> tuple[FeedbackResponse, ...]:
+    """The ``feedbackResponses`` argument (absent: none).
+
+    Raises:
+        InvalidRequestError: naming the first bad field, e.g. ``feedbackResponses[0].status: must be
+            one of applied, needs_clarification, got 'done'``.
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidRequestError(f"feedbackResponses: must be a list, got {type(value).__name__}")
+    if len(value) > MAX_FEEDBACK_ENTRIES:
+        raise InvalidRequestError(f"feedbackResponses: at most {MAX_FEEDBACK_ENTRIES}, got {len(value)}")
+    answers: list[FeedbackResponse] = []
+    for index, raw in enumerate(value):
+        where = f"feedbackResponses[{index}]"
+        if not isinstance(raw, dict):
+            raise InvalidRequestError(f"{where}: must be an object, got {type(raw).__name__}")
+        reject_unknown(raw, ("id", "status", "response"), where)
+        item_id = require_str(raw, "id", where)
+        if any(a.id == item_id for a in answers):
+            raise InvalidRequestError(f"{where}.id: feedback {item_id!r} is answered twice")
+        status = require_str(raw, "status", where)
+        if status not in ANSWER_STATUSES:
+            raise InvalidRequestError(
+                f"{where}.status: must be one of {', '.join(ANSWER_STATUSES)}, got {status!r}"
+            )
+        answers.append(
+            FeedbackResponse(item_id, FeedbackStatus(status), optional_str(raw, "response", where))
+        )
+    return tuple(answers)
+
+
 async def _update_work_plan(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
-    reject_unknown(arguments, ("plan",))
+    reject_unknown(arguments, ("revision", "plan", "feedbackResponses"))
     if "plan" not in arguments:
         raise InvalidRequestError("plan: required")
-    plan = validate_work_plan(arguments["plan"])
-    saved = await host.save_work_plan(identity, plan)
+    update = PlanUpdate(
+        plan=validate_work_plan(arguments["plan"]),
+        revision=validate_revision(arguments.get("revision")),
+        responses=validate_feedback_responses(arguments.get("feedbackResponses")),
+    )
+    saved = await host.save_work_plan(identity, update)
     return {"plan": saved}
 
 
 GET_WORK_PLAN = ToolSpec(
     name="get_work_plan",
     description=(
-        'Return this session\'s durable work plan as {"plan": PLAN | null}. Read-only; answers even '
-        "while another Octipus tool call of yours is in progress."
+        'Return this session\'s durable work plan as {"plan": PLAN | null}; the plan carries its '
+        '"revision", which update_work_plan needs. Read-only; answers even while another Octipus tool '
+        "call of yours is in progress."
     ),
     input_schema={"type": "object", "properties": {}, "additionalProperties": False},
     handler=_get_work_plan,
@@ -143,14 +233,30 @@ GET_WORK_PLAN = ToolSpec(
 UPDATE_WORK_PLAN = ToolSpec(
     name="update_work_plan",
     description=(
-        "Replace this session's work plan (shown to the user in Octipus). Send the whole plan: "
-        '{"plan": {"title"?, "goal"?, "steps": [{"id", "title", "status": '
-        'pending|in_progress|completed|blocked, "notes"?}]}}. Keep step ids stable across updates. '
-        "Returns the plan as saved."
+        "Replace this session's work plan (shown to the user in Octipus). Send the whole plan and the "
+        'revision you read: {"revision": N, "plan": {"title"?, "goal"?, "steps": [{"id", "title", '
+        '"status": pending|in_progress|completed|blocked, "notes"?}]}, "feedbackResponses"?: [{"id", '
+        '"status": applied|needs_clarification, "response"?}]}. revision is 0 (or absent) only while '
+        "there is no plan; a stale revision is refused: read the plan again. Answer the person's pending "
+        "feedback (get_cli_run_context) in feedbackResponses: applied once done, needs_clarification "
+        "with your question in response. Keep step ids stable across updates. Returns the plan as saved, "
+        "with its new revision."
     ),
     input_schema={
         "type": "object",
-        "properties": {"plan": PLAN_SCHEMA},
+        "properties": {
+            "revision": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "The plan's revision as you read it.",
+            },
+            "plan": PLAN_SCHEMA,
+            "feedbackResponses": {
+                "type": "array",
+                "items": _RESPONSE_SCHEMA,
+                "maxItems": MAX_FEEDBACK_ENTRIES,
+            },
+        },
         "required": ["plan"],
         "additionalProperties": False,
     },

@@ -28,9 +28,8 @@ PATH, locale, proxies, CA bundles...), then the call's ``env``, then ``PWD`` and
 The vendor's configuration variables and API keys are not passed: a command that needs a
 credential gets it through ``env``.
 
-Vault placeholders (``{{secret:NAME}}``) in ``env`` are resolved by the host before
-execution once the vault exists (seed 003 "Authenticate with a vault credential"); this
-tool passes values through unchanged.
+There is no vault yet, so the description promises no ``{{secret:NAME}}`` placeholders (seed 003
+"Authenticate with a vault credential"): ``env`` values are passed as they are.
 """
 
 from __future__ import annotations
@@ -423,8 +422,8 @@ SHELL_RUN = ToolSpec(
         "Run a shell command (/bin/sh -c) in the run's workspace and return "
         "{exit_code, stdout, stderr, timed_out, duration_seconds}. stdout and stderr keep the first "
         "64 KiB each. A non-zero exit is a normal result. On timeout the whole process group "
-        "(background jobs included) is terminated. Put credentials in env (e.g. "
-        '{"GH_TOKEN": "{{secret:github_token}}"}), never in the command.'
+        "(background jobs included) is terminated. Pass a credential a command needs in env, never "
+        "in the command line."
     ),
     input_schema={
         "type": "object",

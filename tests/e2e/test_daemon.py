@@ -14,7 +14,9 @@ from pathlib import Path
 import psutil
 
 from octipusd.runner.process import run_processes
+from octipusd.runtime.prompts import PROMPT_HEADER, SYSTEM_HEADER
 from octipusd.testing.harness import DaemonHarness
+from octipusd.tools import OCTIPUS_INSTRUCTIONS
 from tests.e2e.conftest import Env
 
 TEXT_ONLY = {"steps": [{"content": [{"type": "text", "text": "pong"}]}]}
@@ -175,6 +177,25 @@ def test_octipusctl_run_streams_json_and_exits_by_outcome(octipus: Callable[...,
         [ctl, "run", "x", "--session", "nope"], env=env.daemon.env, capture_output=True, text=True, timeout=60
     )
     assert missing.returncode == 2 and "nope" in missing.stderr
+    # a run shows one token figure (the run's, also with cache tokens and cost), not the result's too
+    counted = subprocess.run(
+        [ctl, "run", "count", "--workspace", str(env.daemon.workspace)],
+        env=env.daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert counted.returncode == 0, counted.stderr
+    assert counted.stdout.count("tokens") == 1, counted.stdout
+    run = env.client.request("GET", "/runs")[0]
+    assert f"tokens in {run['input_tokens']} out {run['output_tokens']}" in counted.stdout
+    assert f"cost {run['cost_usd']:.4f} USD" in counted.stdout
+    listed = env.client.request("GET", "/runs", params={"session_id": session})
+    shown = subprocess.run(
+        [ctl, "sessions", "show", session], env=env.daemon.env, capture_output=True, text=True, timeout=60
+    )
+    usage = next(json.loads(line)["usage"] for line in shown.stdout.splitlines() if '"usage"' in line)
+    assert usage["runs"] == 2 and usage["output_tokens"] == sum(r["output_tokens"] for r in listed), usage
 
 
 def test_daemon_restart_marks_a_killed_daemons_runs_interrupted(octipus: Callable[..., Env]) -> None:
@@ -255,12 +276,22 @@ def test_octipusctl_without_a_terminal_waits_for_another_client(octipus: Callabl
     assert "no terminal to ask on" in errors and approval["id"] in errors
 
 
-def test_prompt_dumps_follow_the_setting(octipus: Callable[..., Env]) -> None:
+def test_a_root_run_is_told_its_instructions_and_its_dump_holds_them(octipus: Callable[..., Env]) -> None:
+    """Issue 14 item 1: the root run's request to the model carries Octipus's instructions in its
+    system prompt (``--append-system-prompt``), and the prompt dump holds the whole prompt."""
     env = octipus(TEXT_ONLY)
     run = env.post(env.new_session(), "dump this prompt")
     assert env.wait_final(run)["status"] == "succeeded"
+    (request,) = env.model.message_requests
+    system = "\n".join(block["text"] for block in request.body["system"])
+    assert OCTIPUS_INSTRUCTIONS in system
+    assert OCTIPUS_INSTRUCTIONS not in json.dumps(request.body["messages"])  # not in the user's message
     dump = env.daemon.home / ".octipus" / "prompts" / f"{run}.txt"
-    assert dump.read_text() == "dump this prompt" and dump.stat().st_mode & 0o777 == 0o600
+    assert dump.read_text() == f"{SYSTEM_HEADER}\n{OCTIPUS_INSTRUCTIONS}\n{PROMPT_HEADER}\ndump this prompt"
+    assert dump.stat().st_mode & 0o777 == 0o600
+
+
+def test_prompt_dumps_follow_the_setting(octipus: Callable[..., Env]) -> None:
 
     quiet = octipus(TEXT_ONLY, extra_env={"OCTIPUS_AGENT__PROMPTDUMPS": "false"})
     run = quiet.post(quiet.new_session(), "do not dump")

@@ -20,6 +20,7 @@ import pytest
 from octipusd.errors import ApiError
 from octipusd.store.repository import Store
 from octipusd.testing.anthropic_server import RecordedRequest
+from octipusd.testing.schema_mcp import configure, lookup_tools, write_tools
 from octipusd.toolkit import RUN_MARKER
 from tests.e2e.conftest import Env
 
@@ -627,3 +628,59 @@ def test_usage_of_a_resumed_turn_is_its_own(octipus: Callable[..., Env]) -> None
     for name, value in second.items():
         assert final2[name] == value, (name, final2)
     assert final2["usage_estimated"] is False
+
+
+# ---------------------------------------------------------------------------------- tool schemas
+
+
+SCHEMA_TOOL = "mcp__octipus__schema__lookup"
+
+
+def _offered(request: RecordedRequest, name: str) -> dict[str, Any]:
+    """The tool ``name`` as a model request offered it to the model."""
+    return next(t for t in request.body["tools"] if t.get("name") == name)
+
+
+def test_a_changed_tool_schema_starts_a_new_vendor_conversation_and_says_why(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
+    """Seed 003: a root's fingerprint covers the full tool schemas (issue 14 item 6). The same
+    schemas resume; a changed description, then a changed input schema, of one connector tool
+    start a new Claude conversation, with a notice naming the tool schemas."""
+    env = octipus(_answers(3))
+    tools_file = tmp_path / "schema-tools.json"
+    configure(env.daemon.root / "config" / "octipus" / "config.toml", tools_file, lookup_tools())
+    session = env.new_session()
+    _run1, final1, requests1 = _turn(env, session, "SCHEMA-ONE hello")
+    _ok(final1)
+    first = str(final1["vendor_session_id"])
+    assert _offered(requests1[-1], SCHEMA_TOOL)["description"] == "Look a word up."
+
+    run2, final2, _ = _turn(env, session, "SCHEMA-TWO same tools")
+    _ok(final2)
+    _resumed_once(env, run2, first)
+    assert not [n for n in _data(env, run2, "notice") if "changed" in n["message"]]
+
+    write_tools(tools_file, lookup_tools("Look a word up in the dictionary."))
+    run3, final3, requests3 = _turn(env, session, "SCHEMA-THREE new description")
+    _ok(final3)
+    second = _cold_once(env, run3)
+    assert second != first
+    changed = [n["message"] for n in _data(env, run3, "notice") if "changed" in n["message"]]
+    assert changed == ["the tool schemas changed; starting a new vendor conversation"], changed
+    assert _offered(requests3[-1], SCHEMA_TOOL)["description"] == "Look a word up in the dictionary."
+    assert "SCHEMA-ONE hello" in _text(requests3[-1])  # the new conversation carries the transcript
+    assert _root(env, session)["vendor_session_id"] == second  # type: ignore[index]
+
+    run4, final4, _ = _turn(env, session, "SCHEMA-FOUR same again")
+    _ok(final4)
+    _resumed_once(env, run4, second)
+
+    write_tools(tools_file, lookup_tools("Look a word up in the dictionary.", limit={"type": "integer"}))
+    run5, final5, requests5 = _turn(env, session, "SCHEMA-FIVE new argument")
+    _ok(final5)
+    third = _cold_once(env, run5)
+    assert third not in (first, second)
+    changed = [n["message"] for n in _data(env, run5, "notice") if "changed" in n["message"]]
+    assert changed == ["the tool schemas changed; starting a new vendor conversation"], changed
+    assert "limit" in _offered(requests5[-1], SCHEMA_TOOL)["input_schema"]["properties"]

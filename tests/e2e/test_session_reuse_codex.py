@@ -36,6 +36,7 @@ from octipusd.testing.conformance import ModelServer, Octipus, Step
 from octipusd.testing.harness import DaemonHarness
 from octipusd.testing.kit_codex import CodexKit, require_codex
 from octipusd.testing.responses_server import RecordedRequest, ScriptedResponsesServer
+from octipusd.testing.schema_mcp import configure, lookup_tools, write_tools
 
 #: Header of the messages a launch carries (octipusd.runtime.transcript).
 UNSEEN_HEADER = "[Octipus] Messages of this conversation you have not seen yet:"
@@ -545,5 +546,57 @@ def test_keyed_child_resumes_across_root_turns(tmp_path: Path) -> None:
         assert records["codex::root>coding:t1"]["vendor_session_id"] == child_thread, records
         assert records["codex::root>review:t1"]["vendor_session_id"] == review["vendor_session_id"], records
         assert records["codex"]["vendor_session_id"] == first["vendor_session_id"], records
+    finally:
+        env.close()
+
+
+# ----------------------------------------------------------------------------- tool schemas
+
+
+@pytest.mark.parametrize("transport", ["app-server", "exec"])
+def test_a_changed_tool_schema_starts_a_new_codex_thread_and_says_why(transport: str, tmp_path: Path) -> None:
+    """Seed 003: a root's fingerprint covers the full tool schemas (issue 14 item 6). The same
+    schemas resume the Codex thread; a changed description, then a changed input schema, of one
+    connector tool start a new thread, with a notice naming the tool schemas."""
+    # a new thread opens with the transcript it carries: its own scripted conversation
+    kit = ScriptedCodexKit(
+        [{"match": UNSEEN_HEADER, "steps": [_text("cold"), _text("resumed")]}], transport=transport
+    )
+    env = Env(kit, tmp_path, [_text("first"), _text("second")])
+    try:
+        tools_file = tmp_path / "schema-tools.json"
+        configure(env.daemon.root / "config" / "octipus" / "config.toml", tools_file, lookup_tools())
+        env.start()
+        session = env.new_session()
+
+        def changed(run_id: str) -> list[str]:
+            return [d["message"] for d in env.kinds(run_id, "notice") if "changed" in d["message"]]
+
+        first = env.turn(session, "SCHEMA-ONE hello")
+        thread = first["vendor_session_id"]
+        assert first["resumed"] is False and thread
+        assert "Look a word up." in str(env.requests_of(thread)[-1].body.get("tools"))
+
+        second = env.turn(session, "SCHEMA-TWO same tools")
+        assert second["resumed"] is True and second["vendor_session_id"] == thread, second
+        assert changed(second["id"]) == []
+
+        write_tools(tools_file, lookup_tools("Look a word up in the dictionary."))
+        third = env.turn(session, "SCHEMA-THREE new description")
+        new_thread = third["vendor_session_id"]
+        assert third["resumed"] is False and new_thread and new_thread != thread, third
+        assert [(d["resumed"], d["vendor_session_id"]) for d in env.launches(third["id"])] == [(False, None)]
+        assert changed(third["id"]) == ["the tool schemas changed; starting a new vendor conversation"]
+        assert "Look a word up in the dictionary." in str(env.requests_of(new_thread)[-1].body.get("tools"))
+        assert env.vendor_sessions(session)["codex"]["vendor_session_id"] == new_thread
+
+        fourth = env.turn(session, "SCHEMA-FOUR same again")
+        assert fourth["resumed"] is True and fourth["vendor_session_id"] == new_thread, fourth
+
+        write_tools(tools_file, lookup_tools("Look a word up in the dictionary.", limit={"type": "integer"}))
+        fifth = env.turn(session, "SCHEMA-FIVE new argument")
+        assert fifth["resumed"] is False and fifth["vendor_session_id"] not in (thread, new_thread), fifth
+        assert changed(fifth["id"]) == ["the tool schemas changed; starting a new vendor conversation"]
+        assert '"limit"' in json.dumps(env.requests_of(fifth["vendor_session_id"])[-1].body.get("tools"))
     finally:
         env.close()

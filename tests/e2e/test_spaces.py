@@ -50,6 +50,12 @@ def _shared_row(env: Env, name: str = "shared-claude", **cli_agent: Any) -> dict
     )
 
 
+def _space_session(env: Env, workspace: Path | str) -> str:
+    """A session of space ``team`` served by the ``shared-claude`` row."""
+    body = {"workspace": str(workspace), "model_row": "shared-claude", "space": "team"}
+    return str(env.client.request("POST", "/sessions", json=body)["id"])
+
+
 def test_planted_settings_neither_preapprove_nor_hook_in_a_space(
     octipus: Callable[..., Env], tmp_path: Path
 ) -> None:
@@ -71,13 +77,7 @@ def test_planted_settings_neither_preapprove_nor_hook_in_a_space(
     _plant(workspace, marker)
     _shared_row(env)
     space = env.client.request("POST", "/spaces", json={"name": "team"})
-    session = str(
-        env.client.request(
-            "POST",
-            "/sessions",
-            json={"workspace": str(workspace), "model_row": "shared-claude", "space": "team"},
-        )["id"]
-    )
+    session = _space_session(env, workspace)
     assert env.client.request("GET", f"/sessions/{session}")["space_id"] == space["id"]
     run = env.post(session, "write out.txt")
     approval = env.wait_approval(run)  # neither the host's nor the space's allow rules pre-approved it
@@ -109,6 +109,7 @@ def test_roles_and_shared_use_decide_who_reaches_a_cli(octipus: Callable[..., En
     env.client.request("POST", "/spaces", json={"name": "team"})
     env.client.request("PUT", "/spaces/team/members/carol", json={"role": "commenter"})
     env.client.request("PUT", "/spaces/team/members/vic", json={"role": "viewer"})
+    env.client.request("PUT", "/spaces/team/members/gus", json={"role": "guest"})
     env.client.request("PUT", "/spaces/team/members/eddie", json={"role": "editor"})
     workspace = str(env.daemon.workspace)
 
@@ -121,20 +122,22 @@ def test_roles_and_shared_use_decide_who_reaches_a_cli(octipus: Callable[..., En
         env.client.request(
             "POST", "/sessions", json={"workspace": workspace, "model_row": "vibe-shared", "space": "team"}
         )
-    session = str(
-        env.client.request(
-            "POST", "/sessions", json={"workspace": workspace, "model_row": "shared-claude", "space": "team"}
-        )["id"]
-    )
+    session = _space_session(env, workspace)
 
     def turn(author: str) -> dict[str, Any]:
         return dict(
             env.client.request("POST", f"/sessions/{session}/turns", json={"prompt": "hi", "author": author})
         )
 
-    with pytest.raises(ApiError, match="API models only") as commenter:
+    with pytest.raises(ApiError, match="only an owner or an editor may run a turn") as commenter:
         turn("carol")
     assert commenter.value.http_status == 403
+    message = commenter.value.message  # which role may run it and why, nothing about API models
+    assert "carol is a commenter" in message and "read and comment tools only" in message, message
+    assert "write tools" in message and "API model" not in message, message
+    with pytest.raises(ApiError, match=r"gus is a guest .* only an owner or an editor") as guest:
+        turn("gus")
+    assert guest.value.http_status == 403
     with pytest.raises(ApiError, match="viewer") as viewer:
         turn("vic")
     assert viewer.value.http_status == 403
@@ -148,9 +151,39 @@ def test_roles_and_shared_use_decide_who_reaches_a_cli(octipus: Callable[..., En
 
     # roles are read on every request: a demotion applies to the next turn
     env.client.request("PUT", "/spaces/team/members/eddie", json={"role": "commenter"})
-    with pytest.raises(ApiError, match="API models only"):
+    with pytest.raises(ApiError, match=r"eddie is a commenter .* only an owner or an editor"):
         turn("eddie")
     env.client.request("POST", "/spaces/team/archive")
     with pytest.raises(ApiError, match="archived") as archived:
         turn("eddie")
     assert archived.value.http_status in (403, 409)
+
+
+def test_a_members_bridge_calls_are_recorded_as_theirs(octipus: Callable[..., Env], tmp_path: Path) -> None:
+    """Issue 14 item 13: the member who started the turn is the author of its calls, in the
+    journal and in the events; the daemon's user stays the account they run for."""
+    call = {"type": "tool_use", "name": "mcp__octipus__shell__run", "input": {"command": "echo from-eddie"}}
+    env = octipus({"steps": [{"content": [call]}, {"content": [{"type": "text", "text": "done"}]}]})
+    env.client.request("POST", "/rules", json={"level": "allow", "rule": "shell__run"})
+    _shared_row(env)
+    env.client.request("POST", "/spaces", json={"name": "team"})
+    env.client.request("PUT", "/spaces/team/members/eddie", json={"role": "editor"})
+    workspace = tmp_path / "space-files"
+    workspace.mkdir()
+    session = _space_session(env, workspace)
+    run = str(
+        env.client.request("POST", f"/sessions/{session}/turns", json={"prompt": "echo", "author": "eddie"})[
+            "id"
+        ]
+    )
+    final = env.wait_final(run)
+    assert final["status"] == "succeeded" and final["author"] == "eddie", final
+    calls = _kinds(env, run, "bridge_call")
+    started = [c for c in calls if c["event"] == "tool_call_started" and c["tool"] == "shell__run"]
+    assert started, calls
+    assert {c["author"] for c in calls} == {"eddie"}, calls
+    [action] = env.client.request("GET", "/actions", params={"session_id": session})["actions"]
+    assert action["tool"] == "shell__run" and action["outcome"] == "completed", action
+    assert action["author"] == "eddie", action
+    daemon_user = env.client.request("GET", "/rules")["stored"][0]["created_by"]
+    assert action["user"] == daemon_user != "eddie", action  # the recovery scope is unchanged

@@ -120,6 +120,7 @@ def test_first_turn_argv_exact(request_: LaunchRequest) -> None:
         "--output-format",
         "stream-json",
         "--verbose",
+        "--replay-user-messages",
         "--permission-prompt-tool",
         "stdio",
         f"--session-id={SID}",
@@ -229,9 +230,11 @@ def test_mcp_config_file_and_token_only_there(request_: LaunchRequest) -> None:
                 "type": "http",
                 "url": "http://127.0.0.1:43111/mcp",
                 "headers": {"Authorization": f"Bearer {TOKEN}"},
+                "timeout": 7_200_000,  # ms: the bridge's limit (Claude's default: 1e8 ms)
             }
         }
     }
+    assert spec.env["CLAUDE_CODE_MCP_TOOL_IDLE_TIMEOUT"] == "7200000"  # its default: 5 min
     assert spec.secrets == (TOKEN,)
     assert all(TOKEN not in a for a in spec.argv)
     assert all(TOKEN not in v for v in spec.env.values())
@@ -389,6 +392,7 @@ def test_space_argv_exact(request_: LaunchRequest) -> None:
         "--output-format",
         "stream-json",
         "--verbose",
+        "--replay-user-messages",
         "--permission-prompt-tool",
         "stdio",
         f"--session-id={SID}",

@@ -347,6 +347,22 @@ def test_result_usage_is_authoritative_per_turn_and_summed() -> None:
     assert usage_sum(events) == parser.total_usage()
 
 
+def test_each_result_costs_the_increase_of_the_process_total() -> None:
+    """``total_cost_usd`` is cumulative per process (observed.md §1.3): a process serving three
+    turns at 0.01/0.03/0.06 cumulative costs 0.01, 0.02 and 0.03; a result without a figure
+    costs nothing known, and the next one is still measured from the last figure."""
+    parser = ClaudeStreamParser()
+    costs = []
+    for total in (0.01, 0.03, None, 0.06):
+        result = {"type": "result", "subtype": "success", "is_error": False}
+        if total is not None:
+            result["total_cost_usd"] = total
+        (event,) = parser.feed(line(result))
+        assert isinstance(event, ResultEvent)
+        costs.append(event.cost_usd)
+    assert costs == [pytest.approx(0.01), pytest.approx(0.02), None, pytest.approx(0.03)]
+
+
 def test_zeroed_result_after_crash_keeps_observed_usage() -> None:
     parser = ClaudeStreamParser()
     parser.feed(assistant("m1", [{"type": "text", "text": "a"}], {"input_tokens": 80, "output_tokens": 2}))
@@ -657,3 +673,35 @@ def test_vendor_like_streams_never_raise_and_usage_adds_up(objs: list[dict[str, 
                 )
                 total = total + u
         assert parser.total_usage() == total
+
+
+# ------------------------------------------------------------------ steering acknowledgements
+
+
+def _replay(text: str) -> bytes:
+    return line({"type": "user", "message": {"role": "user", "content": text}, "isReplay": True})
+
+
+def test_replays_acknowledge_guidance_and_the_prompts_echo_is_only_a_status(tmp_path: Path) -> None:
+    """``--replay-user-messages`` echoes the launch prompt too, possibly after guidance was written
+    (a stalled first model call): the prompt's echo is a status, the guidance's an acknowledgement."""
+    request = LaunchRequest(binary="claude", cwd=tmp_path, run_dir=tmp_path, prompt="same words")
+    parser = ClaudeStreamParser(request)
+    parser.steer("same words")  # guidance with the prompt's very text
+    parser.steer("also this")
+    events = parse_all([_replay("same words"), _replay("also this"), _replay("same words")], parser)
+    assert [type(e).__name__ for e in events] == ["StatusEvent", "SteeringAckEvent", "SteeringAckEvent"]
+    assert [getattr(e, "text", None) for e in events] == [None, "also this", "same words"]
+    assert all(e.kind == "steering_delivered" for e in events[1:])
+    # a replay of nothing Octipus wrote (never seen on 2.1.197) stays a status
+    assert parse_all([_replay("unknown")], parser)[0] == StatusEvent(
+        raw=json.loads(_replay("unknown")), status="user_replay"
+    )
+
+
+def test_the_result_reports_its_iterations() -> None:
+    result = line({"type": "result", "subtype": "success", "is_error": False, "result": "x", "num_turns": 2})
+    (event,) = [e for e in parse_all([result]) if isinstance(e, ResultEvent)]
+    assert event.turns == 2
+    bare = line({"type": "result", "subtype": "success", "is_error": False, "result": "x", "num_turns": True})
+    assert next(e for e in parse_all([bare]) if isinstance(e, ResultEvent)).turns is None

@@ -124,6 +124,7 @@ def test_plan_carries_thread_start_with_sandbox_bridge_and_prompt(request_: Laun
                     "bearer_token_env_var": BRIDGE_TOKEN_ENV,
                     "required": True,
                     "default_tools_approval_mode": "approve",
+                    "tool_timeout_sec": 7200.0,  # Codex's own default is 60 s
                 }
             }
         },
@@ -199,6 +200,7 @@ def test_exec_argv(request_: LaunchRequest) -> None:
     assert 'mcp_servers.octipus.bearer_token_env_var="OCTIPUS_BRIDGE_TOKEN"' in configs
     assert "mcp_servers.octipus.required=true" in configs
     assert 'mcp_servers.octipus.default_tools_approval_mode="approve"' in configs
+    assert "mcp_servers.octipus.tool_timeout_sec=7200.0" in configs
     assert spec.argv[-2:] == ("--", "fix the bug")
     assert "resume" not in spec.argv
     assert spec.stdin_mode is StdinMode.DEVNULL and spec.initial_input == ()

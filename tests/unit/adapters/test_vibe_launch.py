@@ -308,6 +308,7 @@ def test_headless_bridge_through_env_never_argv(tmp_path: Path) -> None:
             "transport": "streamable-http",
             "url": BRIDGE.url,
             "auth": {"type": "static", "api_key_env": BRIDGE_TOKEN_ENV},
+            "tool_timeout_sec": 7200.0,  # the bridge's limit (Vibe's default: 60 s)
         }
     ]
     assert TOKEN not in env[MCP_SERVERS_ENV]

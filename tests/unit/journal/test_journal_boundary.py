@@ -7,6 +7,7 @@ backends (SQLite and the test PostgreSQL).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -399,3 +400,33 @@ def test_a_denied_review_joins_the_receipt_and_leaves_the_record_unresolved(stor
     assert ("review_denied", "it already ran") in kinds
     kept = store.get_action(action.id)
     assert kept.review_id is None and kept.outcome == "uncertain" and not kept.resolved
+
+
+# ------------------------------------------------------------------ author
+
+
+async def test_a_call_records_its_author_beside_the_user_it_runs_for(bench: Bench) -> None:
+    """Issue 14 item 13: a space member's call is theirs in the journal; ``user`` (the recovery
+    scope) is unchanged, and a scope without an author records its user."""
+    member = dataclasses.replace(bench.scope(), author="eddie")
+    plain = dataclasses.replace(member, author=None)
+    executed = await bench.journal.execute(
+        member, SHELL_RUN.tool_id, {"command": APPEND}, SHELL_RUN.recovery_contract, _ok
+    )
+    refused = await bench.journal.refused(
+        plain, SHELL_RUN.tool_id, {"command": APPEND}, SHELL_RUN.recovery_contract, "denied by a rule"
+    )
+    assert refused is not None
+    recorded = bench.store.get_action(executed.action_id or "")
+    assert (recorded.user, recorded.author) == ("alice", "eddie")
+    assert recorded.to_dict()["author"] == "eddie"
+    assert (bench.store.get_action(refused.id).user, bench.store.get_action(refused.id).author) == (
+        "alice",
+        "alice",
+    )
+    bench.reopen("daemon-2")
+    assert bench.store.get_action(recorded.id).author == "eddie"
+
+
+async def _ok() -> str:
+    return "done"

@@ -128,7 +128,7 @@ def _fp(**changes: object) -> str:
         "permission_mode": "workspace",
         "workspace": Path("/w"),
         "instructions": "role prompt",
-        "tool_names": ["a", "b"],
+        "tools": [{"name": "a"}, {"name": "b"}],
         "provider": None,
         "role": "coding",
     }
@@ -143,11 +143,11 @@ def test_keyed_child_fingerprint_covers_model_mode_cwd_role_tools_and_instructio
         {"permission_mode": "plan"},
         {"workspace": Path("/elsewhere")},
         {"role": "review"},
-        {"tool_names": ["a"]},
+        {"tools": [{"name": "a"}]},
         {"instructions": "other prompt"},
     ):
         assert _fp(**change) != reference, change
-    assert _fp(tool_names=["b", "a"]) == reference  # the order of tools does not matter
+    assert _fp(tools=[{"name": "b"}, {"name": "a"}]) == reference  # the order of tools does not matter
 
 
 def _turns(n: int) -> list[SessionMessage]:

@@ -27,6 +27,7 @@ from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.outcome import Happened, final_status
+from octipusd.runtime.supervisor import RunSupervisor
 from octipusd.settings import Settings
 from octipusd.store.records import Run, RunStatus
 from octipusd.store.repository import Store
@@ -132,6 +133,14 @@ async def _turn(
     with anyio.fail_after(30):
         await live.done.wait()
     return runs.services.store.get_run(run.id)
+
+
+async def _started(runs: RunManager, session_id: str) -> tuple[Run, RunSupervisor]:
+    """Post a turn; the run and its live supervisor."""
+    run = await runs.post_turn(session_id, "go")
+    live = runs.registry.get(run.id)
+    assert live is not None
+    return run, live
 
 
 def _new_session(store: Store, tmp_path: Path) -> str:
@@ -294,9 +303,7 @@ async def test_a_bridge_still_connecting_at_init_that_then_answers_does_not_fail
 
     async with _daemon(store, tmp_path, [script]) as (runs, launcher):
         session = _new_session(store, tmp_path)
-        run = await runs.post_turn(session, "go")
-        live = runs.registry.get(run.id)
-        assert live is not None
+        run, live = await _started(runs, session)
         with anyio.fail_after(10):
             while not launcher.launches:  # noqa: ASYNC110 - the replay signals no launch
                 await anyio.sleep(0.05)
@@ -347,3 +354,66 @@ async def test_the_bridge_of_an_ended_run_refuses_its_capability(store: Store, t
         with anyio.fail_after(10):  # bounded, not timed: the close may finish after the final status
             while await anyio.to_thread.run_sync(_bridge_answers, spec):  # noqa: ASYNC110 - polls a port
                 await anyio.sleep(0.05)
+
+
+async def _live_until(runs: RunManager, run: Run, predicate: Callable[[], bool], what: str) -> None:
+    """Poll the store until ``predicate`` holds, while ``run`` is still live."""
+    with anyio.fail_after(30):
+        while not predicate():
+            assert runs.registry.get(run.id) is not None, f"run {run.id} ended before {what}"
+            await anyio.sleep(0.02)
+
+
+async def test_the_vendor_session_is_saved_as_soon_as_the_vendor_answers_in_it(
+    store: Store, tmp_path: Path
+) -> None:
+    """Seed 003, issue 14 item 12: the first assistant message confirms the session; it is stored
+    then, while the turn still runs (a daemon killed afterwards leaves it to the next turn)."""
+
+    def script(sid: str) -> Recording:
+        return Recording.of([_init(sid), _text(sid, "working"), _result(sid, "done")], delays=[0, 0, 3.0])
+
+    async with _daemon(store, tmp_path, [script]) as (runs, launcher):
+        session = _new_session(store, tmp_path)
+        run, live = await _started(runs, session)
+        await _live_until(
+            runs,
+            run,
+            lambda: store.get_vendor_session(session, ADAPTER) is not None,
+            "the vendor session was saved",
+        )
+        early = store.get_vendor_session(session, ADAPTER)
+        assert not [k for k, _d in _kinds(store, run.id) if k == "result"], "saved only with the result"
+        sid = _session_id(launcher.launches[0][0])
+        assert early is not None and early.vendor_session_id == sid
+        [user] = store.list_messages(session, generation=0)
+        assert early.cursor == user.seq  # the vendor has seen the prompt; no answer is stored yet
+        with anyio.fail_after(30):
+            await live.done.wait()
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.SUCCEEDED, final.reason
+    record = store.get_vendor_session(session, ADAPTER)
+    messages = store.list_messages(session, generation=0)
+    assert record is not None and record.vendor_session_id == sid and record.cursor == messages[-1].seq
+    assert record.id == early.id  # the same record, its cursor moved on to the answer
+
+
+async def test_an_init_alone_stores_no_vendor_session(store: Store, tmp_path: Path) -> None:
+    """The vendor announced its session but has not answered in it yet: nothing is stored."""
+
+    def script(sid: str) -> Recording:
+        return Recording.of([_init(sid), _result(sid, "done")], delays=[0, 3.0])
+
+    async with _daemon(store, tmp_path, [script]) as (runs, _launcher):
+        session = _new_session(store, tmp_path)
+        run, live = await _started(runs, session)
+        await _live_until(
+            runs, run, lambda: any(k == "session" for k, _d in _kinds(store, run.id)), "the init was stored"
+        )
+        await anyio.sleep(0.3)  # what the init could have led to has been done
+        assert not [k for k, _d in _kinds(store, run.id) if k == "result"], "the result came too early"
+        assert store.get_vendor_session(session, ADAPTER) is None
+        with anyio.fail_after(30):
+            await live.done.wait()
+    assert store.get_run(run.id).status == RunStatus.SUCCEEDED
+    assert store.get_vendor_session(session, ADAPTER) is not None  # the result confirmed it

@@ -23,6 +23,7 @@ EXPECTED_TABLES = {
     "vendor_sessions",
     "approvals",
     "work_plans",
+    "plan_feedback",
     "models",
     "permission_rules",
     "tool_actions",

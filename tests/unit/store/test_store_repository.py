@@ -435,6 +435,22 @@ def test_cancel_pending_approvals_with_another_status(store: Store) -> None:
     assert store.get_approval(approval.id).status is ApprovalStatus.DENIED
 
 
+def test_an_approval_says_its_decision_once_decided(store: Store) -> None:
+    """Issue 14 item 10: ``decision`` is None while pending, then approve or deny (expiry and
+    cancellation deny the call)."""
+    run = _run(store)
+    pending, approved, denied, expired, cancelled = (_approval(store, run) for _ in range(5))
+    assert pending.decision is None and store.get_approval(pending.id).decision is None
+    assert store.decide_approval(approved.id, approve=True, decided_by="alice").decision == "approve"
+    assert store.decide_approval(denied.id, approve=False, decided_by="alice").decision == "deny"
+    store.resolve_approval_if_pending(expired.id, status=ApprovalStatus.EXPIRED, reason="timed out")
+    assert store.get_approval(approved.id).decision == "approve"
+    assert store.get_approval(expired.id).decision == "deny"
+    assert store.cancel_pending_approvals(run.id, reason="run stopped") == 2
+    assert store.get_approval(cancelled.id).decision == store.get_approval(pending.id).decision == "deny"
+    assert {a.id: a.decision for a in store.list_approvals(status="approved")} == {approved.id: "approve"}
+
+
 # Work plans -------------------------------------------------------------------------------
 
 

@@ -139,3 +139,69 @@ def _spec(name: str = "ok", schema: dict[str, Any] | None = None, timeout: float
 def test_invalid_tool_sets_are_refused(specs: list[ToolSpec], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         validate_tool_specs(specs)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"revision": -1, "plan": GOOD}, "revision: must be a whole number, 0 or more, got -1"),
+        ({"revision": True, "plan": GOOD}, "revision: must be a whole number"),
+        ({"revision": "1", "plan": GOOD}, "revision: must be a whole number"),
+        ({"plan": {**GOOD, "revision": 1}}, "plan.revision: send the revision as update_work_plan's own"),
+        ({"plan": GOOD, "feedbackResponses": {}}, "feedbackResponses: must be a list, got dict"),
+        ({"plan": GOOD, "feedbackResponses": [{"status": "applied"}]}, "feedbackResponses[0].id: required"),
+        (
+            {"plan": GOOD, "feedbackResponses": [{"id": "f", "status": "pending"}]},
+            "feedbackResponses[0].status: must be one of applied, needs_clarification, got 'pending'",
+        ),
+        (
+            {
+                "plan": GOOD,
+                "feedbackResponses": [{"id": "f", "status": "applied"}, {"id": "f", "status": "applied"}],
+            },
+            "feedbackResponses[1].id: feedback 'f' is answered twice",
+        ),
+        (
+            {"plan": GOOD, "feedbackResponses": [{"id": "f", "status": "applied", "note": "x"}]},
+            "feedbackResponses[0]: unknown field(s) note",
+        ),
+        ({"plan": GOOD, "feedback": []}, "arguments: unknown field(s) feedback"),
+    ],
+)
+async def test_bad_update_arguments_name_the_field(
+    identity: RunIdentity, arguments: Any, message: str
+) -> None:
+    host = FakeToolHost()
+    with pytest.raises(InvalidRequestError) as caught:
+        await UPDATE_WORK_PLAN.handler(identity, host, arguments)
+    assert caught.value.message.startswith(message), caught.value.message
+    assert host.plans == {}
+
+
+async def test_update_carries_the_revision_and_the_feedback_answers(identity: RunIdentity) -> None:
+    host = FakeToolHost()
+    host.feedback[identity.session_id] = [{"id": "f1", "status": "pending", "text": "more tests"}]
+    first = await UPDATE_WORK_PLAN.handler(identity, host, {"plan": GOOD})
+    assert isinstance(first, dict) and first["plan"]["revision"] == 1
+    answered = await UPDATE_WORK_PLAN.handler(
+        identity,
+        host,
+        {
+            "revision": 1,
+            "plan": GOOD,
+            "feedbackResponses": [{"id": "f1", "status": "applied", "response": "added"}],
+        },
+    )
+    assert isinstance(answered, dict) and answered["plan"]["revision"] == 2
+    assert host.feedback[identity.session_id][0] == {
+        "id": "f1",
+        "status": "applied",
+        "text": "more tests",
+        "response": "added",
+    }
+    assert UPDATE_WORK_PLAN.input_schema["properties"]["feedbackResponses"]["items"]["properties"]["status"][
+        "enum"
+    ] == [
+        "applied",
+        "needs_clarification",
+    ]
