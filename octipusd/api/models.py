@@ -373,8 +373,21 @@ class CheckpointOut(_Model):
     created_at: datetime
 
 
+class RecheckOut(_Model):
+    """What the rules said about an approved call when they were checked again after the answer."""
+
+    allowed: bool
+    reason: str
+
+
 class ApprovalOut(_Model):
-    """An approval request."""
+    """An approval request.
+
+    ``recheck`` (only in the answer to ``POST /approvals/{id}`` approving a call a run waits on):
+    whether the call may go on after the rules were checked again; ``allowed: false`` when a rule
+    or grant changed while the prompt was open denies it after all (the reason names it). None
+    when nobody waits on the approval here or the re-check did not report in time.
+    """
 
     id: str
     run_id: str | None
@@ -396,6 +409,7 @@ class ApprovalOut(_Model):
     grant_id: str | None = None
     vendor_request_id: str | None = None
     action_ids: list[str] = []
+    recheck: RecheckOut | None = None
     decision: Literal["approve", "deny"] | None = Field(
         default=None,
         description="approve once approved; deny once denied, expired or cancelled; null while pending",

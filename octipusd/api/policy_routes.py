@@ -29,6 +29,7 @@ from octipusd.api.models import (
     ExplainRequest,
     GrantCreate,
     GrantOut,
+    RecheckOut,
     RuleCreate,
     RuleOut,
     RulesOut,
@@ -43,6 +44,10 @@ from octipusd.policy.questionnaire import (
 from octipusd.policy.rules import check_grant, check_rule
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Approval, ApprovalStatus
+
+#: Longest an approving answer waits for the re-check of the call it approved (seconds; the gate
+#: re-checks as soon as the waiting run wakes, so this bounds only a stalled store).
+RECHECK_WAIT_SECONDS = 5.0
 
 __all__ = ["policy_router"]
 
@@ -130,15 +135,19 @@ def policy_router(services: Services) -> APIRouter:
         answers = _answers_for(approval, body) if approval.status is ApprovalStatus.PENDING else None
         session = await in_thread(store.get_session, approval.session_id)
         grant = _grant_for(approval, body, session.workspace)
-        decided = await broker.answer(
+        decided = await broker.decide(
             approval_id,
             approve=body.decision == "approve",
             decided_by=f"{services.user} via {client}",
             reason=body.reason,
             answers=answers,
             grant=grant,
+            recheck_seconds=RECHECK_WAIT_SECONDS,
         )
-        return out(ApprovalOut, decided)
+        answered = out(ApprovalOut, decided.approval)
+        if decided.recheck is not None:
+            answered.recheck = RecheckOut(allowed=decided.recheck.allowed, reason=decided.recheck.reason)
+        return answered
 
     @router.get("/rules")
     async def list_rules() -> RulesOut:

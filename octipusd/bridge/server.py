@@ -35,7 +35,10 @@ Events recorded through :meth:`ToolHost.record`:
 * ``tool_call_started``: ``{"call_id", "tool", "arguments"}``;
 * ``tool_call_finished``: ``{"call_id", "tool", "is_error", "duration_seconds"[, "error"]
   [, "cancelled"]}``;
-* ``tool_call_denied``: ``{"call_id", "tool", "reason"}``.
+* ``tool_call_denied``: ``{"call_id", "tool", "reason"}``;
+* ``tool_call_discarded``: ``{"call_id", "tool", "reason"}``: its caller disconnected while the call
+  was queued or being authorized (an approval wait included); it never ran (seed 003 "Approval
+  waits in managed CLI runs").
 
 Shutdown (when the run's block exits, normally, with an error or cancelled; shielded and
 bounded): calls still queued or running are stopped -- a running shell job's process group is
@@ -67,6 +70,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, Tool as MCPTool, ToolAnnotations
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -106,6 +110,11 @@ _CUT_RESPONSE_SECONDS = 1.0
 _STARTUP_POLL_SECONDS = 0.002
 
 _RUN_ENDED = "the run ended while this call was pending or running; it was stopped and will not run again"
+_CALLER_GONE = "the caller disconnected before the call ran; it was discarded and will not run"
+
+#: Key of the ASGI scope under which :class:`CapabilityGate` keeps an :class:`anyio.Event` set once the
+#: request's client went away before its response was complete (a disconnected tool caller).
+CALLER_GONE = "octipus.caller_gone"
 
 _INSTRUCTIONS = (
     "Octipus tools for this run. Calls run with the run's identity and Octipus permissions. "
@@ -236,6 +245,14 @@ class CapabilityGate:
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
         finished = False
+        gone = anyio.Event()  # set once the client went away before its response was complete
+        scope[CALLER_GONE] = gone
+
+        async def watching_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not finished:
+                gone.set()
+            return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started, finished
@@ -248,9 +265,11 @@ class CapabilityGate:
         with anyio.CancelScope() as request_scope:
             self._in_flight.add(request_scope)
             try:
-                await self._app(scope, receive, tracking_send)
+                await self._app(scope, watching_receive, tracking_send)
             finally:
                 self._in_flight.discard(request_scope)
+                if not finished:
+                    gone.set()
         if request_scope.cancelled_caught and not finished:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CUT_RESPONSE_SECONDS):
                 if not started:
@@ -266,6 +285,53 @@ def _encode_result(value: ToolResult) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class _Caller:
+    """Whether the client of one tool call is still there, until the call starts running.
+
+    Seed 003 ("Approval waits in managed CLI runs"): queued calls whose callers disconnected are
+    discarded before execution, and a caller disconnecting during an approval fails the run (the
+    host does that when its authorization is cancelled with an approval pending). Once the call
+    runs, a disconnect no longer stops it (its effects are the journal's to record).
+    """
+
+    def __init__(self) -> None:
+        self.left = False
+        self._scope: anyio.CancelScope | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def watching(cls, gone: anyio.Event | None) -> AsyncIterator[_Caller]:
+        """A caller watched for ``gone`` (None: a caller that cannot disconnect)."""
+        caller = cls()
+        if gone is None:
+            yield caller
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(caller._watch, gone)
+            try:
+                yield caller
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _watch(self, gone: anyio.Event) -> None:
+        await gone.wait()
+        self.left = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @contextlib.contextmanager
+    def until_running(self) -> Iterator[anyio.CancelScope]:
+        """The phase before the call runs (queue, authorization): cancelled when the caller leaves."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self.left:
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                self._scope = None
 
 
 class _Dispatcher:
@@ -298,7 +364,10 @@ class _Dispatcher:
         with anyio.move_on_after(grace_seconds):
             await self._idle.wait()
 
-    async def call(self, name: str, raw_arguments: dict[str, Any] | None) -> CallToolResult:
+    async def call(
+        self, name: str, raw_arguments: dict[str, Any] | None, gone: anyio.Event | None = None
+    ) -> CallToolResult:
+        """Run one ``tools/call``; ``gone`` is set when its caller disconnects (see :class:`_Caller`)."""
         if self._closed:
             return _result([_RUN_ENDED], is_error=True)
         with anyio.CancelScope() as call_scope:
@@ -307,7 +376,8 @@ class _Dispatcher:
             self._active.add(call_scope)
             try:
                 with anyio.move_on_after(self.limits.request_timeout_seconds) as deadline:
-                    return await self._call(name, raw_arguments)
+                    async with _Caller.watching(gone) as caller:
+                        return await self._call(name, raw_arguments, caller)
                 if deadline.cancelled_caught:
                     return _result(
                         [
@@ -324,20 +394,36 @@ class _Dispatcher:
         # Only reached when close() cancelled the call.
         return _result([_RUN_ENDED], is_error=True)
 
-    async def _call(self, name: str, raw_arguments: dict[str, Any] | None) -> CallToolResult:
+    async def _call(self, name: str, raw_arguments: dict[str, Any] | None, caller: _Caller) -> CallToolResult:
         spec = self.tools.get(name)
         if spec is None:
             available = ", ".join(sorted(self.tools))
             return _result([f"unknown tool {name!r}; this bridge offers: {available}"], is_error=True)
         arguments = strip_identity_arguments(raw_arguments)
-        if spec.bypass_queue:
-            return await self._run(spec, arguments)
-        async with self.lock:
-            return await self._run(spec, arguments)
-
-    async def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> CallToolResult:
         call_id = uuid.uuid4().hex
-        verdict = await self._authorize(spec, arguments)
+        queued = not spec.bypass_queue
+        locked = False
+        try:
+            # until the call runs, a caller that disconnects discards it: it leaves the queue, or its
+            # authorization (an approval wait) is cancelled, and it never runs (seed 003)
+            with caller.until_running() as before:
+                if queued:
+                    await self.lock.acquire()
+                    locked = True
+                verdict = await self._authorize(spec, arguments)
+            if before.cancelled_caught or caller.left:
+                await self._record(
+                    "tool_call_discarded", {"call_id": call_id, "tool": spec.tool_id, "reason": _CALLER_GONE}
+                )
+                return _result([_CALLER_GONE], is_error=True)
+            return await self._run(spec, arguments, call_id, verdict)
+        finally:
+            if locked:
+                self.lock.release()
+
+    async def _run(
+        self, spec: ToolSpec, arguments: dict[str, Any], call_id: str, verdict: AuthorizationResult
+    ) -> CallToolResult:
         if not verdict.allowed:
             reason = verdict.reason or "not permitted"
             await self._record(
@@ -509,7 +595,13 @@ class _BridgeMCPServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        return await self._dispatcher.call(name, arguments)
+        gone: anyio.Event | None = None
+        if context is not None:
+            request = context.request_context.request
+            if isinstance(request, Request):  # the HTTP request carrying the call (CapabilityGate marks it)
+                marker = request.scope.get(CALLER_GONE)
+                gone = marker if isinstance(marker, anyio.Event) else None
+        return await self._dispatcher.call(name, arguments, gone)
 
 
 # ---------------------------------------------------------------------------- embedded uvicorn

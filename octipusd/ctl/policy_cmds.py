@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from octipusd.ctl.common import (
+    EXIT_FAILED,
     bad_input,
     console,
     full_ids,
@@ -249,9 +250,19 @@ UsesOption = Annotated[int | None, typer.Option(help="with --remember: at most N
 def _answer(approval_id: str, body: dict[str, Any]) -> None:
     a = request("POST", f"/approvals/{part(approval_id)}", json=body)
     what = " ".join(x for x in (a["tool_id"], a.get("subject")) if x)
-    console.print(f"{a['id']}: {a['status']} ({safe(what)})")
+    recheck = a.get("recheck")
+    if recheck is not None and not recheck["allowed"]:
+        # the answer was stored, but the rules checked again deny the call: it does not run
+        console.print(
+            f"{a['id']}: approved, but the call was denied when the rules were checked again "
+            f"({safe(what)}): {safe(recheck['reason'])}"
+        )
+    else:
+        console.print(f"{a['id']}: {a['status']} ({safe(what)})")
     if a.get("grant_id"):
         console.print(f"remembered as grant {a['grant_id']} (octipusctl rules revoke {a['grant_id']})")
+    if recheck is not None and not recheck["allowed"]:
+        raise typer.Exit(EXIT_FAILED)
 
 
 @approvals_app.command("approve")

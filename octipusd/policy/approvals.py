@@ -54,6 +54,42 @@ class ApprovalResult:
         return self.outcome is Outcome.APPROVED
 
 
+@dataclass(frozen=True)
+class Recheck:
+    """What the rules said when they were checked again after an approval (seed 003: a
+    permission revoked while the prompt was open cannot be granted by it).
+
+    Attributes:
+        allowed: Whether the approved call may go on.
+        reason: Why (the rule that denies it, when it may not).
+    """
+
+    allowed: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A person's answer as applied, and, for an approval, what its re-check said.
+
+    Attributes:
+        approval: The approval as stored after the answer.
+        recheck: The re-check of the approved call, or None (a denial, an approval nobody in this
+            daemon waits on, or no report within the wait).
+    """
+
+    approval: Approval
+    recheck: Recheck | None = None
+
+
+@dataclass
+class _Pending:
+    """A re-check the answering caller waits for."""
+
+    done: anyio.Event
+    result: Recheck | None = None
+
+
 class ApprovalBroker:
     """Creates approvals, waits for answers with a deadline, applies answers exactly once.
 
@@ -69,6 +105,7 @@ class ApprovalBroker:
         #: The run of each waiter's approval (None: of no run), to wake a run's waiters from memory.
         self._runs: dict[str, str | None] = {}
         self._listeners: list[Callable[[Approval], None]] = []
+        self._rechecks: dict[str, _Pending] = {}
 
     def add_listener(self, listener: Callable[[Approval], None]) -> None:
         """Call ``listener(approval)`` after every committed answer (e.g. to signal the
@@ -182,8 +219,7 @@ class ApprovalBroker:
             NotFoundError: no such approval.
             ApprovalError: it was already answered, expired or cancelled.
         """
-        approval = await in_thread(
-            self._store.decide_approval,
+        decided = await self.decide(
             approval_id,
             approve=approve,
             decided_by=decided_by,
@@ -191,7 +227,61 @@ class ApprovalBroker:
             answers=answers,
             grant=grant,
         )
-        waiter = self._waiters.get(approval_id)
+        return decided.approval
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        decided_by: str,
+        reason: str | None = None,
+        answers: dict[str, Any] | None = None,
+        grant: dict[str, Any] | None = None,
+        recheck_seconds: float = 0.0,
+    ) -> Decided:
+        """Like :meth:`answer`; approving a run's call also waits (up to ``recheck_seconds``) for the
+        rules' re-check of that call, so the person is told when the call is denied after all (a
+        rule or grant changed while the prompt was open).
+
+        Raises:
+            NotFoundError: no such approval.
+            ApprovalError: it was already answered, expired or cancelled.
+        """
+        # registered before the answer can wake the waiting run, so its report cannot come first
+        pending = _Pending(anyio.Event()) if approve and recheck_seconds > 0 else None
+        if pending is not None:
+            self._rechecks[approval_id] = pending
+        try:
+            approval = await in_thread(
+                self._store.decide_approval,
+                approval_id,
+                approve=approve,
+                decided_by=decided_by,
+                reason=reason,
+                answers=answers,
+                grant=grant,
+            )
+            self._wake(approval)
+            if pending is None or approval.run_id is None:  # a call of no run is checked when dispatched
+                return Decided(approval)
+            with anyio.move_on_after(recheck_seconds):
+                await pending.done.wait()
+            return Decided(approval, pending.result)
+        finally:
+            if pending is not None:
+                self._rechecks.pop(approval_id, None)
+
+    def report_recheck(self, approval_id: str, *, allowed: bool, reason: str) -> None:
+        """The gate re-checked the call ``approval_id`` approved: tell the person's answer."""
+        pending = self._rechecks.get(approval_id)
+        if pending is not None:
+            pending.result = Recheck(allowed, reason)
+            pending.done.set()
+
+    def _wake(self, approval: Approval) -> None:
+        """An answer was stored: wake the waiting run, tell the listeners."""
+        waiter = self._waiters.get(approval.id)
         if waiter is not None:
             waiter.set()
         for listener in self._listeners:
@@ -199,7 +289,6 @@ class ApprovalBroker:
                 listener(approval)
             except Exception:  # a listener never undoes a committed answer
                 logging.getLogger("octipusd.policy").exception("approval listener failed")
-        return approval
 
     async def cancel_run(self, run_id: str, reason: str) -> int:
         """Cancel every pending approval of a run and wake its waiters; returns how many.

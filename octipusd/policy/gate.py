@@ -4,7 +4,7 @@ Every call Octipus is asked about goes through :meth:`PermissionGate.decide`: Oc
 the bridge (``shell__run``), MCP connector tools (``server.tool``) and vendor-native tools
 relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
 
-1. the rules (:class:`~octipusd.policy.engine.Policy`: the configured ``permissions.rules`` or
+1. the rules (:class:`~octipusd.policy.live.LivePolicy`: the configured ``permissions.rules`` or
    the built-in defaults, the operator's stored rules and the active scoped grants, read from
    the store's in-memory view (:class:`~octipusd.store.policy_view.PolicyView`), which every
    write of a rule or grant updates once committed, so a rule added or a grant revoked applies
@@ -19,7 +19,8 @@ relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
    rules are checked again, so a permission revoked while the prompt was open (a DENY added,
    the grant the answer relied on revoked) cannot be granted by that prompt;
 5. an ALLOW that rests on a scoped grant counts one use of it, exactly once
-   (:meth:`~octipusd.store.Store.use_grant`); a grant used up meanwhile no longer allows.
+   (:meth:`LivePolicy.spend <octipusd.policy.live.LivePolicy.spend>`); a grant used up meanwhile
+   no longer allows.
 
 Every decision is explained (which rule, grant or default matched) in the run's events
 (``policy_decision``) and, for an ASK, in the approval itself.
@@ -34,13 +35,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import anyio
 
-from octipusd.errors import QuestionnaireError, RuleSyntaxError, StoreError
+from octipusd.errors import QuestionnaireError, StoreError
 from octipusd.policy.approvals import ApprovalBroker, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.flowguard import (
@@ -51,7 +51,8 @@ from octipusd.policy.flowguard import (
     from_label,
     unattended_refusal,
 )
-from octipusd.policy.grants import Grant
+from octipusd.policy.live import GRANT_RETRIES, LivePolicy
+from octipusd.policy.native import READ_ONLY_CLI_TOOLS
 from octipusd.policy.questionnaire import (
     CANCEL_MESSAGE,
     answered_input,
@@ -60,16 +61,11 @@ from octipusd.policy.questionnaire import (
 )
 from octipusd.policy.rules import (
     CLI_NATIVE_PREFIX,
-    READ_ONLY_CLI_TOOLS,
     Level,
-    Rule,
-    parse_rule,
     subject_of,
 )
 from octipusd.policy.shellguard import command_decision
 from octipusd.store.aio import in_thread
-from octipusd.store.policy_view import PolicyEntries
-from octipusd.store.records import PermissionGrant, PermissionRule
 from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext, GateResult
 
@@ -85,9 +81,6 @@ BRIDGE_TOOL_PREFIX = "mcp__octipus__"
 
 #: Octipus tools that run shell commands: in a space the shell guard judges them before the rules.
 SPACE_GUARDED_TOOLS: frozenset[str] = frozenset({"shell__run"})
-
-#: How many times a decision is re-taken when the grant it rested on was used up meanwhile.
-_GRANT_RETRIES = 3
 
 
 def _space_guard(args: Mapping[str, Any], workspace: str) -> str | None:
@@ -125,36 +118,6 @@ def native_flow_id(tool_id: str, aliases: Mapping[str, str]) -> str:
     return tool_id
 
 
-def _rule(record: PermissionRule) -> Rule:
-    return parse_rule(record.rule, record.level)
-
-
-def _grant(record: PermissionGrant) -> Grant:
-    return Grant(
-        id=record.id,
-        tool_id=record.tool_id,
-        matcher=record.matcher,
-        level=Level(record.level),
-        session_id=record.session_id,
-        workspace=record.workspace,
-        expires_at=record.expires_at,
-        max_uses=record.max_uses,
-        uses=record.uses,
-        revoked_at=record.revoked_at,
-        created_by=record.created_by,
-        note=record.note,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Derived:
-    """The policy built from one published :class:`PolicyEntries`, valid until ``expires``."""
-
-    entries: PolicyEntries
-    expires: datetime | None
-    policy: Policy
-
-
 class PermissionGate:
     """Decides tool calls: rules, flow guard, questionnaires, approvals, grant usage.
 
@@ -190,11 +153,7 @@ class PermissionGate:
         self.flow_guard = flow_guard
         self.plan_tools = plan_tools
         self.tool_aliases: Mapping[str, str] = dict(tool_aliases or {})
-        self._clock = clock
-        self._derived: _Derived | None = None
-        self._rules: dict[str, Rule] = {}
-        self._grants: dict[PermissionGrant, Grant] = {}
-        self._skipped: dict[str, str] = {}  # "rule ID" / "grant ID" -> why it cannot be loaded
+        self.live = LivePolicy(store, base, clock)
         self._labelling: dict[str, list[anyio.Event]] = {}
 
     # ------------------------------------------------------------------ policy
@@ -209,7 +168,7 @@ class PermissionGate:
         Plan mode overrides the row's permission mode for one turn (seed 003); Claude's own plan
         mode still relays other tools and runs them once allowed (observed with claude 2.1.197),
         so Octipus itself keeps a plan turn to reading and planning: the read-only native tools
-        (:data:`~octipusd.policy.rules.READ_ONLY_CLI_TOOLS`), AskUserQuestion, and the Octipus tools
+        (:data:`~octipusd.policy.native.READ_ONLY_CLI_TOOLS`), AskUserQuestion, and the Octipus tools
         in ``plan_tools``. ``ExitPlanMode`` is refused too: the plan is the turn's answer, and a
         person carries it out with another turn.
         """
@@ -230,51 +189,13 @@ class PermissionGate:
         )
 
     async def current_policy(self) -> Policy:
-        """The policy with the stored rules and active grants as of now.
-
-        Read from the store's in-memory view (the database only the first time); the policy built
-        from one state of the view is reused until the view changes or one of its grants expires
-        (by the store's clock, as :meth:`~octipusd.store.Store.list_grants` filters them).
+        """The policy with the stored rules and active grants as of now (see
+        :meth:`LivePolicy.current <octipusd.policy.live.LivePolicy.current>`).
 
         Raises:
             StoreError: the first read of the rules and grants failed.
         """
-        entries = self.store.policy_view.entries
-        if entries is None:
-            entries = await in_thread(self.store.policy_entries)
-        now = self.store.now()
-        derived = self._derived
-        if (
-            derived is None
-            or derived.entries is not entries
-            or (derived.expires is not None and now >= derived.expires)
-        ):
-            derived = self._derive(entries, now)
-        return derived.policy
-
-    def _derive(self, entries: PolicyEntries, now: datetime) -> _Derived:
-        """Build (and keep) the policy of ``entries`` at ``now``, reusing the rules and grants
-        already converted for an earlier state."""
-        live, expires = entries.live_grants(now)
-        skipped: dict[str, str] = {}
-        rules: dict[str, Rule] = {}
-        for r in entries.rules:
-            try:
-                rules[r.id] = self._rules[r.id] if r.id in self._rules else _rule(r)
-            except RuleSyntaxError as exc:
-                skipped[f"stored rule {r.id}"] = f"{r.level} {r.rule!r}: {exc.problem}"
-        grants: dict[PermissionGrant, Grant] = {}
-        for g in live:
-            try:
-                grants[g] = self._grants[g] if g in self._grants else _grant(g)
-            except ValueError as exc:  # Grant's own refusal of a malformed stored grant
-                skipped[f"grant {g.id}"] = f"{g.level} {g.tool_id!r}: {exc}"
-        for name in skipped.keys() - self._skipped.keys():
-            log.warning("%s cannot be loaded and is skipped (%s); remove it", name, skipped[name])
-        self._rules, self._grants, self._skipped = rules, grants, skipped
-        policy = self.base.with_entries(stored=list(rules.values()), grants=list(grants.values()))
-        self._derived = _Derived(entries, expires, policy)
-        return self._derived
+        return await self.live.current()
 
     async def unloadable(self) -> list[str]:
         """The stored rules and grants skipped because they cannot be loaded, each named with why
@@ -289,7 +210,7 @@ class PermissionGate:
             f"{name} cannot be loaded and is skipped: {why}; remove it with octipusctl rules "
             + ("remove" if name.startswith("stored rule") else "revoke")
             + f" {name.rsplit(' ', 1)[1]}"
-            for name, why in sorted(self._skipped.items())
+            for name, why in sorted(self.live.skipped.items())
         ]
 
     async def evaluate(
@@ -302,13 +223,9 @@ class PermissionGate:
         workspace: str,
     ) -> PolicyDecision:
         """The rules' decision for one call, without the flow guard or any side effect."""
-        policy = await self.current_policy()
-        return policy.decide(
-            tool_id, dict(arguments), action, session_id=session_id, workspace=workspace, now=self._now()
+        return await self.live.evaluate(
+            tool_id, arguments, action=action, session_id=session_id, workspace=workspace
         )
-
-    def _now(self) -> datetime | None:
-        return self._clock() if self._clock is not None else None
 
     # ------------------------------------------------------------------ flow guard
 
@@ -448,9 +365,9 @@ class PermissionGate:
             answered = await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
             return await self._recheck(ctx, tool_id, args, action, answered)
         if level is Level.ALLOW:
-            if decision.grant_id is not None and not await in_thread(self.store.use_grant, decision.grant_id):
+            if not await self.live.spend(decision):
                 # used up, expired or revoked since it was read: decide again without it
-                if depth >= _GRANT_RETRIES:
+                if depth >= GRANT_RETRIES:
                     return GateResult(
                         False, f"grant {decision.grant_id} was used up by concurrent calls; try again"
                     )
@@ -529,18 +446,26 @@ class PermissionGate:
     async def _recheck(
         self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None, result: GateResult
     ) -> GateResult:
-        """After an approval (or a questionnaire's answers), check the rules again: a DENY wins."""
+        """After an approval (or a questionnaire's answers), check the rules again: a DENY wins.
+
+        The outcome is reported to the broker, so the person's answer can say whether the call
+        it approved will run (:meth:`ApprovalBroker.decide`)."""
         if not result.allowed:
             return result
         again = await self.evaluate(
             tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
         )
         if again.level is Level.DENY:  # revoked while the prompt was open: the prompt cannot grant it
-            return GateResult(
+            denied = GateResult(
                 False,
                 f"denied by Octipus policy: {again.explanation} (changed while the approval was open)",
                 approval_id=result.approval_id,
             )
+            if result.approval_id is not None:
+                self.broker.report_recheck(result.approval_id, allowed=False, reason=denied.reason)
+            return denied
+        if result.approval_id is not None:
+            self.broker.report_recheck(result.approval_id, allowed=True, reason=result.reason)
         await self.observe(ctx, tool_id, args)
         return result
 
@@ -589,7 +514,9 @@ class PermissionGate:
                     "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
                 },
             )
+            ctx.approvals.append(approval.id)
             result = await self.broker.wait(approval)
+            ctx.approvals.remove(approval.id)  # a cancelled wait stays listed (CallContext.approvals)
         finally:
             if ctx.on_waiting is not None:
                 with anyio.CancelScope(shield=True):

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from octipusd.errors import InvalidRequestError, RuleSyntaxError
+from octipusd.policy.native import KNOWN_NATIVE_TOOLS, READ_ONLY_CLI_TOOLS
 
 CLI_NATIVE_PREFIX: Final = "cli-native:"
 #: The legacy aggregate tool id of vendor-native calls: a rule or grant for exactly ``cli-native``
@@ -78,17 +79,6 @@ class Level(enum.StrEnum):
 
 #: Order in which the levels' rules are evaluated (FACTS.md §3: deny, then allow, then ask).
 EVALUATION_ORDER: Final[tuple[Level, ...]] = (Level.DENY, Level.ALLOW, Level.ASK)
-
-READ_ONLY_CLI_TOOLS: Final = (
-    "Read",
-    "Glob",
-    "Grep",
-    "LS",
-    "NotebookRead",
-    "WebFetch",
-    "WebSearch",
-    "TodoWrite",
-)
 
 #: The built-in rule set, used when ``permissions.rules`` is None (FACTS.md §3).
 DEFAULT_RULES: Final[Mapping[str, tuple[str, ...]]] = {
@@ -146,25 +136,6 @@ def default_level(tool_id: str) -> Level:
     if tool_id.startswith(CLI_NATIVE_PREFIX):
         return Level.ASK
     return DEFAULT_TOOL_LEVELS.get(tool_id, Level.ASK)
-
-
-#: Vendor-native tool names people write in rules (Claude Code's tools, Codex's item kinds): used
-#: only to catch a rule that forgot ``cli-native:`` or mistyped a name's case.
-KNOWN_NATIVE_TOOLS: Final = (
-    *READ_ONLY_CLI_TOOLS,
-    "Bash",
-    "BashOutput",
-    "KillShell",
-    "Write",
-    "Edit",
-    "MultiEdit",
-    "NotebookEdit",
-    "Task",
-    "AskUserQuestion",
-    "ExitPlanMode",
-    "commandExecution",
-    "fileChange",
-)
 
 
 def unmatchable_reason(tool_id: str) -> str | None:

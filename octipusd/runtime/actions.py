@@ -6,7 +6,8 @@ client (seed 001's "Test-tab" call; ``POST /v1/actions/calls``). :class:`ActionS
 * keys each request by the client's ``request_id`` (unique per user): a client that lost the
   acknowledgement and retries gets the stored invocation back; nothing runs twice;
 * decides it with the permission rules: DENY refuses it (journal ``not_executed``); ALLOW
-  dispatches it at once; ASK stores an approval (kind ``tool``, no run) and the invocation
+  dispatches it at once (an ALLOW resting on a scoped grant spends one use of it, as an agent's
+  call does, so a grant with ``--uses 1`` allows one call, whoever makes it); ASK stores an approval (kind ``tool``, no run) and the invocation
   then *owes an execution*: when someone approves it (the approval's decision moves the
   invocation to ``approved`` in its own transaction), the committed decision signals the
   recovery worker with the user's scope;
@@ -186,7 +187,8 @@ class ActionService:
             raise InvalidRequestError(
                 f"{tool!r} cannot be started by hand; use shell__run or an MCP connector tool (server.tool)"
             )
-        decision = await self.gate.evaluate(
+        # an ALLOW resting on a grant spends one use of it, exactly as an agent's call does
+        decision = await self.gate.live.decide_and_spend(
             tool, args, action=None, session_id=session.id, workspace=session.workspace
         )
         status = {Level.ALLOW: "approved", Level.ASK: "awaiting_approval"}.get(decision.level, "denied")

@@ -7,8 +7,11 @@ no call looks its run up by id. Every method answers for the run it is bound to.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from octipusd.journal.executor import ActionScope
 from octipusd.runtime.events import FEEDBACK_EVENT
@@ -64,27 +67,34 @@ class RunHost:
 
         The permission gate decides first; a mutating tool then passes the recovery review gate
         (seed 000) and its contract's unattended rule (seed 004). A refused mutating call is
-        recorded in the journal as ``not_executed``.
+        recorded in the journal as ``not_executed``. A call cancelled while one of its approvals is
+        pending (its caller disconnected, or the vendor ended) fails the run
+        (:meth:`~octipusd.runtime.relay.PermissionRelay.abandoned`).
         """
         run = self._run
         if not self._live():
             return AuthorizationResult(False, "the run is no longer live")
         if run.ending is not None:
             return AuthorizationResult(False, f"the run is ending ({run.ending}); no further tool call runs")
-        result = await run.relay.decide(tool_id, arguments, action=None, vendor_request_id=None)
-        spec = run.tools.get(tool_id)
-        if spec is None or not spec.mutating:
-            return AuthorizationResult(result.allowed, result.reason)
-        scope = action_scope(identity)
-        contract = spec.recovery_contract
-        if result.allowed:
-            result = await run.services.recovery.check(
-                run.relay.context(), scope, tool_id, arguments, contract
-            )
-            if result.expired:
-                await run.relay.expired(result)
+        ctx = dataclasses.replace(run.relay.context(), approvals=[])  # this call's open approvals
+        try:
+            result = await run.relay.decide(tool_id, arguments, action=None, vendor_request_id=None, ctx=ctx)
+            spec = run.tools.get(tool_id)
+            if spec is None or not spec.mutating:
+                return AuthorizationResult(result.allowed, result.reason)
+            contract = spec.recovery_contract
+            if result.allowed:
+                result = await run.relay.recovery_review(ctx, tool_id, arguments, contract)
+        except anyio.get_cancelled_exc_class():
+            # the caller disconnected (or the vendor ended) during an approval: the run fails (seed 003)
+            if ctx.approvals:
+                with anyio.CancelScope(shield=True):
+                    await run.relay.abandoned(tool_id, ctx.approvals)
+            raise
         if not result.allowed:
-            await run.services.journal.refused(scope, tool_id, arguments, contract, result.reason)
+            await run.services.journal.refused(
+                action_scope(identity), tool_id, arguments, contract, result.reason
+            )
         return AuthorizationResult(result.allowed, result.reason)
 
     async def run_action(

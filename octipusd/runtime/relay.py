@@ -1,21 +1,27 @@
 """The permission relay of one run: the vendor's permission requests become Octipus approvals.
 
 A vendor asks before a native tool runs (``cli-native:<Tool>``); the relay decides through the
-permission gate (rules, grants, flow guard, approvals) and writes the adapter's answer to the
-vendor's stdin. A ``control_cancel_request`` for the same request id cancels the wait (its
-approval is marked cancelled) and nothing is answered. An approval of a managed run that
-expires fails the run (seed 003 "Permissions and limits").
+permission gate (rules, grants, flow guard, approvals), then, for a native tool that may change
+something (:func:`~octipusd.policy.native.native_mutates`), through the recovery review gate like
+an Octipus mutation (seed 000), and writes the adapter's answer to the vendor's stdin. A
+``control_cancel_request`` for the same request id cancels the wait (its approval is marked
+cancelled) and nothing is answered. An approval of a managed run that expires fails the run
+(seed 003 "Permissions and limits").
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from octipusd.adapter import PermissionDecision, PermissionRequestEvent
-from octipusd.toolkit import CallContext, GateResult
+from octipusd.policy.native import NATIVE_CONTRACT, native_mutates
+from octipusd.policy.rules import CLI_NATIVE_PREFIX
+from octipusd.runtime.host import action_scope
+from octipusd.toolkit import CallContext, GateResult, RecoveryContract
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
@@ -64,15 +70,57 @@ class PermissionRelay:
             scope.cancel()
 
     async def relay(self, event: PermissionRequestEvent) -> None:
-        """Decide a vendor permission request and answer it (cancellable by :meth:`cancel`)."""
+        """Decide a vendor permission request and answer it (cancellable by :meth:`cancel`).
+
+        A request the vendor withdraws, or leaves behind by finishing, while one of its approvals
+        is pending fails the run (seed 003 "Approval waits in managed CLI runs", :meth:`abandoned`).
+        """
+        ctx = dataclasses.replace(self.context(), approvals=[])
         with anyio.CancelScope() as scope:
             self._waits[event.request_id] = scope
             try:
-                await self._answer(event)
+                await self._answer(event, ctx)
+            except anyio.get_cancelled_exc_class():
+                if ctx.approvals:
+                    with anyio.CancelScope(shield=True):
+                        await self.abandoned(
+                            f"cli-native:{event.tool_name}", ctx.approvals, withdrawn=scope.cancel_called
+                        )
+                raise
             finally:
                 self._waits.pop(event.request_id, None)
 
-    async def _answer(self, event: PermissionRequestEvent) -> None:
+    async def abandoned(self, tool_id: str, approval_ids: list[str], *, withdrawn: bool = False) -> None:
+        """The caller of ``tool_id`` went away while its approvals were pending: the run fails now.
+
+        Seed 003: a tool caller disconnecting during an approval fails the run immediately, and a
+        completion while an approval is still pending is recorded as a failure, not a success. The
+        run's pending approvals are cancelled; nothing is granted. A run already ending is left to
+        its own end.
+
+        Args:
+            tool_id: The call that was waiting.
+            approval_ids: Its approvals still pending.
+            withdrawn: The vendor withdrew the request (a ``control_cancel_request``).
+        """
+        run = self._run
+        if run.ending is not None:
+            return
+        process = run.attempt.process
+        if withdrawn:
+            why = f"the vendor withdrew its request for {tool_id}"
+        elif process is not None and process.returncode is not None:
+            why = f"the vendor finished without waiting for {tool_id}"
+        else:
+            why = f"the caller of {tool_id} disconnected"
+        reason = (
+            f"{why} while approval {', '.join(approval_ids)} was pending; a run does not complete with an "
+            "unanswered approval, so it failed and nothing was granted"
+        )
+        run.fail(reason)
+        await run.services.broker.cancel_run(run.run.id, reason)
+
+    async def _answer(self, event: PermissionRequestEvent, ctx: CallContext) -> None:
         run = self._run
         process, adapter = run.attempt.process, run.adapter
         assert process is not None and adapter is not None
@@ -88,8 +136,12 @@ class PermissionRelay:
             )
         else:
             result = await self.decide(
-                tool_id, event.input, action=event.tool_name, vendor_request_id=event.request_id
+                tool_id, event.input, action=event.tool_name, vendor_request_id=event.request_id, ctx=ctx
             )
+            if result.allowed and native_mutates(
+                run.services.gate.flow_id(tool_id).removeprefix(CLI_NATIVE_PREFIX)
+            ):
+                result = await self.recovery_review(ctx, tool_id, result.updated_input or event.input)
             allowed, reason, updated_input = result.allowed, result.reason, result.updated_input
         if allowed and run.ending is not None:  # a stop or failure while it was decided: nothing more runs
             allowed, reason = False, f"deny: the run is ending ({run.ending})"
@@ -103,6 +155,26 @@ class PermissionRelay:
         )
         await process.write_line(adapter.encode_permission_response(event, decision))
 
+    async def recovery_review(
+        self,
+        ctx: CallContext,
+        tool_id: str,
+        arguments: Mapping[str, Any],
+        contract: RecoveryContract = NATIVE_CONTRACT,
+    ) -> GateResult:
+        """A mutation (native, or an Octipus tool with its own ``contract``) passes the recovery review
+        gate (seed 000): after an uncertain action of the user and session, a person reviews it
+        first (an unattended run reports that review is required); a review that expires fails
+        the run."""
+        run = self._run
+        assert run.identity is not None
+        result = await run.services.recovery.check(
+            ctx, action_scope(run.identity), tool_id, arguments, contract
+        )
+        if result.expired:
+            await self.expired(result)
+        return result
+
     async def decide(
         self,
         tool_id: str,
@@ -110,10 +182,12 @@ class PermissionRelay:
         *,
         action: str | None,
         vendor_request_id: str | None,
+        ctx: CallContext | None = None,
     ) -> GateResult:
-        """Decide one call through the permission gate; an expired approval fails the run."""
+        """Decide one call through the permission gate (with ``ctx``, the call's own view of the
+        run, default :meth:`context`); an expired approval fails the run."""
         result = await self._run.services.gate.decide(
-            self.context(), tool_id, arguments, action=action, vendor_request_id=vendor_request_id
+            ctx or self.context(), tool_id, arguments, action=action, vendor_request_id=vendor_request_id
         )
         if result.expired:
             await self.expired(result)

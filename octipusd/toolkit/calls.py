@@ -31,6 +31,9 @@ class CallContext:
             never writes a coding agent's configuration (the shell guard, seed 003).
         plan: True for a plan-mode turn: only reading and planning tools may run (see
             :meth:`PermissionGate.plan_refusal`).
+        approvals: Ids of the approvals asked through this context whose wait has not returned:
+            one whose caller went away meanwhile (its wait was cancelled) stays listed, so a
+            caller with a context of its own (:func:`dataclasses.replace`) knows what it left open.
     """
 
     run_id: str
@@ -41,6 +44,7 @@ class CallContext:
     review_required: list[str] = field(default_factory=list)
     space: bool = False
     plan: bool = False
+    approvals: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -74,3 +74,59 @@ def test_an_uncertain_shell_call_needs_review_before_the_next_mutation(
         results = _kinds(env, run, "tool_result")
         assert any(r["is_error"] and "review required" in r["content"] for r in results), results
         assert "review required" in json.dumps(_kinds(env, run, "review_required"))
+
+
+def uncertain_id(env: Env, session: str) -> str:
+    [action] = env.client.request("GET", "/actions", params={"session_id": session})["actions"]
+    assert action["outcome"] == "uncertain", action
+    return str(action["id"])
+
+
+@pytest.mark.parametrize("attended", [True, False])
+def test_a_native_mutation_after_an_uncertain_action_needs_the_same_review(
+    octipus: Callable[..., Env], tmp_path: Path, attended: bool
+) -> None:
+    """Issue 14 item 7: Claude's own Bash, relayed to Octipus and allowed by the rules, waits for a
+    recovery review after an uncertain Octipus action (attended), or is refused with "review
+    required" (unattended); denying the review refuses it, and it never runs."""
+    workspace = tmp_path / f"ws-{attended}"
+    workspace.mkdir()
+    ledger = workspace / "ledger.txt"
+    first = {"command": f"echo one >> {ledger}; sleep 5", "timeout": 0.5}
+    native = {"command": f'bash -c "echo native >> {ledger}"', "description": "append"}
+    env = octipus(
+        {
+            "steps": [
+                {"content": [{"type": "tool_use", "name": "mcp__octipus__shell__run", "input": first}]},
+                {"content": [{"type": "tool_use", "name": "Bash", "input": native}]},
+                {"content": [{"type": "text", "text": "done"}]},
+            ]
+        }
+    )
+    env.client.request("POST", "/rules", json={"level": "allow", "rule": "shell__run"})
+    env.client.request("POST", "/rules", json={"level": "allow", "rule": "cli-native:Bash"})
+    session = str(
+        env.client.request(
+            "POST",
+            "/sessions",
+            json={"workspace": str(workspace), "attended": attended, "permission_mode": "default"},
+        )["id"]
+    )
+    run = env.post(session, "append twice")
+    if attended:
+        approval = env.wait_approval(run)
+        assert approval["kind"] == "action_recovery" and approval["tool_id"] == "cli-native:Bash", approval
+        [uncertain] = env.client.request("GET", "/actions", params={"session_id": session})["actions"]
+        assert approval["action_ids"] == [uncertain["id"]]
+        assert ledger.read_text().splitlines() == ["one"]
+        env.answer(approval["id"], "deny", reason="checking first")
+    final = env.wait_final(run)
+    assert final["status"] == "succeeded", final
+    assert ledger.read_text().splitlines() == ["one"]
+    [decision] = [d for d in _kinds(env, run, "permission_decision") if d["tool_id"] == "cli-native:Bash"]
+    assert not decision["allowed"], decision
+    if attended:
+        assert "recovery review" in decision["reason"] and "checking first" in decision["reason"], decision
+    else:
+        assert "review required" in decision["reason"] and uncertain_id(env, session) in decision["reason"]
+        assert env.client.request("GET", "/approvals", params={"status": "all", "run_id": run}) == []

@@ -791,3 +791,42 @@ async def test_a_hand_started_call_gets_a_host_of_its_own_call_not_of_a_run(benc
     assert seen["run_id"] == f"manual-{done.id}"
     assert len(seen["refused"]) == 3
     assert all("not available to a call started by hand" in text for text in seen["refused"])
+
+
+async def test_a_hand_started_call_spends_a_use_of_the_grant_that_allowed_it(bench: Bench) -> None:
+    """Issue 14 item 9: a grant with one use allows one call, an agent's or a person's; the next
+    hand-started call under it asks (the default level of shell__run), and runs nothing."""
+    grant = bench.store.create_grant(tool_id="shell__run", level="allow", created_by="operator", max_uses=1)
+    service = bench.service()
+    first, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="shell__run", arguments=dict(APPEND), request_id=None
+    )
+    assert first.status == "completed" and bench.lines() == 1
+    assert bench.store.get_grant(grant.id).uses == 1
+    second, _ = await service.submit(
+        user="alice", session_id=bench.session_id, tool="shell__run", arguments=dict(APPEND), request_id=None
+    )
+    assert second.status == "awaiting_approval" and bench.lines() == 1
+    assert bench.store.get_grant(grant.id).uses == 1
+
+
+async def test_concurrent_hand_started_calls_under_a_one_use_grant_run_one(bench: Bench) -> None:
+    grant = bench.store.create_grant(tool_id="shell__run", level="allow", created_by="operator", max_uses=1)
+    service = bench.service()
+    statuses: list[str] = []
+
+    async def submit() -> None:
+        done, _ = await service.submit(
+            user="alice",
+            session_id=bench.session_id,
+            tool="shell__run",
+            arguments=dict(APPEND),
+            request_id=None,
+        )
+        statuses.append(done.status)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(submit)
+    assert sorted(statuses) == ["awaiting_approval", "awaiting_approval", "completed"]
+    assert bench.lines() == 1 and bench.store.get_grant(grant.id).uses == 1

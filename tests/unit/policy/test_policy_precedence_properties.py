@@ -17,7 +17,8 @@ from hypothesis import given, settings, strategies as st
 
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.grants import Grant
-from octipusd.policy.rules import READ_ONLY_CLI_TOOLS, Level, Rule, RuleSet, default_level
+from octipusd.policy.native import READ_ONLY_CLI_TOOLS
+from octipusd.policy.rules import Level, Rule, RuleSet, default_level
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from octipusd.errors import RuleSyntaxError
+from octipusd.policy.native import READ_ONLY_CLI_TOOLS
 from octipusd.policy.rules import (
     DEFAULT_RULES,
-    READ_ONLY_CLI_TOOLS,
     SUBJECT_FIELDS,
     Level,
     Match,
