@@ -55,7 +55,6 @@ touching process-wide signal handlers or logging configuration.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import secrets
@@ -69,12 +68,10 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, Tool as MCPTool, ToolAnnotations
-from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS, BridgeEndpoint
+from octipusd.bridge.access import CALLER_GONE, Caller, CapabilityGate
 from octipusd.bridge.embedded import (
     IN_BRIDGE_SERVER,
     EmbeddedConfig,
@@ -104,17 +101,11 @@ MCP_PATH = "/mcp"
 #: First line of the run-context block appended to non-read-only tool responses.
 RUN_CONTEXT_HEADER = "[octipus run context] Fresh context of this run; check it before further affected work:"
 
-#: Seconds the gate takes to finish a response it cut at shutdown (a 503, or the end of a stream).
-_CUT_RESPONSE_SECONDS = 1.0
 #: Seconds between two looks at whether uvicorn has started (it exposes no startup event).
 _STARTUP_POLL_SECONDS = 0.002
 
 _RUN_ENDED = "the run ended while this call was pending or running; it was stopped and will not run again"
 _CALLER_GONE = "the caller disconnected before the call ran; it was discarded and will not run"
-
-#: Key of the ASGI scope under which :class:`CapabilityGate` keeps an :class:`anyio.Event` set once the
-#: request's client went away before its response was complete (a disconnected tool caller).
-CALLER_GONE = "octipus.caller_gone"
 
 _INSTRUCTIONS = (
     "Octipus tools for this run. Calls run with the run's identity and Octipus permissions. "
@@ -163,121 +154,6 @@ class BridgeLimits:
     max_sessions: int = 64
 
 
-# ---------------------------------------------------------------------------- capability gate
-
-
-class CapabilityGate:
-    """ASGI middleware that admits only requests bearing the run's capability.
-
-    Every HTTP request must carry ``Authorization: Bearer <capability>`` (scheme
-    case-insensitive); anything else gets ``401 {"error": "invalid_capability"}`` and never
-    reaches the wrapped app. Lifespan events pass through; websockets are refused.
-
-    The gate also ends the bridge's traffic at shutdown: :meth:`close` refuses new requests
-    (``503 {"error": "bridge_closed"}``), lets request/response exchanges finish, then
-    cancels what is left (the clients' SSE streams), finishing those responses cleanly, so
-    the server stops at once instead of waiting out uvicorn's graceful timeout.
-
-    Args:
-        app: The MCP ASGI app.
-        capability: The run's capability.
-    """
-
-    def __init__(self, app: ASGIApp, capability: str) -> None:
-        if not capability:
-            raise ValueError("capability must not be empty")
-        self._app = app
-        self._expected = capability.encode()
-        self._in_flight: set[anyio.CancelScope] = set()
-        self._exchanges = 0  # admitted requests other than GET (which are long-lived streams)
-        self._exchanges_done = anyio.Event()
-        self._exchanges_done.set()
-        self._closed = False
-
-    def _admits(self, scope: Scope) -> bool:
-        header = Headers(scope=scope).get("authorization")
-        if header is None:
-            return False
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(token.strip().encode(), self._expected)
-
-    async def close(self, grace_seconds: float = 1.0) -> None:
-        """Refuse further requests, let request/response exchanges finish, cut the rest.
-
-        Args:
-            grace_seconds: How long in-flight POST/DELETE requests may take to complete
-                before they are cancelled too; GET streams are cancelled after it regardless.
-        """
-        self._closed = True
-        with anyio.move_on_after(grace_seconds):
-            await self._exchanges_done.wait()
-        for request_scope in list(self._in_flight):
-            request_scope.cancel()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self._app(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        if not (scope["type"] == "http" and self._admits(scope)):
-            await JSONResponse({"error": "invalid_capability"}, status_code=401)(scope, receive, send)
-            return
-        if self._closed:
-            await JSONResponse({"error": "bridge_closed"}, status_code=503)(scope, receive, send)
-            return
-        exchange = scope.get("method") != "GET"
-        if exchange:
-            if self._exchanges == 0:
-                self._exchanges_done = anyio.Event()
-            self._exchanges += 1
-        try:
-            await self._serve(scope, receive, send)
-        finally:
-            if exchange:
-                self._exchanges -= 1
-                if self._exchanges == 0:
-                    self._exchanges_done.set()
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-        finished = False
-        gone = anyio.Event()  # set once the client went away before its response was complete
-        scope[CALLER_GONE] = gone
-
-        async def watching_receive() -> Message:
-            message = await receive()
-            if message["type"] == "http.disconnect" and not finished:
-                gone.set()
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started, finished
-            if message["type"] == "http.response.start":
-                started = True
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                finished = True
-            await send(message)
-
-        with anyio.CancelScope() as request_scope:
-            self._in_flight.add(request_scope)
-            try:
-                await self._app(scope, watching_receive, tracking_send)
-            finally:
-                self._in_flight.discard(request_scope)
-                if not finished:
-                    gone.set()
-        if request_scope.cancelled_caught and not finished:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_CUT_RESPONSE_SECONDS):
-                if not started:
-                    await JSONResponse({"error": "bridge_closed"}, status_code=503)(scope, receive, send)
-                else:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
 # ---------------------------------------------------------------------------- dispatch
 
 
@@ -285,53 +161,6 @@ def _encode_result(value: ToolResult) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
-
-
-class _Caller:
-    """Whether the client of one tool call is still there, until the call starts running.
-
-    Seed 003 ("Approval waits in managed CLI runs"): queued calls whose callers disconnected are
-    discarded before execution, and a caller disconnecting during an approval fails the run (the
-    host does that when its authorization is cancelled with an approval pending). Once the call
-    runs, a disconnect no longer stops it (its effects are the journal's to record).
-    """
-
-    def __init__(self) -> None:
-        self.left = False
-        self._scope: anyio.CancelScope | None = None
-
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def watching(cls, gone: anyio.Event | None) -> AsyncIterator[_Caller]:
-        """A caller watched for ``gone`` (None: a caller that cannot disconnect)."""
-        caller = cls()
-        if gone is None:
-            yield caller
-            return
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(caller._watch, gone)
-            try:
-                yield caller
-            finally:
-                tg.cancel_scope.cancel()
-
-    async def _watch(self, gone: anyio.Event) -> None:
-        await gone.wait()
-        self.left = True
-        if self._scope is not None:
-            self._scope.cancel()
-
-    @contextlib.contextmanager
-    def until_running(self) -> Iterator[anyio.CancelScope]:
-        """The phase before the call runs (queue, authorization): cancelled when the caller leaves."""
-        with anyio.CancelScope() as scope:
-            self._scope = scope
-            if self.left:
-                scope.cancel()
-            try:
-                yield scope
-            finally:
-                self._scope = None
 
 
 class _Dispatcher:
@@ -367,7 +196,7 @@ class _Dispatcher:
     async def call(
         self, name: str, raw_arguments: dict[str, Any] | None, gone: anyio.Event | None = None
     ) -> CallToolResult:
-        """Run one ``tools/call``; ``gone`` is set when its caller disconnects (see :class:`_Caller`)."""
+        """Run one ``tools/call``; ``gone`` is set when its caller disconnects (see :class:`Caller`)."""
         if self._closed:
             return _result([_RUN_ENDED], is_error=True)
         with anyio.CancelScope() as call_scope:
@@ -376,7 +205,7 @@ class _Dispatcher:
             self._active.add(call_scope)
             try:
                 with anyio.move_on_after(self.limits.request_timeout_seconds) as deadline:
-                    async with _Caller.watching(gone) as caller:
+                    async with Caller.watching(gone) as caller:
                         return await self._call(name, raw_arguments, caller)
                 if deadline.cancelled_caught:
                     return _result(
@@ -394,7 +223,7 @@ class _Dispatcher:
         # Only reached when close() cancelled the call.
         return _result([_RUN_ENDED], is_error=True)
 
-    async def _call(self, name: str, raw_arguments: dict[str, Any] | None, caller: _Caller) -> CallToolResult:
+    async def _call(self, name: str, raw_arguments: dict[str, Any] | None, caller: Caller) -> CallToolResult:
         spec = self.tools.get(name)
         if spec is None:
             available = ", ".join(sorted(self.tools))
