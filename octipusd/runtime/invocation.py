@@ -9,7 +9,7 @@ supervisor keeps the run's state; this module does the invocation's I/O.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ import anyio
 from octipusd.adapter import Adapter, LaunchRequest, ResultEvent, StreamParser, Usage
 from octipusd.errors import ExecutableNotFoundError
 from octipusd.runner.transport import Transport
-from octipusd.runtime.outcome import result_failure
+from octipusd.runtime.outcome import result_failed, result_failure
 from octipusd.runtime.prompts import dump_prompt, dump_text
 from octipusd.runtime.sessions import ResumePlan
 from octipusd.store.aio import in_thread
@@ -52,6 +52,8 @@ class Attempt:
         bridge_pending: The failure reason while the vendor reports its bridge as still connecting.
         cost_usd: The cost of the results accepted from this invocation (USD), None while no result
             reported one.
+        answers: The texts of the run's accepted successful results, in order: a steered process
+            answers more than once, and a follow-up invocation starts with the earlier ones.
     """
 
     process: Transport | None = None
@@ -68,13 +70,24 @@ class Attempt:
     discarded: int = 0
     bridge_pending: str | None = None
     cost_usd: float | None = None
+    answers: list[str] = field(default_factory=list)
 
     def accept_result(self, result: ResultEvent) -> None:
-        """Keep an accepted result: the last one is the invocation's, every one's cost counts."""
+        """Keep an accepted result: the last one decides the invocation's outcome, every one's cost
+        counts, and every successful one's text is part of the answer."""
         self.result = result
         self.results_seen += 1
         if result.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
+        if result.text and not result_failed(result):
+            self.answers.append(result.text)
+
+    def answer(self) -> str | None:
+        """The run's answer so far: every accepted successful result's text, in order (nothing of
+        it is lost to a later turn of the process or a follow-up); else the last result's text."""
+        if self.answers:
+            return "\n\n".join(self.answers)
+        return self.result.text if self.result is not None else None
 
     def usage(self) -> Usage:
         """The usage accepted from this invocation."""
@@ -95,6 +108,7 @@ class Invocation:
         self._spent = Usage()  # the run's invocations that ended: tokens
         self._spent_cost: float | None = None  # and the cost their vendors reported (USD)
         self._spent_by_thread: dict[str, Usage] = {}  # tokens per vendor session id
+        self._count = 0  # invocations started
 
     async def thread_usage(self, request: LaunchRequest) -> Usage:
         """The vendor thread's usage before this invocation (tokens), for an adapter whose vendor
@@ -133,15 +147,23 @@ class Invocation:
         """One vendor invocation of the run: dump its prompt, launch, stream, reap, account usage.
 
         Raises:
-            OSError: the prompt dump could not be written (``agent.promptDumps``).
+            OSError: the first invocation's prompt dump could not be written (``agent.promptDumps``;
+                a later one's failure is a notice).
             AdapterError: the adapter refused the launch (nothing was started).
             ExecutableNotFoundError: the binary could not be executed.
         """
         adapter = self._run.adapter
         assert adapter is not None
+        self._count += 1
         if self._run.services.prompt_dumps:  # the whole prompt, system instructions included (seed 003)
             text = dump_text(request.prompt, request.system_prompt)
-            await anyio.to_thread.run_sync(dump_prompt, self._run.run.id, text)
+            dump = functools.partial(dump_prompt, self._run.run.id, text, invocation=self._count)
+            try:
+                await anyio.to_thread.run_sync(dump)
+            except OSError as exc:
+                if self._count == 1:
+                    raise
+                await self._run.notice(f"the prompt of invocation {self._count} could not be dumped: {exc}")
         spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
         for message in spec.notices:
             await self._run.notice(message)
@@ -229,7 +251,6 @@ class Invocation:
             self._spent_by_thread[thread] = self.spent_in(thread) + usage
         if attempt.cost_usd is not None:
             self._spent_cost = (self._spent_cost or 0.0) + attempt.cost_usd
-        result = attempt.result
         # stored with the final status (one commit), or before a retry (_keep_accounting)
         self._run.accounting = {
             "exit_code": process.returncode,
@@ -239,7 +260,7 @@ class Invocation:
             "cache_read_input_tokens": self._spent.cache_read_input_tokens,
             "usage_estimated": self._spent.estimated,
             "cost_usd": self._spent_cost,
-            "result_text": result.text if result else None,
+            "result_text": attempt.answer(),
         }
 
     async def keep_accounting(self) -> None:

@@ -186,7 +186,8 @@ async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState)
     """A root turn's accepted answer and confirmed vendor session, in one store transaction; False
     when the vendor session was to be saved but was not (the session was cleared meanwhile)."""
     result, key, confirmed = run.attempt.result, state.key, run.attempt.confirmed
-    answered = result is not None and bool(result.text) and not result_failed(result)
+    answer = run.attempt.answer()
+    answered = result is not None and bool(answer) and not result_failed(result)
     vendor = _root_vendor(run, state, key, confirmed) if key is not None and confirmed else None
     if vendor is None and not answered:
         return True
@@ -196,7 +197,7 @@ async def _save_root_turn(run: RunSupervisor, plan: TurnPlan, state: ReuseState)
         generation=run.generation,
         run_id=run.run.id,
         adapter=plan.adapter.name,
-        answer=result.text if answered and result is not None else None,
+        answer=answer if answered else None,
         vendor=vendor,
         measure=run.services.compaction_threshold > 0,
     )

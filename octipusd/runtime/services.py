@@ -59,6 +59,8 @@ class RunLimits:
             (Claude's ``pending``) has to list the bridge's tools before the run fails.
         follow_ups: Follow-up invocations a run makes at most when guidance remains after its vendor
             finished (``agent.maxFollowUps``).
+        guidance_ack_s: Seconds after a result that guidance written to the vendor may stay
+            unacknowledged before the vendor's input ends (the guidance then goes to a follow-up).
     """
 
     run_timeout_s: float = 3600.0
@@ -69,6 +71,7 @@ class RunLimits:
     watchdog_tick_s: float = 1.0
     bridge_connect_grace_s: float = 15.0
     follow_ups: int = MAX_FOLLOW_UPS
+    guidance_ack_s: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from octipusd.adapter import LaunchRequest, ResultEvent
+from octipusd.errors import OctipusError
 from octipusd.runtime.feedback import unhandled_plan_feedback as count_unhandled
 from octipusd.runtime.invocation import Attempt
-from octipusd.runtime.outcome import result_failed
+from octipusd.runtime.outcome import result_failed, result_failure
 from octipusd.runtime.sessions import ResumePlan
 from octipusd.store.aio import in_thread
 
@@ -122,6 +123,10 @@ class Guidance:
     def awaiting_answer(self) -> bool:
         """Whether guidance written to the vendor still waits for its acknowledgement or its result."""
         return any(i.state in (GuidanceState.SUBMITTED, GuidanceState.DELIVERED) for i in self.items)
+
+    def unacknowledged(self) -> bool:
+        """Whether guidance written to the vendor has not been acknowledged yet."""
+        return any(i.state == GuidanceState.SUBMITTED for i in self.items)
 
     def vendor_exited(self) -> None:
         """The vendor process ended: what it never acknowledged is kept for a follow-up (seed 003)."""
@@ -220,13 +225,16 @@ async def follow_up(run: RunSupervisor, request: LaunchRequest) -> str | None:
     feedback) remains and the budget allows (seed 003), then stop taking guidance.
 
     Each follow-up resumes the session the vendor confirmed, with the guidance as its prompt, in
-    the same bridge; its usage adds to the run's, its result becomes the run's.
+    the same bridge; its usage adds to the run's, and its answer follows the earlier ones. A
+    follow-up that ends without a successful result (or cannot start) does not undo what came
+    before: the run keeps the earlier result and its verdict, a notice says what happened, and the
+    guidance it carried is named as not applied.
 
     Returns:
         Why no (further) follow-up was possible while guidance remained, or None.
 
     Raises:
-        As :meth:`Invocation.run <octipusd.runtime.invocation.Invocation.run>`.
+        OctipusError: Only when a stop or a failure of the run itself ended the follow-up.
     """
     steering = run.steering
     while True:
@@ -250,24 +258,79 @@ async def follow_up(run: RunSupervisor, request: LaunchRequest) -> str | None:
             follow_up=steering.follow_ups,
             guidance=[i.text for i in items],
         )
-        answer, confirmed = run.accounting.get("result_text"), run.attempt.confirmed
-        assert confirmed is not None
-        request = dataclasses.replace(
-            request,
-            prompt=follow_up_prompt([i.text for i in items], feedback),
-            vendor_session_id=confirmed,
-            resume=True,
-            turn_limit=turn_limit if turn_limit is not None else request.turn_limit,
-            thread_usage=None,
+        request = await _follow_up_request(run, request, items, feedback, turn_limit)
+        failed = await _invoke_follow_up(run, request)
+        if failed is not None:
+            for item in items:
+                item.state = GuidanceState.QUEUED  # it never took effect: named at the end
+            steering.closed = "the run is ending"
+            steering.why_not = f"follow-up invocation {steering.follow_ups} failed: {failed}"
+            return steering.why_not
+
+
+async def _follow_up_request(
+    run: RunSupervisor,
+    request: LaunchRequest,
+    items: list[GuidanceItem],
+    feedback: int,
+    turn_limit: int | None,
+) -> LaunchRequest:
+    """The launch of a follow-up: the confirmed session resumed, the guidance as its prompt."""
+    confirmed = run.attempt.confirmed
+    assert confirmed is not None
+    request = dataclasses.replace(
+        request,
+        prompt=follow_up_prompt([i.text for i in items], feedback),
+        vendor_session_id=confirmed,
+        resume=True,
+        turn_limit=turn_limit if turn_limit is not None else request.turn_limit,
+        thread_usage=None,
+    )
+    if run.adapter is not None and run.adapter.usage_is_cumulative(request):
+        request = dataclasses.replace(request, thread_usage=await run.invocation.thread_usage(request))
+    return request
+
+
+async def _invoke_follow_up(run: RunSupervisor, request: LaunchRequest) -> str | None:
+    """Run one follow-up invocation (its accounting sums the run's).
+
+    Returns:
+        None when it ended with a successful result (or a stop or failure of the run ended it, which
+        decides the run as usual); otherwise why it failed, after the earlier invocation's result
+        was put back as the run's.
+
+    Raises:
+        OctipusError: The invocation could not start while the run was being stopped.
+    """
+    earlier = run.attempt
+    assert earlier.confirmed is not None
+    run.attempt = Attempt(confirmed=earlier.confirmed, answers=list(earlier.answers))
+    try:
+        await run.invocation.run(request, ResumePlan(earlier.confirmed, True))
+    except OctipusError as exc:
+        if run.stop_status is not None:
+            raise
+        failed: str | None = exc.message
+    else:
+        if run.stop_status is not None:
+            return None
+        result = run.attempt.result
+        failed = run.failure or (
+            "it ended without a result"
+            if result is None
+            else result_failure(result)
+            if result_failed(result)
+            else None
         )
-        if run.adapter is not None and run.adapter.usage_is_cumulative(request):
-            request = dataclasses.replace(request, thread_usage=await run.invocation.thread_usage(request))
-        run.attempt = Attempt(confirmed=confirmed)
-        try:
-            await run.invocation.run(request, ResumePlan(confirmed, True))  # its accounting sums the run's
-        finally:
-            if run.accounting and run.accounting.get("result_text") is None:
-                run.accounting["result_text"] = answer  # a follow-up without an answer keeps the last one
+    if failed is None:
+        return None
+    run.attempt, run.failure = earlier, None  # the follow-up never undoes the answer before it
+    await run.notice(
+        f"follow-up invocation {run.steering.follow_ups} ended without an answer ({failed}); the run keeps "
+        "the result of the invocation before it",
+        follow_up_failed=run.steering.follow_ups,
+    )
+    return failed
 
 
 async def report_unapplied(run: RunSupervisor) -> str | None:

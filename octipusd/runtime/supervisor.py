@@ -565,7 +565,7 @@ class RunSupervisor:
             status=verdict.status,
             reason=verdict.reason,
             exit_code=process.returncode if process else None,
-            result_text="\n\n".join(t for t in (result.text if result else None, note) if t) or None,
+            result_text="\n\n".join(t for t in (self.attempt.answer(), note) if t) or None,
             accounting=accounting,
             approvals_reason=f"the run ended ({verdict.status})",
         )

@@ -113,6 +113,8 @@ class VendorEvents:
             if event.session_id and not event.is_error:
                 attempt.confirmed = event.session_id
             await self.end_input_if_answered()
+            if not attempt.input_ended and run.steering.unacknowledged():
+                tg.start_soon(self._end_input_unless_acknowledged)
         await self._keep_if_answered(event)
         self._check_token_budget(tg)
 
@@ -136,6 +138,22 @@ class VendorEvents:
         ):
             attempt.kept = confirmed
             await keep_confirmed(run, run.reuse)
+
+    async def _end_input_unless_acknowledged(self) -> None:
+        """After a result, guidance written to the vendor but not acknowledged holds its input open
+        at most ``RunLimits.guidance_ack_s``: then the input ends and the guidance, never applied,
+        goes to a follow-up (a vendor that never replays it cannot keep the run running)."""
+        run = self._run
+        attempt = run.attempt
+        await anyio.sleep(run.services.limits.guidance_ack_s)
+        if attempt is run.attempt and not attempt.input_ended and run.steering.unacknowledged():
+            attempt.input_ended = True
+            if attempt.process is not None:
+                await attempt.process.close_stdin()
+            await run.notice(
+                f"the vendor did not acknowledge the guidance within {run.services.limits.guidance_ack_s:g} s "
+                "of its result; its input was ended and the guidance waits for a follow-up"
+            )
 
     async def end_input_if_answered(self) -> None:
         """End the vendor's input once its turn is over: a result arrived and no guidance written to it

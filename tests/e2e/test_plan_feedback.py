@@ -161,7 +161,8 @@ def test_feedback_reaches_the_agent_and_its_answers_reach_the_person(octipus: Ca
         }
     )
     final = env.wait_final(run)
-    assert final["status"] == "succeeded" and final["result_text"] == "applied the late feedback", final
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == "answered the feedback\n\napplied the late feedback", final
     (follow_up,) = [
         e["data"] for e in env.events(run) if e["kind"] == "notice" and e["data"].get("follow_up")
     ]

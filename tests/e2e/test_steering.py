@@ -58,8 +58,8 @@ def test_guidance_reaches_the_running_turn(kit: VendorKit, tmp_path: Path) -> No
         assert [e["text"] for e in env.kinds(run, "steering_delivered")] == [GUIDANCE]
         assert not env.kinds(run, "guidance_pending")
         if kit.adapter == "claude-code":
-            # a queued user message is one more turn of the same process: its answer is the result
-            assert final["result_text"] == "answer with the guidance"
+            # a queued user message is one more turn of the same process: its answer follows the first
+            assert final["result_text"] == "first answer\n\nanswer with the guidance"
         else:
             # turn/steer joins the running turn: Codex re-asks the model with the guidance added
             assert any(e["status"] == "turn/steer accepted" for e in env.kinds(run, "status"))
@@ -151,7 +151,9 @@ def test_guidance_during_a_stalled_model_call_is_one_more_turn(octipus: Callable
     env.wait(lambda: env.model.conversation_texts(), 30, "the first model call")
     assert _steer(env, session)["delivery"] == "stdin"
     final = env.wait_final(run, timeout=30)
-    assert final["status"] == "succeeded" and final["result_text"] == "answer with the guidance", final
+    # both answers are the run's: the second turn of the process does not erase the first
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == "first answer\n\nanswer with the guidance", final
     kinds = [e["kind"] for e in env.events(run)]
     assert kinds.count("result") == 2 and "guidance_pending" not in kinds
     # acknowledged only after the first result: the turn waited for it and for the second result
@@ -170,7 +172,12 @@ def test_guidance_queued_before_the_vendor_started_goes_to_a_follow_up(
                 {"match": "HOLDER", "steps": [_text_step("holder done", stall_seconds=5)]},
                 {
                     "match": "QUEUED",
-                    "steps": [_text_step("first answer"), _text_step("answer with the guidance")],
+                    "steps": [
+                        _text_step("first answer", usage={"input_tokens": 100, "output_tokens": 20}),
+                        _text_step(
+                            "answer with the guidance", usage={"input_tokens": 1000, "output_tokens": 200}
+                        ),
+                    ],
                 },
             ],
         },
@@ -184,7 +191,8 @@ def test_guidance_queued_before_the_vendor_started_goes_to_a_follow_up(
     assert _steer(env, session) == {"run_id": run, "delivery": "queued"}
     assert env.wait_final(holder, timeout=30)["status"] == "succeeded"
     final = env.wait_final(run, timeout=60)
-    assert final["status"] == "succeeded" and final["result_text"] == "answer with the guidance", final
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == "first answer\n\nanswer with the guidance", final
     events = env.events(run)
     launches = [e["data"] for e in events if e["kind"] == "run_status" and e["data"]["status"] == "running"]
     assert [d["resumed"] for d in launches] == [False, True]
@@ -192,7 +200,44 @@ def test_guidance_queued_before_the_vendor_started_goes_to_a_follow_up(
     assert any("follow-up invocation 1 of at most 2" in str(e["data"].get("message")) for e in events)
     assert not [e for e in events if e["kind"] == "guidance_pending"]
     assert GUIDANCE in env.model.conversation_texts()[-1]
-    assert final["input_tokens"] > 0 and final["output_tokens"] > 0
+    # one figure for the run: both invocations' usage, each counted once
+    assert (final["input_tokens"], final["output_tokens"]) == (1100, 220), final
+    assert [m for m in _history(env, session) if m[0] == "assistant"] == [
+        ("assistant", "first answer\n\nanswer with the guidance")
+    ]
+
+
+def test_a_follow_up_that_fails_keeps_the_answer_before_it(octipus: Callable[..., ClaudeEnv]) -> None:
+    """The follow-up's model call fails: the run keeps its first answer and succeeds, a notice says
+    what happened, and the guidance it carried is named as not applied."""
+    error = {"error": {"status": 400, "type": "invalid_request_error", "message": "mock: follow-up refused"}}
+    env = octipus(
+        {
+            "steps": [],
+            "conversations": [
+                {"match": "HOLDER", "steps": [_text_step("holder done", stall_seconds=4)]},
+                {"match": "QUEUED", "steps": [_text_step("first answer"), error]},
+            ],
+        },
+        extra_env=CAP_ONE,
+    )
+    holder = env.post(env.new_session(), "HOLDER keeps the only slot")
+    env.wait(lambda: env.model.conversation_texts(), 30, "the holder's model call")
+    session = env.new_session()
+    run = env.post(session, "QUEUED start working")
+    env.wait(lambda: env.run(run)["status"] == "queued" and env.run(run)["reason"], 30, "the run to queue")
+    assert _steer(env, session)["delivery"] == "queued"
+    assert env.wait_final(holder, timeout=30)["status"] == "succeeded"
+    final = env.wait_final(run, timeout=60)
+    assert final["status"] == "succeeded", final
+    assert final["result_text"].startswith("first answer\n\n[Octipus] 1 guidance item was not applied"), final
+    assert "follow-up invocation 1 failed" in final["result_text"]
+    events = env.events(run)
+    (failed,) = [e["data"] for e in events if e["kind"] == "notice" and e["data"].get("follow_up_failed")]
+    assert "mock: follow-up refused" in failed["message"], failed
+    assert [e["data"]["texts"] for e in events if e["kind"] == "guidance_pending"] == [[GUIDANCE]]
+    history = _history(env, session)
+    assert ("assistant", "first answer") in history and history[-1] == ("user", GUIDANCE)
 
 
 def test_guidance_past_the_follow_up_limit_is_named_when_the_run_completes(
