@@ -4,19 +4,25 @@
 run's capability pass, and at shutdown it ends the bridge's traffic at once. It marks each request
 whose client went away before its response was complete (:data:`CALLER_GONE`), which
 :class:`Caller` watches for one tool call until it starts running (seed 003 "Approval waits in
-managed CLI runs": queued calls whose callers disconnected are discarded before execution).
+managed CLI runs": queued calls whose callers disconnected are discarded before execution). The
+caller is the call's :class:`~octipusd.toolkit.CallWatch`: it tells the host why the bridge stopped
+the call (its caller left, a deadline, the run's end) and holds the authorization backstop during
+approval waits.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hmac
+import math
 from collections.abc import AsyncIterator, Iterator
 
 import anyio
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from octipusd.toolkit import CallStop, StopCause
 
 __all__ = ["CALLER_GONE", "Caller", "CapabilityGate"]
 
@@ -141,17 +147,22 @@ class CapabilityGate:
 
 
 class Caller:
-    """Whether the client of one tool call is still there, until the call starts running.
+    """One tool call's watch (a :class:`~octipusd.toolkit.CallWatch`): whether its client is still
+    there until the call starts running, and why the bridge stopped it.
 
     Seed 003 ("Approval waits in managed CLI runs"): queued calls whose callers disconnected are
     discarded before execution, and a caller disconnecting during an approval fails the run (the
-    host does that when its authorization is cancelled with an approval pending). Once the call
-    runs, a disconnect no longer stops it (its effects are the journal's to record).
+    host does that when its authorization is cancelled with an approval pending, naming the cause
+    :meth:`stopped` gives). Once the call runs, a disconnect no longer stops it (its effects are the
+    journal's to record).
     """
 
     def __init__(self) -> None:
         self.left = False
         self._scope: anyio.CancelScope | None = None
+        self._stops: list[tuple[anyio.CancelScope, CallStop]] = []
+        self._waits = 0
+        self._backstop: tuple[anyio.CancelScope, float] | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -173,6 +184,41 @@ class Caller:
         self.left = True
         if self._scope is not None:
             self._scope.cancel()
+
+    def stops_with(self, scope: anyio.CancelScope, stop: CallStop) -> None:
+        """Name ``stop`` as the cause once ``scope`` (a deadline, the bridge's close) cancels the call."""
+        self._stops.append((scope, stop))
+
+    def stopped(self) -> CallStop | None:
+        """Why the bridge cancelled the call: its caller left, or the first of its scopes that fired."""
+        if self.left:
+            return CallStop(StopCause.CALLER_LEFT, "its caller disconnected")
+        return next((stop for scope, stop in self._stops if scope.cancel_called), None)
+
+    def waiting(self, delta: int) -> None:
+        """An approval wait of the call opens (+1) or ends (-1): the backstop holds while one is open,
+        and starts afresh when the last one ends."""
+        self._waits += delta
+        if self._backstop is not None:
+            scope, seconds = self._backstop
+            scope.deadline = math.inf if self._waits > 0 else anyio.current_time() + seconds
+
+    @contextlib.contextmanager
+    def backstop(self, seconds: float) -> Iterator[anyio.CancelScope]:
+        """A deadline of ``seconds`` on the permission check that holds during approval waits
+        (:meth:`waiting`): it catches a host that hangs, never a person's answer."""
+        stop = CallStop(
+            StopCause.DEADLINE,
+            f"its permission check took longer than the bridge's {seconds:g} s outside approval waits",
+        )
+        with anyio.CancelScope(deadline=anyio.current_time() + seconds) as scope:
+            self._backstop = (scope, seconds)
+            self._stops.append((scope, stop))
+            try:
+                yield scope
+            finally:
+                self._backstop = None
+                self._stops.remove((scope, stop))
 
     @contextlib.contextmanager
     def until_running(self) -> Iterator[anyio.CancelScope]:

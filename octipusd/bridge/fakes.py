@@ -17,6 +17,7 @@ from octipusd.errors import ConflictError
 from octipusd.toolkit import (
     AuthorizationResult,
     Body,
+    CallWatch,
     ChildRequest,
     Executed,
     PlanUpdate,
@@ -78,7 +79,7 @@ class FakeToolHost:
     spawned: list[SpawnRequest] = field(default_factory=list)
 
     async def authorize(
-        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
     ) -> AuthorizationResult:
         """Allow unless ``tool_id`` is in :attr:`deny`."""
         self.authorizations.append(AuthorizationRequest(identity, tool_id, copy.deepcopy(arguments)))

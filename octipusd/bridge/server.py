@@ -84,7 +84,10 @@ from octipusd.bridge.queue import DEFAULT_WORKER_QUEUES, WorkerQueues
 from octipusd.errors import BridgeError, OctipusError, describe_error, traceback_of
 from octipusd.toolkit import (
     AuthorizationResult,
+    CallStop,
+    Executed,
     RunIdentity,
+    StopCause,
     ToolHost,
     ToolOutcome,
     ToolResult,
@@ -106,6 +109,7 @@ _STARTUP_POLL_SECONDS = 0.002
 
 _RUN_ENDED = "the run ended while this call was pending or running; it was stopped and will not run again"
 _CALLER_GONE = "the caller disconnected before the call ran; it was discarded and will not run"
+_BRIDGE_CLOSED = CallStop(StopCause.RUN_ENDING, "the bridge closed with its run")
 
 _INSTRUCTIONS = (
     "Octipus tools for this run. Calls run with the run's identity and Octipus permissions. "
@@ -128,8 +132,11 @@ class BridgeLimits:
             HTTP requests are cut.
         graceful_shutdown_seconds: uvicorn's own bound on in-flight requests at shutdown
             (whole seconds); a backstop, as the bridge has already ended them.
-        authorize_timeout_seconds: Backstop on :meth:`ToolHost.authorize` (the host enforces
-            the five-minute approval limit of managed runs itself); expiry denies the call.
+        authorize_timeout_seconds: Backstop on :meth:`ToolHost.authorize` against a host that hangs:
+            it holds while an approval of the call is open (:meth:`~octipusd.toolkit.CallWatch.waiting`) and starts
+            afresh when it closes, so a permission approval followed by recovery reviews is never
+            cut (each answer has the host's own five-minute limit, and the whole request its wall
+            clock); expiry denies the call.
         request_timeout_seconds: Wall clock of one whole tool request, queue, approval and
             delegation waits included (seed 003: bridge tool requests have a separate two-hour
             wall-clock timeout); expiry stops the call and answers with an error result.
@@ -199,20 +206,28 @@ class _Dispatcher:
         """Run one ``tools/call``; ``gone`` is set when its caller disconnects (see :class:`Caller`)."""
         if self._closed:
             return _result([_RUN_ENDED], is_error=True)
+        wall_clock = self.limits.request_timeout_seconds
         with anyio.CancelScope() as call_scope:
             if not self._active:
                 self._idle = anyio.Event()
             self._active.add(call_scope)
             try:
-                with anyio.move_on_after(self.limits.request_timeout_seconds) as deadline:
+                with anyio.move_on_after(wall_clock) as deadline:
                     async with Caller.watching(gone) as caller:
+                        caller.stops_with(call_scope, _BRIDGE_CLOSED)
+                        caller.stops_with(
+                            deadline,
+                            CallStop(
+                                StopCause.DEADLINE,
+                                f"the bridge's wall clock of {wall_clock:g} s for one tool request ran out",
+                            ),
+                        )
                         return await self._call(name, raw_arguments, caller)
                 if deadline.cancelled_caught:
                     return _result(
                         [
                             f"{name} did not complete within the bridge's wall clock of "
-                            f"{self.limits.request_timeout_seconds:g} s (approval and delegation waits included) "
-                            "and was stopped"
+                            f"{wall_clock:g} s (approval and delegation waits included) and was stopped"
                         ],
                         is_error=True,
                     )
@@ -239,7 +254,7 @@ class _Dispatcher:
                 if queued:
                     await self.lock.acquire()
                     locked = True
-                verdict = await self._authorize(spec, arguments)
+                verdict = await self._authorize(spec, arguments, caller)
             if before.cancelled_caught or caller.left:
                 await self._record(
                     "tool_call_discarded", {"call_id": call_id, "tool": spec.tool_id, "reason": _CALLER_GONE}
@@ -253,6 +268,27 @@ class _Dispatcher:
     async def _run(
         self, spec: ToolSpec, arguments: dict[str, Any], call_id: str, verdict: AuthorizationResult
     ) -> CallToolResult:
+        """Answer a denied call, or run an allowed one and answer with its result.
+
+        Records ``tool_call_denied``, or ``tool_call_started`` then ``tool_call_finished``; runs the
+        handler under ``spec.timeout_seconds``, a mutating tool's inside :meth:`ToolHost.run_action`
+        (the journal's boundary). Every response but a read-only tool's carries the run context.
+
+        Args:
+            spec: The tool.
+            arguments: Its arguments, stripped of identity keys.
+            call_id: The call's id in the events.
+            verdict: The permission decision.
+
+        Returns:
+            The tool's result; ``isError`` with ``denied: <reason>`` for a denied call, with the
+            tool's failure, or with the host's failure when the host could not run the call (the
+            journal did not record it, so the body did not run).
+
+        Raises:
+            Cancelled: the call was stopped while it ran (the run ended, or the bridge's wall clock
+                ran out); ``tool_call_finished`` is recorded with ``cancelled`` first, shielded.
+        """
         if not verdict.allowed:
             reason = verdict.reason or "not permitted"
             await self._record(
@@ -263,71 +299,65 @@ class _Dispatcher:
             "tool_call_started", {"call_id": call_id, "tool": spec.tool_id, "arguments": arguments}
         )
         started = time.monotonic()
-
-        async def body() -> ToolResult | ToolOutcome:
-            with anyio.fail_after(spec.timeout_seconds):
-                return await spec.handler(self.identity, self.host, dict(arguments))
-
+        finished: dict[str, Any] = {"call_id": call_id, "tool": spec.tool_id}
         try:
-            if spec.mutating:
-                executed = await self.host.run_action(
-                    self.identity, spec.tool_id, dict(arguments), body, spec.timeout_seconds
-                )
-            else:
-                executed = await run_unjournaled(spec.tool_id, body, spec.timeout_seconds)
+            executed = await self._execute(spec, arguments)
         except anyio.get_cancelled_exc_class():
+            finished.update(
+                is_error=True, cancelled=True, duration_seconds=round(time.monotonic() - started, 3)
+            )
             with anyio.CancelScope(shield=True):
-                await self._record(
-                    "tool_call_finished",
-                    {
-                        "call_id": call_id,
-                        "tool": spec.tool_id,
-                        "is_error": True,
-                        "cancelled": True,
-                        "duration_seconds": round(time.monotonic() - started, 3),
-                    },
-                )
+                await self._record("tool_call_finished", finished)
             raise
         except Exception as exc:  # noqa: BLE001 - the call did not run: the host's failure is the tool error
-            # (the journal could not record the call, or the host failed before the body)
-            _log_host_failure(f"{spec.tool_id} was not run (run {self.identity.run_id})", exc)
-            message = exc.message if isinstance(exc, OctipusError) else f"{type(exc).__name__}: {exc}"
-            await self._record(
-                "tool_call_finished",
-                {
-                    "call_id": call_id,
-                    "tool": spec.tool_id,
-                    "is_error": True,
-                    "error": message,
-                    "not_run": True,
-                },
-            )
-            return await self._respond(spec, message, is_error=True)
+            return await self._not_run(spec, finished, exc)
         text = _encode_result(executed.value)
-        finished: dict[str, Any] = {
-            "call_id": call_id,
-            "tool": spec.tool_id,
-            "is_error": executed.is_error,
-            "duration_seconds": round(time.monotonic() - started, 3),
-        }
+        finished.update(is_error=executed.is_error, duration_seconds=round(time.monotonic() - started, 3))
         if spec.mutating:
-            finished["outcome"] = str(executed.outcome)
-            finished["action_id"] = executed.action_id
+            finished.update(outcome=str(executed.outcome), action_id=executed.action_id)
         if executed.is_error:
             finished["error"] = text
         await self._record("tool_call_finished", finished)
         return await self._respond(spec, text, is_error=executed.is_error)
 
-    async def _authorize(self, spec: ToolSpec, arguments: dict[str, Any]) -> AuthorizationResult:
+    async def _not_run(self, spec: ToolSpec, finished: dict[str, Any], exc: Exception) -> CallToolResult:
+        """The host failed before the body (the journal could not record the call): answer its error."""
+        _log_host_failure(f"{spec.tool_id} was not run (run {self.identity.run_id})", exc)
+        message = exc.message if isinstance(exc, OctipusError) else f"{type(exc).__name__}: {exc}"
+        await self._record(
+            "tool_call_finished", {**finished, "is_error": True, "error": message, "not_run": True}
+        )
+        return await self._respond(spec, message, is_error=True)
+
+    async def _execute(self, spec: ToolSpec, arguments: dict[str, Any]) -> Executed:
+        """Run the handler under its deadline, a mutating tool's inside the journal's boundary."""
+
+        async def body() -> ToolResult | ToolOutcome:
+            with anyio.fail_after(spec.timeout_seconds):
+                return await spec.handler(self.identity, self.host, dict(arguments))
+
+        if spec.mutating:
+            return await self.host.run_action(
+                self.identity, spec.tool_id, dict(arguments), body, spec.timeout_seconds
+            )
+        return await run_unjournaled(spec.tool_id, body, spec.timeout_seconds)
+
+    async def _authorize(
+        self, spec: ToolSpec, arguments: dict[str, Any], caller: Caller
+    ) -> AuthorizationResult:
         timeout = self.limits.authorize_timeout_seconds
         try:
-            with anyio.fail_after(timeout):
-                verdict = await self.host.authorize(self.identity, spec.tool_id, dict(arguments))
-        except TimeoutError:
-            return AuthorizationResult(False, f"no permission decision within {timeout:g} s")
+            with caller.backstop(timeout) as backstop:
+                verdict = await self.host.authorize(
+                    self.identity, spec.tool_id, dict(arguments), watch=caller
+                )
         except Exception as exc:  # fail closed: a failed permission check denies the call
             logger.exception("authorization of %s failed (run %s)", spec.tool_id, self.identity.run_id)
             return AuthorizationResult(False, f"the permission check failed ({type(exc).__name__}: {exc})")
+        if backstop.cancelled_caught:
+            return AuthorizationResult(
+                False, f"no permission decision within {timeout:g} s (approval waits not counted)"
+            )
         if not isinstance(verdict, AuthorizationResult):
             return AuthorizationResult(False, "the permission check returned no verdict")
         return verdict

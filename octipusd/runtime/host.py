@@ -8,7 +8,7 @@ no call looks its run up by id. Every method answers for the run it is bound to.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,6 +22,7 @@ from octipusd.toolkit import (
     UNDECLARED_CONTRACT,
     AuthorizationResult,
     Body,
+    CallWatch,
     ChildRequest,
     Executed,
     Origin,
@@ -33,6 +34,20 @@ if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
 
 __all__ = ["RunHost", "action_scope"]
+
+#: How the gate reports an approval wait opening (+1) or ending (-1) (:attr:`CallContext.on_waiting`).
+_OnWaiting = Callable[[int], Awaitable[None]]
+
+
+def _told(watch: CallWatch, then: _OnWaiting | None) -> _OnWaiting:
+    """``on_waiting`` that tells the bridge's ``watch`` first, then the run (``then``)."""
+
+    async def on_waiting(delta: int) -> None:
+        watch.waiting(delta)
+        if then is not None:
+            await then(delta)
+
+    return on_waiting
 
 
 def action_scope(identity: RunIdentity) -> ActionScope:
@@ -61,14 +76,15 @@ class RunHost:
         return self._run.registry.get(self._run.run.id) is self._run
 
     async def authorize(
-        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
     ) -> AuthorizationResult:
         """Permission check of an Octipus tool call arriving on the bridge.
 
         The permission gate decides first; a mutating tool then passes the recovery review gate
         (seed 000) and its contract's unattended rule (seed 004). A refused mutating call is
-        recorded in the journal as ``not_executed``. A call cancelled while one of its approvals is
-        pending (its caller disconnected, or the vendor ended) fails the run
+        recorded in the journal as ``not_executed``. ``watch`` is told of each approval wait. A call
+        cancelled while one of its approvals is pending (its caller disconnected, a bridge deadline
+        passed, or the vendor ended) fails the run, naming the cause ``watch`` gives
         (:meth:`~octipusd.runtime.relay.PermissionRelay.abandoned`).
         """
         run = self._run
@@ -77,6 +93,8 @@ class RunHost:
         if run.ending is not None:
             return AuthorizationResult(False, f"the run is ending ({run.ending}); no further tool call runs")
         ctx = dataclasses.replace(run.relay.context(), approvals=[])  # this call's open approvals
+        if watch is not None:
+            ctx.on_waiting = _told(watch, ctx.on_waiting)
         try:
             result = await run.relay.decide(tool_id, arguments, action=None, vendor_request_id=None, ctx=ctx)
             spec = run.tools.get(tool_id)
@@ -86,10 +104,11 @@ class RunHost:
             if result.allowed:
                 result = await run.relay.recovery_review(ctx, tool_id, arguments, contract)
         except anyio.get_cancelled_exc_class():
-            # the caller disconnected (or the vendor ended) during an approval: the run fails (seed 003)
+            # cancelled during an approval: the run fails (seed 003), saying why the bridge stopped it
             if ctx.approvals:
                 with anyio.CancelScope(shield=True):
-                    await run.relay.abandoned(tool_id, ctx.approvals)
+                    stop = watch.stopped() if watch is not None else None
+                    await run.relay.abandoned(tool_id, ctx.approvals, stop=stop)
             raise
         if not result.allowed:
             await run.services.journal.refused(

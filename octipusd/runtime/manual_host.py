@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from octipusd.errors import ConflictError
-from octipusd.toolkit import AuthorizationResult, Body, ChildRequest, Executed, PlanUpdate, RunIdentity
+from octipusd.toolkit import (
+    AuthorizationResult,
+    Body,
+    CallWatch,
+    ChildRequest,
+    Executed,
+    PlanUpdate,
+    RunIdentity,
+)
 
 __all__ = ["ManualCallHost"]
 
@@ -43,7 +51,7 @@ class ManualCallHost:
     reason: str
 
     async def authorize(
-        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
     ) -> AuthorizationResult:
         """Allow the decided tool (the service asked the rules before dispatch); refuse any other."""
         if tool_id == self.tool_id:

@@ -21,7 +21,7 @@ from octipusd.adapter import PermissionDecision, PermissionRequestEvent
 from octipusd.policy.native import NATIVE_CONTRACT, native_mutates
 from octipusd.policy.rules import CLI_NATIVE_PREFIX
 from octipusd.runtime.host import action_scope
-from octipusd.toolkit import CallContext, GateResult, RecoveryContract
+from octipusd.toolkit import CallContext, CallStop, GateResult, RecoveryContract, StopCause
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
@@ -76,22 +76,23 @@ class PermissionRelay:
         is pending fails the run (seed 003 "Approval waits in managed CLI runs", :meth:`abandoned`).
         """
         ctx = dataclasses.replace(self.context(), approvals=[])
+        tool_id = f"{CLI_NATIVE_PREFIX}{event.tool_name}"
         with anyio.CancelScope() as scope:
             self._waits[event.request_id] = scope
             try:
-                await self._answer(event, ctx)
+                await self._answer(event, ctx, tool_id)
             except anyio.get_cancelled_exc_class():
                 if ctx.approvals:
                     with anyio.CancelScope(shield=True):
-                        await self.abandoned(
-                            f"cli-native:{event.tool_name}", ctx.approvals, withdrawn=scope.cancel_called
-                        )
+                        await self.abandoned(tool_id, ctx.approvals, withdrawn=scope.cancel_called)
                 raise
             finally:
                 self._waits.pop(event.request_id, None)
 
-    async def abandoned(self, tool_id: str, approval_ids: list[str], *, withdrawn: bool = False) -> None:
-        """The caller of ``tool_id`` went away while its approvals were pending: the run fails now.
+    async def abandoned(
+        self, tool_id: str, approval_ids: list[str], *, withdrawn: bool = False, stop: CallStop | None = None
+    ) -> None:
+        """The caller of ``tool_id`` stopped waiting while its approvals were pending: the run fails now.
 
         Seed 003: a tool caller disconnecting during an approval fails the run immediately, and a
         completion while an approval is still pending is recorded as a failure, not a success. The
@@ -102,6 +103,8 @@ class PermissionRelay:
             tool_id: The call that was waiting.
             approval_ids: Its approvals still pending.
             withdrawn: The vendor withdrew the request (a ``control_cancel_request``).
+            stop: Why the bridge cancelled the call (its caller left, a deadline, the run's end);
+                None when the bridge gave no cause.
         """
         run = self._run
         if run.ending is not None:
@@ -111,8 +114,12 @@ class PermissionRelay:
             why = f"the vendor withdrew its request for {tool_id}"
         elif process is not None and process.returncode is not None:
             why = f"the vendor finished without waiting for {tool_id}"
-        else:
+        elif stop is None:
+            why = f"the wait of {tool_id} was cancelled"
+        elif stop.cause is StopCause.CALLER_LEFT:
             why = f"the caller of {tool_id} disconnected"
+        else:
+            why = f"the bridge stopped {tool_id} ({stop.reason})"
         reason = (
             f"{why} while approval {', '.join(approval_ids)} was pending; a run does not complete with an "
             "unanswered approval, so it failed and nothing was granted"
@@ -120,11 +127,10 @@ class PermissionRelay:
         run.fail(reason)
         await run.services.broker.cancel_run(run.run.id, reason)
 
-    async def _answer(self, event: PermissionRequestEvent, ctx: CallContext) -> None:
+    async def _answer(self, event: PermissionRequestEvent, ctx: CallContext, tool_id: str) -> None:
         run = self._run
         process, adapter = run.attempt.process, run.adapter
         assert process is not None and adapter is not None
-        tool_id = f"cli-native:{event.tool_name}"
         updated_input: dict[str, Any] | None = None
         if event.tool_name.startswith(BRIDGE_PREFIX):
             name = event.tool_name.removeprefix(BRIDGE_PREFIX)

@@ -7,7 +7,7 @@ sibling. Import the names from here; the modules are its parts:
 * :mod:`~octipusd.toolkit.identity` -- :class:`RunIdentity`, identity-override stripping and
   the :data:`RUN_MARKER` of a run's processes;
 * :mod:`~octipusd.toolkit.host` -- the :class:`ToolHost` seam, :class:`AuthorizationResult`,
-  :class:`ChildRequest`;
+  :class:`ChildRequest`, and a call's :class:`CallWatch` (:class:`CallStop`, :class:`StopCause`);
 * :mod:`~octipusd.toolkit.specs` -- :class:`ToolSpec`, :data:`ToolResult`, :data:`ToolHandler`;
 * :mod:`~octipusd.toolkit.outcomes` -- the journal's outcomes (:class:`ActionOutcome`,
   :class:`ToolOutcome`) and a call's end (:data:`Body`, :class:`Executed`, :func:`classify`,
@@ -41,7 +41,7 @@ from octipusd.toolkit.contracts import (
     RecoveryState,
     RiskClass,
 )
-from octipusd.toolkit.host import AuthorizationResult, ChildRequest, ToolHost
+from octipusd.toolkit.host import AuthorizationResult, CallStop, CallWatch, ChildRequest, StopCause, ToolHost
 from octipusd.toolkit.identity import (
     RESERVED_IDENTITY_ARGUMENTS,
     RUN_MARKER,
@@ -74,6 +74,8 @@ __all__ = [
     "AuthorizationResult",
     "Body",
     "CallContext",
+    "CallStop",
+    "CallWatch",
     "ChildRequest",
     "Compensation",
     "DispatchEnd",
@@ -95,6 +97,7 @@ __all__ = [
     "RecoveryState",
     "RiskClass",
     "RunIdentity",
+    "StopCause",
     "ToolHandler",
     "ToolHost",
     "ToolOutcome",

@@ -4,10 +4,13 @@ The runtime implements :class:`ToolHost` (a run's bridge host; the host of a cal
 hand); the bridge and the tools only call it. Tests and the benchmark use
 :class:`octipusd.bridge.fakes.FakeToolHost`. :class:`ChildRequest` is what the
 ``spawn_child`` tool (:mod:`octipusd.tools.children`) hands to :meth:`ToolHost.spawn_child`.
+:class:`CallWatch` is the bridge's side of one call under :meth:`ToolHost.authorize`: why the bridge
+stopped waiting for it (:class:`CallStop`), and when a person is being asked.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -16,7 +19,7 @@ from octipusd.toolkit.identity import RunIdentity
 from octipusd.toolkit.outcomes import Body, Executed
 from octipusd.toolkit.plans import PlanUpdate
 
-__all__ = ["AuthorizationResult", "ChildRequest", "ToolHost"]
+__all__ = ["AuthorizationResult", "CallStop", "CallWatch", "ChildRequest", "StopCause", "ToolHost"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,48 @@ class AuthorizationResult:
 
     allowed: bool
     reason: str = ""
+
+
+class StopCause(enum.StrEnum):
+    """Why the bridge stopped waiting for a tool call before it ran."""
+
+    #: Its caller disconnected (seed 003: queued calls whose callers disconnected are discarded).
+    CALLER_LEFT = "caller_left"
+    #: A deadline of the bridge passed (:class:`~octipusd.bridge.server.BridgeLimits`).
+    DEADLINE = "deadline"
+    #: The bridge closes because its run ends.
+    RUN_ENDING = "run_ending"
+
+
+@dataclass(frozen=True)
+class CallStop:
+    """Why the bridge cancelled one call's authorization.
+
+    Attributes:
+        cause: What kind of stop it was.
+        reason: What happened, as a clause without the call's name (``its caller disconnected``,
+            ``the bridge's wall clock of 7200 s for one tool request ran out``).
+    """
+
+    cause: StopCause
+    reason: str
+
+
+class CallWatch(Protocol):
+    """The bridge's side of one call being authorized (:meth:`ToolHost.authorize`)."""
+
+    def stopped(self) -> CallStop | None:
+        """Why the bridge cancelled the authorization, once it did; None while it has not (a
+        cancellation from elsewhere, e.g. the MCP session's own, has no bridge cause)."""
+        ...
+
+    def waiting(self, delta: int) -> None:
+        """Tell the bridge that an approval wait of the call opens (+1) or ends (-1).
+
+        While one is open the bridge's backstop on the permission check holds: a person's answer has
+        its own limits, which the host enforces (an expired approval fails a managed run).
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -79,12 +124,15 @@ class ToolHost(Protocol):
     """
 
     async def authorize(
-        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
     ) -> AuthorizationResult:
         """Decide whether ``tool_id`` may run with ``arguments`` (permission rules, flow guard).
 
         May wait for a person in an attended run (seed 003: at most five minutes in a managed
         run; the host enforces that limit). ``arguments`` are already stripped of identity keys.
+        ``watch`` (given by the bridge; None for a check with no caller to lose) is told of each
+        approval wait, and says why the bridge cancelled the call when it does: a host that fails
+        the run for an abandoned approval names that cause.
         """
         ...
 

@@ -13,7 +13,7 @@ from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import RUN_CONTEXT_HEADER, open_bridge
 from octipusd.errors import InvalidRequestError, StoreError
-from octipusd.toolkit import AuthorizationResult, RunIdentity, ToolHost, ToolResult, ToolSpec
+from octipusd.toolkit import AuthorizationResult, CallWatch, RunIdentity, ToolHost, ToolResult, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -55,7 +55,11 @@ async def test_denied_call_does_not_run(identity: RunIdentity) -> None:
 async def test_failing_permission_check_denies(identity: RunIdentity) -> None:
     class BrokenHost(FakeToolHost):
         async def authorize(
-            self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+            self,
+            identity: RunIdentity,
+            tool_id: str,
+            arguments: dict[str, Any],
+            watch: CallWatch | None = None,
         ) -> AuthorizationResult:
             raise RuntimeError("policy store offline")
 

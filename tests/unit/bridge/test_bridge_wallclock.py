@@ -10,7 +10,7 @@ from bridge_support import connect, texts
 
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.server import BridgeLimits, open_bridge
-from octipusd.toolkit import AuthorizationResult, RunIdentity
+from octipusd.toolkit import AuthorizationResult, CallWatch, RunIdentity
 from octipusd.tools import DEFAULT_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -20,7 +20,7 @@ class NeverAnsweringHost(FakeToolHost):
     """A host whose permission check waits forever, like an approval nobody answers."""
 
     async def authorize(
-        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
     ) -> AuthorizationResult:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")

@@ -23,6 +23,7 @@ from octipusd.toolkit import (
     ActionRef,
     AuthorizationResult,
     Body,
+    CallWatch,
     Executed,
     ProbeResult,
     ProbeStatus,
@@ -264,7 +265,7 @@ class JournalHost(FakeToolHost):
         self.specs = {spec.tool_id: spec for spec in DEFAULT_TOOLS}
 
     async def authorize(
-        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any]
+        self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
     ) -> AuthorizationResult:
         spec = self.specs[tool_id]
         if not spec.mutating:
