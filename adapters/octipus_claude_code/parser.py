@@ -312,20 +312,38 @@ class ClaudeStreamParser(StreamParserDefaults):
             )
         if not events:
             if obj.get("isReplay") is True:
-                return [self._replay(obj, message.get("content"))]
+                return self._replay(obj, message.get("content"))
             events.append(StatusEvent(raw=obj, status="user_message"))
         return events
 
-    def _replay(self, obj: JSON, content: object) -> VendorEvent:
-        """A replayed stdin user message: the prompt's echo, or the acknowledgement of guidance."""
+    def _replay(self, obj: JSON, content: object) -> list[VendorEvent]:
+        """A replayed stdin user message: the prompt's echo, or the acknowledgement of guidance.
+
+        Claude takes the messages queued on its stdin together when it next reads it and replays
+        them as one, their texts joined by a newline (observed with two guidances sent while a model
+        call was stalled): a replay that is the prompt and/or guidance written, in order, joined so,
+        acknowledges every guidance it holds (one :class:`SteeringAckEvent` each).
+        """
         text = content if isinstance(content, str) else flatten_tool_result(content)
-        if text == self._prompt:
+        rest, prompt, acknowledged = text, False, []
+        if self._prompt is not None and _takes(rest, self._prompt):
+            rest, prompt = rest[len(self._prompt) + 1 :], True
+        for written in list(self._steered):
+            if not rest or not _takes(rest, written):
+                break
+            acknowledged.append(written)
+            rest = rest[len(written) + 1 :]
+        if rest or not (prompt or acknowledged):
+            if text in self._steered:  # one guidance, replayed out of the order it was written in
+                self._steered.remove(text)
+                return [SteeringAckEvent(raw=obj, text=text)]
+            return [StatusEvent(raw=obj, status="user_replay")]  # not (only) what Octipus wrote
+        if prompt:
             self._prompt = None
-            return StatusEvent(raw=obj, status="user_replay")
-        if text in self._steered:
-            self._steered.remove(text)
-            return SteeringAckEvent(raw=obj, text=text)
-        return StatusEvent(raw=obj, status="user_replay")
+        for written in acknowledged:
+            self._steered.remove(written)
+        events: list[VendorEvent] = [StatusEvent(raw=obj, status="user_replay")] if prompt else []
+        return events + [SteeringAckEvent(raw=obj, text=written) for written in acknowledged]
 
     def _control_request(self, obj: JSON) -> list[VendorEvent]:
         request = as_dict(obj.get("request"))
@@ -391,3 +409,8 @@ class ClaudeStreamParser(StreamParserDefaults):
             )
         )
         return events
+
+
+def _takes(text: str, part: str) -> bool:
+    """Whether ``text`` starts with the message ``part``: all of it, or ``part`` and a newline."""
+    return text == part or text.startswith(part + "\n")

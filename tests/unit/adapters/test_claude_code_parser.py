@@ -705,3 +705,26 @@ def test_the_result_reports_its_iterations() -> None:
     assert event.turns == 2
     bare = line({"type": "result", "subtype": "success", "is_error": False, "result": "x", "num_turns": True})
     assert next(e for e in parse_all([bare]) if isinstance(e, ResultEvent)).turns is None
+
+
+def test_guidance_replayed_together_is_acknowledged_item_by_item(tmp_path: Path) -> None:
+    """Claude replays the messages it took together as one, joined by newlines (two guidances sent
+    while a model call stalled; or the prompt and a guidance): each guidance in it is acknowledged."""
+    parser = ClaudeStreamParser(
+        LaunchRequest(binary="claude", cwd=tmp_path, run_dir=tmp_path, prompt="the prompt")
+    )
+    parser.steer("g1")
+    parser.steer("g2\nsecond line")
+    parser.steer("g3")
+    events = parse_all([_replay("the prompt\ng1"), _replay("g2\nsecond line\ng3")], parser)
+    assert [(type(e).__name__, getattr(e, "text", None)) for e in events] == [
+        ("StatusEvent", None),
+        ("SteeringAckEvent", "g1"),
+        ("SteeringAckEvent", "g2\nsecond line"),
+        ("SteeringAckEvent", "g3"),
+    ]
+    parser.steer("g4")
+    (other,) = parse_all([_replay("g4\nsomething Octipus never wrote")], parser)
+    assert isinstance(other, StatusEvent) and other.status == "user_replay"
+    (late,) = parse_all([_replay("g4")], parser)
+    assert late.kind == "steering_delivered" and getattr(late, "text", None) == "g4"
