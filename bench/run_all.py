@@ -70,6 +70,7 @@ BENCHES: tuple[Bench, ...] = (
         ("--rounds", "1", "--journal-rows", "20000", "--orphans", "100"),
     ),
     Bench("reuse", "bench_reuse.py", (), ("--repeat", "5")),
+    Bench("request-guard", "bench_request_guard.py", (), ("--scale", "0.05", "--repeat", "2")),
 )
 
 

@@ -1,8 +1,8 @@
 """What one API request may carry, and the check every request passes before a route sees it.
 
 Issue 14 item 10: bad input never breaks the daemon. Every bound is named once in
-:class:`RequestLimits` (:data:`API_LIMITS` is the daemon's); the request models take their field
-bounds from it, and :class:`RequestGuard` (an ASGI middleware, the one home of the body parse
+:class:`~octipusd.api.request_limits.RequestLimits` (:data:`API_LIMITS` is the daemon's; both
+re-exported here); the request models take their field bounds from it, and :class:`RequestGuard` (an ASGI middleware, the one home of the body parse
 hook) refuses, before any route runs:
 
 * a body over :attr:`RequestLimits.max_body_bytes`;
@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
+import anyio.to_thread
 from fastapi import Query
 
+from octipusd.api.request_limits import API_LIMITS, RequestLimits
 from octipusd.errors import InvalidRequestError
 
 __all__ = ["API_LIMITS", "After", "Limit", "RequestGuard", "RequestLimits", "check_json_body"]
@@ -42,43 +43,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-@dataclass(frozen=True)
-class RequestLimits:
-    """Bounds of one API request (sizes in bytes or characters, as named).
-
-    Attributes:
-        max_body_bytes: Largest request body (bytes); a prompt sent from a file is the big one.
-        max_text_chars: Longest string anywhere in a JSON body: prompts, guidance, notes, tool
-            arguments (characters).
-        max_name_chars: Longest name or id: a body's names, ids, tool ids and users, every path
-            segment and every query value (characters; four bytes each at most stays under
-            PostgreSQL's index row size).
-        max_path_chars: Longest file-system path in a body (``workspace``; characters, Linux's
-            ``PATH_MAX``).
-        max_json_depth: Deepest nesting of objects and arrays in a JSON body (levels).
-        max_int: Largest integer magnitude in a JSON body (the 64-bit range of the store's
-            ``BIGINT`` columns).
-        max_page_records: Largest ``limit`` of a list route (records).
-        max_seq: Largest sequence number an ``after`` parameter may name (a ``BIGINT`` column).
-        max_grant_uses: Largest ``max_uses`` of a grant (the column is a 32-bit ``INTEGER``).
-        max_ttl_seconds: Longest ``ttl_seconds`` of a grant (ten years, in seconds).
-    """
-
-    max_body_bytes: int = 32 * 1024 * 1024
-    max_text_chars: int = 16 * 1024 * 1024
-    max_name_chars: int = 256
-    max_path_chars: int = 4096
-    max_json_depth: int = 64
-    max_int: int = 2**63 - 1
-    max_page_records: int = 100_000
-    max_seq: int = 2**63 - 1
-    max_grant_uses: int = 2**31 - 1
-    max_ttl_seconds: float = 10 * 365 * 86400.0
-
-
-#: The daemon's request limits.
-API_LIMITS = RequestLimits()
-
 #: A list route's ``limit`` query parameter (records).
 Limit = Annotated[int, Query(ge=1, le=API_LIMITS.max_page_records)]
 #: An ``after`` query parameter (a sequence number; 0: from the start).
@@ -89,7 +53,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Refused:
-    """What the JSON parse hooks put in place of a number that is refused (found by the walk)."""
+    """What a JSON parse hook puts in place of a value that is refused (found by the walk)."""
 
     __slots__ = ("problem",)
 
@@ -110,37 +74,111 @@ def _string_problem(value: str, limits: RequestLimits) -> str | None:
         return f"a string of {len(value)} characters is over the limit of {limits.max_text_chars}"
     if "\x00" in value:
         return "contains a NUL character, which cannot be stored"
-    if _SURROGATE.search(value):
+    if not value.isascii() and _SURROGATE.search(value):
         return "contains a lone UTF-16 surrogate (not valid Unicode), which cannot be stored"
     return None
 
 
-def _parse(raw: bytes, limits: RequestLimits) -> Any:
-    """``raw`` as JSON with refused numbers replaced by :class:`_Refused` (ValueError: not JSON)."""
+def _constant(text: str) -> _Refused:
+    """The parse hook for ``NaN``, ``Infinity`` and ``-Infinity`` (only those literals reach it)."""
+    return _Refused(f"{text} is not a finite number; JSON numbers must be finite")
 
-    def parse_float(text: str) -> float | _Refused:
-        value = float(text)
-        return value if math.isfinite(value) else _Refused(f"{text} is not a finite number")
+
+def _parse(raw: bytes, limits: RequestLimits) -> Any:
+    """``raw`` as JSON, the non-finite literals replaced by :class:`_Refused` (ValueError: not JSON).
+
+    Numbers are parsed by the C scanner without a Python hook (the walk checks their range), except
+    when an integer has more digits than Python converts (``sys.get_int_max_str_digits``): then the
+    body is parsed again with an integer hook that refuses every integer longer than the range.
+    """
+    try:
+        return json.loads(raw, parse_constant=_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError:  # an integer past the digit limit of int(): the slow parse, to name it
+        pass
+    width = len(str(limits.max_int))
 
     def parse_int(text: str) -> int | _Refused:
         digits = len(text.lstrip("-"))
-        if digits > len(str(limits.max_int)) or abs(value := int(text)) > limits.max_int:
-            shown = text if len(text) <= 40 else f"an integer of {digits} digits"
-            return _Refused(f"{shown} is outside the integer range (±{limits.max_int})")
-        return value
+        if digits > width:
+            return _Refused(f"an integer of {digits} digits is outside the integer range (±{limits.max_int})")
+        return int(text)
 
-    def parse_constant(text: str) -> _Refused:
-        return _Refused(f"{text} is not a finite number; JSON numbers must be finite")
+    return json.loads(raw, parse_int=parse_int, parse_constant=_constant)
 
-    return json.loads(raw, parse_float=parse_float, parse_int=parse_int, parse_constant=parse_constant)
+
+def _number_problem(value: int | float, limits: RequestLimits) -> str | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"a number out of the float range (it reads as {value})"
+    if -limits.max_int <= value <= limits.max_int:
+        return None
+    shown = str(value) if value.bit_length() <= 128 else f"an integer of {len(str(abs(value)))} digits"
+    return f"{shown} is outside the integer range (±{limits.max_int})"
+
+
+def _keys_problem(keys: dict[str, Any], limits: RequestLimits) -> str | None:
+    """What is wrong with a key of an object, if anything."""
+    for key in keys:
+        problem = _string_problem(key, limits)
+        if problem is not None:
+            return f"a key {problem}"
+    return None
+
+
+def _first_problem(data: Any, limits: RequestLimits) -> tuple[list[str | int], str] | None:
+    """Where (the path) and what the first refused value of parsed JSON is, or None.
+
+    One pass without recursion: a stack of the open containers' iterators, the path of keys kept
+    beside it, so a value costs a type test and a comparison or two (an object's keys are joined
+    and tested at once); a message is built only for a problem found.
+    """
+    max_int, max_text, max_depth = limits.max_int, limits.max_text_chars, limits.max_json_depth
+    path: list[str | int] = []  # the keys of the open containers (the first: the root's, dropped)
+    stack: list[Iterator[tuple[str | int, Any]]] = [enumerate([data])]
+    while stack:
+        for key, value in stack[-1]:
+            kind = type(value)
+            if kind is str:
+                suspect = len(value) > max_text or "\x00" in value or not value.isascii()
+                if suspect and (problem := _string_problem(value, limits)) is not None:
+                    return [*path, key][1:], problem
+            elif kind is int:
+                if value > max_int or value < -max_int:
+                    return [*path, key][1:], str(_number_problem(value, limits))
+            elif kind is float:
+                if not math.isfinite(value):
+                    return [*path, key][1:], str(_number_problem(value, limits))
+            elif kind is dict or kind is list:
+                if len(stack) > max_depth:
+                    return [*path, key][1:], f"nested deeper than {max_depth} levels"
+                if not value:
+                    continue
+                path.append(key)
+                if kind is list:
+                    stack.append(enumerate(value))
+                    break
+                joined = "".join(value)  # the keys, tested at once
+                suspect = len(joined) > max_text or "\x00" in joined or not joined.isascii()
+                if suspect and (problem := _keys_problem(value, limits)) is not None:
+                    return path[1:], problem
+                stack.append(iter(value.items()))
+                break
+            elif kind is _Refused:
+                return [*path, key][1:], value.problem
+        else:  # this container is done
+            stack.pop()
+            if path:  # empty once the root is done
+                path.pop()
+    return None
 
 
 #: The tokens that matter for nesting: strings (keys among them) and structural characters.
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]')
 
 
 def _too_deep_at(text: str, max_depth: int) -> str:
-    """Where (``a.b[0]``) a JSON text's nesting first goes past ``max_depth`` levels."""
+    """Where (``a.b[0]``) a JSON text's nesting first goes past ``max_depth`` levels (no recursion)."""
     path: list[str | int] = []
     key: str | int | None = None  # the key or index of the next value in the innermost container
     kinds: list[str] = []
@@ -166,6 +204,10 @@ def _too_deep_at(text: str, max_depth: int) -> str:
 def check_json_body(raw: bytes, limits: RequestLimits = API_LIMITS) -> None:
     """Refuse a JSON body that breaks a limit; a body that is not JSON is left to the route.
 
+    CPU-bound (about twice a plain ``json.loads`` of the body, see ``bench/bench_request_guard.py``):
+    :class:`RequestGuard` runs it in a worker thread for a body over
+    :attr:`RequestLimits.max_inline_check_bytes`.
+
     Args:
         raw: The request body.
         limits: The bounds.
@@ -180,29 +222,12 @@ def check_json_body(raw: bytes, limits: RequestLimits = API_LIMITS) -> None:
     except RecursionError:  # deeper than the parser goes: find where it passed the limit
         where = _too_deep_at(raw.decode("utf-8", errors="replace"), limits.max_json_depth)
         raise InvalidRequestError(f"{where}: nested deeper than {limits.max_json_depth} levels") from None
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError among them
         return  # not JSON: the route's own parsing says so
-    stack: list[tuple[Any, list[str | int]]] = [(data, [])]
-    while stack:
-        value, path = stack.pop()
-        problem: str | None = None
-        if isinstance(value, _Refused):
-            problem = value.problem
-        elif isinstance(value, str):
-            problem = _string_problem(value, limits)
-        elif isinstance(value, dict | list):
-            if len(path) >= limits.max_json_depth:
-                problem = f"nested deeper than {limits.max_json_depth} levels"
-            elif isinstance(value, dict):
-                for key, item in value.items():
-                    key_problem = _string_problem(key, limits)
-                    if key_problem is not None:
-                        raise InvalidRequestError(f"{_location(path)}: a key {key_problem}")
-                    stack.append((item, [*path, key]))
-            else:
-                stack.extend((item, [*path, index]) for index, item in enumerate(value))
-        if problem is not None:
-            raise InvalidRequestError(f"{_location(path)}: {problem}")
+    found = _first_problem(data, limits)
+    if found is not None:
+        path, problem = found
+        raise InvalidRequestError(f"{_location(path)}: {problem}")
 
 
 def _check_target(scope: Scope, limits: RequestLimits) -> None:
@@ -227,7 +252,10 @@ def _check_target(scope: Scope, limits: RequestLimits) -> None:
 class RequestGuard:
     """ASGI middleware: the checks of the module docstring on every HTTP request.
 
-    The body is read whole (it is bounded), checked, and handed to the app unchanged.
+    The body is read whole (it is bounded), checked, and handed to the app unchanged. A body over
+    :attr:`RequestLimits.max_inline_check_bytes` is checked in a worker thread: the event loop
+    also serves every live run's bridge and watchdogs. (The C JSON scanner holds the GIL while it
+    parses, about 40 ms per MiB; the walk after it yields to the loop.)
 
     Args:
         app: The application.
@@ -245,7 +273,9 @@ class RequestGuard:
         try:
             _check_target(scope, self.limits)
             body = await self._read_body(scope, receive)
-            if body.strip():
+            if len(body) > self.limits.max_inline_check_bytes:  # CPU-bound: not on the runs' loop
+                await anyio.to_thread.run_sync(check_json_body, body, self.limits)
+            elif body.strip():
                 check_json_body(body, self.limits)
         except InvalidRequestError as exc:
             await _answer(send, exc.http_status, exc.code, exc.message)

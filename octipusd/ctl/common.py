@@ -82,7 +82,8 @@ def bad_input(message: str) -> NoReturn:
 def text_input(text: str | None, file: Path | None, what: str) -> str:
     """The text of a turn or of guidance: the argument, ``-`` for standard input, or ``--file PATH``
     (``--file -`` is standard input too). Text on the command line is bounded by the system's
-    argument size (about 128 KiB per argument on Linux); a file or stdin is not.
+    argument size (about 128 KiB per argument on Linux); a file or stdin only by the daemon's
+    request limits (:class:`~octipusd.api.request_limits.RequestLimits`).
 
     Exits 2 (bad input) when both or neither are given, the file cannot be read or is not UTF-8,
     or the text is empty.

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from octipusd.api.request_limits import API_LIMITS
 from octipusd.ctl.action_cmds import actions_app
 from octipusd.ctl.client import Client
 from octipusd.ctl.common import (
@@ -60,6 +61,12 @@ from octipusd.errors import OctipusError
 from octipusd.paths import default_socket_path
 
 __all__ = ["app", "main"]
+
+#: What the daemon takes from ``--file`` (its request limits; no FastAPI import for them).
+FILE_LIMITS = (
+    f"the daemon takes at most {API_LIMITS.max_text_chars:,} characters, in a request body of at most "
+    f"{API_LIMITS.max_body_bytes // 2**20} MiB"
+)
 
 app = typer.Typer(
     help="Control octipusd: sessions, runs, work plans, approvals, rules, spaces, model rows, the action journal.",
@@ -301,7 +308,7 @@ def run(
     ] = None,
     file: Annotated[
         Path | None,
-        typer.Option("--file", help="read the text of the turn from this file (- for stdin): no size limit"),
+        typer.Option("--file", help=f"read the text of the turn from this file (- for stdin); {FILE_LIMITS}"),
     ] = None,
     session: Annotated[str | None, typer.Option(help="continue this session (default: a new one)")] = None,
     workspace: Annotated[Path, typer.Option(help="workspace of a new session")] = Path("."),
@@ -421,7 +428,7 @@ def steer(
     ] = None,
     file: Annotated[
         Path | None,
-        typer.Option("--file", help="read the guidance from this file (- for stdin): no size limit"),
+        typer.Option("--file", help=f"read the guidance from this file (- for stdin); {FILE_LIMITS}"),
     ] = None,
 ) -> None:
     """Send guidance to a session's live run (into the running turn where the vendor allows)."""

@@ -52,9 +52,9 @@ CAPABILITIES = frozenset(
 ROOT_ROOMS = frozenset({"app", "__main__"})
 #: The shipped test kit: it may import anything; no product module imports it.
 KIT = frozenset({"testing"})
-#: The modules of the API a client may import (the request and response models, and the package
-#: itself for its ``API_VERSION``).
-CLIENT_API_MODULES = frozenset({"octipusd.api", "octipusd.api.models"})
+#: The modules of the API a client may import (the request and response models, the request
+#: limits, and the package itself for its ``API_VERSION``).
+CLIENT_API_MODULES = frozenset({"octipusd.api", "octipusd.api.models", "octipusd.api.request_limits"})
 
 #: Capability -> capability imports that stay, each with its reason (never in a cycle).
 CAPABILITY_USES: Mapping[tuple[str, str], str] = {
