@@ -437,7 +437,11 @@ def steer(
         out = new_client().request("POST", f"/sessions/{part(session)}/steer", json={"text": text})
     except OctipusError as exc:
         raise fail(exc) from None
-    how = "delivered into the running turn" if out["delivery"] == "stdin" else "queued for the run's context"
+    how = (
+        "written to the running turn's input (octipusctl run shows steering_delivered once the vendor takes it)"
+        if out["delivery"] == "stdin"
+        else "queued for the run's context and a follow-up invocation"
+    )
     console.print(f"run {out['run_id']}: guidance {how}")
 
 

@@ -334,28 +334,39 @@ async def _invoke_follow_up(run: RunSupervisor, request: LaunchRequest) -> str |
 
 
 async def report_unapplied(run: RunSupervisor) -> str | None:
-    """At the run's end: name the guidance that was not applied (event ``guidance_pending``).
+    """At the run's end: name the guidance that was not applied (event ``guidance_pending``), and
+    the root plan's feedback still pending when no (further) follow-up could handle it.
 
     Returns:
-        The note appended to the run's result, or None when every item reached the vendor.
+        The note appended to the run's result, or None when nothing was left.
     """
     steering = run.steering
     why = steering.why_not or run.ending
     steering.closed = steering.closed or "the run is ending"
     steering.vendor_exited()
     texts = [i.text for i in steering.unapplied()]
-    if not texts:
-        return None
-    count = len(texts)
-    note = (
-        f"[Octipus] {count} guidance item{'s' if count != 1 else ''} {'were' if count != 1 else 'was'} not "
-        f"applied{f' ({why})' if why else ''}; {'they are' if count != 1 else 'it is'} in the session "
-        f"history and the next message carries {'them' if count != 1 else 'it'}."
-    )
-    await run.services.hub.emit(
-        run.run.id, "guidance_pending", {"count": count, "texts": texts, "reason": why, "message": note}
-    )
-    return note
+    notes = []
+    if texts:
+        count = len(texts)
+        notes.append(
+            f"[Octipus] {count} guidance item{'s' if count != 1 else ''} {'were' if count != 1 else 'was'} not "
+            f"applied{f' ({why})' if why else ''}; {'they are' if count != 1 else 'it is'} in the session "
+            f"history and the next message carries {'them' if count != 1 else 'it'}."
+        )
+        await run.services.hub.emit(
+            run.run.id,
+            "guidance_pending",
+            {"count": count, "texts": texts, "reason": why, "message": notes[0]},
+        )
+    feedback = await unhandled_plan_feedback(run) if run.parent is None and steering.why_not else 0
+    if feedback:
+        notes.append(
+            f"[Octipus] {feedback} feedback item{'s' if feedback != 1 else ''} on the work plan "
+            f"{'are' if feedback != 1 else 'is'} still pending ({steering.why_not}); the agent sees "
+            f"{'them' if feedback != 1 else 'it'} in its run context on the next turn."
+        )
+        await run.notice(notes[-1], feedback_pending=feedback)
+    return "\n\n".join(notes) or None
 
 
 async def store_guidance(run: RunSupervisor, *, delivered: bool) -> None:

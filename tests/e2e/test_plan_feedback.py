@@ -223,3 +223,27 @@ def test_feedback_reaches_the_agent_and_its_answers_reach_the_person(octipus: Ca
     ]
     assert item["status"] == "pending" and item["replies"][0]["text"] == "PostgreSQL 16"
     assert item["replies"][0]["answering"] == "Which PostgreSQL version?"
+
+
+def test_feedback_no_follow_up_could_handle_is_named_in_the_result(octipus: Callable[..., Env]) -> None:
+    """With follow-ups off, feedback still pending when the vendor finished is named in the run's
+    result and a notice, never silently left."""
+    env = octipus(
+        {"steps": [*FIRST_TURN, _text("ignored the feedback")]},
+        extra_env={"OCTIPUS_AGENT__MAXFOLLOWUPS": "0"},
+    )
+    session = env.new_session()
+    assert env.wait_final(env.post(session, "Plan the service."))["status"] == "succeeded"
+    assert "the plan" not in (env.run(env.client.request("GET", "/runs")[0]["id"])["result_text"] or "")
+    env.client.request("POST", f"/sessions/{session}/plan/feedback", json={"text": "Add a rollback step."})
+    run = env.post(session, "Go on.")
+    final = env.wait_final(run)
+    assert final["status"] == "succeeded", final
+    assert final["result_text"].startswith(
+        "ignored the feedback\n\n[Octipus] 1 feedback item on the work plan"
+    )
+    assert "the follow-up limit of 0 was reached" in final["result_text"]
+    notices = [
+        e["data"] for e in env.events(run) if e["kind"] == "notice" and e["data"].get("feedback_pending")
+    ]
+    assert [n["feedback_pending"] for n in notices] == [1]
