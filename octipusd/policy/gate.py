@@ -42,7 +42,7 @@ from typing import Any
 import anyio
 
 from octipusd.errors import QuestionnaireError, StoreError
-from octipusd.policy.approvals import ApprovalBroker, Outcome
+from octipusd.policy.approvals import ApprovalBroker, ApprovalResult, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.flowguard import (
     Classification,
@@ -490,8 +490,38 @@ class PermissionGate:
         questions: dict[str, Any] | None = None,
         action_ids: list[str] | None = None,
     ) -> GateResult:
-        # the run shows awaiting_approval before the approval exists, so a client that sees the
-        # approval also sees the status
+        """Ask a person: store an approval, announce it, wait for its answer, say what it means.
+
+        The run shows ``awaiting_approval`` (``ctx.on_waiting(+1)``) before the approval exists,
+        so a client that sees the approval also sees the status, and ``-1`` once the wait ends,
+        however it ends (shielded from cancellation). While the wait runs the approval's id is
+        listed in ``ctx.approvals``; it is removed when the wait returns, and stays listed when
+        the wait is cancelled (the caller went away), so the owner of the context knows which
+        approval it left open (:class:`~octipusd.toolkit.CallContext`). The rules are not
+        checked again here (see :meth:`_recheck`).
+
+        Args:
+            ctx: The run and session asking.
+            tool_id: The call asked about.
+            args: What the person is shown (the call's input, or a recovery review's summary).
+            subject: The call's subject, shown with it.
+            reason: Why a person is asked (one line).
+            explanation: The rules' explanation of the ASK.
+            vendor_request_id: The vendor's id of the permission request, or None.
+            kind: ``tool``, ``questionnaire`` or ``action_recovery``.
+            questions: A questionnaire's questions (``kind="questionnaire"``).
+            action_ids: The records a recovery review covers (``kind="action_recovery"``).
+
+        Returns:
+            Approved (with the questionnaire's answered input), or refused: denied by the person
+            (a questionnaire's refusal is :data:`CANCEL_MESSAGE`), expired (``expired=True``: the
+            run must fail) or cancelled; ``approval_id`` names the approval in every case.
+
+        Raises:
+            StoreError: the approval could not be stored or read (nothing was asked when its
+                creation failed; ``on_waiting`` is still balanced).
+            anyio cancellation: the caller was cancelled; the broker marks the approval ``cancelled``.
+        """
         if ctx.on_waiting is not None:
             await ctx.on_waiting(+1)
         try:
@@ -528,7 +558,6 @@ class PermissionGate:
             if ctx.on_waiting is not None:
                 with anyio.CancelScope(shield=True):
                     await ctx.on_waiting(-1)
-        final = result.approval
         await self.emit(
             ctx.run_id,
             "approval_decided",
@@ -536,30 +565,35 @@ class PermissionGate:
                 "approval_id": approval.id,
                 "tool_id": tool_id,
                 "outcome": str(result.outcome),
-                "decided_by": final.decided_by,
-                "grant_id": final.grant_id,
+                "decided_by": result.approval.decided_by,
+                "grant_id": result.approval.grant_id,
             },
         )
+        return self._answer(result, tool_id, args, kind)
+
+    def _answer(self, result: ApprovalResult, tool_id: str, args: dict[str, Any], kind: str) -> GateResult:
+        """What the end of an approval's wait means for the call (see :meth:`_ask`'s Returns)."""
+        final = result.approval
         if result.approved:
             updated = answered_input(args, final.answers or {}) if kind == "questionnaire" else None
-            return GateResult(True, f"approved by {final.decided_by}", updated, approval_id=approval.id)
+            return GateResult(True, f"approved by {final.decided_by}", updated, approval_id=final.id)
         if result.outcome is Outcome.EXPIRED:
             return GateResult(
                 False,
-                f"approval {approval.id} for {tool_id} was not answered within "
+                f"approval {final.id} for {tool_id} was not answered within "
                 f"{self.broker.timeout_seconds:g} s; the call was denied and the run failed",
                 expired=True,
-                approval_id=approval.id,
+                approval_id=final.id,
             )
         if result.outcome is Outcome.CANCELLED:
             return GateResult(
-                False, "the approval was cancelled because the run is ending", approval_id=approval.id
+                False, "the approval was cancelled because the run is ending", approval_id=final.id
             )
         if kind == "questionnaire":
-            return GateResult(False, CANCEL_MESSAGE, approval_id=approval.id)
+            return GateResult(False, CANCEL_MESSAGE, approval_id=final.id)
         why = final.decision_reason
         return GateResult(
-            False, f"denied by {final.decided_by}" + (f": {why}" if why else ""), approval_id=approval.id
+            False, f"denied by {final.decided_by}" + (f": {why}" if why else ""), approval_id=final.id
         )
 
     async def _questionnaire(
