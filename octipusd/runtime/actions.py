@@ -382,7 +382,11 @@ class ActionService:
     async def _prepare(
         self, invocation: ToolInvocation, token: str
     ) -> tuple[AbstractAsyncContextManager[ToolSpec], str] | None:
-        """Checks before dispatch; None when the invocation was ended or requeued for review."""
+        """Checks before dispatch; None when the invocation was ended or requeued for review.
+
+        The rules' re-check is reported to the approval the invocation waited for, if any
+        (:meth:`ApprovalBroker.report_recheck`), so ``octipusctl approvals approve`` says when the
+        call it approved is denied after all."""
         if not await in_thread(self.store.invocation_claimed, invocation.id, token):
             return None
         session = await in_thread(self.store.get_session, invocation.session_id)
@@ -390,8 +394,13 @@ class ActionService:
         decision = await self.gate.evaluate(
             invocation.tool, args, action=None, session_id=session.id, workspace=session.workspace
         )
-        if decision.level is Level.DENY:
-            reason = f"permission revoked before the call started: {decision.explanation}"
+        denied = decision.level is Level.DENY
+        reason = f"permission revoked before the call started: {decision.explanation}" if denied else ""
+        if invocation.approval_id is not None:  # the person who approved it is told, as for a run's call
+            self.broker.report_recheck(
+                invocation.approval_id, allowed=not denied, reason=reason or decision.explanation
+            )
+        if denied:
             await self._end_not_executed(invocation, token, reason, refused=True)
             return None
         return self.resolve(invocation.tool), decision.explanation
