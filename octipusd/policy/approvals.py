@@ -240,9 +240,11 @@ class ApprovalBroker:
         grant: dict[str, Any] | None = None,
         recheck_seconds: float = 0.0,
     ) -> Decided:
-        """Like :meth:`answer`; approving a run's call also waits (up to ``recheck_seconds``) for the
+        """Like :meth:`answer`; approving a call also waits (up to ``recheck_seconds``) for the
         rules' re-check of that call, so the person is told when the call is denied after all (a
-        rule or grant changed while the prompt was open).
+        rule or grant changed while the prompt was open). A run's call is re-checked by the gate
+        when its wait returns, a hand-started call when it is dispatched (the answer signals its
+        dispatch); both report through :meth:`report_recheck`.
 
         Raises:
             NotFoundError: no such approval.
@@ -263,7 +265,7 @@ class ApprovalBroker:
                 grant=grant,
             )
             self._wake(approval)
-            if pending is None or approval.run_id is None:  # a call of no run is checked when dispatched
+            if pending is None:
                 return Decided(approval)
             with anyio.move_on_after(recheck_seconds):
                 await pending.done.wait()

@@ -18,9 +18,10 @@ relayed as ``cli-native:<Tool>`` (seed 003 "Permissions and limits"). In order:
    approval and waits for the answer (bounded by the broker's timeout). After an approval the
    rules are checked again, so a permission revoked while the prompt was open (a DENY added,
    the grant the answer relied on revoked) cannot be granted by that prompt;
-5. an ALLOW that rests on a scoped grant counts one use of it, exactly once
-   (:meth:`LivePolicy.spend <octipusd.policy.live.LivePolicy.spend>`); a grant used up meanwhile
-   no longer allows.
+5. an ALLOW that rests on a scoped grant counts one use of it, exactly once, as a hand-started
+   call's does (:meth:`LivePolicy.decide_and_spend
+   <octipusd.policy.live.LivePolicy.decide_and_spend>`); a grant used up meanwhile no longer
+   allows, and the call is decided again (after repeated contention it needs a person: ASK).
 
 Every decision is explained (which rule, grant or default matched) in the run's events
 (``policy_decision``) and, for an ASK, in the approval itself.
@@ -41,7 +42,7 @@ from typing import Any
 import anyio
 
 from octipusd.errors import QuestionnaireError, StoreError
-from octipusd.policy.approvals import ApprovalBroker, Outcome
+from octipusd.policy.approvals import ApprovalBroker, ApprovalResult, Outcome
 from octipusd.policy.engine import Policy, PolicyDecision
 from octipusd.policy.flowguard import (
     Classification,
@@ -51,7 +52,7 @@ from octipusd.policy.flowguard import (
     from_label,
     unattended_refusal,
 )
-from octipusd.policy.live import GRANT_RETRIES, LivePolicy
+from octipusd.policy.live import LivePolicy
 from octipusd.policy.native import READ_ONLY_CLI_TOOLS
 from octipusd.policy.questionnaire import (
     CANCEL_MESSAGE,
@@ -293,7 +294,6 @@ class PermissionGate:
         *,
         action: str | None = None,
         vendor_request_id: str | None = None,
-        depth: int = 0,
     ) -> GateResult:
         """Decide one call; for an ASK, ask a person and wait (see the module docstring).
 
@@ -303,77 +303,60 @@ class PermissionGate:
             arguments: The call's input (the subject is taken from it, FACTS.md §3).
             action: The action name (for ``cli-native:<Tool>``, the tool name).
             vendor_request_id: The vendor's id of the permission request, stored on the approval.
-            depth: Internal: how many times the decision was re-taken after a grant ran out.
 
         Returns:
             The :class:`GateResult`. Never raises for a denial; store errors propagate.
         """
         args = dict(arguments)
-        if ctx.plan:
-            refusal = self.plan_refusal(tool_id)
-            if refusal is not None:
-                await self.emit(
-                    ctx.run_id,
-                    "policy_decision",
-                    {"tool_id": tool_id, "level": "deny", "explanation": refusal},
-                )
-                return GateResult(False, refusal)
-        if ctx.space and tool_id in SPACE_GUARDED_TOOLS:
-            refusal = _space_guard(args, ctx.workspace)
-            if refusal is not None:
-                await self.emit(
-                    ctx.run_id,
-                    "policy_decision",
-                    {"tool_id": tool_id, "level": "deny", "explanation": refusal},
-                )
-                return GateResult(False, refusal)
+        refusal = await self._refusal_before_rules(ctx, tool_id, args)
+        if refusal is not None:
+            return refusal
         questionnaire = is_questionnaire(tool_id)
         await self._settled(ctx.session_id)
-        decision = await self.evaluate(
-            tool_id, args, action=action, session_id=ctx.session_id, workspace=ctx.workspace
-        )
         subject = subject_of(args, "") or None
-        await self.emit(
-            ctx.run_id,
-            "policy_decision",
-            {
-                "tool_id": tool_id,
-                "subject": subject,
-                "level": str(decision.level),
-                "explanation": decision.explanation,
-                "rule": decision.rule,
-                "tier": decision.tier,
-                "grant_id": decision.grant_id,
-            },
+        classification, flow_reason = await self._flow_check(ctx, tool_id, args)
+
+        async def record(decision: PolicyDecision) -> None:
+            await self.emit(
+                ctx.run_id,
+                "policy_decision",
+                {
+                    "tool_id": tool_id,
+                    "subject": subject,
+                    "level": str(decision.level),
+                    "explanation": decision.explanation,
+                    "rule": decision.rule,
+                    "tier": decision.tier,
+                    "grant_id": decision.grant_id,
+                },
+            )
+
+        # an ALLOW that stands (no questionnaire, no flow guard ASK) spends its grant's use here;
+        # grant contention is settled as for a hand-started call (LivePolicy.decide_and_spend)
+        decision = await self.live.decide_and_spend(
+            tool_id,
+            args,
+            action=action,
+            session_id=ctx.session_id,
+            workspace=ctx.workspace,
+            spend=not questionnaire and flow_reason is None,
+            record=record,
         )
         if decision.level is Level.DENY:
             return GateResult(False, f"denied by Octipus policy: {decision.explanation}")
-        flow_reason: str | None = None
-        level = decision.level
-        explanation = decision.explanation
-        classification: Classification | None = None
-        if level is Level.ALLOW and self.flow_guard is not FlowGuardMode.OFF:
-            classification = classify(self.flow_id(tool_id), args)
-            flow_reason = (await self._flow_state(ctx.session_id)).check(classification)
-            if flow_reason is not None:
-                level = Level.ASK
-                explanation = f"{flow_reason} (the rules allow it: {decision.explanation})"
-                await self.emit(
-                    ctx.run_id, "flow_guard", {"tool_id": tool_id, "subject": subject, "reason": flow_reason}
-                )
+        level, explanation = decision.level, decision.explanation
+        if level is not Level.ALLOW:
+            flow_reason = None  # the flow guard only ever turns an ALLOW into an ASK
+        elif flow_reason is not None:
+            level = Level.ASK
+            explanation = f"{flow_reason} (the rules allow it: {decision.explanation})"
+            await self.emit(
+                ctx.run_id, "flow_guard", {"tool_id": tool_id, "subject": subject, "reason": flow_reason}
+            )
         if questionnaire:
             answered = await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
             return await self._recheck(ctx, tool_id, args, action, answered)
         if level is Level.ALLOW:
-            if not await self.live.spend(decision):
-                # used up, expired or revoked since it was read: decide again without it
-                if depth >= GRANT_RETRIES:
-                    return GateResult(
-                        False, f"grant {decision.grant_id} was used up by concurrent calls; try again"
-                    )
-                return await self.decide(
-                    ctx, tool_id, args, action=action, vendor_request_id=vendor_request_id, depth=depth + 1
-                )
             if classification is not None:
                 await self._observe(ctx, tool_id, classification)
             return GateResult(True, decision.explanation)
@@ -400,6 +383,30 @@ class PermissionGate:
             vendor_request_id=vendor_request_id,
         )
         return await self._recheck(ctx, tool_id, args, action, result)
+
+    async def _refusal_before_rules(
+        self, ctx: CallContext, tool_id: str, args: dict[str, Any]
+    ) -> GateResult | None:
+        """A plan-mode turn's or a space's refusal, judged before the rules (emitted), or None."""
+        refusal = self.plan_refusal(tool_id) if ctx.plan else None
+        if refusal is None and ctx.space and tool_id in SPACE_GUARDED_TOOLS:
+            refusal = _space_guard(args, ctx.workspace)
+        if refusal is None:
+            return None
+        await self.emit(
+            ctx.run_id, "policy_decision", {"tool_id": tool_id, "level": "deny", "explanation": refusal}
+        )
+        return GateResult(False, refusal)
+
+    async def _flow_check(
+        self, ctx: CallContext, tool_id: str, args: dict[str, Any]
+    ) -> tuple[Classification | None, str | None]:
+        """The call's flow classification and why the flow guard would turn an ALLOW of it into an
+        ASK (None: it would not); ``(None, None)`` with the guard off."""
+        if self.flow_guard is FlowGuardMode.OFF:
+            return None, None
+        classification = classify(self.flow_id(tool_id), args)
+        return classification, (await self._flow_state(ctx.session_id)).check(classification)
 
     async def ask_recovery(
         self,
@@ -483,8 +490,38 @@ class PermissionGate:
         questions: dict[str, Any] | None = None,
         action_ids: list[str] | None = None,
     ) -> GateResult:
-        # the run shows awaiting_approval before the approval exists, so a client that sees the
-        # approval also sees the status
+        """Ask a person: store an approval, announce it, wait for its answer, say what it means.
+
+        The run shows ``awaiting_approval`` (``ctx.on_waiting(+1)``) before the approval exists,
+        so a client that sees the approval also sees the status, and ``-1`` once the wait ends,
+        however it ends (shielded from cancellation). While the wait runs the approval's id is
+        listed in ``ctx.approvals``; it is removed when the wait returns, and stays listed when
+        the wait is cancelled (the caller went away), so the owner of the context knows which
+        approval it left open (:class:`~octipusd.toolkit.CallContext`). The rules are not
+        checked again here (see :meth:`_recheck`).
+
+        Args:
+            ctx: The run and session asking.
+            tool_id: The call asked about.
+            args: What the person is shown (the call's input, or a recovery review's summary).
+            subject: The call's subject, shown with it.
+            reason: Why a person is asked (one line).
+            explanation: The rules' explanation of the ASK.
+            vendor_request_id: The vendor's id of the permission request, or None.
+            kind: ``tool``, ``questionnaire`` or ``action_recovery``.
+            questions: A questionnaire's questions (``kind="questionnaire"``).
+            action_ids: The records a recovery review covers (``kind="action_recovery"``).
+
+        Returns:
+            Approved (with the questionnaire's answered input), or refused: denied by the person
+            (a questionnaire's refusal is :data:`CANCEL_MESSAGE`), expired (``expired=True``: the
+            run must fail) or cancelled; ``approval_id`` names the approval in every case.
+
+        Raises:
+            StoreError: the approval could not be stored or read (nothing was asked when its
+                creation failed; ``on_waiting`` is still balanced).
+            anyio cancellation: the caller was cancelled; the broker marks the approval ``cancelled``.
+        """
         if ctx.on_waiting is not None:
             await ctx.on_waiting(+1)
         try:
@@ -521,7 +558,6 @@ class PermissionGate:
             if ctx.on_waiting is not None:
                 with anyio.CancelScope(shield=True):
                     await ctx.on_waiting(-1)
-        final = result.approval
         await self.emit(
             ctx.run_id,
             "approval_decided",
@@ -529,30 +565,35 @@ class PermissionGate:
                 "approval_id": approval.id,
                 "tool_id": tool_id,
                 "outcome": str(result.outcome),
-                "decided_by": final.decided_by,
-                "grant_id": final.grant_id,
+                "decided_by": result.approval.decided_by,
+                "grant_id": result.approval.grant_id,
             },
         )
+        return self._answer(result, tool_id, args, kind)
+
+    def _answer(self, result: ApprovalResult, tool_id: str, args: dict[str, Any], kind: str) -> GateResult:
+        """What the end of an approval's wait means for the call (see :meth:`_ask`'s Returns)."""
+        final = result.approval
         if result.approved:
             updated = answered_input(args, final.answers or {}) if kind == "questionnaire" else None
-            return GateResult(True, f"approved by {final.decided_by}", updated, approval_id=approval.id)
+            return GateResult(True, f"approved by {final.decided_by}", updated, approval_id=final.id)
         if result.outcome is Outcome.EXPIRED:
             return GateResult(
                 False,
-                f"approval {approval.id} for {tool_id} was not answered within "
+                f"approval {final.id} for {tool_id} was not answered within "
                 f"{self.broker.timeout_seconds:g} s; the call was denied and the run failed",
                 expired=True,
-                approval_id=approval.id,
+                approval_id=final.id,
             )
         if result.outcome is Outcome.CANCELLED:
             return GateResult(
-                False, "the approval was cancelled because the run is ending", approval_id=approval.id
+                False, "the approval was cancelled because the run is ending", approval_id=final.id
             )
         if kind == "questionnaire":
-            return GateResult(False, CANCEL_MESSAGE, approval_id=approval.id)
+            return GateResult(False, CANCEL_MESSAGE, approval_id=final.id)
         why = final.decision_reason
         return GateResult(
-            False, f"denied by {final.decided_by}" + (f": {why}" if why else ""), approval_id=approval.id
+            False, f"denied by {final.decided_by}" + (f": {why}" if why else ""), approval_id=final.id
         )
 
     async def _questionnaire(

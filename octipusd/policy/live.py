@@ -12,7 +12,7 @@ through the permission gate, or a person by hand (seed 001).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -168,11 +168,34 @@ class LivePolicy:
         action: str | None,
         session_id: str,
         workspace: str,
+        spend: bool = True,
+        record: Callable[[PolicyDecision], Awaitable[None]] | None = None,
     ) -> PolicyDecision:
         """The rules' decision for a call about to be made, with its grant's use counted.
 
-        An ALLOW resting on a grant used up by a concurrent call is decided again without it
-        (at most :data:`GRANT_RETRIES` times; after that the call needs a person: ASK).
+        The one home of grant spending for every caller: an agent's call (the permission gate)
+        and a hand-started one (:class:`~octipusd.runtime.actions.ActionService`). An ALLOW
+        resting on a grant used up, expired or revoked by the time its use is counted is decided
+        again (the grant no longer applies), at most :data:`GRANT_RETRIES` times.
+
+        When every retry lost its grant to concurrent calls, the call needs a person: the result
+        is an ASK, for both callers. Not an ALLOW: no call may run on a use that was not counted.
+        Not a DENY: the rules allowed the call every time, only the counting was lost, and a
+        denial would say the call is forbidden (an agent is told not to work around denials, and
+        a hand-started invocation would end for good). As any ASK, it waits for an attended
+        person's approval (after which the rules are checked again) or, in an unattended run,
+        is refused for review.
+
+        Args:
+            tool_id: The tool called.
+            arguments: Its input.
+            action: The action name (for ``cli-native:<Tool>``, the tool name), or None.
+            session_id: The session calling.
+            workspace: The session's workspace.
+            spend: False when the caller asks a person whatever the rules allow (a questionnaire,
+                the flow guard's ASK): the decision is taken once and nothing is spent.
+            record: Called with every decision taken, in order, before its use is counted (the
+                gate emits each as a ``policy_decision`` event), and with the final ASK.
 
         Raises:
             StoreError: the rules could not be read or the use could not be written.
@@ -181,11 +204,16 @@ class LivePolicy:
             decision = await self.evaluate(
                 tool_id, arguments, action=action, session_id=session_id, workspace=workspace
             )
-            if await self.spend(decision):
+            if record is not None:
+                await record(decision)
+            if not spend or await self.spend(decision):
                 return decision
-        return replace(
+        asked = replace(
             decision,
             level=Level.ASK,
             grant_id=None,
             explanation=f"grant {decision.grant_id} was used up by concurrent calls ({decision.explanation})",
         )
+        if record is not None:
+            await record(asked)
+        return asked

@@ -4,7 +4,9 @@ A person can start a mutating tool (``shell__run`` or an MCP connector tool) by 
 client (seed 001's "Test-tab" call; ``POST /v1/actions/calls``). :class:`ActionService`:
 
 * keys each request by the client's ``request_id`` (unique per user): a client that lost the
-  acknowledgement and retries gets the stored invocation back; nothing runs twice;
+  acknowledgement and retries gets the stored invocation back; nothing runs twice, and nothing is
+  decided twice: the invocation is recorded before its decision, so only the request that
+  recorded it decides it (and spends a grant use);
 * decides it with the permission rules: DENY refuses it (journal ``not_executed``); ALLOW
   dispatches it at once (an ALLOW resting on a scoped grant spends one use of it, as an agent's
   call does, so a grant with ``--uses 1`` allows one call, whoever makes it); ASK stores an approval (kind ``tool``, no run) and the invocation
@@ -187,11 +189,7 @@ class ActionService:
             raise InvalidRequestError(
                 f"{tool!r} cannot be started by hand; use shell__run or an MCP connector tool (server.tool)"
             )
-        # an ALLOW resting on a grant spends one use of it, exactly as an agent's call does
-        decision = await self.gate.live.decide_and_spend(
-            tool, args, action=None, session_id=session.id, workspace=session.workspace
-        )
-        status = {Level.ALLOW: "approved", Level.ASK: "awaiting_approval"}.get(decision.level, "denied")
+        # recorded undecided first: a retry racing this request finds it and decides (spends) nothing
         invocation, created = await in_thread(
             lambda: self.store.create_invocation(
                 user=user,
@@ -200,21 +198,49 @@ class ActionService:
                 arguments=args,
                 args_hash=args_hash(args),
                 request_id=request_id,
-                status=status,
+                status="awaiting_approval",
             )
         )
         if not created:
             return invocation, False
+        await self._decide(invocation, session.workspace)
+        return await in_thread(self.store.get_invocation, invocation.id), True
+
+    async def _decide(self, invocation: ToolInvocation, workspace: str) -> None:
+        """Decide a just-recorded invocation (only its first request does): refuse it, ask for an
+        approval, or dispatch it now.
+
+        An ALLOW resting on a grant spends one use of it, exactly as an agent's call does
+        (:meth:`LivePolicy.decide_and_spend <octipusd.policy.live.LivePolicy.decide_and_spend>`).
+        An invocation cancelled before it was decided stays cancelled.
+
+        Raises:
+            StoreError: the rules could not be read or a write failed; an invocation that could not
+                be decided is cancelled (best effort), so it never waits undecided.
+        """
+        args = invocation.arguments or {}
+        try:
+            decision = await self.gate.live.decide_and_spend(
+                invocation.tool, args, action=None, session_id=invocation.session_id, workspace=workspace
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._withdraw_undecided(invocation)
+            raise
+        status = {Level.ALLOW: "approved", Level.ASK: "awaiting_approval"}.get(decision.level, "denied")
+        if status != "awaiting_approval" and not await in_thread(
+            self.store.settle_invocation, invocation.id, status
+        ):
+            return  # cancelled before it was decided
         if status == "denied":
-            reason = f"denied by Octipus policy: {decision.explanation}"
-            await self._refuse(invocation, reason)
+            await self._refuse(invocation, f"denied by Octipus policy: {decision.explanation}")
         elif status == "awaiting_approval":
             approval = await self.broker.create(
                 run_id=None,
-                session_id=session.id,
-                tool_id=tool,
+                session_id=invocation.session_id,
+                tool_id=invocation.tool,
                 subject=subject_of(args, "") or None,
-                reason=f"started by hand by {user}",
+                reason=f"started by hand by {invocation.user}",
                 input=args,
                 explanation=decision.explanation,
                 vendor_request_id=None,
@@ -223,7 +249,17 @@ class ActionService:
             self.worker.signal_deadline()  # nobody waits on it: the worker expires it in time
         else:
             await self.dispatch(invocation.id)
-        return await in_thread(self.store.get_invocation, invocation.id), True
+
+    async def _withdraw_undecided(self, invocation: ToolInvocation) -> None:
+        """Cancel an invocation whose decision failed (logged with its traceback if that fails too)."""
+        try:
+            await in_thread(
+                lambda: self.store.cancel_invocation(
+                    invocation.id, by="octipusd (the call could not be decided)"
+                )
+            )
+        except Exception:
+            log.exception("invocation %s could not be decided and could not be cancelled", invocation.id)
 
     async def wait(self, invocation_id: str, timeout_seconds: float) -> ToolInvocation:
         """Wait until the invocation is terminal or ``timeout_seconds`` pass; return it."""
@@ -346,7 +382,11 @@ class ActionService:
     async def _prepare(
         self, invocation: ToolInvocation, token: str
     ) -> tuple[AbstractAsyncContextManager[ToolSpec], str] | None:
-        """Checks before dispatch; None when the invocation was ended or requeued for review."""
+        """Checks before dispatch; None when the invocation was ended or requeued for review.
+
+        The rules' re-check is reported to the approval the invocation waited for, if any
+        (:meth:`ApprovalBroker.report_recheck`), so ``octipusctl approvals approve`` says when the
+        call it approved is denied after all."""
         if not await in_thread(self.store.invocation_claimed, invocation.id, token):
             return None
         session = await in_thread(self.store.get_session, invocation.session_id)
@@ -354,8 +394,13 @@ class ActionService:
         decision = await self.gate.evaluate(
             invocation.tool, args, action=None, session_id=session.id, workspace=session.workspace
         )
-        if decision.level is Level.DENY:
-            reason = f"permission revoked before the call started: {decision.explanation}"
+        denied = decision.level is Level.DENY
+        reason = f"permission revoked before the call started: {decision.explanation}" if denied else ""
+        if invocation.approval_id is not None:  # the person who approved it is told, as for a run's call
+            self.broker.report_recheck(
+                invocation.approval_id, allowed=not denied, reason=reason or decision.explanation
+            )
+        if denied:
             await self._end_not_executed(invocation, token, reason, refused=True)
             return None
         return self.resolve(invocation.tool), decision.explanation

@@ -140,7 +140,8 @@ class InvocationStoreMixin(StoreMixin):
             arguments: Its arguments (kept until it ends).
             args_hash: SHA-256 of the canonical JSON arguments.
             request_id: The client's idempotency key (None: every request is new).
-            status: ``awaiting_approval``, ``approved`` or ``denied``.
+            status: ``awaiting_approval`` (undecided yet: see :meth:`settle_invocation`), ``approved``
+                or ``denied``.
 
         Returns:
             ``(invocation, created)``; ``created`` is False when ``request_id`` was seen before
@@ -218,6 +219,31 @@ class InvocationStoreMixin(StoreMixin):
         query = query.order_by(col(ToolInvocationRow.created_at).desc(), col(ToolInvocationRow.id).desc())
         with self._tx("listing invocations") as db:
             return [_invocation(r) for r in db.exec(query.limit(limit)).all()]
+
+    def settle_invocation(self, invocation_id: str, status: str) -> bool:
+        """Move a just-recorded, undecided invocation to the rules' decision.
+
+        A hand-started call is recorded ``awaiting_approval`` with no approval before it is
+        decided, so a retry of its request finds it and decides nothing (seed 001); its decision
+        then sets ``approved`` or ``denied`` here, one conditional ``UPDATE``.
+
+        Returns:
+            True if set; False if it was decided or cancelled meanwhile.
+        """
+        if status not in ("approved", "denied"):
+            raise ValueError(f"a decided invocation is approved or denied, got {status!r}")
+        with self._tx(f"deciding invocation {invocation_id}", write=True) as db:
+            result = db.exec(
+                update(ToolInvocationRow)
+                .where(
+                    col(ToolInvocationRow.id) == invocation_id,
+                    col(ToolInvocationRow.status) == "awaiting_approval",
+                    col(ToolInvocationRow.approval_id).is_(None),
+                )
+                .values(status=status, updated_at=self._clock())
+                .execution_options(synchronize_session=False)
+            )
+            return bool(result.rowcount)
 
     def set_invocation_approval(self, invocation_id: str, approval_id: str) -> None:
         """Link an invocation awaiting approval to its approval record."""

@@ -6,7 +6,8 @@ claude binary against the scripted Anthropic model, and ``octipusctl`` as a subp
 * a Claude run whose bridge call waits for an approval when Claude goes away (the caller's
   request is gone) is recorded as failed, naming the approval, which is cancelled; the call never
   runs; a vendor that finishes while its relayed permission request waits fails the same way;
-* a grant with ``--uses 1`` is spent by a call started by hand exactly as by an agent's.
+* a grant with ``--uses 1`` is spent by a call started by hand exactly as by an agent's;
+* approving a hand-started call says so when the check at its dispatch denied it.
 """
 
 from __future__ import annotations
@@ -132,6 +133,50 @@ def test_a_one_use_grant_is_spent_by_a_hand_started_call(octipus: Callable[..., 
     second = ctl(env, "actions", "call", "shell__run", "--session", session, "--args", args)
     assert "awaiting_approval" in second.stdout, second.stdout + second.stderr
     assert (env.daemon.workspace / "ledger.txt").read_text() == "once\n"
+
+
+def _hand_started(env: Env, session: str, command: str) -> dict[str, Any]:
+    """Start ``command`` by hand (the default rules ask for it); its invocation, awaiting approval."""
+    started = ctl(
+        env,
+        "actions",
+        "call",
+        "shell__run",
+        "--session",
+        session,
+        "--json",
+        "--args",
+        json.dumps({"command": command}),
+    )
+    data = json.loads(started.stdout)
+    assert data["invocation"]["status"] == "awaiting_approval", started.stdout + started.stderr
+    return dict(data["invocation"])
+
+
+def test_approve_says_when_the_dispatch_check_denied_a_hand_started_call(octipus: Callable[..., Env]) -> None:
+    """The re-check of a hand-started call runs when it is dispatched, after the answer: its result
+    reaches ``octipusctl approvals approve`` as a run's call's does."""
+    env = octipus(TEXT_ONLY)
+    session = env.new_session()
+    plain = _hand_started(env, session, "echo plain >> ledger.txt")
+    approved = ctl(env, "approvals", "approve", plain["approval_id"])
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert approved.stdout.startswith(f"{plain['approval_id']}: approved ("), approved.stdout
+    done = json.loads(ctl(env, "actions", "call-show", plain["id"], "--wait", "30", "--json").stdout)
+    assert done["invocation"]["status"] == "completed", done
+
+    refused = _hand_started(env, session, "echo refused >> ledger.txt")
+    added = ctl(env, "rules", "add", "deny", "shell__run(echo refused:*)")
+    assert added.returncode == 0, added.stderr
+    answered = ctl(env, "approvals", "approve", refused["approval_id"])
+    assert answered.returncode == 1, answered.stdout + answered.stderr
+    assert answered.stdout.startswith(f"{refused['approval_id']}: approved, but the call was denied"), (
+        answered.stdout
+    )
+    assert "permission revoked before the call started" in answered.stdout, answered.stdout
+    ended = json.loads(ctl(env, "actions", "call-show", refused["id"], "--wait", "30", "--json").stdout)
+    assert ended["invocation"]["status"] == "not_executed", ended
+    assert (env.daemon.workspace / "ledger.txt").read_text() == "plain\n"
 
 
 def test_a_vendor_that_finishes_while_its_permission_request_waits_fails_the_run(

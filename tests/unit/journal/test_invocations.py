@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,7 @@ from octipusd.journal.executor import args_hash
 from octipusd.store.invocation_store import ToolInvocation
 from octipusd.toolkit import ToolSpec
 from octipusd.tools import SHELL_RUN
-from tests.unit.journal.conftest import builtin_resolver
+from tests.unit.journal.conftest import WITHIN, builtin_resolver
 from tests.unit.store.racing import race
 
 if TYPE_CHECKING:
@@ -51,6 +53,29 @@ def approved(
     )
     assert created
     return invocation
+
+
+async def submit_together(bench: Bench, count: int, request_id: str) -> list[tuple[ToolInvocation, bool]]:
+    """Submit the ledger call ``count`` times at once under one ``request_id``; the answers."""
+    service = bench.service()
+    answers: list[tuple[ToolInvocation, bool]] = []
+
+    async def submit() -> None:
+        answers.append(
+            await service.submit(
+                user="alice",
+                session_id=bench.session_id,
+                tool="shell__run",
+                arguments=dict(APPEND),
+                request_id=request_id,
+            )
+        )
+
+    with anyio.fail_after(WITHIN):
+        async with anyio.create_task_group() as tg:
+            for _ in range(count):
+                tg.start_soon(submit)
+    return answers
 
 
 # ------------------------------------------------------------------ exact claim
@@ -160,24 +185,7 @@ async def test_a_retried_request_after_a_lost_acknowledgement_runs_nothing_again
 
 async def test_concurrent_retries_of_one_request_run_it_once(bench: Bench) -> None:
     allow_shell(bench)
-    service = bench.service()
-    answers: list[tuple[ToolInvocation, bool]] = []
-
-    async def submit() -> None:
-        answers.append(
-            await service.submit(
-                user="alice",
-                session_id=bench.session_id,
-                tool="shell__run",
-                arguments=dict(APPEND),
-                request_id="same",
-            )
-        )
-
-    with anyio.fail_after(15):
-        async with anyio.create_task_group() as tg:
-            for _ in range(3):
-                tg.start_soon(submit)
+    answers = await submit_together(bench, 3, "same")
     assert sorted(created for _, created in answers) == [False, False, True], answers
     assert len({invocation.id for invocation, _ in answers}) == 1
     assert bench.lines() == 1
@@ -830,3 +838,64 @@ async def test_concurrent_hand_started_calls_under_a_one_use_grant_run_one(bench
             tg.start_soon(submit)
     assert sorted(statuses) == ["awaiting_approval", "awaiting_approval", "completed"]
     assert bench.lines() == 1 and bench.store.get_grant(grant.id).uses == 1
+
+
+async def test_a_retry_racing_its_request_under_a_one_use_grant_spends_nothing(bench: Bench) -> None:
+    """Two submits of one request id against a one-use grant: the request that records the
+    invocation decides it and spends the use; the retry returns that invocation and spends nothing.
+
+    Forced order: both pass the request-id look-up before either records the invocation, and a
+    counted use waits until the request's invocation exists, so a decision taken before the
+    invocation is claimed would spend the use while the other request's invocation is the one kept.
+    """
+    grant = bench.store.create_grant(tool_id="shell__run", level="allow", created_by="operator", max_uses=1)
+    looked_up = threading.Barrier(2, timeout=WITHIN)
+    lookups = iter(range(2))
+    find, use = bench.store.find_invocation, bench.store.use_grant
+
+    def find_together(user: str, request_id: str) -> ToolInvocation | None:
+        if next(lookups, None) is not None:  # the two submits' look-ups, not a later one
+            looked_up.wait()
+        return find(user, request_id)
+
+    def use_once_recorded(grant_id: str) -> bool:
+        counted = use(grant_id)
+        deadline = time.monotonic() + WITHIN
+        while counted and find("alice", "same") is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return counted
+
+    bench.store.find_invocation = find_together  # type: ignore[method-assign]
+    bench.store.use_grant = use_once_recorded  # type: ignore[method-assign]
+    answers = await submit_together(bench, 2, "same")
+    assert sorted(created for _, created in answers) == [False, True], answers
+    assert len({invocation.id for invocation, _ in answers}) == 1
+    final = bench.store.get_invocation(answers[0][0].id)
+    assert final.status == "completed", final
+    assert bench.lines() == 1
+    assert bench.store.get_grant(grant.id).uses == 1
+
+
+async def test_a_call_that_cannot_be_decided_is_withdrawn_not_left_waiting(bench: Bench) -> None:
+    grant = bench.store.create_grant(tool_id="shell__run", level="allow", created_by="operator", max_uses=1)
+
+    def broken_use(grant_id: str) -> bool:
+        raise StoreError(f"database error while using grant {grant_id}: connection reset")
+
+    bench.store.use_grant = broken_use  # type: ignore[method-assign]
+    service = bench.service()
+    with pytest.raises(StoreError, match="connection reset"):
+        await service.submit(
+            user="alice",
+            session_id=bench.session_id,
+            tool="shell__run",
+            arguments=dict(APPEND),
+            request_id="r",
+        )
+    (withdrawn,) = bench.store.list_invocations(user="alice")
+    assert withdrawn.status == "cancelled" and "could not be decided" in (withdrawn.error or ""), withdrawn
+    again, created = await service.submit(
+        user="alice", session_id=bench.session_id, tool="shell__run", arguments=dict(APPEND), request_id="r"
+    )
+    assert not created and again.id == withdrawn.id and again.status == "cancelled"
+    assert bench.lines() == 0 and bench.store.get_grant(grant.id).uses == 0

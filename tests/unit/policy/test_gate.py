@@ -25,6 +25,7 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.policy.gate import PermissionGate, native_flow_id
+from octipusd.policy.live import GRANT_RETRIES
 from octipusd.policy.questionnaire import CANCEL_MESSAGE
 from octipusd.store import Store
 from octipusd.store.records import ApprovalStatus
@@ -423,6 +424,30 @@ async def test_two_concurrent_calls_on_the_last_use_of_a_grant(bench: Bench) -> 
     assert bench.store.get_grant(grant.id).uses == 1
     grant_decisions = [d for d in bench.emit.of("policy_decision") if d["grant_id"] == grant.id]
     assert len(grant_decisions) == 2  # both rested on the grant; the loser decided again
+
+
+async def test_a_call_whose_grant_keeps_losing_to_concurrent_calls_needs_a_person(
+    bench: Bench, tasks: anyio.abc.TaskGroup
+) -> None:
+    """Every use counted loses (the grant looks live each time it is read): after the retries
+    the call is an ASK, as a hand-started call's is (LivePolicy.decide_and_spend), never a denial."""
+    gate = bench.gate()
+    grant = bench.store.create_grant(tool_id="shell__run", level="allow", created_by="alice", max_uses=5)
+    bench.store.use_grant = lambda grant_id: False  # type: ignore[method-assign]
+    args = {"command": "make test"}
+
+    refused = await gate.decide(bench.ctx(attended=False), "shell__run", args)
+    assert not refused.allowed and refused.reason.startswith("review required: shell__run"), refused
+    decisions = bench.emit.of("policy_decision")
+    assert [d["grant_id"] for d in decisions] == [grant.id] * (GRANT_RETRIES + 1) + [None]
+    assert decisions[-1]["level"] == "ask"
+    assert f"grant {grant.id} was used up by concurrent calls" in decisions[-1]["explanation"]
+
+    pending = await start_decide(tasks, bench, lambda: gate.decide(bench.ctx(), "shell__run", args))
+    assert "used up by concurrent calls" in pending.approval["explanation"]
+    await gate.broker.answer(pending.approval["approval_id"], approve=True, decided_by="alice")
+    assert (await pending.result()).allowed
+    assert bench.store.get_grant(grant.id).uses == 0
 
 
 # ------------------------------------------------------------------------------ questionnaire
