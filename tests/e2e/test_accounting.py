@@ -31,6 +31,8 @@ def test_a_process_serving_two_turns_costs_each_its_own_share(tmp_path: Path) ->
         assert final["status"] == "succeeded", final
         results = env.kinds(run, "result")
         assert len(results) == 2, results
+        # num_turns is per result, not cumulative like the cost: the turn budget counts it as it is
+        assert [r["turns"] for r in results] == [1, 1], results
         costs = [r["cost_usd"] for r in results]
         assert all(c is not None and c > 0 for c in costs), costs
         # the model server bills every call the same: the second turn is not the cumulative figure
