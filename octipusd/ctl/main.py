@@ -438,9 +438,10 @@ def steer(
     except OctipusError as exc:
         raise fail(exc) from None
     how = (
-        "written to the running turn's input (octipusctl run shows steering_delivered once the vendor takes it)"
+        "written to the running turn's input (octipusctl run shows 'guidance acknowledged by the vendor' "
+        "once the vendor takes it)"
         if out["delivery"] == "stdin"
-        else "queued for the run's context and a follow-up invocation"
+        else "queued for the run's context (and a follow-up invocation, where the vendor takes one)"
     )
     console.print(f"run {out['run_id']}: guidance {how}")
 

@@ -191,8 +191,8 @@ def follow_up_prompt(texts: list[str], feedback: int) -> str:
     if feedback:
         parts.append(
             f"[Octipus] {feedback} feedback item{'s' if feedback != 1 else ''} on the work plan "
-            f"{'are' if feedback != 1 else 'is'} not handled yet: read get_cli_run_context, apply them and "
-            "mark them with update_work_plan."
+            f"{'are' if feedback != 1 else 'is'} not handled yet: read get_cli_run_context, apply "
+            f"{'it' if feedback == 1 else 'them'} and mark {'it' if feedback == 1 else 'them'} with update_work_plan."
         )
     return "\n".join(parts if texts else parts[-1:])
 
