@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from octipusd.errors import ConflictError
+from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.toolkit import (
     AuthorizationResult,
     Body,
@@ -66,6 +66,7 @@ class FakeToolHost:
         events: Every recorded event, in order.
         refuse_children: When set, :meth:`spawn_child` raises ``ConflictError`` with this text.
         spawned: Every child request, in order.
+        steered: Every ``steer_child`` request, in order: ``(child run id, text)``.
     """
 
     deny: Mapping[str, str] = field(default_factory=dict)
@@ -77,6 +78,7 @@ class FakeToolHost:
     events: list[RecordedEvent] = field(default_factory=list)
     refuse_children: str | None = None
     spawned: list[SpawnRequest] = field(default_factory=list)
+    steered: list[tuple[str, str]] = field(default_factory=list)
 
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
@@ -181,6 +183,24 @@ class FakeToolHost:
             if item.identity.session_id == identity.session_id and (wanted is None or f"child-{n}" in wanted)
         ]
         return {"children": children, "pending": []}
+
+    async def steer_child(self, identity: RunIdentity, child_run_id: str, text: str) -> dict[str, Any]:
+        """Record the guidance; a child the fake spawned takes it as queued.
+
+        Raises:
+            InvalidRequestError: no child ``child_run_id`` was spawned in the session.
+        """
+        known = {
+            f"child-{n}"
+            for n, item in enumerate(self.spawned, 1)
+            if item.identity.session_id == identity.session_id
+        }
+        if child_run_id not in known:
+            raise InvalidRequestError(
+                f"childRunId: {child_run_id} is not a child of this run that still runs"
+            )
+        self.steered.append((child_run_id, text))
+        return {"childRunId": child_run_id, "delivery": "queued"}
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Append the event to :attr:`events`."""

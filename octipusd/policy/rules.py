@@ -108,7 +108,7 @@ DEFAULT_RULES: Final[Mapping[str, tuple[str, ...]]] = {
 
 #: Default levels of Octipus's own tools that are not ASK (seed 003; the run-context and
 #: work-plan tools are always available to a CLI). Delegation (``spawn_child``,
-#: ``collect_children``) is allowed by default: it is bounded by role, depth and budget, and every
+#: ``collect_children``, ``steer_child``) is allowed by default: it is bounded by role, depth and budget, and every
 #: call a child makes passes this same policy; a rule can still ask or deny it.
 DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "get_cli_run_context": Level.ALLOW,
@@ -116,6 +116,7 @@ DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "update_work_plan": Level.ALLOW,
     "spawn_child": Level.ALLOW,
     "collect_children": Level.ALLOW,
+    "steer_child": Level.ALLOW,
     "shell__run": Level.ASK,
 }
 
@@ -125,7 +126,7 @@ def default_level(tool_id: str) -> Level:
 
     ``cli-native:*`` -> ASK (seed 003 "Permissions and limits": everything but the default
     allow list uses the ASK default); ``get_cli_run_context``, ``get_work_plan``,
-    ``update_work_plan``, ``spawn_child``, ``collect_children`` -> ALLOW; ``shell__run`` -> ASK; any other tool -> ASK.
+    ``update_work_plan``, ``spawn_child``, ``collect_children``, ``steer_child`` -> ALLOW; ``shell__run`` -> ASK; any other tool -> ASK.
 
     Args:
         tool_id: An Octipus tool id or ``cli-native:<Tool>``.

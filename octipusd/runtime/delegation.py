@@ -19,6 +19,7 @@ import anyio
 
 from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.runtime.children import MAX_DEPTH
+from octipusd.runtime.steering import submit
 from octipusd.store.aio import in_thread
 from octipusd.store.records import RunStatus
 from octipusd.toolkit import ChildRequest
@@ -214,6 +215,41 @@ class Delegation:
                 "guidance": parent.steering.queued(),
             }
         return {"children": children, "pending": pending}
+
+    async def steer(self, child_run_id: str, text: str) -> dict[str, Any]:
+        """Give guidance to one of this run's own children that still runs (``steer_child``).
+
+        It reaches the child as user guidance reaches a root run
+        (:func:`~octipusd.runtime.steering.submit`): into the child's running turn where its vendor
+        takes live input, else queued in its run context and for a follow-up; a pending
+        ``collect_children`` wait of the child returns. The guidance is the child's, never stored in
+        the session's history.
+
+        Returns:
+            ``{"childRunId": ..., "delivery": "stdin" | "queued"}``.
+
+        Raises:
+            ConflictError: this run is not live or is stopping, or the child is ending.
+            InvalidRequestError: ``child_run_id`` is not a child of this run that still runs.
+        """
+        parent = self._run
+        if parent.registry.get(parent.run.id) is None:
+            raise ConflictError(f"run {parent.run.id} is not live")
+        self._refuse_if_stopping()
+        child = next((c for c in self._children if c.run.id == child_run_id), None)
+        if child is None:
+            running = ", ".join(c.run.id for c in self._children) or "none"
+            raise InvalidRequestError(
+                f"childRunId: {child_run_id} is not a child of this run that still runs (its running "
+                f"children: {running}); a parent steers only its own children, and an ended child's "
+                "result is collected with collect_children"
+            )
+        ending = child.ending or child.steering.closed
+        if ending is not None:
+            raise ConflictError(
+                f"child run {child_run_id} is ending ({ending}); collect its result with collect_children"
+            )
+        return {"childRunId": child_run_id, "delivery": await submit(child, text)}
 
     async def end_children(self) -> None:
         """At the parent's end: cancel the pending children (seed 003) and report the uncollected."""

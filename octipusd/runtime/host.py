@@ -192,6 +192,11 @@ class RunHost:
         """Wait for the run's detached children; see :meth:`octipusd.runtime.delegation.Delegation.collect`."""
         return await self._run.delegation.collect(child_run_ids, timeout_seconds)
 
+    async def steer_child(self, identity: RunIdentity, child_run_id: str, text: str) -> dict[str, Any]:
+        """Guidance for one of the run's running children; see
+        :meth:`octipusd.runtime.delegation.Delegation.steer`."""
+        return await self._run.delegation.steer(child_run_id, text)
+
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Store a bridge event on the run; after a stop began it is dropped (and counted).
 

@@ -80,6 +80,10 @@ class ManualCallHost:
         """Refused: only an agent run has children."""
         raise _no_run("collect_children", identity)
 
+    async def steer_child(self, identity: RunIdentity, child_run_id: str, text: str) -> dict[str, Any]:
+        """Refused: only an agent run has children."""
+        raise _no_run("steer_child", identity)
+
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Log the event: a hand-started call has no run event stream (its record is the invocation)."""
         log.info("%s (%s): %s %s", identity.run_id, self.tool_id, kind, data)

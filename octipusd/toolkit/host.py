@@ -207,6 +207,24 @@ class ToolHost(Protocol):
         """
         ...
 
+    async def steer_child(self, identity: RunIdentity, child_run_id: str, text: str) -> dict[str, Any]:
+        """Give guidance to one of the calling run's own children that still runs (seed 003).
+
+        Args:
+            identity: The parent run.
+            child_run_id: The child.
+            text: The guidance.
+
+        Returns:
+            ``{"childRunId": ..., "delivery": "stdin" | "queued"}``: written into the child's running
+            turn, or queued for its run context and a follow-up.
+
+        Raises:
+            InvalidRequestError: not a running child of this run (another parent's, ended, unknown).
+            ConflictError: the parent is not live or is stopping, or the child is ending.
+        """
+        ...
+
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Append an event to the run's event stream.
 

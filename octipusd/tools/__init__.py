@@ -2,7 +2,7 @@
 
 :data:`DEFAULT_TOOLS` is the tool set a bridge publishes unless told otherwise (a root
 agent's set): ``get_cli_run_context``, ``get_work_plan``, ``update_work_plan``,
-``spawn_child``, ``collect_children`` and ``shell__run``. A child agent gets
+``spawn_child``, ``collect_children``, ``steer_child`` and ``shell__run``. A child agent gets
 :func:`child_tools`: the same set without root-only plan editing, and without the delegation
 tools when it may not delegate further.
 :data:`CHILD_ROLES` maps each spawnable role to its stable role prompt; :data:`ROOT_ROLE` is
@@ -18,6 +18,7 @@ from octipusd.tools.children import (
     COLLECT_CHILDREN,
     ROOT_ROLE,
     SPAWN_CHILD,
+    STEER_CHILD,
     child_tools,
     parse_child_request,
     validate_resume_key,
@@ -29,7 +30,15 @@ from octipusd.tools.shell import SHELL_RUN, ShellResult, run_shell
 
 #: The default (root) tool set of a bridge, in the order they are listed.
 DEFAULT_TOOLS: tuple[ToolSpec, ...] = validate_tool_specs(
-    (GET_CLI_RUN_CONTEXT, GET_WORK_PLAN, UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN, SHELL_RUN)
+    (
+        GET_CLI_RUN_CONTEXT,
+        GET_WORK_PLAN,
+        UPDATE_WORK_PLAN,
+        SPAWN_CHILD,
+        COLLECT_CHILDREN,
+        STEER_CHILD,
+        SHELL_RUN,
+    )
 )
 
 __all__ = [
@@ -42,6 +51,7 @@ __all__ = [
     "ROOT_ROLE",
     "SHELL_RUN",
     "SPAWN_CHILD",
+    "STEER_CHILD",
     "UPDATE_WORK_PLAN",
     "ShellResult",
     "child_tools",

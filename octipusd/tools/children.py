@@ -346,6 +346,52 @@ COLLECT_CHILDREN = ToolSpec(
 )
 
 
+def parse_steer_request(arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """Validate ``steer_child`` arguments.
+
+    Returns:
+        ``(child run id, guidance text)``.
+
+    Raises:
+        InvalidRequestError: naming the bad field.
+    """
+    reject_unknown(arguments, ("childRunId", "text"))
+    child = require_str(arguments, "childRunId")
+    text = require_str(arguments, "text")
+    if not text.strip():
+        raise InvalidRequestError("text: the guidance is empty")
+    if len(text) > MAX_BRIEF_CHARS:
+        raise InvalidRequestError(f"text: at most {MAX_BRIEF_CHARS} characters, got {len(text)}")
+    return child, text
+
+
+async def _steer_child(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
+    child, text = parse_steer_request(arguments)
+    return await host.steer_child(identity, child, text)
+
+
+STEER_CHILD = ToolSpec(
+    name="steer_child",
+    description=(
+        "Send guidance to one of your own children that is still running (spawned with detach=true): "
+        "it reaches the child's running turn, or its run context when its CLI takes no live input. "
+        'Returns {"childRunId", "delivery": "stdin" | "queued"}. Collect its result with collect_children.'
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "childRunId": {"type": "string", "minLength": 1},
+            "text": {"type": "string", "minLength": 1, "maxLength": MAX_BRIEF_CHARS},
+        },
+        "required": ["childRunId", "text"],
+        "additionalProperties": False,
+    },
+    handler=_steer_child,
+    timeout_seconds=60.0,
+    internal=True,
+)
+
+
 def child_tools(allow_spawn: bool) -> tuple[ToolSpec, ...]:
     """Return the tool set of a child agent.
 
@@ -359,6 +405,8 @@ def child_tools(allow_spawn: bool) -> tuple[ToolSpec, ...]:
     from octipusd.tools import DEFAULT_TOOLS
 
     dropped = (
-        {"update_work_plan"} if allow_spawn else {"update_work_plan", SPAWN_CHILD.name, COLLECT_CHILDREN.name}
+        {"update_work_plan"}
+        if allow_spawn
+        else {"update_work_plan", SPAWN_CHILD.name, COLLECT_CHILDREN.name, STEER_CHILD.name}
     )
     return tuple(spec for spec in DEFAULT_TOOLS if spec.name not in dropped)

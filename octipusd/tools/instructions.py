@@ -33,8 +33,8 @@ that change something end with the same context.
 get_work_plan; when you have update_work_plan, record your steps and progress there and mark \
 feedback you applied.
 - Delegation: when you have spawn_child, it starts a child agent with a role and a brief (the \
-child sees only the brief); collect_children returns the results. Collect every child you \
-started before your final answer.
+child sees only the brief); collect_children returns the results, and steer_child sends guidance \
+to one of your children while it runs. Collect every child you started before your final answer.
 - Permissions: Octipus decides every Octipus tool call, and some wait for a person's approval. A \
 denial is final: do not retry the call in another form, do not reach the same effect another way \
 (another tool, a shell command, a script), and do not ask to bypass it. Say in your answer what \

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from octipusd.testing.script import parse_script
 from tests.e2e.conftest import Env
 
 ADAPTER = "claude-code"
@@ -624,3 +625,49 @@ def test_a_childs_approval_reaches_whoever_follows_the_root_turn(octipus: Callab
     assert final_child["status"] == "succeeded" and final_child["result_text"] == "child done"
     results = [r for r in _kinds(env.events(child["id"]), "tool_result") if "child-was-approved" in str(r)]
     assert results, "the approved command did not run"
+
+
+def test_steer_child_reaches_the_childs_live_turn(octipus: Callable[..., Env]) -> None:
+    """issue 15 item 1: a parent steers its own running child (``steer_child``): the guidance reaches
+    the child's live turn (Claude takes it as one more turn of the same process); an id that is not a
+    running child of this parent is refused, naming the field."""
+    brief = "KID-S a child that is told more while it works."
+    guidance = "also mention the pelican"
+    child_steps = [_text("child first answer", stall_seconds=6), _text("child answer with the pelican")]
+    first = {
+        "steps": [
+            _spawn(role="general", brief=brief, detach=True),
+            _tool("collect_children", timeoutSeconds=3),  # the child is still thinking: pending
+        ],
+        "conversations": [_conversation("KID-S", *child_steps)],
+    }
+    env = _start(octipus, first)
+    session = env.new_session()
+    root = env.post(session, "Delegate, then steer the child.")
+    child = env.wait(lambda: _children(env, session), 30, "the child run")[0]
+    env.model.script = parse_script(
+        {
+            "steps": [
+                *first["steps"],
+                _tool("steer_child", childRunId="not-a-child", text=guidance),
+                _tool("steer_child", childRunId=child["id"], text=guidance),
+                _tool("collect_children"),
+                _text("root done"),
+            ],
+            "conversations": first["conversations"],
+        }
+    )
+    assert env.wait_final(root, timeout=90)["status"] == "succeeded"
+    results = _tool_results(env, root)
+    refused, steered, collected = results[2], results[3], results[4]
+    assert refused["is_error"] and "childRunId: not-a-child is not a child of this run" in refused["content"]
+    assert _summary(steered) == {"childRunId": child["id"], "delivery": "stdin"}
+    (summary,) = _summary(collected)["children"]
+    assert summary["result"] == "child first answer\n\nchild answer with the pelican", summary
+    child_events = env.events(child["id"])
+    assert [d["text"] for d in _kinds(child_events, "steering_delivered")] == [guidance]
+    child_requests = env.model.requests_in(0)
+    assert guidance in json.dumps(child_requests[-1].body["messages"])
+    # the child's guidance is the child's: the session's history holds none of it
+    history = env.client.request("GET", f"/sessions/{session}/messages")
+    assert not any(guidance in m["text"] for m in history)

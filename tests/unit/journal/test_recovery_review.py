@@ -38,6 +38,7 @@ from octipusd.tools import (
     GET_WORK_PLAN,
     SHELL_RUN,
     SPAWN_CHILD,
+    STEER_CHILD,
     UPDATE_WORK_PLAN,
 )
 from tests.unit.bridge.bridge_support import connect, texts
@@ -249,6 +250,7 @@ def test_read_only_and_internal_tools_never_reach_the_recovery_gate() -> None:
         UPDATE_WORK_PLAN.tool_id: False,
         SPAWN_CHILD.tool_id: False,  # delegation is orchestration: internal, not journaled
         COLLECT_CHILDREN.tool_id: False,
+        STEER_CHILD.tool_id: False,
         SHELL_RUN.tool_id: True,  # arbitrary shell counts as a mutation
     }
     assert SHELL_RUN.contract is not None and SHELL_RUN.contract.risk_class is RiskClass.CONTAINABLE

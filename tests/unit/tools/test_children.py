@@ -27,16 +27,19 @@ from octipusd.tools import (
     DEFAULT_TOOLS,
     ROOT_ROLE,
     SPAWN_CHILD,
+    STEER_CHILD,
     UPDATE_WORK_PLAN,
     child_tools,
     validate_resume_key,
 )
 from octipusd.tools.children import (
+    MAX_BRIEF_CHARS,
     MAX_COLLECT_SECONDS,
     RESUME_KEY,
     RESUME_KEY_RULE,
     parse_child_request,
     parse_collect_request,
+    parse_steer_request,
 )
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -506,11 +509,13 @@ def test_child_tool_sets() -> None:
         spec.name for spec in DEFAULT_TOOLS if spec is not UPDATE_WORK_PLAN
     ]
     assert [spec.name for spec in without_spawn] == [
-        spec.name for spec in DEFAULT_TOOLS if spec not in (UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN)
+        spec.name
+        for spec in DEFAULT_TOOLS
+        if spec not in (UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD)
     ]
-    # Both delegation tools go together: a child that may not spawn has nothing to collect.
-    assert SPAWN_CHILD in with_spawn and COLLECT_CHILDREN in with_spawn
-    assert SPAWN_CHILD not in without_spawn and COLLECT_CHILDREN not in without_spawn
+    # The delegation tools go together: a child that may not spawn has nothing to collect or steer.
+    assert all(spec in with_spawn for spec in (SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD))
+    assert not any(spec in without_spawn for spec in (SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD))
     assert "update_work_plan" not in [spec.name for spec in with_spawn]
     assert all(UPDATE_WORK_PLAN not in tools for tools in (with_spawn, without_spawn))
     assert "get_work_plan" in [spec.name for spec in without_spawn]
@@ -700,3 +705,16 @@ def test_the_collect_schema_and_the_handler_agree(arguments: dict[str, Any]) -> 
     else:
         accepted = True
     assert schema_ok == accepted
+
+
+def test_steer_child_arguments_are_validated_naming_the_field() -> None:
+    assert parse_steer_request({"childRunId": "c1", "text": "also this"}) == ("c1", "also this")
+    for arguments, named in (
+        ({"childRunId": "c1"}, "text"),
+        ({"text": "x"}, "childRunId"),
+        ({"childRunId": "c1", "text": "   "}, "text"),
+        ({"childRunId": "c1", "text": "x" * (MAX_BRIEF_CHARS + 1)}, "text"),
+        ({"childRunId": "c1", "text": "x", "child": "c2"}, "child"),
+    ):
+        with pytest.raises(InvalidRequestError, match=named):
+            parse_steer_request(arguments)

@@ -100,6 +100,7 @@ def test_default_tools() -> None:
         "update_work_plan",
         "spawn_child",
         "collect_children",
+        "steer_child",
         "shell__run",
     ]
     assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
