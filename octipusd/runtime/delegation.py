@@ -19,6 +19,8 @@ import anyio
 
 from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.runtime.children import MAX_DEPTH
+from octipusd.runtime.invocation import Attempt
+from octipusd.runtime.outcome import result_failed
 from octipusd.runtime.steering import submit
 from octipusd.store.aio import in_thread
 from octipusd.store.records import RunStatus
@@ -250,6 +252,33 @@ class Delegation:
                 f"child run {child_run_id} is ending ({ending}); collect its result with collect_children"
             )
         return {"childRunId": child_run_id, "delivery": await submit(child, text)}
+
+    def uncollected(self) -> list[str]:
+        """The detached children whose results the run has not collected (running or ended)."""
+        return list(self._detached)
+
+    async def append_uncollected(self, attempt: Attempt) -> None:
+        """The vendor ended without collecting its detached children and no follow-up turn can: wait
+        for them (at most ``RunLimits.children_end_s``) and add their results to the run's answer
+        (issue 15: an adapter that reports only at completion gets them appended). Children still
+        running then are cancelled by :meth:`end_children`; a failed answer gets nothing."""
+        if attempt.result is None or result_failed(attempt.result) or not self._detached:
+            return
+        with anyio.move_on_after(self._run.services.limits.children_end_s):
+            for child in list(self._detached.values()):
+                await child.delegation.summary_ready.wait()
+        lines = []
+        for cid, child in list(self._detached.items()):
+            summary = child.delegation.summary
+            if summary is None:
+                lines.append(f"- {cid} ({child.role}): still running; it is cancelled as the run ends")
+                continue
+            del self._detached[cid]  # handed out here, once
+            outcome = summary.get("result") or summary.get("reason") or "no answer"
+            lines.append(f"- {cid} ({child.role}, {summary['status']}): {outcome}")
+        attempt.answers.append(
+            "[Octipus] Results of the child agents the run did not collect:\n" + "\n".join(lines)
+        )
 
     async def end_children(self) -> None:
         """At the parent's end: cancel the pending children (seed 003) and report the uncollected."""

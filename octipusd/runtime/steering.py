@@ -82,6 +82,8 @@ class Guidance:
         items: Every guidance message of the run, in arrival order.
         turns_used: Vendor iterations the run's results reported (one per result that reports none).
         follow_ups: Follow-up invocations made.
+        children_asked: A follow-up already asked the agent to collect the children it left (one
+            bounded follow-up for them, issue 15).
         closed: Why no more guidance is taken (the run decided its last invocation), or None.
         why_not: Why no follow-up could send the guidance left, once that was decided.
     """
@@ -89,6 +91,7 @@ class Guidance:
     items: list[GuidanceItem] = field(default_factory=list)
     turns_used: int = 0
     follow_ups: int = 0
+    children_asked: bool = False
     closed: str | None = None
     why_not: str | None = None
 
@@ -184,17 +187,28 @@ async def unhandled_plan_feedback(run: RunSupervisor) -> int:
     return await count_unhandled(run.services.store, run.session_id)
 
 
-def follow_up_prompt(texts: list[str], feedback: int) -> str:
-    """The prompt of a follow-up invocation: the guidance not applied yet, and unhandled feedback."""
-    parts = ["[Octipus] The user sent guidance while you worked that has not reached you yet; apply it now:"]
-    parts += [f"{n}. {text}" for n, text in enumerate(texts, 1)]
+def follow_up_prompt(texts: list[str], feedback: int, children: list[str] | None = None) -> str:
+    """The prompt of a follow-up invocation: the guidance not applied yet, unhandled feedback, and
+    the children the agent started and did not collect."""
+    parts = []
+    if texts:
+        parts.append(
+            "[Octipus] The user sent guidance while you worked that has not reached you yet; apply it now:"
+        )
+        parts += [f"{n}. {text}" for n, text in enumerate(texts, 1)]
     if feedback:
         parts.append(
             f"[Octipus] {feedback} feedback item{'s' if feedback != 1 else ''} on the work plan "
             f"{'are' if feedback != 1 else 'is'} not handled yet: read get_cli_run_context, apply "
             f"{'it' if feedback == 1 else 'them'} and mark {'it' if feedback == 1 else 'them'} with update_work_plan."
         )
-    return "\n".join(parts if texts else parts[-1:])
+    if children:
+        parts.append(
+            f"[Octipus] You finished without collecting {len(children)} child agent"
+            f"{'s' if len(children) != 1 else ''} you started ({', '.join(children)}): call collect_children "
+            "now and use the results in your final answer; children still running after this turn are cancelled."
+        )
+    return "\n".join(parts)
 
 
 def _blocked(run: RunSupervisor, request: LaunchRequest) -> tuple[str | None, int | None]:
@@ -241,24 +255,33 @@ async def follow_up(run: RunSupervisor, request: LaunchRequest) -> str | None:
         steering.vendor_exited()
         items = steering.unapplied()
         feedback = await unhandled_plan_feedback(run) if run.parent is None else 0
-        if not items and not feedback:
+        children = [] if steering.children_asked else run.delegation.uncollected()
+        if not items and not feedback and not children:
             steering.closed = "the run is ending"
             return None
         why_not, turn_limit = _blocked(run, request)
         if why_not is not None:
             steering.closed, steering.why_not = "the run is ending", why_not
+            if children:  # no turn to collect them in: their results join the answer
+                await run.delegation.append_uncollected(run.attempt)
             return why_not
         steering.follow_ups += 1
+        steering.children_asked = steering.children_asked or bool(children)
         for item in items:
             item.state = GuidanceState.ANSWERED  # its prompt carries them
         await run.notice(
             f"follow-up invocation {steering.follow_ups} of at most {run.services.limits.follow_ups}: "
             f"{len(items)} guidance item{'s' if len(items) != 1 else ''} and {feedback} feedback item"
-            f"{'s' if feedback != 1 else ''} remained when the vendor finished",
+            f"{'s' if feedback != 1 else ''} remained when the vendor finished"
+            + (
+                f", and {len(children)} uncollected child{'ren' if len(children) != 1 else ''}"
+                if children
+                else ""
+            ),
             follow_up=steering.follow_ups,
             guidance=[i.text for i in items],
         )
-        request = await _follow_up_request(run, request, items, feedback, turn_limit)
+        request = await _follow_up_request(run, request, items, feedback, turn_limit, children)
         failed = await _invoke_follow_up(run, request)
         if failed is not None:
             for item in items:
@@ -274,13 +297,14 @@ async def _follow_up_request(
     items: list[GuidanceItem],
     feedback: int,
     turn_limit: int | None,
+    children: list[str],
 ) -> LaunchRequest:
     """The launch of a follow-up: the confirmed session resumed, the guidance as its prompt."""
     confirmed = run.attempt.confirmed
     assert confirmed is not None
     request = dataclasses.replace(
         request,
-        prompt=follow_up_prompt([i.text for i in items], feedback),
+        prompt=follow_up_prompt([i.text for i in items], feedback, children),
         vendor_session_id=confirmed,
         resume=True,
         turn_limit=turn_limit if turn_limit is not None else request.turn_limit,

@@ -671,3 +671,49 @@ def test_steer_child_reaches_the_childs_live_turn(octipus: Callable[..., Env]) -
     # the child's guidance is the child's: the session's history holds none of it
     history = env.client.request("GET", f"/sessions/{session}/messages")
     assert not any(guidance in m["text"] for m in history)
+
+
+def test_a_parent_that_ends_without_collecting_gets_one_follow_up_to_merge(
+    octipus: Callable[..., Env],
+) -> None:
+    """issue 15 item 1: a CLI that finishes without collecting its detached children gets one bounded
+    follow-up turn to collect and merge their results; what it still leaves is cancelled."""
+    done_brief = "KID-U1 a child that answers at once."
+    slow_brief = "KID-U2 a child still thinking when its parent is done."
+    script = {
+        "steps": [
+            _spawn(role="general", brief=done_brief, detach=True),
+            _spawn(role="general", brief=slow_brief, detach=True),
+            _text("root done without collecting", delay_seconds=2),
+            # the follow-up: it collects only the first child; the second is then cancelled
+            _tool("collect_children", childRunIds=["__FIRST__"]),
+            _text("root merged the first child"),
+        ],
+        "conversations": [
+            _conversation("KID-U1", _text("u one result")),
+            _conversation("KID-U2", _text("u two never", stall_seconds=60)),
+        ],
+    }
+    env = _start(octipus, script)
+    session = env.new_session()
+    root = env.post(session, "Fan out and forget.")
+    first = env.wait(
+        lambda: [c for c in _children(env, session) if c["prompt"] == done_brief], 30, "child 1"
+    )[0]
+    # put the first child's id into the follow-up's collect call (the script cannot know it before)
+    env.model.script = parse_script(json.loads(json.dumps(script).replace("__FIRST__", first["id"])))
+    final = env.wait_final(root, timeout=90)
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == "root done without collecting\n\nroot merged the first child", final
+    notices = _notices(env, root)
+    assert any(
+        "follow-up invocation 1 of at most 2" in n and "2 uncollected children" in n for n in notices
+    ), notices
+    prompts = [json.dumps(r.body["messages"]) for r in env.model.requests_in(None)]
+    assert "You finished without collecting 2 child agents" in prompts[-1]
+    collected = _summary(_tool_results(env, root)[-1])
+    assert [c["childRunId"] for c in collected["children"]] == [first["id"]]
+    assert collected["children"][0]["result"] == "u one result"
+    slow = _child(env, session, slow_brief)
+    assert slow["status"] == "cancelled", slow
+    assert len([n for n in notices if "follow-up invocation" in n]) == 1  # one bounded follow-up
