@@ -26,6 +26,7 @@ codes) plus a human message that says what was wrong and what to do::
     ├── ConnectorUnavailableError      connector_unavailable    1   503
     ├── ConnectorCompensationError     compensation_failed      1   502
     ├── ActionsUnavailableError        actions_unavailable      1   503
+    ├── WorktreeError                  worktree_error           1   500
     ├── DaemonUnavailableError         daemon_unavailable       3    -
     └── ApiError                       (the daemon's code)     2|1  (the daemon's status)
 
@@ -239,6 +240,13 @@ class ActionsUnavailableError(OctipusError):
 
     code = "actions_unavailable"
     http_status = 503
+
+
+class WorktreeError(OctipusError):
+    """A git operation on a child's worktree failed or timed out (creation, commit, merge,
+    removal); the message names the git command, the directory and git's own words."""
+
+    code = "worktree_error"
 
 
 class DaemonUnavailableError(OctipusError):

@@ -1,0 +1,367 @@
+"""A coding child's worktree from creation to removal (FACTS.md §1, "Worktree per coding child").
+
+Layout under the root (:func:`~.model.default_root`): ``<id>/`` the worktree, ``<id>.pid`` the
+owning process (written before git runs, for the reaper), ``<id>.json`` the record (project,
+branch, base) that :meth:`WorktreeManager.reuse` and :meth:`WorktreeManager.list` read, and
+``.stale/`` for stale directories set aside (see :meth:`WorktreeManager.create`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from octipusd.errors import ConflictError, InvalidRequestError, WorktreeError
+
+from .git import GIT_LIMITS, Git, GitLimits
+from .merge import merge_branch
+from .model import (
+    BRANCH_PREFIX,
+    DETACHED_SUFFIX,
+    MergeOutcome,
+    RemoveOutcome,
+    Worktree,
+    WorktreeInfo,
+    WorktreeReport,
+    check_id,
+)
+
+__all__ = ["COMMIT_MESSAGE", "WorktreeManager"]
+
+#: The message of the commit that saves a child's uncommitted work at finish.
+COMMIT_MESSAGE = "octipus: uncommitted work from swarm child {id}"
+
+
+class WorktreeManager:
+    """Creates, finishes, merges and removes the worktrees under one root.
+
+    Blocking (git runs as subprocesses); an async caller runs it in a worker thread. Merges into
+    one repository are serialised across threads (:func:`~.merge.repo_lock`).
+
+    Args:
+        root: The worktrees root (``~/.octipus/worktrees`` or ``OCTIPUS_WORKTREES_DIR``).
+        limits: Git deadlines.
+    """
+
+    def __init__(self, root: Path, limits: GitLimits = GIT_LIMITS) -> None:
+        self.root = root
+        self.limits = limits
+
+    # ------------------------------------------------------------------ eligibility, creation
+
+    def eligible(self, project: Path) -> str | None:
+        """Why ``project`` cannot give a child a worktree, or None when it can (git's conditions).
+
+        The project must be a repository's top level with a commit, no tracked change and no
+        merge (or rebase, cherry-pick, revert) in progress. Role, adapter, dev mode and the
+        spawner's own worktree are the caller's conditions.
+        """
+        if not project.is_dir():
+            return f"{project} is not a directory"
+        git = Git(project, self.limits)
+        top = git.toplevel()
+        if top is None:
+            return f"{project} is not a git repository"
+        if top != project.resolve():
+            return f"{project} is not a git repository root (its root is {top})"
+        if git.head_sha() is None:
+            return f"{project} has no commit yet"
+        if git.tracked_changes():
+            return f"{project} has uncommitted tracked changes (a worktree starts at HEAD without them)"
+        in_progress = git.operation_in_progress()
+        if in_progress is not None:
+            return f"{project} has {in_progress} (an operation in progress)"
+        return None
+
+    def create(self, project: Path, worktree_id: str, owner_pid: int | None = None) -> Worktree:
+        """Make ``<root>/<id>`` on a new branch ``octipus/<id>`` at the project's HEAD.
+
+        A path that already exists fails and is left as it is, unless it is stale: ``git
+        worktree prune`` runs first, and a directory the project's ``git worktree list`` does not
+        know, holding no live repository or worktree (no ``.git``, or a ``.git`` file pointing at
+        metadata that is gone), is cleared: removed when empty or holding only that ``.git``
+        file, otherwise moved whole to ``<root>/.stale/<id>-<time>`` (never deleted with content).
+        ``<root>/<id>.pid`` (``owner_pid``, default this process) is written before git runs.
+        An existing ``octipus/<id>`` is reset to HEAD only when HEAD already contains it.
+
+        Raises:
+            InvalidRequestError: the id is not valid.
+            ConflictError: the path is a live worktree or repository, or ``octipus/<id>``
+                exists with commits HEAD does not contain.
+            WorktreeError: the project is not a repository root ("not a git repository root")
+                or has no commit, or git failed; the pid file is removed again.
+        """
+        check_id(worktree_id)
+        path, pid_file = self.root / worktree_id, self.root / f"{worktree_id}.pid"
+        if path.exists() or path.is_symlink():
+            self._clear_stale(project, path)
+        self.root.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(f"{os.getpid() if owner_pid is None else owner_pid}\n", encoding="utf-8")
+        try:
+            return self._add(project.resolve(), worktree_id, path)
+        except BaseException:
+            pid_file.unlink(missing_ok=True)
+            raise
+
+    def _add(self, project: Path, worktree_id: str, path: Path) -> Worktree:
+        git = Git(project, self.limits)
+        if git.toplevel() != project:
+            raise WorktreeError(f"{project} is not a git repository root")
+        base = git.head_sha()
+        if base is None:
+            raise WorktreeError(f"{project} has no commit to start a worktree from")
+        git.write("worktree", "prune")  # a directory deleted by hand still holds its branch until pruned
+        branch = BRANCH_PREFIX + worktree_id
+        existing = git.ref_sha(f"refs/heads/{branch}")
+        if existing is not None and not git.is_ancestor(existing, base):
+            raise ConflictError(
+                f"branch {branch} exists with work HEAD does not contain; merge or discard it"
+            )
+        git.write("worktree", "add", "-B" if existing else "-b", branch, str(path), base)
+        wt = Worktree(id=worktree_id, path=path, project=project, branch=branch, base_sha=base)
+        record = {"id": wt.id, "project": str(project), "branch": branch, "baseSha": base}
+        self._record_file(worktree_id).write_text(json.dumps(record) + "\n", encoding="utf-8")
+        return wt
+
+    def _clear_stale(self, project: Path, path: Path) -> None:
+        """Clear a stale ``path`` (see :meth:`create`) or raise ConflictError, touching nothing."""
+        git = Git(project, self.limits)
+        git.write("worktree", "prune")
+        if path.resolve() in self._registered(git) or path.is_symlink() or not path.is_dir():
+            raise ConflictError(f"{path} already exists")
+        dot_git = path / ".git"
+        if dot_git.is_dir() or (dot_git.is_file() and _linked_gitdir(dot_git) is not None):
+            raise ConflictError(f"{path} already exists and holds a live git repository or worktree")
+        if {entry.name for entry in path.iterdir()} <= {".git"}:
+            shutil.rmtree(path)
+            return
+        aside = self.root / ".stale" / f"{path.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(aside)
+
+    @staticmethod
+    def _registered(git: Git) -> set[Path]:
+        listing = git.read("worktree", "list", "--porcelain")
+        return {
+            Path(line[len("worktree ") :]).resolve()
+            for line in listing.splitlines()
+            if line.startswith("worktree ")
+        }
+
+    # ------------------------------------------------------------------ reuse and listing
+
+    def reuse(self, worktree_id: str, owner_pid: int | None = None) -> Worktree | None:
+        """The worktree ``id`` made earlier (a crash or contract retry), or None when it is gone.
+
+        It is returned only when its record, its directory and its git registration agree (the
+        directory is a worktree top level on ``octipus/<id>``); the pid file then names
+        ``owner_pid`` (default this process).
+
+        Raises:
+            InvalidRequestError: the id is not valid.
+            WorktreeError: git could not run or timed out.
+        """
+        wt = self._load(check_id(worktree_id))
+        if wt is None or not wt.path.is_dir():
+            return None
+        git = Git(wt.path, self.limits)
+        if git.toplevel() != wt.path.resolve() or git.symbolic_head() != f"refs/heads/{wt.branch}":
+            return None
+        pid = os.getpid() if owner_pid is None else owner_pid
+        (self.root / f"{wt.id}.pid").write_text(f"{pid}\n", encoding="utf-8")
+        return wt
+
+    def list(self) -> builtins.list[WorktreeInfo]:
+        """Every worktree with a record under the root, by id (no git runs)."""
+        found: builtins.list[WorktreeInfo] = []
+        for record in sorted(self.root.glob("*.json")) if self.root.is_dir() else []:
+            try:
+                wt = self._load(check_id(record.stem))
+            except InvalidRequestError:
+                continue
+            if wt is not None:
+                found.append(WorktreeInfo(worktree=wt, owner_pid=self._owner(wt.id), exists=wt.path.is_dir()))
+        return found
+
+    def _record_file(self, worktree_id: str) -> Path:
+        return self.root / f"{worktree_id}.json"
+
+    def _load(self, worktree_id: str) -> Worktree | None:
+        try:
+            record = json.loads(self._record_file(worktree_id).read_text(encoding="utf-8"))
+            return Worktree(
+                id=worktree_id,
+                path=self.root / worktree_id,
+                project=Path(record["project"]),
+                branch=str(record["branch"]),
+                base_sha=str(record["baseSha"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _owner(self, worktree_id: str) -> int | None:
+        try:
+            return int((self.root / f"{worktree_id}.pid").read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            return None
+
+    # ------------------------------------------------------------------ finish, merge, removal
+
+    def merge(self, wt: Worktree) -> tuple[MergeOutcome, str]:
+        """Merge ``wt``'s branch into the project when it is safe (see :func:`~.merge.merge_branch`)."""
+        return merge_branch(wt, self.limits)
+
+    def finish(self, wt: Worktree, *, merge: bool, reason: MergeOutcome | None = None) -> WorktreeReport:
+        """Commit the child's work, report it, merge it when asked, then remove the worktree.
+
+        Steps (FACTS.md §1, "Finish"): a worktree whose HEAD left ``octipus/<id>`` is ``failed``
+        and nothing else is done (not committed, not removed). Otherwise uncommitted work is
+        committed (``add -A``, ``commit --no-verify``); a head equal to the base is
+        ``no_changes``; else the report gets the ``--shortstat`` and the count of changed files,
+        and the branch is merged when ``merge`` is true (:meth:`merge`), or the outcome is
+        ``reason`` (default ``skipped_status``). Then :meth:`remove`, whose result fills
+        ``branchKept`` and ``keptRef``.
+
+        Raises:
+            WorktreeError: git could not run, timed out, or a commit failed; nothing after the
+                failing step ran, so the worktree is left for the reaper.
+        """
+        git = Git(wt.path, self.limits)
+        on = git.symbolic_head() if wt.path.is_dir() else None
+        if on != f"refs/heads/{wt.branch}":
+            head = (git.head_sha() if wt.path.is_dir() else None) or wt.base_sha
+            why = f"the worktree's HEAD is no longer on {wt.branch} ({on or 'detached or missing'})"
+            return self._report(wt, head, MergeOutcome.FAILED, why, kept=True)
+        git.write("add", "-A")
+        if not git.run("diff", "--cached", "--quiet").ok:
+            git.write("commit", "--no-verify", "-q", "-m", COMMIT_MESSAGE.format(id=wt.id))
+        head = git.head_sha() or wt.base_sha
+        stat, files = "", 0
+        detail: str | None = None
+        if head == wt.base_sha:
+            outcome = MergeOutcome.NO_CHANGES
+        else:
+            stat = git.read("diff", "--shortstat", wt.base_sha, head).strip()
+            names = git.read("diff", "--name-only", "-z", wt.base_sha, head).split("\0")
+            files = sum(1 for name in names if name)
+            if merge:
+                outcome, detail = self.merge(wt)
+            else:
+                outcome = reason or MergeOutcome.SKIPPED_STATUS
+        removal = self.remove(wt)
+        if not removal.removed:
+            detail = f"{detail}; {removal.detail}" if detail else removal.detail
+        kept = not removal.branch_deleted
+        return self._report(
+            wt, head, outcome, detail, kept=kept, kept_ref=removal.kept_ref, stat=(stat, files)
+        )
+
+    @staticmethod
+    def _report(
+        wt: Worktree,
+        head: str,
+        outcome: MergeOutcome,
+        detail: str | None,
+        *,
+        kept: bool,
+        kept_ref: str | None = None,
+        stat: tuple[str, int] = ("", 0),
+    ) -> WorktreeReport:
+        return WorktreeReport(
+            branch=wt.branch,
+            worktree_path=wt.path,
+            base_sha=wt.base_sha,
+            head_sha=head,
+            diff_stat=stat[0],
+            files_changed=stat[1],
+            merge=outcome,
+            merge_detail=detail,
+            branch_kept=kept,
+            kept_ref=kept_ref if kept_ref is not None else (wt.branch if kept else None),
+        )
+
+    def remove(self, wt: Worktree) -> RemoveOutcome:
+        """Remove ``wt``'s directory and registration, and its branch when git proves it merged.
+
+        Never with uncommitted changes (untracked files count; ignored ones do not), and never
+        when its HEAD would become unreachable: a local branch must already contain it, or
+        ``octipus/<id>`` is fast-forwarded onto it (compare-and-set), or ``octipus/<id>-detached``
+        is made at it; if none works it stays. ``worktree remove --force`` only after both
+        checks. ``octipus/<id>`` is deleted with ``git branch -d`` (never ``-D``) only when the
+        project's current branch contains it and it is not the ref keeping the work. A directory
+        already gone is pruned. The pid and record files go with the directory.
+
+        Raises:
+            WorktreeError: git could not run or timed out, or ``worktree remove`` failed.
+        """
+        project = Git(wt.project, self.limits)
+        if wt.path.is_dir():
+            here = Git(wt.path, self.limits)
+            status = here.run("status", "--porcelain", "--untracked-files=all")
+            if not status.ok or status.stdout:
+                why = "it has uncommitted changes" if status.ok else here.quote(status.stderr)
+                return RemoveOutcome(False, False, wt.branch, f"worktree {wt.path} left in place: {why}")
+            head = here.head_sha()
+            reachable, kept_ref = self._keep_reachable(project, wt, head) if head else (False, None)
+            if not reachable:
+                why = f"its HEAD {head} would become unreachable"
+                return RemoveOutcome(False, False, wt.branch, f"worktree {wt.path} left in place: {why}")
+            project.write("worktree", "remove", "--force", str(wt.path))
+        else:
+            kept_ref = None
+        project.write("worktree", "prune")
+        for leftover in (self.root / f"{wt.id}.pid", self._record_file(wt.id)):
+            leftover.unlink(missing_ok=True)
+        deleted = kept_ref != wt.branch and self._delete_if_merged(project, wt.branch)
+        if kept_ref is None and not deleted and project.ref_sha(f"refs/heads/{wt.branch}") is not None:
+            kept_ref = wt.branch
+        return RemoveOutcome(True, deleted, kept_ref, f"worktree {wt.path} removed")
+
+    @staticmethod
+    def _keep_reachable(project: Git, wt: Worktree, head: str) -> tuple[bool, str | None]:
+        """Make ``head`` reachable from a local branch: whether it is, and the Octipus ref that
+        keeps it (None when a branch other than ``octipus/<id>`` already contains it)."""
+        ref = f"refs/heads/{wt.branch}"
+        holders = project.read(
+            "for-each-ref", "--contains", head, "--format=%(refname)", "refs/heads"
+        ).split()
+        if any(holder != ref for holder in holders):
+            return True, None
+        if ref in holders:
+            return True, wt.branch
+        tip = project.ref_sha(ref)
+        if (
+            tip is not None
+            and project.is_ancestor(tip, head)
+            and project.run("update-ref", ref, head, tip).ok
+        ):
+            return True, wt.branch
+        detached = wt.branch + DETACHED_SUFFIX
+        if project.run("branch", "--no-track", detached, head, write=True).ok:
+            return True, detached
+        return False, None
+
+    @staticmethod
+    def _delete_if_merged(project: Git, branch: str) -> bool:
+        """``git branch -d`` when the project's current branch contains ``branch``'s tip."""
+        current, tip = project.symbolic_head(), project.ref_sha(f"refs/heads/{branch}")
+        if current is None or tip is None or not project.is_ancestor(tip, current):
+            return False
+        return project.run("branch", "-d", branch, write=True).ok
+
+
+def _linked_gitdir(dot_git: Path) -> Path | None:
+    """The metadata directory a worktree's ``.git`` file points at, when it still exists."""
+    try:
+        text = dot_git.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = Path(text[len("gitdir:") :].strip())
+    target = target if target.is_absolute() else dot_git.parent / target
+    return target if target.is_dir() else None
