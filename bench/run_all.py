@@ -71,6 +71,7 @@ BENCHES: tuple[Bench, ...] = (
     ),
     Bench("reuse", "bench_reuse.py", (), ("--repeat", "5")),
     Bench("request-guard", "bench_request_guard.py", (), ("--scale", "0.05", "--repeat", "2")),
+    Bench("worktree", "bench_worktree.py", (), ("--files", "2000", "--rounds", "2")),
 )
 
 
