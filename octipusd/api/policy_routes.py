@@ -41,7 +41,7 @@ from octipusd.policy.questionnaire import (
     parse_questionnaire,
     validate_answers,
 )
-from octipusd.policy.rules import check_grant, check_rule
+from octipusd.policy.rules import check_grant, check_rule, check_tool_id
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Approval, ApprovalStatus
 
@@ -180,6 +180,7 @@ def policy_router(services: Services) -> APIRouter:
 
     @router.post("/rules/explain")
     async def explain(body: ExplainRequest) -> dict[str, Any]:
+        check_tool_id(body.tool_id)  # "a b" names no tool: say so, as a rule or grant would
         workspace = body.workspace
         label = ""
         if body.session_id is not None:

@@ -470,6 +470,20 @@ def check_rule(text: str, level: Level | str) -> Rule:
     return rule
 
 
+def check_tool_id(tool_id: str) -> None:
+    """Validate a bare tool id as a rule's would be (``rules explain``): not empty, no whitespace,
+    no parentheses.
+
+    Raises:
+        InvalidRequestError: naming the field and what a tool id may hold.
+    """
+    if not tool_id or any(c.isspace() for c in tool_id) or "(" in tool_id or ")" in tool_id:
+        raise InvalidRequestError(
+            f"tool_id: {tool_id!r} is not a tool id (it must be non-empty, without spaces or parentheses; "
+            "e.g. shell__run or cli-native:Bash)"
+        )
+
+
 def check_grant(tool_id: str, matcher: str | None, level: Level | str) -> Rule:
     """Validate a grant being written exactly like a rule (:func:`check_rule`).
 

@@ -283,6 +283,9 @@ def test_grants_are_validated_like_rules(octipus: Callable[..., Env]) -> None:
         with pytest.raises(ApiError) as refused:
             env.client.request("POST", "/grants", json={"tool_id": tool_id})
         assert refused.value.http_status == 400, tool_id
+    with pytest.raises(ApiError, match="tool_id: 'a b' is not a tool id") as explained:
+        env.client.request("POST", "/rules/explain", json={"tool_id": "a b"})
+    assert explained.value.http_status == 400
     made = env.client.request("POST", "/grants", json={"tool_id": "cli-native:Bash", "matcher": "git (x) y"})
     assert made["matcher"] == "git (x) y"
     assert env.client.request("GET", "/health")["warnings"] == []
