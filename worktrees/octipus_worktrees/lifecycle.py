@@ -9,6 +9,7 @@ branch, base) that :meth:`WorktreeManager.reuse` and :meth:`WorktreeManager.list
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import os
 import shutil
@@ -17,18 +18,21 @@ from pathlib import Path
 
 from octipusd.errors import ConflictError, InvalidRequestError, WorktreeError
 
+from . import extras
 from .git import GIT_LIMITS, Git, GitLimits
 from .merge import merge_branch
 from .model import (
     BRANCH_PREFIX,
     DETACHED_SUFFIX,
     MergeOutcome,
+    ReapReport,
     RemoveOutcome,
     Worktree,
     WorktreeInfo,
     WorktreeReport,
     check_id,
 )
+from .reaper import MIN_AGE_S, reap
 
 __all__ = ["COMMIT_MESSAGE", "WorktreeManager"]
 
@@ -77,7 +81,14 @@ class WorktreeManager:
             return f"{project} has {in_progress} (an operation in progress)"
         return None
 
-    def create(self, project: Path, worktree_id: str, owner_pid: int | None = None) -> Worktree:
+    def create(
+        self,
+        project: Path,
+        worktree_id: str,
+        owner_pid: int | None = None,
+        *,
+        link_node_modules: bool = True,
+    ) -> Worktree:
         """Make ``<root>/<id>`` on a new branch ``octipus/<id>`` at the project's HEAD.
 
         A path that already exists fails and is left as it is, unless it is stale: ``git
@@ -87,6 +98,8 @@ class WorktreeManager:
         file, otherwise moved whole to ``<root>/.stale/<id>-<time>`` (never deleted with content).
         ``<root>/<id>.pid`` (``owner_pid``, default this process) is written before git runs.
         An existing ``octipus/<id>`` is reset to HEAD only when HEAD already contains it.
+        Then the project's ``.worktreeinclude`` files are copied in (``included``) and, when
+        ``link_node_modules``, ``node_modules`` is linked (:mod:`.extras`).
 
         Raises:
             InvalidRequestError: the id is not valid.
@@ -102,10 +115,15 @@ class WorktreeManager:
         self.root.mkdir(parents=True, exist_ok=True)
         pid_file.write_text(f"{os.getpid() if owner_pid is None else owner_pid}\n", encoding="utf-8")
         try:
-            return self._add(project.resolve(), worktree_id, path)
+            wt = self._add(project.resolve(), worktree_id, path)
         except BaseException:
             pid_file.unlink(missing_ok=True)
             raise
+        included = extras.copy_included(wt.project, wt.path, Git(wt.project, self.limits))
+        linked = link_node_modules and extras.link_node_modules(
+            wt.project, wt.path, Git(wt.path, self.limits)
+        )
+        return dataclasses.replace(wt, included=included, node_modules_linked=linked)
 
     def _add(self, project: Path, worktree_id: str, path: Path) -> Worktree:
         git = Git(project, self.limits)
@@ -131,7 +149,7 @@ class WorktreeManager:
         """Clear a stale ``path`` (see :meth:`create`) or raise ConflictError, touching nothing."""
         git = Git(project, self.limits)
         git.write("worktree", "prune")
-        if path.resolve() in self._registered(git) or path.is_symlink() or not path.is_dir():
+        if path.resolve() in self.registered(git) or path.is_symlink() or not path.is_dir():
             raise ConflictError(f"{path} already exists")
         dot_git = path / ".git"
         if dot_git.is_dir() or (dot_git.is_file() and _linked_gitdir(dot_git) is not None):
@@ -144,7 +162,8 @@ class WorktreeManager:
         path.rename(aside)
 
     @staticmethod
-    def _registered(git: Git) -> set[Path]:
+    def registered(git: Git) -> set[Path]:
+        """The real paths of the worktrees ``git worktree list`` knows in ``git``'s repository."""
         listing = git.read("worktree", "list", "--porcelain")
         return {
             Path(line[len("worktree ") :]).resolve()
@@ -208,6 +227,11 @@ class WorktreeManager:
             return int((self.root / f"{worktree_id}.pid").read_text(encoding="utf-8").strip())
         except (OSError, ValueError):
             return None
+
+    def reap(self, now: float | None = None, min_age_seconds: float = MIN_AGE_S) -> builtins.list[ReapReport]:
+        """Remove the clean, merged, ownerless worktrees older than ``min_age_seconds``; report the
+        rest (:func:`~.reaper.reap`). Never raises for one worktree's git failure."""
+        return reap(self, now, min_age_seconds)
 
     # ------------------------------------------------------------------ finish, merge, removal
 

@@ -17,6 +17,8 @@ __all__ = [
     "ID_PATTERN",
     "ROOT_ENV",
     "MergeOutcome",
+    "ReapAction",
+    "ReapReport",
     "RemoveOutcome",
     "Worktree",
     "WorktreeInfo",
@@ -79,6 +81,9 @@ class Worktree:
         project: Real path of the repository's top level it was made from.
         branch: ``octipus/<id>``.
         base_sha: The project's HEAD when the worktree was made.
+        included: Paths (relative, ``/``-separated) copied in from the project's
+            ``.worktreeinclude`` at creation; empty for a reused or listed worktree.
+        node_modules_linked: ``<path>/node_modules`` was made a symlink to the project's.
     """
 
     id: str
@@ -86,6 +91,8 @@ class Worktree:
     project: Path
     branch: str
     base_sha: str
+    included: tuple[str, ...] = ()
+    node_modules_linked: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,3 +161,29 @@ class WorktreeInfo:
     worktree: Worktree
     owner_pid: int | None
     exists: bool
+
+
+class ReapAction(StrEnum):
+    """What the reaper did with one worktree (FACTS.md §1, "Reaper")."""
+
+    REMOVED = "removed"
+    KEPT = "kept"
+    SKIPPED_LIVE = "skipped_live"
+    SKIPPED_YOUNG = "skipped_young"
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    """One worktree the reaper looked at.
+
+    Attributes:
+        id: The worktree id.
+        path: ``<root>/<id>``.
+        action: What was done.
+        reason: Why, for a person.
+    """
+
+    id: str
+    path: Path
+    action: ReapAction
+    reason: str
