@@ -302,15 +302,17 @@ def test_steering_interrupts_collect_children_without_touching_the_child(
         env.client.request("POST", "/rules", json={"level": "allow", "rule": rule})
     session = env.new_session()
     run = env.post(session, "fan out and collect")
+    # the bridge started the call (its handler registers the wait before it first yields)
     env.wait(
         lambda: any(
-            e["kind"] == "tool_use" and e["data"]["name"].endswith("collect_children")
+            e["kind"] == "bridge_call"
+            and e["data"].get("event") == "tool_call_started"
+            and e["data"].get("tool") == "collect_children"
             for e in env.events(run)
         ),
         30,
-        "the collect_children call",
+        "the collect_children call to be waiting",
     )
-    time.sleep(0.5)  # the bridge call is waiting
     asked_at = time.monotonic()
     assert _steer(env, session)["delivery"] == "stdin"
     results = env.wait(
