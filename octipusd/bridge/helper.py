@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from octipusd.adapter import BridgeEndpoint
+from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS, BridgeEndpoint
 from octipusd.policy import shellguard
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ EXIT_UNREACHABLE = 3
 
 #: Wall-clock bound of one helper invocation (seconds); seed 003 gives bridge tool requests
 #: a two-hour vendor timeout, approval and delegation waits included.
-CALL_DEADLINE_SECONDS = 7200.0
+CALL_DEADLINE_SECONDS = BRIDGE_CALL_TIMEOUT_SECONDS
 _CONNECT_TIMEOUT_SECONDS = 10.0
 
 
