@@ -90,6 +90,7 @@ from octipusd.paths import (
     xdg_data_dir as xdg_data_dir,
     xdg_runtime_dir as xdg_runtime_dir,
 )
+from octipusd.settings_swarm import SWARM_ACCEPTED, SWARM_FIRST_BOOT_ENV, SwarmSettings
 
 #: First-boot environment names from seed 003 other than the adapters' binary variables
 #: (:class:`VendorBinary`), mapped to their dotted setting keys.
@@ -97,6 +98,7 @@ FIRST_BOOT_ENV: dict[str, str] = {
     "OCTIPUS_CLI_PATH": "cliModels.path",
     "OCTIPUS_DATABASE_URL": "database.url",
     "AGENT_FLOW_GUARD": "agent.flowGuard",
+    **SWARM_FIRST_BOOT_ENV,
 }
 
 
@@ -141,6 +143,7 @@ ACCEPTED: dict[str, str] = {
     "daemon.approvalTimeoutSeconds": "a number of seconds greater than 0 and at most 300",
     "daemon.webPort": "a TCP port 1-65535 on 127.0.0.1, or 0 for none",
     "daemon.runTimeoutSeconds": "seconds of active work one run may take (approval waits excluded), at most 7 days",
+    **SWARM_ACCEPTED,
     "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
     "transport": "stdio (with command) or http (with url)",
     "trustRecoveryHints": "true or false (default false)",
@@ -530,6 +533,7 @@ class Settings(BaseSettings):
         database: Store URL.
         daemon: Socket and approval wait.
         mcpServers: External MCP servers offered to agents through the bridge, by name.
+        swarm: Child agents: worktrees, limits per level, contract retries.
         config_file: The TOML file that was read, if any (not a setting).
     """
 
@@ -543,6 +547,7 @@ class Settings(BaseSettings):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     mcpServers: dict[str, McpServerSettings] = Field(default_factory=dict)
+    swarm: SwarmSettings = Field(default_factory=SwarmSettings)
 
     @field_validator("mcpServers")
     @classmethod

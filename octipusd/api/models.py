@@ -265,6 +265,7 @@ class RunOut(_Model):
     parent_run_id: str | None = None
     role: str | None = None
     resume_key: str | None = None
+    receipt: dict[str, Any] | None = None
 
 
 class RunStop(_Model):

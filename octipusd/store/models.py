@@ -190,6 +190,7 @@ class RunRow(SQLModel, table=True):
     parent_run_id: str | None = Field(default=None, foreign_key="runs.id", index=True, sa_type=_ID)
     role: str | None = Field(default=None, sa_type=sa.Text)
     resume_key: str | None = Field(default=None, sa_type=sa.Text)
+    receipt: str | None = Field(default=None, sa_type=sa.Text)  # a child's receipt (JSON object)
 
 
 class RunEventRow(SQLModel, table=True):

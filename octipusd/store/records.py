@@ -204,6 +204,9 @@ class Run:
         role: For a child agent's run, its role name; None for a root turn.
         resume_key: For a child agent's run, the resume key it was spawned with (seed 003
             "Resuming child sessions per role and task"); None when it had none.
+        receipt: For a child agent's run, its receipt once it ended: its worktree (branch, head,
+            diff stat, files, merge outcome), why it had none, its gate results and attempts
+            (``octipusd.runtime.receipts``); None for a root turn or a child still running.
     """
 
     id: str
@@ -232,6 +235,7 @@ class Run:
     parent_run_id: str | None = None
     role: str | None = None
     resume_key: str | None = None
+    receipt: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

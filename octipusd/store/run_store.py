@@ -8,6 +8,7 @@ as ``repository.py``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -90,6 +91,7 @@ def _run(row: RunRow) -> Run:
         parent_run_id=row.parent_run_id,
         role=row.role,
         resume_key=row.resume_key,
+        receipt=json.loads(row.receipt) if row.receipt else None,
     )
 
 
@@ -322,6 +324,35 @@ class RunStoreMixin(StoreMixin):
                     )
             row = self._get_run_row(db, run_id)
             return _run(row)
+
+    def set_run_receipt(self, run_id: str, receipt: Mapping[str, Any]) -> Run:
+        """Store a child run's receipt (a JSON object; it replaces any earlier one).
+
+        Raises:
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        text = json.dumps(dict(receipt), sort_keys=True, separators=(",", ":"))
+        with self._tx(f"storing the receipt of run {run_id}", write=True) as db:
+            row = self._get_run_row(db, run_id)
+            row.receipt = text
+            db.add(row)
+            db.flush()
+            return _run(row)
+
+    def list_children(self, run_id: str) -> list[Run]:
+        """The child runs ``run_id`` spawned, oldest first (contract retries included).
+
+        Raises:
+            NotFoundError: No such run.
+            StoreError: The database failed.
+        """
+        with self._tx(f"listing the children of run {run_id}") as db:
+            self._get_run_row(db, run_id)
+            rows = db.exec(
+                select(RunRow).where(col(RunRow.parent_run_id) == run_id).order_by(col(RunRow.turn_index))
+            ).all()
+            return [_run(row) for row in rows]
 
     def finish_run(
         self,

@@ -29,12 +29,14 @@ ROOT = Path(__file__).resolve().parents[3]
 #: Ranks of the foundations: a foundation imports only lower ranks (DESIGN.md "Layers", 5).
 #: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers;
 #: ``environment`` the allowlist of what child processes inherit; ``paths`` the XDG folders and
-#: the socket; ``adapter_events`` the typed vendor events of the adapter protocol.
+#: the socket; ``settings_swarm`` the ``swarm`` settings section; ``adapter_events`` the typed
+#: vendor events of the adapter protocol.
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
     "errors": 1,
     "environment": 1,
     "paths": 1,
+    "settings_swarm": 1,
     "settings": 2,
     "adapter_events": 2,
     "adapter": 3,
