@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from octipus_worktrees import WorktreeManager, default_root
 
 from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
@@ -212,6 +213,8 @@ def build_runs(
         compaction_threshold=settings.agent.compactionThresholdChars,
         compaction_keep_turns=settings.agent.compactionKeepTurns,
         admission=admission,
+        swarm=settings.swarm,
+        worktrees=WorktreeManager(default_root(base_env)),
     )
     return RunManager(services, registry), gate
 

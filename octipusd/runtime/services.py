@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+from octipus_worktrees import WorktreeManager, default_root
 
 from octipusd.adapter import Adapter
 from octipusd.connectors import ConnectorRegistry
@@ -33,6 +34,7 @@ from octipusd.runtime.children import KeyClaims
 from octipusd.runtime.compaction import CompactionReport, compact
 from octipusd.runtime.events import EventHub
 from octipusd.settings import MAX_FOLLOW_UPS, AgentSettings
+from octipusd.settings_swarm import SwarmSettings
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
 
@@ -104,6 +106,8 @@ class RunServices:
         claims: The in-process claims on child reuse keys.
         admission: Admission control: the runs admitted now and the queue (``agent.maxConcurrentRuns``,
             ``agent.minFreeMemoryMiB``).
+        swarm: The ``swarm`` settings (worktrees, limits per level, contract retries).
+        worktrees: The child worktrees under ``~/.octipus/worktrees`` (``OCTIPUS_WORKTREES_DIR``).
     """
 
     store: Store
@@ -128,6 +132,8 @@ class RunServices:
     compaction_keep_turns: int = 2
     claims: KeyClaims = field(default_factory=KeyClaims)
     admission: Admission = field(default_factory=lambda: Admission(limits_from_settings(AgentSettings())))
+    swarm: SwarmSettings = field(default_factory=SwarmSettings)
+    worktrees: WorktreeManager = field(default_factory=lambda: WorktreeManager(default_root()))
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
         """Compact a session's transcript now (the caller holds the session's lock)."""
