@@ -22,6 +22,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -41,7 +42,7 @@ from octipusd.runtime.delegation import Delegation
 from octipusd.runtime.host import RunHost
 from octipusd.runtime.invocation import Attempt, Invocation
 from octipusd.runtime.outcome import Happened, final_status
-from octipusd.runtime.planning import TurnPlan, plan_turn, positive_int, read_basis
+from octipusd.runtime.planning import TurnBasis, TurnPlan, plan_turn, positive_int, read_basis
 from octipusd.runtime.relay import PermissionRelay
 from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session
 from octipusd.runtime.sessions import ResumePlan, plan_resume
@@ -85,6 +86,8 @@ class RunSupervisor:
         user_seq: Seq of this turn's user message (root turns), or None.
         parent: The parent run of a child agent, or None for a root run.
         request: The ``spawn_child`` request of a child agent.
+        tree: The worktree a child works in instead of the session's workspace (its own, or a
+            worktree ancestor's), or None.
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class RunSupervisor:
         user_seq: int | None = None,
         parent: RunSupervisor | None = None,
         request: ChildRequest | None = None,
+        tree: Path | None = None,
     ) -> None:
         self.services = services
         self.registry = registry
@@ -109,6 +113,8 @@ class RunSupervisor:
         self.parent = parent
         self.depth: int = parent.depth + 1 if parent is not None else 0
         self.child_request = request
+        #: The worktree this run works in (None: the session's workspace).
+        self.tree = tree
         self.role = request.role if request is not None else ROOT_ROLE
         self.timeout = request.timeout_seconds if request is not None else None
         self.lineage: str | None = None
@@ -139,8 +145,9 @@ class RunSupervisor:
         self.delegation = Delegation(self)
         self.host = RunHost(self)
 
-    def child(self, run: Run, request: ChildRequest) -> RunSupervisor:
-        """A supervisor for a child agent of this run (same session, this run as its parent)."""
+    def child(self, run: Run, request: ChildRequest, tree: Path | None = None) -> RunSupervisor:
+        """A supervisor for a child agent of this run (same session, this run as its parent), working
+        in ``tree`` when given (see :mod:`octipusd.runtime.child_tree`)."""
         return RunSupervisor(
             self.services,
             self.registry,
@@ -149,6 +156,7 @@ class RunSupervisor:
             generation=self.generation,
             parent=self,
             request=request,
+            tree=tree,
         )
 
     async def abandon(self, reason: str) -> None:
@@ -239,11 +247,25 @@ class RunSupervisor:
             generation=self.generation if self.parent is None else None,  # a root's reuse records too
         )
         self.adapter, self.space = basis.adapter, basis.in_space
+        if self.tree is not None:  # a worktree child works there, never in the shared checkout
+            basis = await self._in_tree(basis, self.tree)
         async with self._connect() as connected:
             plan = await plan_turn(
                 basis, connected, depth=self.depth, role=self.role if self.parent is not None else None
             )
             await self._run_plan(plan)
+
+    @staticmethod
+    async def _in_tree(basis: TurnBasis, tree: Path) -> TurnBasis:
+        """``basis`` with the worktree as the workspace.
+
+        Raises:
+            ConflictError: the worktree is gone (the child must not fall through to the project).
+        """
+        if not await anyio.Path(tree).is_dir():
+            raise ConflictError(f"its worktree {tree} is gone; the child does not run in another checkout")
+        real = Path(await anyio.Path(tree).resolve())
+        return dataclasses.replace(basis, workspace=tree, real_workspace=real)
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[ConnectorSet]:
