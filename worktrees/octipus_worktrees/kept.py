@@ -174,6 +174,8 @@ def merge(manager: WorktreeManager, info: WorktreeInfo) -> tuple[MergeOutcome, s
     said = f"merged {ref} into {into}"
     if deleted:
         said += f"; deleted {', '.join(deleted)} (git branch -d)"
+    if owner_alive(manager.owner(wt.id)):  # made again meanwhile: its record is its own
+        return outcome, f"{said}; worktree {wt.id} is being made again, its record is left as is"
     if remaining:
         manager.write_record(wt, remaining[0])
         return outcome, f"{said}; {', '.join(remaining)} not merged, kept for review"
@@ -199,7 +201,7 @@ def discard(manager: WorktreeManager, info: WorktreeInfo) -> DiscardOutcome:
     _refuse_live(info, "discarded")
     wt = info.worktree
     if not wt.project.is_dir():
-        _forget(manager, wt)
+        manager.forget(wt.id)
         return DiscardOutcome(wt.id, {}, False, f"its project {wt.project} is gone; record dropped")
     project = Git(wt.project, manager.limits)
     removed, head_note = _remove_clean(manager, project, wt) if wt.path.is_dir() else (False, "")
@@ -216,7 +218,7 @@ def discard(manager: WorktreeManager, info: WorktreeInfo) -> DiscardOutcome:
                 f"git refused to delete {ref}: {project.quote(result.stderr)}; deleted before: {done}"
             )
         deleted[ref] = sha
-    _forget(manager, wt)
+    manager.forget(wt.id)  # unless the id is being made again meanwhile
     parts = [f"deleted {name} (was {tip})" for name, tip in deleted.items()] or ["no ref was left"]
     if removed:
         parts.append(f"removed worktree {wt.path}{head_note}")
@@ -235,8 +237,3 @@ def _remove_clean(manager: WorktreeManager, project: Git, wt: Worktree) -> tuple
     head = here.head_sha()
     project.write("worktree", "remove", "--force", str(wt.path))
     return True, f" (its HEAD was {head})" if head else ""
-
-
-def _forget(manager: WorktreeManager, wt: Worktree) -> None:
-    for leftover in (manager.root / f"{wt.id}.pid", manager.root / f"{wt.id}.json"):
-        leftover.unlink(missing_ok=True)

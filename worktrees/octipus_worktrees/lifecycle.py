@@ -251,7 +251,7 @@ class WorktreeManager:
             named = record.get("keptRef")
             kept_ref = named if named == wt.branch + DETACHED_SUFFIX else wt.branch
         return WorktreeInfo(
-            worktree=wt, owner_pid=self._owner(wt.id), exists=wt.path.is_dir(), kept_ref=kept_ref
+            worktree=wt, owner_pid=self.owner(wt.id), exists=wt.path.is_dir(), kept_ref=kept_ref
         )
 
     def _record_file(self, worktree_id: str) -> Path:
@@ -278,15 +278,22 @@ class WorktreeManager:
         os.replace(scratch, target)
 
     def drop_kept_record(self, worktree_id: str) -> bool:
-        """Delete the record of ``id`` (and a dead owner's pid file) only if it is still a kept one
-        and no live process owns the id (a worktree being made again under the same id writes
-        its pid file first, and keeps its new record).
+        """Delete the record of ``id`` only if it is still a kept one (see :meth:`forget`).
 
         Returns:
             Whether it was deleted.
         """
         record = self._read_record(worktree_id)
-        if record is None or record.get("kept") is not True or owner_alive(self._owner(worktree_id)):
+        return record is not None and record.get("kept") is True and self.forget(worktree_id)
+
+    def forget(self, worktree_id: str) -> bool:
+        """Delete the record and pid file of ``id`` unless a live process owns the id (a worktree
+        being made again under the same id writes its pid file first, and keeps its new record).
+
+        Returns:
+            Whether they were deleted.
+        """
+        if owner_alive(self.owner(worktree_id)):
             return False
         (self.root / f"{worktree_id}.pid").unlink(missing_ok=True)
         self._record_file(worktree_id).unlink(missing_ok=True)
@@ -314,7 +321,8 @@ class WorktreeManager:
             id=worktree_id, path=self.root / worktree_id, project=Path(project), branch=branch, base_sha=base
         )
 
-    def _owner(self, worktree_id: str) -> int | None:
+    def owner(self, worktree_id: str) -> int | None:
+        """The pid in ``<root>/<id>.pid``, or None when there is none or it is unreadable."""
         try:
             return int((self.root / f"{worktree_id}.pid").read_text(encoding="utf-8").strip())
         except (OSError, ValueError):
