@@ -157,11 +157,14 @@ def merge(manager: WorktreeManager, info: WorktreeInfo) -> tuple[MergeOutcome, s
         The outcome and its detail for a person (``no_changes`` when nothing was left to merge).
 
     Raises:
-        ConflictError: its owner is alive, or its worktree cannot be removed safely.
+        ConflictError: its owner is alive, its project is gone, or its worktree cannot be
+            removed safely.
         WorktreeError: git failed or timed out.
     """
     _refuse_live(info, "merged")
     wt = info.worktree
+    if not wt.project.is_dir():
+        raise ConflictError(f"the project {wt.project} of worktree {wt.id} is gone: nothing to merge into")
     ref = _to_kept(manager, info)
     if ref is None:
         return MergeOutcome.NO_CHANGES, f"nothing to merge: {wt.branch} was already merged and is deleted"
@@ -202,7 +205,8 @@ def discard(manager: WorktreeManager, info: WorktreeInfo) -> DiscardOutcome:
     wt = info.worktree
     if not wt.project.is_dir():
         manager.forget(wt.id)
-        return DiscardOutcome(wt.id, {}, False, f"its project {wt.project} is gone; record dropped")
+        left = f"; its directory {wt.path} is left as it is" if wt.path.exists() else ""
+        return DiscardOutcome(wt.id, {}, False, f"its project {wt.project} is gone; record dropped{left}")
     project = Git(wt.project, manager.limits)
     removed, head_note = _remove_clean(manager, project, wt) if wt.path.is_dir() else (False, "")
     project.write("worktree", "prune")

@@ -356,7 +356,8 @@ class WorktreeManager:
         Raises:
             InvalidRequestError: the id is not valid.
             NotFoundError: no record of it.
-            ConflictError: its owner is alive, or its worktree cannot be removed safely yet.
+            ConflictError: its owner is alive, its project is gone, or its worktree cannot be
+                removed safely yet.
             WorktreeError: git failed or timed out.
         """
         with self.holding(check_id(worktree_id)):

@@ -299,3 +299,17 @@ def test_a_kept_id_made_again_is_a_fresh_worktree(project: Path, manager: Worktr
     again = manager.create(project, "c1")
     info = manager.get("c1")
     assert info.exists and not info.kept and again.base_sha == out(project, "rev-parse", "HEAD")
+
+
+def test_a_kept_branch_whose_project_is_gone_cannot_be_merged_but_can_be_discarded(
+    project: Path, manager: WorktreeManager
+) -> None:
+    kept(project, manager, "c1")
+    moved = project.with_name("moved")
+    project.rename(moved)
+    with pytest.raises(ConflictError, match="is gone: nothing to merge into"):
+        manager.merge_kept("c1")
+    assert reap(manager)["c1"].action is ReapAction.KEPT  # the reaper only reports it
+    result = manager.discard("c1")
+    assert result.deleted == {} and "gone" in result.detail and manager.list() == []
+    assert has_ref(moved, "octipus/c1")  # the refs went with the project, untouched
