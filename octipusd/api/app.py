@@ -472,7 +472,9 @@ def _reaper_out(services: Services) -> WorktreeReaperOut | None:
         last_ended_at=last.ended_at if last else None,
         error=last.error if last else None,
         reports=[
-            ReapReportOut(id=r.id, path=str(r.path), action=r.action.value, reason=printable(r.reason))
+            ReapReportOut(
+                id=r.id, path=printable(str(r.path)), action=r.action.value, reason=printable(r.reason)
+            )
             for r in (last.reports if last else ())
         ],
     )

@@ -63,8 +63,8 @@ def _worktree_out(manager: WorktreeManager, info: WorktreeInfo, now: float, min_
     return WorktreeOut(
         id=wt.id,
         branch=wt.branch,
-        path=str(wt.path),
-        project=str(wt.project),
+        path=printable(str(wt.path)),
+        project=printable(str(wt.project)),
         base_sha=wt.base_sha,
         exists=info.exists,
         owner_pid=info.owner_pid,
