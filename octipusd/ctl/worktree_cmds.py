@@ -170,7 +170,11 @@ def _worktree_lines(w: dict[str, Any]) -> list[str]:
             f"  kept: {ref} holds the work (octipusctl worktrees diff|merge|discard {w.get('id', 'ID')})"
         )
     if w.get("worktreePath"):
-        lines.append(f"  path: {w['worktreePath']}")
+        lines.append(
+            f"  path: {w['worktreePath']}" + (f" (project {w['project']})" if w.get("project") else "")
+        )
+    if w.get("leftInPlace"):
+        lines.append("  left in place: its directory is still there (octipusctl worktrees shows why)")
     extras: list[str] = []
     if w.get("included"):
         extras.append(f"included {', '.join(map(str, w['included']))}")

@@ -394,10 +394,21 @@ class WorktreeManager:
         ``reason`` (default ``skipped_status``). Then :meth:`remove`, whose result fills
         ``branchKept`` and ``keptRef``.
 
+        Whatever happens, the owner lets go: ``<root>/<id>.pid`` is gone afterwards, so a worktree
+        left in place (removal refused, a HEAD off its branch, a git failure) is ``left``, not
+        ``live``: the reaper reports it and a person may merge or discard it while this process
+        still runs.
+
         Raises:
             WorktreeError: git could not run, timed out, or a commit failed; nothing after the
                 failing step ran, so the worktree is left for the reaper.
         """
+        try:
+            return self._finish(wt, merge=merge, reason=reason)
+        finally:
+            (self.root / f"{wt.id}.pid").unlink(missing_ok=True)
+
+    def _finish(self, wt: Worktree, *, merge: bool, reason: MergeOutcome | None) -> WorktreeReport:
         git = Git(wt.path, self.limits)
         on = git.symbolic_head() if wt.path.is_dir() else None
         if on != f"refs/heads/{wt.branch}":

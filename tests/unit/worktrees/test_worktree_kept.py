@@ -313,3 +313,16 @@ def test_a_kept_branch_whose_project_is_gone_cannot_be_merged_but_can_be_discard
     result = manager.discard("c1")
     assert result.deleted == {} and "gone" in result.detail and manager.list() == []
     assert has_ref(moved, "octipus/c1")  # the refs went with the project, untouched
+
+
+def test_finishing_lets_go_so_a_worktree_left_in_place_can_be_discarded(
+    project: Path, manager: WorktreeManager
+) -> None:
+    wt = manager.create(project, "c1")  # owned by this (live) process
+    tip = commit(wt, "on the branch\n")
+    git(wt.path, "checkout", "-q", "--detach")
+    report = manager.finish(wt, merge=True)
+    assert report.merge is MergeOutcome.FAILED and wt.path.is_dir()  # left in place, untouched
+    info = manager.get("c1")
+    assert info.owner_pid is None and state_of(info) is WorktreeState.LEFT
+    assert manager.discard("c1").deleted == {wt.branch: tip} and not wt.path.exists()
