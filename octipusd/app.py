@@ -6,7 +6,9 @@ Start-up order (nothing is bound before settings and the database are known good
 2. the database lock (another daemon -> message naming its pid, exit 1), then migrations;
 3. runs left live by a previous daemon are marked ``interrupted`` (their approvals cancelled);
 4. executables resolved (health reports them);
-5. the Unix socket bound (0700 folder, 0600 socket) and served.
+5. the Unix socket bound (0700 folder, 0600 socket) and served; while
+   ``swarm.worktreeIsolation`` is on, the orphan reaper of child worktrees sweeps at once and
+   every ``swarm.orphanReaperIntervalMs`` beside it (:mod:`octipusd.runtime.reaping`).
 
 SIGTERM or SIGINT: stop accepting turns, stop every vendor process (whole group, confirmed
 with psutil), mark their runs ``interrupted`` with the reason, close the server, exit 0.
@@ -53,6 +55,7 @@ from octipusd.runtime.admission import Admission, HostProbe, limits_from_setting
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
+from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
 from octipusd.settings import (
     McpServerSettings,
@@ -483,6 +486,12 @@ async def _serve(
         owner=owner,
     )
     journal.on_uncertain = actions.worker.signal_deadline
+    # the orphan reaper of child worktrees runs only while isolation is on (seed 003)
+    reaper = (
+        OrphanReaper(runs.services.worktrees, settings.swarm.orphanReaperIntervalMs / 1000)
+        if settings.swarm.worktreeIsolation
+        else None
+    )
     app = create_app(
         Services(
             store=store,
@@ -495,6 +504,7 @@ async def _serve(
             resolutions=resolutions,
             actions=actions,
             containment=containment,
+            reaper=reaper,
         )
     )
     path = socket_path(settings)
@@ -509,6 +519,8 @@ async def _serve(
                 # the action still in flight, which only keeps it blocking a little longer
                 tg.start_soon(end_left_requests, store, connectors, left_in_flight)
             await tg.start(actions.worker.run)
+            if reaper is not None:
+                await tg.start(reaper.run)
 
             async def on_stop() -> None:
                 await stop.received.wait()

@@ -23,6 +23,8 @@ Routes (all under ``/v1``)::
     GET  /actions  GET /actions/{id}  POST /actions/{id}/probe|compensate|contain
     POST /actions/review  POST|GET /actions/calls  GET /actions/calls/{id}
     DELETE /sessions/{id}            DELETE /users/{user}/journal   (see action_routes)
+    GET  /worktrees  GET /worktrees/{id}/diff  POST /worktrees/{id}/merge|discard
+    GET  /runs/{id}/children         (child worktrees and child receipts: see worktree_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
 :class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
@@ -50,6 +52,7 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from octipus_worktrees import printable
 from pydantic import BaseModel
 
 from octipusd import __version__
@@ -66,6 +69,7 @@ from octipusd.api.models import (
     ModelRowCreate,
     ModelRowOut,
     ModelRowUpdate,
+    ReapReportOut,
     RunOut,
     RunStop,
     SessionCreate,
@@ -73,12 +77,14 @@ from octipusd.api.models import (
     SteerCreate,
     SteerOut,
     TurnCreate,
+    WorktreeReaperOut,
 )
 from octipusd.api.plan_routes import plan_router
 from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.api.sse import encode_batch
+from octipusd.api.worktree_routes import worktree_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.policy.spaces import check_space_model
 from octipusd.store.aio import in_thread
@@ -235,6 +241,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(action_router(services))
     app.include_router(session_router(services))
     app.include_router(plan_router(services))
+    app.include_router(worktree_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -248,6 +255,7 @@ def create_app(services: Services) -> FastAPI:
             warnings=await services.gate.unloadable(),
             process_containment=str(services.containment.mechanism) if services.containment else None,
             process_containment_detail=services.containment.detail if services.containment else None,
+            worktree_reaper=_reaper_out(services),
             adapters=[
                 AdapterHealth(
                     adapter=r.adapter,
@@ -449,3 +457,24 @@ def create_app(services: Services) -> FastAPI:
 
 def _run_out(run: Any) -> RunOut:
     return out(RunOut, run)
+
+
+def _reaper_out(services: Services) -> WorktreeReaperOut | None:
+    """The orphan reaper's period and last sweep, or None when it does not run."""
+    reaper = services.reaper
+    if reaper is None:
+        return None
+    last = reaper.last
+    return WorktreeReaperOut(
+        interval_ms=round(reaper.interval_s * 1000),
+        sweeps=reaper.sweeps,
+        last_started_at=last.started_at if last else None,
+        last_ended_at=last.ended_at if last else None,
+        error=last.error if last else None,
+        reports=[
+            ReapReportOut(
+                id=r.id, path=printable(str(r.path)), action=r.action.value, reason=printable(r.reason)
+            )
+            for r in (last.reports if last else ())
+        ],
+    )

@@ -16,6 +16,7 @@ from octipusd.runner.executables import Resolution
 from octipusd.runtime.actions import ActionService
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
+from octipusd.runtime.reaping import OrphanReaper
 from octipusd.store.repository import Store
 
 __all__ = ["Services", "dump", "out"]
@@ -39,6 +40,7 @@ class Services:
     resolutions: dict[str, Resolution]
     actions: ActionService | None = None
     containment: Containment | None = None
+    reaper: OrphanReaper | None = None
 
 
 def dump(record: Any) -> dict[str, Any]:

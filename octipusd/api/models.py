@@ -57,6 +57,9 @@ class Health(_Model):
         default_factory=list,
         description="stored rows that could not be loaded and are skipped (each named, with why)",
     )
+    worktree_reaper: WorktreeReaperOut | None = Field(
+        default=None, description="the orphan reaper of child worktrees (null: swarm.worktreeIsolation off)"
+    )
 
 
 class SessionCreate(_Model):
@@ -620,3 +623,85 @@ class PlanOut(_Model):
     revision: int
     updated_at: datetime | None
     feedback: list[FeedbackOut]
+
+
+#: What the orphan reaper does (or would do) with one worktree.
+ReapActionName = Literal["removed", "kept", "dropped", "skipped_live", "skipped_young"]
+
+
+class ReapReportOut(_Model):
+    """One worktree the orphan reaper looked at: ``removed`` (clean and merged), ``kept`` (reported:
+    dirty, unmerged, a kept branch...), ``dropped`` (a kept branch's record, once git proved it
+    merged or gone), ``skipped_live`` (its owner is alive) or ``skipped_young``; ``reason`` says why."""
+
+    id: str
+    path: str
+    action: ReapActionName
+    reason: str
+
+
+class WorktreeReaperOut(_Model):
+    """The orphan reaper of child worktrees (``GET /v1/health``; null there while
+    ``swarm.worktreeIsolation`` is off): its period, how many sweeps ended, and the last one."""
+
+    interval_ms: int
+    sweeps: int
+    last_started_at: datetime | None
+    last_ended_at: datetime | None
+    error: str | None = Field(description="why the last sweep stopped early, if it did")
+    reports: list[ReapReportOut]
+
+
+class WorktreeOut(_Model):
+    """``GET /v1/worktrees``: one recorded child worktree (``~/.octipus/worktrees/<id>``).
+
+    ``state``: ``live`` (its owner process is alive), ``left`` (its owner is gone: a crash left it,
+    or its child is finishing), ``kept`` (the worktree was removed and ``kept_ref`` holds unmerged
+    work for review). ``reaper_action`` and ``reaper_reason``: what the orphan reaper would do with
+    it now and why (decided without changing anything; it sweeps only while
+    ``swarm.worktreeIsolation`` is on).
+    """
+
+    id: str
+    branch: str
+    path: str
+    project: str
+    base_sha: str
+    exists: bool
+    owner_pid: int | None
+    owner_alive: bool
+    state: Literal["live", "left", "kept"]
+    kept_ref: str | None
+    reaper_action: ReapActionName
+    reaper_reason: str
+
+
+class WorktreeMergeOut(_Model):
+    """``POST /v1/worktrees/{id}/merge``: the outcome (``merged``; ``conflict``: aborted, branch kept;
+    ``skipped_detached``/``skipped_dirty``/``skipped_moved``: the project is not safe to merge into;
+    ``failed``; ``no_changes``: nothing was left to merge) and its detail."""
+
+    id: str
+    outcome: Literal[
+        "merged", "conflict", "failed", "no_changes", "skipped_detached", "skipped_dirty", "skipped_moved"
+    ]
+    detail: str
+
+
+class WorktreeDiscard(_Model):
+    """``POST /v1/worktrees/{id}/discard``: ``confirm`` must be true: it deletes unmerged work."""
+
+    confirm: bool = False
+
+
+class WorktreeDiscardOut(_Model):
+    """What a discard deleted: each ref with the commit it pointed at, and whether the (clean)
+    worktree directory was removed."""
+
+    id: str
+    deleted: dict[str, str]
+    worktree_removed: bool
+    detail: str
+
+
+Health.model_rebuild()  # its worktree_reaper is defined below it

@@ -58,8 +58,23 @@ class Client:
             DaemonUnavailableError: nothing listens on the socket.
             ApiError: the daemon answered with an error.
         """
+        return _decode(self._send(method, path, **kwargs))
+
+    def request_text(self, method: str, path: str, **kwargs: Any) -> str:
+        """Send a request whose answer is text (``text/plain``, e.g. a worktree's diff) and return it.
+
+        Raises:
+            DaemonUnavailableError: nothing listens on the socket.
+            ApiError: the daemon answered with an error.
+        """
+        response = self._send(method, path, **kwargs)
+        if response.status_code >= 400:
+            _decode(response)
+        return response.text
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **kwargs)
+            return self._http.request(method, path, **kwargs)
         except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise self._unavailable() from exc
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:  # it stopped while answering
@@ -67,7 +82,6 @@ class Client:
                 f"octipusd stopped before answering {method} {path} ({exc}); whatever the request "
                 "started may or may not have happened: check it (e.g. `octipusctl actions calls`) before retrying"
             ) from exc
-        return _decode(response)
 
     def stream(self, run_id: str, after: int = 0) -> Iterator[dict[str, Any]]:
         """Yield a run's events (decoded ``EventOut`` dicts) live until the run ends.

@@ -4,7 +4,8 @@ This module is the typer app: the top-level options, ``health``, ``run``, ``stee
 ``sessions``; the other command groups live in their own modules and are registered here
 (``approvals`` and ``rules``: :mod:`octipusd.ctl.policy_cmds`; ``actions``:
 :mod:`octipusd.ctl.action_cmds`; ``spaces``:
-:mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`; the session-reuse
+:mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`; ``worktrees`` and the
+receipts of ``runs show``: :mod:`octipusd.ctl.worktree_cmds`; the session-reuse
 commands ``sessions clear|compact|reuse|messages|checkpoint``: :mod:`octipusd.ctl.session_cmds`).
 Shared helpers are in
 :mod:`octipusd.ctl.common`, questionnaire handling in :mod:`octipusd.ctl.questions`.
@@ -57,6 +58,7 @@ from octipusd.ctl.session_cmds import (
     sessions_reuse,
 )
 from octipusd.ctl.space_cmds import spaces_app
+from octipusd.ctl.worktree_cmds import print_receipt, worktrees_app
 from octipusd.errors import OctipusError
 from octipusd.paths import default_socket_path
 
@@ -69,7 +71,8 @@ FILE_LIMITS = (
 )
 
 app = typer.Typer(
-    help="Control octipusd: sessions, runs, work plans, approvals, rules, spaces, model rows, the action journal.",
+    help="Control octipusd: sessions, runs, work plans, approvals, rules, spaces, model rows, the action "
+    "journal, child worktrees.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -87,6 +90,7 @@ app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(spaces_app, name="spaces")
+app.add_typer(worktrees_app, name="worktrees")
 
 TERMINAL = {"succeeded", "failed", "interrupted", "cancelled"}
 
@@ -138,6 +142,18 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
         console.print(f"not found on the PATH searched: {path}", soft_wrap=True)
     for warning in data.get("warnings", []):  # stored rows skipped because they cannot be loaded
         console.print(f"[yellow]warning:[/] {safe(warning)}", soft_wrap=True)
+    reaper = data.get("worktree_reaper")
+    if reaper:  # the orphan reaper of child worktrees (swarm.worktreeIsolation on)
+        last = f"last sweep {reaper['last_ended_at']}" if reaper.get("last_ended_at") else "no sweep yet"
+        counts: dict[str, int] = {}
+        for report in reaper["reports"]:
+            counts[report["action"]] = counts.get(report["action"], 0) + 1
+        seen = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "no worktree"
+        console.print(
+            f"worktree reaper: every {reaper['interval_ms'] / 1000:g} s; {last}: {seen}"
+            + (f"; [red]{safe(reaper['error'])}[/]" if reaper.get("error") else "")
+            + " (octipusctl worktrees)"
+        )
 
 
 # ----------------------------------------------------------------------------- run
@@ -487,18 +503,46 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(
-    run_id: str, events: Annotated[bool, typer.Option(help="also print the events")] = False
+    run_id: str,
+    events: Annotated[bool, typer.Option(help="also print the events")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the run, then each child, as JSON lines")
+    ] = False,
 ) -> None:
-    """Show one run (and optionally its stored events)."""
+    """Show one run, its receipt (a child's worktree, merge, gates...) and its children with theirs."""
     client = new_client()
     try:
-        r = client.request("GET", f"/runs/{run_id}")
-        print_json(r)
+        r = client.request("GET", f"/runs/{part(run_id)}")
+        children = client.request("GET", f"/runs/{part(run_id)}/children")
+        if as_json:
+            print_json(r)
+            for child in children:
+                print_json({"child": child})
+        else:
+            _print_run(r, children)
         if events:
-            for e in client.request("GET", f"/runs/{run_id}/events"):
+            for e in client.request("GET", f"/runs/{part(run_id)}/events"):
                 print_json(e)
     except OctipusError as exc:
         raise fail(exc) from None
+
+
+def _print_run(r: dict[str, Any], children: list[dict[str, Any]]) -> None:
+    """One run for a person: what it was, how it ended, its receipt, then each child's."""
+    kind = f"{r['role']} child of run {r['parent_run_id']}" if r.get("parent_run_id") else "turn"
+    console.print(f"[bold]run {r['id']}[/] ({safe(kind)} {r['turn_index']}, session {r['session_id']})")
+    console.print(f"  status: {safe(r['status'])}" + (f" ({safe(r['reason'])})" if r.get("reason") else ""))
+    console.print(f"  {usage_text(r)}")
+    if r.get("result_text"):
+        console.print(f"  result: {safe(str(r['result_text']).strip()[:500])}", soft_wrap=True)
+    if r.get("parent_run_id") or r.get("receipt"):
+        print_receipt(r.get("receipt"))
+    for child in children:
+        console.print(
+            f"child {child['id']} ({safe(child.get('role'))}): {safe(child['status'])}"
+            + (f" ({safe(child['reason'])})" if child.get("reason") else "")
+        )
+        print_receipt(child.get("receipt"))
 
 
 @runs_app.command("stop")

@@ -18,7 +18,16 @@ import git as gitpython
 
 from octipusd.errors import WorktreeError
 
-__all__ = ["AGENT_EMAIL", "AGENT_NAME", "GIT_LIMITS", "SERVER_CONFIG", "Git", "GitLimits", "GitResult"]
+__all__ = [
+    "AGENT_EMAIL",
+    "AGENT_NAME",
+    "GIT_LIMITS",
+    "SERVER_CONFIG",
+    "Git",
+    "GitLimits",
+    "GitResult",
+    "printable",
+]
 
 AGENT_NAME: Final = "Octipus agent"
 AGENT_EMAIL: Final = "octipus-agent@localhost"
@@ -54,14 +63,23 @@ class GitLimits:
         read_s: Seconds a read (status, rev-parse, diff...) may take.
         write_s: Seconds a write (worktree add/remove, commit, merge...) may take.
         detail_chars: Characters of git's stderr kept in an error or a merge detail.
+        diff_chars: Characters of a kept branch's diff returned to a person (the rest is cut
+            and the cut is said).
     """
 
     read_s: float = 30.0
     write_s: float = 15 * 60.0
     detail_chars: int = 500
+    diff_chars: int = 2_000_000
 
 
 GIT_LIMITS: Final = GitLimits()
+
+
+def printable(text: str) -> str:
+    """Git output as valid UTF-8 text: bytes that were not UTF-8 (GitPython keeps them as lone
+    surrogates) become U+FFFD, so the text can be sent as JSON or written to a terminal."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,12 @@ Layout under the root (:func:`~.model.default_root`): ``<id>/`` the worktree, ``
 owning process (written before git runs, for the reaper), ``<id>.json`` the record (project,
 branch, base) that :meth:`WorktreeManager.reuse` and :meth:`WorktreeManager.list` read, and
 ``.stale/`` for stale directories set aside (see :meth:`WorktreeManager.create`).
+
+When a worktree is removed but its branch is kept (unmerged work), the record stays, marked
+``"kept": true`` with the ``"keptRef"`` holding the work, so the branch stays listable; a person
+then reviews it (:meth:`WorktreeManager.diff`), merges it (:meth:`WorktreeManager.merge_kept`)
+or discards it (:meth:`WorktreeManager.discard`), and the reaper drops the record once git
+proves the branch merged or it is gone (:mod:`.kept`).
 """
 
 from __future__ import annotations
@@ -13,17 +19,23 @@ import dataclasses
 import json
 import os
 import shutil
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from octipusd.errors import ConflictError, InvalidRequestError, WorktreeError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, WorktreeError
 
-from . import extras
+from . import extras, kept
 from .git import GIT_LIMITS, Git, GitLimits
 from .merge import merge_branch
 from .model import (
     BRANCH_PREFIX,
     DETACHED_SUFFIX,
+    SHA_PATTERN,
+    DiscardOutcome,
     MergeOutcome,
     ReapReport,
     RemoveOutcome,
@@ -32,6 +44,7 @@ from .model import (
     WorktreeReport,
     check_id,
 )
+from .owner import owner_alive
 from .reaper import MIN_AGE_S, reap
 
 __all__ = ["COMMIT_MESSAGE", "WorktreeManager"]
@@ -54,6 +67,17 @@ class WorktreeManager:
     def __init__(self, root: Path, limits: GitLimits = GIT_LIMITS) -> None:
         self.root = root
         self.limits = limits
+        self._id_locks: dict[str, threading.Lock] = {}
+        self._id_locks_guard = threading.Lock()
+
+    @contextmanager
+    def holding(self, worktree_id: str) -> Iterator[None]:
+        """Hold this manager's lock of one worktree id: the reaper's sweep of it, a merge or a
+        discard of its kept branch run one at a time (across threads)."""
+        with self._id_locks_guard:
+            lock = self._id_locks.setdefault(worktree_id, threading.Lock())
+        with lock:
+            yield
 
     # ------------------------------------------------------------------ eligibility, creation
 
@@ -141,8 +165,7 @@ class WorktreeManager:
             )
         git.write("worktree", "add", "-B" if existing else "-b", branch, str(path), base)
         wt = Worktree(id=worktree_id, path=path, project=project, branch=branch, base_sha=base)
-        record = {"id": wt.id, "project": str(project), "branch": branch, "baseSha": base}
-        self._record_file(worktree_id).write_text(json.dumps(record) + "\n", encoding="utf-8")
+        self.write_record(wt)
         return wt
 
     def _clear_stale(self, project: Path, path: Path) -> None:
@@ -195,43 +218,164 @@ class WorktreeManager:
         return wt
 
     def list(self) -> builtins.list[WorktreeInfo]:
-        """Every worktree with a record under the root, by id (no git runs)."""
+        """Every worktree with a record under the root, by id, kept ones included (no git runs)."""
         found: builtins.list[WorktreeInfo] = []
         for record in sorted(self.root.glob("*.json")) if self.root.is_dir() else []:
             try:
-                wt = self._load(check_id(record.stem))
+                info = self._info(check_id(record.stem))
             except InvalidRequestError:
                 continue
-            if wt is not None:
-                found.append(WorktreeInfo(worktree=wt, owner_pid=self._owner(wt.id), exists=wt.path.is_dir()))
+            if info is not None:
+                found.append(info)
         return found
+
+    def get(self, worktree_id: str) -> WorktreeInfo:
+        """The worktree ``id`` as :meth:`list` shows it.
+
+        Raises:
+            InvalidRequestError: the id is not valid (the message gives the rule).
+            NotFoundError: no record of it under the root.
+        """
+        info = self._info(check_id(worktree_id))
+        if info is None:
+            raise NotFoundError(f"no worktree {worktree_id!r} is recorded under {self.root}")
+        return info
+
+    def _info(self, worktree_id: str) -> WorktreeInfo | None:
+        record = self._read_record(worktree_id)
+        wt = self._load(worktree_id, record)
+        if wt is None or record is None:
+            return None
+        kept_ref: str | None = None
+        if record.get("kept") is True:  # only an Octipus ref of this id, whatever the file says
+            named = record.get("keptRef")
+            kept_ref = named if named == wt.branch + DETACHED_SUFFIX else wt.branch
+        return WorktreeInfo(
+            worktree=wt, owner_pid=self.owner(wt.id), exists=wt.path.is_dir(), kept_ref=kept_ref
+        )
 
     def _record_file(self, worktree_id: str) -> Path:
         return self.root / f"{worktree_id}.json"
 
-    def _load(self, worktree_id: str) -> Worktree | None:
+    def write_record(self, wt: Worktree, kept_ref: str | None = None) -> None:
+        """Write ``<root>/<id>.json`` (atomically): the worktree's record, marked kept with the ref
+        holding its work when ``kept_ref`` is given.
+
+        Raises:
+            OSError: the root cannot be written.
+        """
+        record: dict[str, object] = {
+            "id": wt.id,
+            "project": str(wt.project),
+            "branch": wt.branch,
+            "baseSha": wt.base_sha,
+        }
+        if kept_ref is not None:
+            record.update(kept=True, keptRef=kept_ref)
+        target = self._record_file(wt.id)
+        scratch = target.with_name(f"{target.name}.tmp")
+        scratch.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        os.replace(scratch, target)
+
+    def drop_kept_record(self, worktree_id: str) -> bool:
+        """Delete the record of ``id`` only if it is still a kept one (see :meth:`forget`).
+
+        Returns:
+            Whether it was deleted.
+        """
+        record = self._read_record(worktree_id)
+        return record is not None and record.get("kept") is True and self.forget(worktree_id)
+
+    def forget(self, worktree_id: str) -> bool:
+        """Delete the record and pid file of ``id`` unless a live process owns the id (a worktree
+        being made again under the same id writes its pid file first, and keeps its new record).
+
+        Returns:
+            Whether they were deleted.
+        """
+        if owner_alive(self.owner(worktree_id)):
+            return False
+        (self.root / f"{worktree_id}.pid").unlink(missing_ok=True)
+        self._record_file(worktree_id).unlink(missing_ok=True)
+        return True
+
+    def _read_record(self, worktree_id: str) -> dict[str, Any] | None:
         try:
             record = json.loads(self._record_file(worktree_id).read_text(encoding="utf-8"))
-            return Worktree(
-                id=worktree_id,
-                path=self.root / worktree_id,
-                project=Path(record["project"]),
-                branch=str(record["branch"]),
-                base_sha=str(record["baseSha"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError):
             return None
+        return record if isinstance(record, dict) else None
 
-    def _owner(self, worktree_id: str) -> int | None:
+    def _load(self, worktree_id: str, record: dict[str, Any] | None = None) -> Worktree | None:
+        """The record's worktree, or None when there is none or it is not one Octipus wrote (its
+        branch must be ``octipus/<id>`` and its base a commit id: both reach git's command line)."""
+        record = self._read_record(worktree_id) if record is None else record
+        if record is None:
+            return None
+        branch, base, project = record.get("branch"), record.get("baseSha"), record.get("project")
+        if branch != BRANCH_PREFIX + worktree_id or not isinstance(project, str):
+            return None
+        if not isinstance(base, str) or not SHA_PATTERN.fullmatch(base):
+            return None
+        return Worktree(
+            id=worktree_id, path=self.root / worktree_id, project=Path(project), branch=branch, base_sha=base
+        )
+
+    def owner(self, worktree_id: str) -> int | None:
+        """The pid in ``<root>/<id>.pid``, or None when there is none or it is unreadable."""
         try:
             return int((self.root / f"{worktree_id}.pid").read_text(encoding="utf-8").strip())
         except (OSError, ValueError):
             return None
 
-    def reap(self, now: float | None = None, min_age_seconds: float = MIN_AGE_S) -> builtins.list[ReapReport]:
-        """Remove the clean, merged, ownerless worktrees older than ``min_age_seconds``; report the
-        rest (:func:`~.reaper.reap`). Never raises for one worktree's git failure."""
-        return reap(self, now, min_age_seconds)
+    def reap(
+        self, now: float | None = None, min_age_seconds: float = MIN_AGE_S, *, dry_run: bool = False
+    ) -> builtins.list[ReapReport]:
+        """Remove the clean, merged, ownerless worktrees older than ``min_age_seconds``, drop the
+        records of kept branches git proves merged or gone, and report the rest
+        (:func:`~.reaper.reap`); with ``dry_run``, only say what it would do. Never raises for one
+        worktree's git failure."""
+        return reap(self, now, min_age_seconds, dry_run=dry_run)
+
+    # ------------------------------------------------------------------ kept branches
+
+    def diff(self, worktree_id: str) -> str:
+        """The diff of ``id``'s kept branch against its base (``git diff base...ref``); see
+        :func:`~.kept.diff`.
+
+        Raises:
+            InvalidRequestError: the id is not valid.
+            NotFoundError: no record of it, or its branch is gone.
+            WorktreeError: git failed or timed out, or the project is gone.
+        """
+        return kept.diff(self, self.get(worktree_id))
+
+    def merge_kept(self, worktree_id: str) -> tuple[MergeOutcome, str]:
+        """Merge ``id``'s kept branch into the project's current branch; see :func:`~.kept.merge`.
+
+        Raises:
+            InvalidRequestError: the id is not valid.
+            NotFoundError: no record of it.
+            ConflictError: its owner is alive, its project is gone, or its worktree cannot be
+                removed safely yet.
+            WorktreeError: git failed or timed out.
+        """
+        with self.holding(check_id(worktree_id)):
+            return kept.merge(self, self.get(worktree_id))
+
+    def discard(self, worktree_id: str) -> DiscardOutcome:
+        """Delete ``id``'s branch (``git branch -D``: only because a person asked) and its clean
+        worktree; see :func:`~.kept.discard`.
+
+        Raises:
+            InvalidRequestError: the id is not valid.
+            NotFoundError: no record of it.
+            ConflictError: its owner is alive, its worktree has uncommitted changes, or git
+                refused to delete a ref (what was deleted before is said).
+            WorktreeError: git failed or timed out.
+        """
+        with self.holding(check_id(worktree_id)):
+            return kept.discard(self, self.get(worktree_id))
 
     # ------------------------------------------------------------------ finish, merge, removal
 
@@ -250,10 +394,21 @@ class WorktreeManager:
         ``reason`` (default ``skipped_status``). Then :meth:`remove`, whose result fills
         ``branchKept`` and ``keptRef``.
 
+        Whatever happens, the owner lets go: ``<root>/<id>.pid`` is gone afterwards, so a worktree
+        left in place (removal refused, a HEAD off its branch, a git failure) is ``left``, not
+        ``live``: the reaper reports it and a person may merge or discard it while this process
+        still runs.
+
         Raises:
             WorktreeError: git could not run, timed out, or a commit failed; nothing after the
                 failing step ran, so the worktree is left for the reaper.
         """
+        try:
+            return self._finish(wt, merge=merge, reason=reason)
+        finally:
+            (self.root / f"{wt.id}.pid").unlink(missing_ok=True)
+
+    def _finish(self, wt: Worktree, *, merge: bool, reason: MergeOutcome | None) -> WorktreeReport:
         git = Git(wt.path, self.limits)
         on = git.symbolic_head() if wt.path.is_dir() else None
         if on != f"refs/heads/{wt.branch}":
@@ -317,7 +472,8 @@ class WorktreeManager:
         is made at it; if none works it stays. ``worktree remove --force`` only after both
         checks. ``octipus/<id>`` is deleted with ``git branch -d`` (never ``-D``) only when the
         project's current branch contains it and it is not the ref keeping the work. A directory
-        already gone is pruned. The pid and record files go with the directory.
+        already gone is pruned. The pid file goes with the directory; the record goes too, unless
+        a ref is kept: then it stays, marked kept with that ref (:meth:`list` shows it).
 
         Raises:
             WorktreeError: git could not run or timed out, or ``worktree remove`` failed.
@@ -338,11 +494,14 @@ class WorktreeManager:
         else:
             kept_ref = None
         project.write("worktree", "prune")
-        for leftover in (self.root / f"{wt.id}.pid", self._record_file(wt.id)):
-            leftover.unlink(missing_ok=True)
+        (self.root / f"{wt.id}.pid").unlink(missing_ok=True)
         deleted = kept_ref != wt.branch and self._delete_if_merged(project, wt.branch)
         if kept_ref is None and not deleted and project.ref_sha(f"refs/heads/{wt.branch}") is not None:
             kept_ref = wt.branch
+        if kept_ref is None:
+            self._record_file(wt.id).unlink(missing_ok=True)
+        else:
+            self.write_record(wt, kept_ref)
         return RemoveOutcome(True, deleted, kept_ref, f"worktree {wt.path} removed")
 
     @staticmethod

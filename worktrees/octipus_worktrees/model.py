@@ -16,6 +16,8 @@ __all__ = [
     "BRANCH_PREFIX",
     "ID_PATTERN",
     "ROOT_ENV",
+    "SHA_PATTERN",
+    "DiscardOutcome",
     "MergeOutcome",
     "ReapAction",
     "ReapReport",
@@ -23,12 +25,15 @@ __all__ = [
     "Worktree",
     "WorktreeInfo",
     "WorktreeReport",
+    "WorktreeState",
     "check_id",
     "default_root",
 ]
 
 #: A worktree id (the spawner uses ``c`` plus 20 hex digits).
 ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+#: A commit id as git prints it (SHA-1 or SHA-256).
+SHA_PATTERN: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 #: Each child's branch is ``octipus/<id>``; a HEAD kept off it gets ``octipus/<id>-detached``.
 BRANCH_PREFIX: Final = "octipus/"
 DETACHED_SUFFIX: Final = "-detached"
@@ -148,6 +153,20 @@ class WorktreeReport:
         return body
 
 
+class WorktreeState(StrEnum):
+    """Where a recorded worktree stands, for a person (``octipusctl worktrees``).
+
+    ``live``: its owning process is alive. ``left``: it is not kept and its owner is gone (or
+    unknown): a crash left it, or its child is finishing. ``kept``: the worktree was removed and
+    the record stays for the branch that holds unmerged work (``octipus/<id>`` or
+    ``octipus/<id>-detached``), until it is merged, discarded or gone.
+    """
+
+    LIVE = "live"
+    LEFT = "left"
+    KEPT = "kept"
+
+
 @dataclass(frozen=True)
 class WorktreeInfo:
     """One worktree under the root, as :meth:`WorktreeManager.list` finds it.
@@ -156,11 +175,19 @@ class WorktreeInfo:
         worktree: Its record (id, path, project, branch, base).
         owner_pid: The pid in ``<root>/<id>.pid``, or None when there is none or it is unreadable.
         exists: Whether its directory is there.
+        kept_ref: For a kept record (the worktree removed, its work unmerged), the ref holding
+            the work; None otherwise.
     """
 
     worktree: Worktree
     owner_pid: int | None
     exists: bool
+    kept_ref: str | None = None
+
+    @property
+    def kept(self) -> bool:
+        """Whether this is the record of a removed worktree whose branch is kept for review."""
+        return self.kept_ref is not None
 
 
 class ReapAction(StrEnum):
@@ -168,6 +195,7 @@ class ReapAction(StrEnum):
 
     REMOVED = "removed"
     KEPT = "kept"
+    DROPPED = "dropped"  # a kept branch's record, once git proved it merged or its ref gone
     SKIPPED_LIVE = "skipped_live"
     SKIPPED_YOUNG = "skipped_young"
 
@@ -187,3 +215,21 @@ class ReapReport:
     path: Path
     action: ReapAction
     reason: str
+
+
+@dataclass(frozen=True)
+class DiscardOutcome:
+    """What :meth:`WorktreeManager.discard` deleted.
+
+    Attributes:
+        id: The worktree id.
+        deleted: Each Octipus ref deleted, with the commit it pointed at (recoverable with
+            ``git branch <name> <sha>`` until git collects it).
+        worktree_removed: The (clean) worktree directory was still there and was removed.
+        detail: What was done, for a person.
+    """
+
+    id: str
+    deleted: dict[str, str]
+    worktree_removed: bool
+    detail: str
