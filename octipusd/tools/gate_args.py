@@ -99,6 +99,7 @@ def _gate(item: object, where: str) -> GateSpec:
     command, alternatives = item.get("command"), item.get("anyOf")
     if command is not None and alternatives is not None:
         raise InvalidRequestError(f"{where}: give either command or anyOf, not both")
+    commands: tuple[str, ...]
     if command is not None:
         commands = (_command(command, f"{where}.command"),)
     elif alternatives is not None:
