@@ -46,7 +46,7 @@ import anyio
 
 from octipusd.errors import OctipusError
 from octipusd.policy.dirswitch import directory_switches, needs_expansion
-from octipusd.policy.shellwords import command_index, command_name, parse, unwrap, wordset
+from octipusd.policy.shellwords import WRAPPERS, command_index, command_name, parse, unwrap, wordset
 from octipusd.runtime.host import action_scope
 from octipusd.runtime.manual_host import ManualCallHost
 from octipusd.runtime.services import RunServices
@@ -471,12 +471,14 @@ def _switch_problem(command: str, root: Path) -> str | None:
 
 
 def _programs(command: str) -> Iterator[str]:
-    """The command words of ``command``'s own simple commands, wrappers' commands included."""
+    """The command words of ``command``'s own simple commands, with the commands wrappers such as
+    ``timeout 60 pnpm test`` start (not ``python -m MODULE``: a module is no program)."""
     for simple in parse(command).commands:
         words: Sequence[str] = simple.words
         while (index := command_index(words)) < len(words):
+            name = command_name(words[index])
             yield words[index]
-            inner = unwrap(command_name(words[index]), words[index + 1 :])
+            inner = unwrap(name, words[index + 1 :]) if name in WRAPPERS else None
             if not inner:
                 break
             words = inner

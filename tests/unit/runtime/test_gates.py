@@ -7,7 +7,9 @@ Real store (SQLite and PostgreSQL), real permission gate, recovery review and jo
 
 from __future__ import annotations
 
+import shlex
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -246,10 +248,16 @@ async def test_a_program_that_is_not_installed_is_an_environment_failure(
     store: Store, tmp_path: Path
 ) -> None:
     async with _child(store, tmp_path) as child:
-        verdict = await child.gates([{"command": "octipus-no-such-tool test"}])
+        verdict = await child.gates(
+            [
+                {"command": "octipus-no-such-tool test"},
+                {"command": "timeout 60 octipus-no-such-tool test"},
+                {"command": f"{shlex.quote(sys.executable)} -m platform"},  # a module, not a program
+            ]
+        )
     assert not verdict.retry
-    assert verdict.results[0]["status"] == "environment_failure"
-    assert "octipus-no-such-tool is not installed" in verdict.results[0]["reason"]
+    assert [r["status"] for r in verdict.results] == ["environment_failure", "environment_failure", "passed"]
+    assert "octipus-no-such-tool is not installed" in verdict.results[1]["reason"]
 
 
 # ------------------------------------------------------------------ anyOf and optional gates
