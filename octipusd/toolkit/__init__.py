@@ -17,6 +17,7 @@ sibling. Import the names from here; the modules are its parts:
 * :mod:`~octipusd.toolkit.contracts` -- recovery contracts, probes, dispatch references (seed 004);
 * :mod:`~octipusd.toolkit.plans` -- the work-plan vocabulary (:class:`FeedbackStatus`,
   :class:`FeedbackResponse`, :class:`PlanUpdate`);
+* :mod:`~octipusd.toolkit.gates` -- :class:`GateSpec`, one command scorer gate of a child;
 * :mod:`~octipusd.toolkit.calls` -- what the permission gate is asked (:class:`CallContext`)
   and answers (:class:`GateResult`).
 """
@@ -41,6 +42,7 @@ from octipusd.toolkit.contracts import (
     RecoveryState,
     RiskClass,
 )
+from octipusd.toolkit.gates import GateSpec
 from octipusd.toolkit.host import AuthorizationResult, CallStop, CallWatch, ChildRequest, StopCause, ToolHost
 from octipusd.toolkit.identity import (
     RESERVED_IDENTITY_ARGUMENTS,
@@ -85,6 +87,7 @@ __all__ = [
     "FeedbackResponse",
     "FeedbackStatus",
     "GateResult",
+    "GateSpec",
     "IdempotencyKey",
     "NotExecutedError",
     "Origin",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from octipusd.toolkit.gates import GateSpec
 from octipusd.toolkit.identity import RunIdentity
 from octipusd.toolkit.outcomes import Body, Executed
 from octipusd.toolkit.plans import PlanUpdate
@@ -101,6 +102,9 @@ class ChildRequest:
             the host's default.
         detach: Return as soon as the child started; its result is picked up with
             ``collect_children`` (seed 003 "detach mode").
+        gates: The child's command scorer gates, in order (at most 8; empty: none), run in its
+            tree after it finishes (:mod:`octipusd.runtime.gates`); the tool refused directory
+            switches pointing outside the child's tree before this request was built.
     """
 
     role: str
@@ -110,6 +114,7 @@ class ChildRequest:
     token_budget: int | None = None
     timeout_seconds: float | None = None
     detach: bool = False
+    gates: tuple[GateSpec, ...] = ()
 
 
 @runtime_checkable

@@ -16,7 +16,9 @@ Input shape (camelCase, as the model sends it)::
      "resumeKey"?: str,            # 1..200 of [A-Za-z0-9._:-]
      "maxTurns"?: int,             # 1..200
      "tokenBudget"?: int,          # >= 1, tokens
-     "timeoutSeconds"?: number}    # 1..7200, seconds
+     "timeoutSeconds"?: number,    # 1..7200, seconds
+     "detach"?: bool,
+     "gates"?: [gate, ...]}        # the child's command scorer gates (octipusd.tools.gate_args)
 
 Result shape (the host's summary, unchanged)::
 
@@ -35,6 +37,7 @@ from typing import Any
 from octipusd.errors import InvalidRequestError
 from octipusd.toolkit import ChildRequest, RunIdentity, ToolHost, ToolResult, ToolSpec
 from octipusd.tools.base import reject_unknown, require_str
+from octipusd.tools.gate_args import GATES_SCHEMA, parse_gates
 
 #: A child resume key (the parent's task id): 1 to 200 ASCII letters, digits, ``.``, ``_``,
 #: ``:`` or ``-``. Match it with ``fullmatch`` (``$`` alone also matches before a final newline).
@@ -93,7 +96,7 @@ CHILD_ROLES: Mapping[str, str] = MappingProxyType(
     }
 )
 
-_ARGUMENTS = ("role", "brief", "resumeKey", "maxTurns", "tokenBudget", "timeoutSeconds", "detach")
+_ARGUMENTS = ("role", "brief", "resumeKey", "maxTurns", "tokenBudget", "timeoutSeconds", "detach", "gates")
 
 
 def _shown(value: str) -> str:
@@ -176,9 +179,10 @@ def parse_child_request(arguments: Mapping[str, Any]) -> ChildRequest:
         The request; absent or null optional arguments are None.
 
     Raises:
-        InvalidRequestError: an unknown key, a missing required field, a wrong type or a value
-            out of range; the text names the field (e.g. ``maxTurns: must be from 1 to 200,
-            got 0``).
+        InvalidRequestError: an unknown key, a missing required field, a wrong type, a value
+            out of range, or a gate command switching a tool to a directory outside the child's
+            tree (:func:`~octipusd.tools.gate_args.parse_gates`); the text names the field (e.g.
+            ``maxTurns: must be from 1 to 200, got 0``, ``gates[1].command: ...``).
     """
     reject_unknown(arguments, _ARGUMENTS)
     return ChildRequest(
@@ -189,6 +193,7 @@ def parse_child_request(arguments: Mapping[str, Any]) -> ChildRequest:
         token_budget=_optional_int(arguments, "tokenBudget", 1, None),
         timeout_seconds=_optional_seconds(arguments, "timeoutSeconds"),
         detach=_optional_bool(arguments, "detach"),
+        gates=parse_gates(arguments.get("gates")),
     )
 
 
@@ -264,6 +269,7 @@ SPAWN_CHILD_SCHEMA: dict[str, Any] = {
                 "cancelled."
             ),
         },
+        "gates": GATES_SCHEMA,
     },
     "required": ["role", "brief"],
     "additionalProperties": False,
@@ -277,7 +283,8 @@ SPAWN_CHILD = ToolSpec(
         "role's instructions and its own tools, sees only your brief, and returns "
         '{"childRunId", "role", "status", "resumed", "vendorSessionId", "result", "reason"}; '
         "result is its final answer. Pass resumeKey to continue an earlier child of the same role "
-        "on the same task."
+        "on the same task. Pass gates (commands such as 'pnpm test') to verify the child's work in "
+        "its own tree; a fixable failure retries the child with the failure output."
     ),
     input_schema=SPAWN_CHILD_SCHEMA,
     handler=_spawn_child,

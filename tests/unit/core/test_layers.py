@@ -62,6 +62,8 @@ CLIENT_API_MODULES = frozenset({"octipusd.api", "octipusd.api.models", "octipusd
 CAPABILITY_USES: Mapping[tuple[str, str], str] = {
     ("bridge", "policy"): "the octipus-bridge helper (bridge/helper.py) is the hook that runs the "
     "policy's shell guard (policy/shellguard.py) in the vendor's process",
+    ("tools", "policy"): "spawn_child's gates (tools/gate_args.py) refuse directory switches outside "
+    "the child's tree before dispatch, read with the policy's shell parser (policy/dirswitch.py)",
 }
 
 #: Product modules allowed over :data:`MAX_LINES`, each with its ceiling (its size today).

@@ -289,8 +289,8 @@ def test_every_child_role_is_accepted(role: str) -> None:
         ),
         (
             {"role": "general", "brief": "b", "model": "opus"},
-            "arguments: unknown field(s) model; accepted: brief, detach, maxTurns, resumeKey, role, "
-            "timeoutSeconds, tokenBudget",
+            "arguments: unknown field(s) model; accepted: brief, detach, gates, maxTurns, resumeKey, "
+            "role, timeoutSeconds, tokenBudget",
         ),
         ({"role": "general", "brief": "b", "resume_key": "k"}, "arguments: unknown field(s) resume_key"),
     ],
@@ -446,6 +446,7 @@ def test_the_schema_is_valid_and_published() -> None:
         "tokenBudget",
         "timeoutSeconds",
         "detach",
+        "gates",
     }
     assert schema["properties"]["detach"]["type"] == "boolean"
     assert "collect_children" in schema["properties"]["detach"]["description"]
