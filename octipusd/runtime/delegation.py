@@ -12,14 +12,13 @@ the run interrupts a pending ``collect_children`` wait without cancelling or ste
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from octipusd.errors import ConflictError, InvalidRequestError, OctipusError
-from octipusd.runtime.child_tree import ChildTree, finish_tree, prepare_tree, tree_notes, watch_tree
+from octipusd.errors import ConflictError, InvalidRequestError
+from octipusd.runtime.child_task import ChildTask
 from octipusd.runtime.children import MAX_DEPTH
 from octipusd.runtime.invocation import Attempt
 from octipusd.runtime.outcome import result_failed
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Delegation"]
 
-log = logging.getLogger("octipusd.runtime.delegation")
 
 
 class Delegation:
@@ -143,90 +141,18 @@ class Delegation:
         return summary
 
     async def _run_child(self, child: RunSupervisor) -> dict[str, Any]:
-        """Run a child to its end where it works, then finish its worktree and publish its summary.
+        """Run a spawned child to its end (:class:`~octipusd.runtime.child_task.ChildTask`: its tree,
+        setup, attempts and gates, worktree finish) and return the summary it published."""
+        return await ChildTask(child, self._track, self._untrack).run()
 
-        Where it works is decided first (:func:`~octipusd.runtime.child_tree.prepare_tree`: a
-        worktree of its own, its parent's, or the shared tree). Whatever happens, shielded: the
-        worktree is finished (merged only when the child ended ``succeeded``), the receipt stored on
-        the child's run and the summary published to the parent.
-        """
-        parent = self._run
-        tree = ChildTree()
-        executed = False
-        try:
-            tree = await prepare_tree(parent, child.role)
-            child.tree = tree.path
-            await self._announce_tree(child, tree)
-            executed = True
-            await self._execute_in(child, tree)
-        finally:
-            with anyio.CancelScope(shield=True):
-                if not executed:  # cancelled while its tree was prepared: it never ran
-                    await child.abandon("its parent's call ended before the child started")
-                with contextlib.suppress(ValueError):
-                    self._children.remove(child)
-                summary = await self._conclude(child, tree)
-                child.delegation.summary = summary
-                child.delegation.summary_ready.set()
-                await parent.services.hub.emit(
-                    parent.run.id, "child_finished", {"child_run_id": summary["childRunId"], **summary}
-                )
-        return summary
+    def _track(self, child: RunSupervisor) -> None:
+        """A contract retry of a child started: it is live (stopped with this run, listed pending)."""
+        self._children.append(child)
 
-    @staticmethod
-    async def _announce_tree(child: RunSupervisor, tree: ChildTree) -> None:
-        """A notice on the child's run: the worktree it works in, or why it runs on the shared tree."""
-        if tree.worktree is not None:
-            wt = tree.worktree
-            await child.notice(
-                f"works in its own worktree {wt.path} on branch {wt.branch} (base {wt.base_sha[:12]})",
-                worktree=wt.id,
-            )
-        elif tree.skipped is not None:
-            await child.notice(f"works in {tree.path or 'the shared tree'}: {tree.skipped}")
-
-    @staticmethod
-    async def _execute_in(child: RunSupervisor, tree: ChildTree) -> None:
-        """Execute ``child``; while it runs in a worktree, halt it if the worktree disappears."""
-        path = tree.path
-        if path is None:
-            await child.execute()
-            return
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch_tree, child, path)
-            await child.execute()
-            tg.cancel_scope.cancel()
-
-    async def _conclude(self, child: RunSupervisor, tree: ChildTree) -> dict[str, Any]:
-        """Finish the child's worktree, store its receipt, and build its summary (call shielded)."""
-        services = self._run.services
-        final = child.run
-        ok = final.status == RunStatus.SUCCEEDED
-        worktree = await finish_tree(services.worktrees, tree, ok=ok)
-        notes = tree_notes(worktree, ok)
-        receipt: dict[str, Any] = {
-            "worktree": worktree,
-            "worktreeSkipped": tree.skipped if tree.worktree is None else None,
-            "setup": tree.setup,
-            "notes": notes,
-        }
-        try:
-            final = child.run = await in_thread(services.store.set_run_receipt, final.id, receipt)
-        except OctipusError as exc:  # the summary still reaches the parent; the receipt is lost
-            log.warning("storing the receipt of child run %s failed: %s", final.id, exc.message)
-        return {
-            "childRunId": final.id,
-            "role": child.role,
-            "status": str(final.status),
-            "resumed": final.resumed,
-            "vendorSessionId": final.vendor_session_id,
-            "resumeKey": child.lineage,
-            "result": final.result_text,
-            "reason": final.reason,
-            **({"worktree": worktree} if worktree is not None else {}),
-            **({"worktreeSkipped": receipt["worktreeSkipped"]} if receipt["worktreeSkipped"] else {}),
-            **({"notes": notes} if notes else {}),
-        }
+    def _untrack(self, child: RunSupervisor) -> None:
+        """An attempt of a child ended."""
+        with contextlib.suppress(ValueError):
+            self._children.remove(child)
 
     async def collect(self, child_run_ids: Sequence[str] | None, timeout_seconds: float) -> dict[str, Any]:
         """Wait for detached children and hand out their summaries, each once (``collect_children``).

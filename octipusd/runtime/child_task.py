@@ -1,0 +1,256 @@
+"""One spawned child from where it works to its summary: its attempts, gates and worktree finish.
+
+Seed 003 "Plans, feedback and delegation", "Optional git worktree per coding child" and the
+command scorers of "Permissions and limits". A spawned child is a :class:`ChildTask`: its tree is
+decided first (:mod:`octipusd.runtime.child_tree`), ``swarm.worktreeSetupCommand`` runs in a new
+worktree, then the child runs. A child that ended ``succeeded`` with gates has them run in its tree
+(:mod:`octipusd.runtime.gates`); a fixable failure is retried (``swarm.contractRetries``) as a new
+child run of the same parent, in the same tree, with the failure appended to its brief. At the end
+its worktree is finished (merged only when it ended ok and passed its gates), the receipt stored on
+every attempt's run, and one summary handed to the parent under the first attempt's id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from octipusd.errors import OctipusError
+from octipusd.runtime.child_tree import ChildTree, finish_tree, prepare_tree, tree_notes, watch_tree
+from octipusd.runtime.gates import GateVerdict, caller_of, run_gates, run_setup_command
+from octipusd.store.aio import in_thread
+from octipusd.store.records import Run, RunStatus
+
+if TYPE_CHECKING:
+    from octipusd.runtime.supervisor import RunSupervisor
+
+__all__ = ["ChildTask"]
+
+log = logging.getLogger("octipusd.runtime.child_task")
+
+_RETRY_NOTE = (
+    "\n\n[Octipus] Your previous attempt (run {run}) finished but did not pass its gate checks. Fix "
+    "what they report, in the same working tree (your earlier changes are still there), then finish "
+    "again:\n{reason}"
+)
+_SETUP_NOTE = (
+    "\n\n[Octipus] The worktree setup command failed before you started ({reason}); dependencies "
+    "it installs may be missing."
+)
+
+
+class ChildTask:
+    """The life of one spawned child (see the module).
+
+    Args:
+        handle: The first attempt's supervisor; the parent knows the child by its run id.
+        track: Called with each retry's supervisor when it starts (the parent lists it as live).
+        untrack: Called with each attempt's supervisor when it ended.
+    """
+
+    def __init__(
+        self,
+        handle: RunSupervisor,
+        track: Callable[[RunSupervisor], None],
+        untrack: Callable[[RunSupervisor], None],
+    ) -> None:
+        assert handle.parent is not None and handle.child_request is not None, "a child run"
+        self.handle = handle
+        self.parent: RunSupervisor = handle.parent
+        self.brief = handle.child_request.brief
+        self._track = track
+        self._untrack = untrack
+        self.tree = ChildTree()
+        self.attempts: list[RunSupervisor] = [handle]
+        self.verdict: GateVerdict | None = None
+
+    async def run(self) -> dict[str, Any]:
+        """Run the child to its end (retries included) and return its summary; shielded at the end.
+
+        Never raises but cancellation: whatever happens, the worktree is finished, the receipt
+        stored, the summary set on the handle and published to the parent as ``child_finished``.
+        """
+        handle, parent = self.handle, self.parent
+        current, executed = handle, False
+        try:
+            self.tree = await prepare_tree(parent, handle.role)
+            handle.tree = self.tree.path
+            await self._announce()
+            await self._setup()
+            executed = True
+            while True:
+                await self._execute(current)
+                self.verdict = await self._verify(current)
+                if not self._retry_due(current):
+                    break
+                current = await self._retry(current)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not executed:  # cancelled while its tree was prepared: it never ran
+                    await handle.abandon("its parent's call ended before the child started")
+                for attempt in self.attempts:
+                    self._untrack(attempt)
+                summary = await self._conclude(current)
+                handle.delegation.summary = summary
+                handle.delegation.summary_ready.set()
+                await parent.services.hub.emit(
+                    parent.run.id, "child_finished", {"child_run_id": summary["childRunId"], **summary}
+                )
+        return summary
+
+    async def _announce(self) -> None:
+        """A notice on the child's run: the worktree it works in, or why it runs elsewhere."""
+        tree, child = self.tree, self.handle
+        if tree.worktree is not None:
+            wt = tree.worktree
+            await child.notice(
+                f"works in its own worktree {wt.path} on branch {wt.branch} (base {wt.base_sha[:12]})",
+                worktree=wt.id,
+            )
+        elif tree.skipped is not None:
+            await child.notice(f"works in {tree.path or 'the shared tree'}: {tree.skipped}")
+
+    async def _setup(self) -> None:
+        """Run ``swarm.worktreeSetupCommand`` in a new worktree; a failure is told to the child."""
+        command, worktree = self.parent.services.swarm.worktreeSetupCommand, self.tree.worktree
+        if command is None or worktree is None:
+            return
+        child = self.handle
+        setup = self.tree.setup = await run_setup_command(
+            child.services, caller_of(child), tree=worktree.path, command=command
+        )
+        passed = setup.get("status") == "passed"
+        await child.notice(
+            f"worktree setup command {'passed' if passed else 'failed'}: {command}",
+            setup=setup,
+        )
+        if not passed:
+            why = setup.get("reason") or f"exit code {setup.get('exitCode')}"
+            note = _SETUP_NOTE.format(reason=why)
+            child.run = dataclasses.replace(child.run, prompt=child.run.prompt + note)
+
+    @staticmethod
+    async def _execute(child: RunSupervisor) -> None:
+        """Execute ``child``; while it runs in a worktree, halt it if the worktree disappears."""
+        path = child.tree
+        if path is None:
+            await child.execute()
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch_tree, child, path)
+            await child.execute()
+            tg.cancel_scope.cancel()
+
+    async def _verify(self, child: RunSupervisor) -> GateVerdict | None:
+        """Run the gates of a child that ended ``succeeded``; None when there is nothing to verify."""
+        request = child.child_request
+        if request is None or not request.gates or child.run.status != RunStatus.SUCCEEDED:
+            return None
+        tree = child.tree or (Path(child.identity.workspace) if child.identity is not None else None)
+        if tree is None:
+            return None
+        verdict = await run_gates(child.services, caller_of(child), tree=tree, gates=request.gates)
+        state = "passed" if verdict.passed else "failed"
+        await child.notice(f"gate checks {state}" + (f": {verdict.reason}" if verdict.reason else ""))
+        return verdict
+
+    def _retry_due(self, child: RunSupervisor) -> bool:
+        """Whether a failed verification retries the child (``swarm.contractRetries`` not used up)."""
+        verdict = self.verdict
+        if verdict is None or verdict.passed or not verdict.retry:
+            return False
+        if len(self.attempts) > self.parent.services.swarm.contractRetries:
+            return False
+        return self.parent.ending is None and child.stop_status is None
+
+    async def _retry(self, previous: RunSupervisor) -> RunSupervisor:
+        """Start the next attempt: a new child run of the parent, in the same tree, told why."""
+        parent, verdict = self.parent, self.verdict
+        assert previous.child_request is not None and verdict is not None
+        request = dataclasses.replace(
+            previous.child_request,
+            brief=self.brief + _RETRY_NOTE.format(run=previous.run.id, reason=verdict.reason),
+        )
+        store = parent.services.store
+        run = await in_thread(
+            lambda: store.create_run(
+                session_id=parent.session_id,
+                prompt=request.brief,
+                owner=parent.services.owner,
+                plan_mode=parent.run.plan_mode,
+                parent_run_id=parent.run.id,
+                role=request.role,
+            )
+        )
+        child = parent.child(run, request, tree=self.tree.path)
+        parent.registry.add(child)
+        self.attempts.append(child)
+        self._track(child)
+        retries = self.parent.services.swarm.contractRetries
+        await parent.services.hub.emit(
+            parent.run.id,
+            "child_spawned",
+            {"child_run_id": run.id, "role": request.role, "retry_of": self.handle.run.id},
+        )
+        await child.notice(
+            f"contract retry {len(self.attempts) - 1} of at most {retries} (swarm.contractRetries) of "
+            f"child {self.handle.run.id}: its gates failed",
+        )
+        return child
+
+    async def _conclude(self, final_attempt: RunSupervisor) -> dict[str, Any]:
+        """Finish the worktree, store the receipt on every attempt, build the summary (call shielded)."""
+        services = self.parent.services
+        final, verdict = final_attempt.run, self.verdict
+        verified = verdict is None or verdict.passed
+        ok = final.status == RunStatus.SUCCEEDED and verified
+        worktree = await finish_tree(services.worktrees, self.tree, ok=ok)
+        notes = tree_notes(worktree, ok)
+        if not verified and verdict is not None:
+            notes.insert(0, f"did not pass its gates: {verdict.reason}")
+        receipt: dict[str, Any] = {
+            "worktree": worktree,
+            "worktreeSkipped": self.tree.skipped if self.tree.worktree is None else None,
+            "setup": self.tree.setup,
+            "gates": verdict.results if verdict is not None else [],
+            "attempts": [a.run.id for a in self.attempts],
+            "notes": notes,
+        }
+        for attempt in self.attempts:
+            try:
+                stored = await in_thread(services.store.set_run_receipt, attempt.run.id, receipt)
+            except OctipusError as exc:  # the summary still reaches the parent; this receipt is lost
+                log.warning("storing the receipt of child run %s failed: %s", attempt.run.id, exc.message)
+                continue
+            if attempt is final_attempt:
+                final = stored
+        return _summary(self.handle, final_attempt, final, receipt, verified)
+
+
+def _summary(
+    handle: RunSupervisor, last: RunSupervisor, final: Run, receipt: dict[str, Any], verified: bool
+) -> dict[str, Any]:
+    """The child's summary for its parent, under the first attempt's id."""
+    status = str(final.status) if verified else str(RunStatus.FAILED)
+    reason = final.reason if verified else "it did not pass its gates (see notes and gates)"
+    optional = {
+        key: receipt[key] for key in ("worktree", "worktreeSkipped", "gates", "notes") if receipt.get(key)
+    }
+    attempts = receipt["attempts"]
+    return {
+        "childRunId": handle.run.id,
+        "role": handle.role,
+        "status": status,
+        "resumed": final.resumed,
+        "vendorSessionId": final.vendor_session_id,
+        "resumeKey": last.lineage,
+        "result": final.result_text,
+        "reason": reason,
+        **optional,
+        **({"attempts": attempts} if len(attempts) > 1 else {}),
+    }
