@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["Delegation"]
 
 
-
 class Delegation:
     """The children of one run, their summaries, and the waits for them.
 

@@ -19,10 +19,10 @@ from tests.e2e.test_worktrees_claude import (
     _conversation,
     _git,
     _start,
+    _summary,
     _text,
     _tool,
     _tool_results,
-    _summary,
 )
 
 RETRY_MARKER = "did not pass its gate checks"
