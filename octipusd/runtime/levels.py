@@ -15,7 +15,8 @@ decides the child's token budget and time limit:
   (running, or ended and not collected yet);
 * tokens: the child level's ``tokens`` is the child's default ``tokenBudget`` and the highest one
   it may ask for (counted as :func:`budget_tokens` says);
-* time: the child level's ``wallMs`` is likewise its default and highest ``timeoutSeconds``.
+* time: the child level's ``wallMs`` is likewise its default and highest ``timeoutSeconds`` (the
+  supervisor counts it as every run limit, as active work: approval and delegation waits excluded).
 
 :func:`admit_child` applies them to one ``spawn_child`` request; it is pure (the caller passes the
 parent's counts), so the check and the child's registration must not be separated by another
