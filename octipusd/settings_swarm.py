@@ -19,9 +19,10 @@ This module holds only the models; :mod:`octipusd.settings` mounts them as ``Set
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "LEVELS",
@@ -79,12 +80,37 @@ class LevelLimits(_Section):
     maxPendingDetached: int = Field(ge=0, le=100)
 
 
-class LevelDefaults(_Section):
-    """``swarm.levelDefaults``: one :class:`LevelLimits` per level (FACTS.md §2's defaults)."""
+#: FACTS.md §2's defaults per level; a configured level table overrides only the keys it gives.
+_LEVEL_DEFAULTS: Final[dict[str, dict[str, int]]] = {
+    "root": {"tokens": 200_000, "wallMs": 600_000, "fanOut": 6, "maxPendingDetached": 6},
+    "agent": {"tokens": 80_000, "wallMs": 600_000, "fanOut": 4, "maxPendingDetached": 3},
+    "subagent": {"tokens": 30_000, "wallMs": 600_000, "fanOut": 0, "maxPendingDetached": 0},
+}
 
-    root: LevelLimits = LevelLimits(tokens=200_000, wallMs=600_000, fanOut=6, maxPendingDetached=6)
-    agent: LevelLimits = LevelLimits(tokens=80_000, wallMs=600_000, fanOut=4, maxPendingDetached=3)
-    subagent: LevelLimits = LevelLimits(tokens=30_000, wallMs=600_000, fanOut=0, maxPendingDetached=0)
+
+class LevelDefaults(_Section):
+    """``swarm.levelDefaults``: one :class:`LevelLimits` per level (FACTS.md §2's defaults).
+
+    A level's table may give only some keys (``[swarm.levelDefaults.agent]`` with ``fanOut = 1``):
+    the others keep that level's defaults.
+    """
+
+    root: LevelLimits = LevelLimits(**_LEVEL_DEFAULTS["root"])
+    agent: LevelLimits = LevelLimits(**_LEVEL_DEFAULTS["agent"])
+    subagent: LevelLimits = LevelLimits(**_LEVEL_DEFAULTS["subagent"])
+
+    @model_validator(mode="before")
+    @classmethod
+    def _over_defaults(cls, data: Any) -> Any:
+        """Complete each given level table with that level's defaults (anything else is left to
+        the field validation, which names the key)."""
+        if not isinstance(data, Mapping):
+            return data
+        merged = dict(data)
+        for level, given in data.items():
+            if level in _LEVEL_DEFAULTS and isinstance(given, Mapping):
+                merged[level] = {**_LEVEL_DEFAULTS[level], **given}
+        return merged
 
     def at(self, depth: int) -> LevelLimits:
         """The limits of a run at ``depth`` (0 the root); deeper than the table: the last level."""

@@ -27,7 +27,6 @@ from octipusd.store.reuse_store import CHILD_KEY_SEPARATOR, MAX_CHILD_SESSIONS, 
 __all__ = [
     "LAZY_DISCOVERY_TOOLS",
     "MAX_CHILD_SESSIONS",
-    "MAX_DEPTH",
     "ChildScope",
     "KeyClaims",
     "child_scope",
@@ -36,8 +35,6 @@ __all__ = [
 
 log = logging.getLogger("octipusd.runtime.children")
 
-#: Deepest child level a run may reach (the root is depth 0; its children are depth 1).
-MAX_DEPTH = 2
 #: Tools discovered lazily by a vendor, left out of a keyed child's fingerprint (seed 003: "tool
 #: ids (without the lazy discovery tools)"). Octipus publishes every bridge tool up front, so
 #: none of its own tools is lazy; Claude Code's deferred-tool search is named here.

@@ -19,8 +19,8 @@ import anyio
 
 from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.runtime.child_task import ChildTask
-from octipusd.runtime.children import MAX_DEPTH
 from octipusd.runtime.invocation import Attempt
+from octipusd.runtime.levels import admit_child
 from octipusd.runtime.outcome import result_failed
 from octipusd.runtime.steering import submit
 from octipusd.store.aio import in_thread
@@ -82,16 +82,20 @@ class Delegation:
 
         Raises:
             ConflictError: the parent run is not live or is stopping.
-            InvalidRequestError: the depth limit is reached.
+            InvalidRequestError: a limit of ``swarm.levelDefaults`` refuses the child (depth, fan-out,
+                uncollected detached children, token budget or time limit; :func:`admit_child`).
         """
         parent = self._run
         if parent.registry.get(parent.run.id) is None or parent.ending is not None:
             why = parent.ending or "it ended"
             raise ConflictError(f"run {parent.run.id} is not live ({why}); a child needs a running parent")
-        if parent.depth >= MAX_DEPTH:
-            raise InvalidRequestError(
-                f"a child at depth {parent.depth} may not spawn children (the depth limit is {MAX_DEPTH})"
-            )
+        request = admit_child(  # the child level's token budget and time limit applied
+            parent.services.swarm.levelDefaults,
+            depth=parent.depth,
+            alive=len(self._children),
+            uncollected_detached=len(self._detached),
+            request=request,
+        )
         store = parent.services.store
         run = await in_thread(
             lambda: store.create_run(

@@ -136,6 +136,11 @@ class Invocation:
         )
         return stored + earlier
 
+    def spent(self) -> Usage:
+        """The tokens of this run's invocations that ended (accounted); the one streaming now is
+        :meth:`Attempt.usage` until its end."""
+        return self._spent
+
     def spent_in(self, vendor_session_id: str | None) -> Usage:
         """The tokens this run's ended invocations used in one vendor session (a thread's earlier
         usage, for a vendor that reports thread totals)."""

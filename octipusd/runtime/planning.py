@@ -22,14 +22,16 @@ from octipusd.environment import ROW_ONLY_OPTIONS
 from octipusd.errors import ConflictError, ExecutableNotFoundError, NotFoundError
 from octipusd.policy.spaces import check_space_model
 from octipusd.runner.executables import Resolution, resolve_executable
-from octipusd.runtime.children import LAZY_DISCOVERY_TOOLS, MAX_DEPTH
+from octipusd.runtime.children import LAZY_DISCOVERY_TOOLS
+from octipusd.runtime.levels import may_spawn
 from octipusd.runtime.sessions import fingerprint, provider_identity, tool_schema
+from octipusd.settings_swarm import LevelDefaults
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSession
 from octipusd.store.repository import Store
 from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
-from octipusd.tools import DEFAULT_TOOLS, child_tools, run_instructions
+from octipusd.tools import child_tools, root_tools, run_instructions
 
 __all__ = ["TurnBasis", "TurnPlan", "model_row", "plan_turn", "positive_int", "read_basis"]
 
@@ -172,7 +174,9 @@ def _read_session(store: Store, session_id: str, generation: int | None) -> tupl
     return records, workspace.resolve() if workspace.is_dir() else None
 
 
-async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, role: str | None) -> TurnPlan:
+async def plan_turn(
+    basis: TurnBasis, connected: ConnectorSet, *, depth: int, role: str | None, levels: LevelDefaults
+) -> TurnPlan:
     """Freeze the plan: tools, instructions and fingerprint of this invocation.
 
     Args:
@@ -180,9 +184,12 @@ async def plan_turn(basis: TurnBasis, connected: ConnectorSet, *, depth: int, ro
         connected: The run's connected ``mcpServers`` tools.
         depth: The run's depth (0 for a root run).
         role: A child's role, None for a root run.
+        levels: ``swarm.levelDefaults``: a run whose level may not spawn gets no delegation tools
+            (:func:`~octipusd.runtime.levels.may_spawn`, the rule ``spawn_child`` refuses by).
     """
     is_child = role is not None
-    own = child_tools(depth < MAX_DEPTH) if is_child else DEFAULT_TOOLS
+    delegates = may_spawn(levels, depth)
+    own = child_tools(delegates) if is_child else root_tools(delegates)
     tools = (*own, *connected.tools)
     # seed 003: a root's fingerprint covers the full tool schemas, a keyed child's its tool ids
     # (without the lazy discovery tools)

@@ -251,7 +251,11 @@ class RunSupervisor:
             basis = await self._in_tree(basis, self.tree)
         async with self._connect() as connected:
             plan = await plan_turn(
-                basis, connected, depth=self.depth, role=self.role if self.parent is not None else None
+                basis,
+                connected,
+                depth=self.depth,
+                role=self.role if self.parent is not None else None,
+                levels=services.swarm.levelDefaults,
             )
             await self._run_plan(plan)
 

@@ -32,6 +32,7 @@ from octipusd.adapter import (
     VendorEvent,
 )
 from octipusd.runtime.events import NOT_STORED
+from octipusd.runtime.levels import budget_tokens
 from octipusd.runtime.relay import BRIDGE_PREFIX
 from octipusd.runtime.reuse import keep_confirmed
 from octipusd.store.aio import in_thread
@@ -211,21 +212,19 @@ class VendorEvents:
 
     def _check_token_budget(self, tg: anyio.abc.TaskGroup) -> None:
         """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then
-        dropped). Counted: input, output and cache tokens the vendor reported so far."""
+        dropped). Counted over the whole run (its ended invocations, a cold retry's or a follow-up's
+        predecessors, and the one streaming now): input, output and cache writes, not cache reads
+        (:func:`~octipusd.runtime.levels.budget_tokens` says why)."""
         run = self._run
         request = run.child_request
         if request is None or request.token_budget is None or run.budget_exceeded:
             return
-        usage = run.attempt.usage()
-        used = (
-            usage.input_tokens
-            + usage.output_tokens
-            + usage.cache_creation_input_tokens
-            + usage.cache_read_input_tokens
-        )
+        # the event being handled belongs to the invocation streaming now, not accounted yet
+        used = budget_tokens(run.invocation.spent() + run.attempt.usage())
         if used > request.token_budget:
             run.budget_exceeded = True
             run.failure = run.failure or (
-                f"the child exceeded its token budget ({used} tokens used, budget {request.token_budget})"
+                f"the child exceeded its token budget ({used} tokens of input, output and cache writes "
+                f"used, budget {request.token_budget})"
             )
             run.stop_vendor(tg, run.failure)

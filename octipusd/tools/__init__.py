@@ -4,7 +4,8 @@
 agent's set): ``get_cli_run_context``, ``get_work_plan``, ``update_work_plan``,
 ``spawn_child``, ``collect_children``, ``steer_child`` and ``shell__run``. A child agent gets
 :func:`child_tools`: the same set without root-only plan editing, and without the delegation
-tools when it may not delegate further.
+tools when it may not delegate further (:func:`root_tools` likewise for a root whose level may
+not delegate).
 :data:`CHILD_ROLES` maps each spawnable role to its stable role prompt; :data:`ROOT_ROLE` is
 the root agent's role name. :func:`run_instructions` gives a run's stable system instructions
 (:data:`OCTIPUS_INSTRUCTIONS`, then a child's role prompt).
@@ -16,11 +17,13 @@ from octipusd.toolkit import ToolSpec, validate_tool_specs
 from octipusd.tools.children import (
     CHILD_ROLES,
     COLLECT_CHILDREN,
+    DELEGATION_TOOLS,
     ROOT_ROLE,
     SPAWN_CHILD,
     STEER_CHILD,
     child_tools,
     parse_child_request,
+    root_tools,
     validate_resume_key,
 )
 from octipusd.tools.context import GET_CLI_RUN_CONTEXT
@@ -45,6 +48,7 @@ __all__ = [
     "CHILD_ROLES",
     "COLLECT_CHILDREN",
     "DEFAULT_TOOLS",
+    "DELEGATION_TOOLS",
     "GET_CLI_RUN_CONTEXT",
     "GET_WORK_PLAN",
     "OCTIPUS_INSTRUCTIONS",
@@ -56,6 +60,7 @@ __all__ = [
     "ShellResult",
     "child_tools",
     "parse_child_request",
+    "root_tools",
     "run_instructions",
     "run_shell",
     "validate_resume_key",

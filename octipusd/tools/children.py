@@ -399,21 +399,31 @@ STEER_CHILD = ToolSpec(
 )
 
 
+#: The delegation tools: published together, and only to a run that may have children.
+DELEGATION_TOOLS = frozenset({SPAWN_CHILD.name, COLLECT_CHILDREN.name, STEER_CHILD.name})
+
+
 def child_tools(allow_spawn: bool) -> tuple[ToolSpec, ...]:
     """Return the tool set of a child agent.
 
     That is :data:`octipusd.tools.DEFAULT_TOOLS` without ``update_work_plan`` (plan editing is
-    root-only, seed 003) and, unless ``allow_spawn``, without ``spawn_child``; order is kept.
+    root-only, seed 003) and, unless ``allow_spawn``, without the :data:`DELEGATION_TOOLS`; order
+    is kept.
 
     Args:
-        allow_spawn: True when the child may spawn children of its own (depth allows it).
+        allow_spawn: True when the child may spawn children of its own (its level allows it).
     """
+    return _without({"update_work_plan"} if allow_spawn else {"update_work_plan", *DELEGATION_TOOLS})
+
+
+def root_tools(allow_spawn: bool) -> tuple[ToolSpec, ...]:
+    """Return the tool set of a root agent: :data:`octipusd.tools.DEFAULT_TOOLS`, without the
+    :data:`DELEGATION_TOOLS` unless ``allow_spawn`` (its level allows children); order is kept."""
+    return _without(set() if allow_spawn else set(DELEGATION_TOOLS))
+
+
+def _without(dropped: set[str]) -> tuple[ToolSpec, ...]:
     # Imported here: the package imports this module to build DEFAULT_TOOLS.
     from octipusd.tools import DEFAULT_TOOLS
 
-    dropped = (
-        {"update_work_plan"}
-        if allow_spawn
-        else {"update_work_plan", SPAWN_CHILD.name, COLLECT_CHILDREN.name, STEER_CHILD.name}
-    )
     return tuple(spec for spec in DEFAULT_TOOLS if spec.name not in dropped)

@@ -157,5 +157,35 @@ def test_cli_model_sections_are_the_adapters_declared_keys(tmp_path: Path) -> No
     }
 
 
+def test_swarm_level_table_from_toml_and_first_boot_variable(tmp_path: Path) -> None:
+    """A level table may give one key (the level's other limits keep their defaults); the seed's
+    first-boot variable turns worktree isolation on; a bad limit names its dotted key."""
+    config = tmp_path / "c.toml"
+    config.write_text("[swarm.levelDefaults.agent]\nfanOut = 1\n")
+    s = load_settings(config, _env(tmp_path, SWARM_WORKTREE_ISOLATION="true"))
+    assert s.swarm.worktreeIsolation is True
+    agent = s.swarm.levelDefaults.agent
+    assert (agent.fanOut, agent.tokens, agent.wallMs, agent.maxPendingDetached) == (1, 80_000, 600_000, 3)
+    assert s.swarm.levelDefaults.root.fanOut == 6 and s.swarm.levelDefaults.subagent.fanOut == 0
+    assert s.swarm.levelDefaults.at(1) == agent
+    defaults = load_settings(None, _env(tmp_path))
+    assert defaults.swarm.worktreeIsolation is False and defaults.swarm.levelDefaults.agent.fanOut == 4
+
+    nested = load_settings(None, _env(tmp_path, OCTIPUS_SWARM__LEVELDEFAULTS__ROOT__FANOUT="2"))
+    assert nested.swarm.levelDefaults.root.fanOut == 2 and nested.swarm.levelDefaults.root.tokens == 200_000
+
+    config.write_text("[swarm.levelDefaults.agent]\nfanOut = 101\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(config, _env(tmp_path))
+    message = info.value.message
+    assert "swarm.levelDefaults.agent.fanOut" in message and f"file {config}" in message, message
+    assert "a whole number of children from 0 to 100" in message, message
+    config.write_text("[swarm.levelDefaults.agnet]\nfanOut = 1\n")
+    with pytest.raises(ConfigError, match=r"swarm\.levelDefaults\.agnet: unknown setting"):
+        load_settings(config, _env(tmp_path))
+    with pytest.raises(ConfigError, match="environment variable SWARM_WORKTREE_ISOLATION"):
+        load_settings(None, _env(tmp_path, SWARM_WORKTREE_ISOLATION="maybe"))
+
+
 def test_socket_path_under_runtime_dir(tmp_path: Path) -> None:
     assert default_socket_path({"XDG_RUNTIME_DIR": str(tmp_path)}) == tmp_path / "octipus" / "octipusd.sock"
