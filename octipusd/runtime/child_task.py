@@ -68,12 +68,16 @@ class ChildTask:
         self.tree = ChildTree()
         self.attempts: list[RunSupervisor] = [handle]
         self.verdict: GateVerdict | None = None
+        #: Why Octipus itself could not carry the task on (a store or git failure), or None.
+        self.error: str | None = None
 
     async def run(self) -> dict[str, Any]:
         """Run the child to its end (retries included) and return its summary; shielded at the end.
 
         Never raises but cancellation: whatever happens, the worktree is finished, the receipt
         stored, the summary set on the handle and published to the parent as ``child_finished``.
+        A failure of Octipus itself (a store or git error, a bug) ends the task there: it is
+        logged and named in the receipt's notes, and a child that has not run is abandoned.
         """
         handle, parent = self.handle, self.parent
         current, executed = handle, False
@@ -89,6 +93,12 @@ class ChildTask:
                 if not self._retry_due(current):
                     break
                 current = await self._retry(current)
+        except OctipusError as exc:  # recorded on the receipt; the parent still gets a summary
+            log.warning("child task of run %s: %s", handle.run.id, exc.message)
+            self.error = exc.message
+        except Exception as exc:  # a bug must not take the daemon's task group down with it
+            log.exception("child task of run %s crashed", handle.run.id)
+            self.error = f"internal error: {exc!r}"
         finally:
             with anyio.CancelScope(shield=True):
                 if not executed:  # cancelled while its tree was prepared: it never ran
@@ -208,9 +218,11 @@ class ChildTask:
         services = self.parent.services
         final, verdict = final_attempt.run, self.verdict
         verified = verdict is None or verdict.passed
-        ok = final.status == RunStatus.SUCCEEDED and verified
+        ok = final.status == RunStatus.SUCCEEDED and verified and self.error is None
         worktree = await finish_tree(services.worktrees, self.tree, ok=ok)
         notes = tree_notes(worktree, ok)
+        if self.error is not None:
+            notes.insert(0, f"Octipus could not carry the child on: {self.error}")
         if not verified and verdict is not None:
             notes.insert(0, f"did not pass its gates: {verdict.reason}")
         receipt: dict[str, Any] = {

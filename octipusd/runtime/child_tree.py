@@ -106,6 +106,9 @@ async def prepare_tree(parent: RunSupervisor, role: str) -> ChildTree:
     except OctipusError as exc:
         log.warning("no worktree for a child of run %s: %s", parent.run.id, exc.message)
         return ChildTree(skipped=f"its worktree could not be created: {exc.message}")
+    except OSError as exc:  # the worktrees root or its pid file could not be written
+        log.warning("no worktree for a child of run %s: %s", parent.run.id, exc)
+        return ChildTree(skipped=f"its worktree could not be created: {exc}")
     if isinstance(worktree, str):
         return ChildTree(skipped=worktree)
     return ChildTree(worktree=worktree)
