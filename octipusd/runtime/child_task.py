@@ -241,15 +241,21 @@ class ChildTask:
                 continue
             if attempt is final_attempt:
                 final = stored
-        return _summary(self.handle, final_attempt, final, receipt, verified)
+        failure = None
+        if self.error is not None:
+            failure = f"Octipus could not carry the child on: {self.error}"
+        elif not verified:
+            failure = "it did not pass its gates (see notes and gates)"
+        return _summary(self.handle, final_attempt, final, receipt, failure)
 
 
 def _summary(
-    handle: RunSupervisor, last: RunSupervisor, final: Run, receipt: dict[str, Any], verified: bool
+    handle: RunSupervisor, last: RunSupervisor, final: Run, receipt: dict[str, Any], failure: str | None
 ) -> dict[str, Any]:
-    """The child's summary for its parent, under the first attempt's id."""
-    status = str(final.status) if verified else str(RunStatus.FAILED)
-    reason = final.reason if verified else "it did not pass its gates (see notes and gates)"
+    """The child's summary for its parent, under the first attempt's id; ``failure``: why the child
+    counts as failed although its last run may have succeeded (gates not passed, Octipus failed)."""
+    status = str(final.status) if failure is None else str(RunStatus.FAILED)
+    reason = final.reason if failure is None else failure
     optional = {
         key: receipt[key] for key in ("worktree", "worktreeSkipped", "gates", "notes") if receipt.get(key)
     }
