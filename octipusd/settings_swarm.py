@@ -10,7 +10,7 @@
     orphanReaperIntervalMs = 600000    # how often the orphan reaper sweeps (while isolation is on)
     [swarm.levelDefaults.agent]        # root (depth 0), agent (depth 1), subagent (depth 2)
     tokens = 80000                     # a child's token budget at this level (default and highest)
-    wallMs = 600000                    # a child's wall-clock limit at this level (default and highest)
+    wallMs = 600000                    # a child's active-work limit at this level (default and highest)
     fanOut = 4                         # children a run at this level may have alive at once
     maxPendingDetached = 3             # detached children it may leave uncollected at once
 
@@ -68,8 +68,9 @@ class LevelLimits(_Section):
         tokens: Token budget of a child at this level: its default, and the most ``spawn_child``'s
             ``tokenBudget`` may ask for (tokens). Unused at the root level (a root turn's budget
             is its model row's ``maxTokens``).
-        wallMs: Wall-clock limit of a child at this level: its default, and the most
-            ``timeoutSeconds`` may ask for (milliseconds). Unused at the root level.
+        wallMs: Active-work time limit of a child at this level (approval and delegation waits
+            excluded): its default, and the most ``timeoutSeconds`` may ask for (milliseconds).
+            Unused at the root level.
         fanOut: Children a run at this level may have alive at once (0: it may not spawn).
         maxPendingDetached: Detached children a run at this level may leave uncollected at once.
     """

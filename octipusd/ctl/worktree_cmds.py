@@ -100,6 +100,8 @@ def worktrees_diff(worktree_id: IdArg) -> None:
         text = new_client().request_text("GET", f"/worktrees/{part(worktree_id)}/diff", timeout=DIFF_WAIT_S)
     except OctipusError as exc:
         raise fail(exc) from None
+    if sys.stdout.isatty():  # a child's file may hold terminal escape sequences: show them inert
+        text = "".join(c if c.isprintable() or c in "\n\t" else f"\\x{ord(c):02x}" for c in text)
     sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
     if not text:
         console.print(f"[dim]worktree {safe(worktree_id)}: no difference from its base[/]")
@@ -204,15 +206,18 @@ def receipt_lines(receipt: dict[str, Any]) -> list[str]:
         lines.append(f"no worktree: {receipt['worktreeSkipped']}")
     setup = receipt.get("setup")
     if isinstance(setup, dict):
-        lines.append(f"setup: {setup.get('command', '?')} exited {setup.get('exitCode', '?')}")
-        if setup.get("exitCode") not in (0, None) and setup.get("output"):
-            lines.append(f"  {str(setup['output']).strip()[-300:]}")
+        code = setup.get("exitCode")
+        ended = f"exited {code}" if code is not None else str(setup.get("status") or "did not run")
+        lines.append(f"setup: {setup.get('command', '?')} {ended}")
+        if setup.get("status") != "passed" and (setup.get("reason") or setup.get("output")):
+            lines.append(f"  {str(setup.get('reason') or setup['output']).strip()[-300:]}")
     gates = [g for g in receipt.get("gates") or [] if isinstance(g, dict)]
     if gates:
         lines.append("gates:")
         lines += [_gate_line(g) for g in gates]
-    if receipt.get("attempts"):
-        lines.append(f"contract retries: {', '.join(map(str, receipt['attempts']))}")
+    attempts = receipt.get("attempts") or []
+    if len(attempts) > 1:
+        lines.append(f"attempts (contract retries after the first): {', '.join(map(str, attempts))}")
     for note in receipt.get("notes") or []:
         lines.append(f"note: {note}")
     known = {"worktree", "worktreeSkipped", "setup", "gates", "attempts", "notes"}

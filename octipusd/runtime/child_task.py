@@ -12,6 +12,7 @@ every attempt's run, and one summary handed to the parent under the first attemp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from octipusd.errors import OctipusError
 from octipusd.runtime.child_tree import ChildTree, finish_tree, prepare_tree, tree_notes, watch_tree
@@ -70,6 +72,11 @@ class ChildTask:
         self.verdict: GateVerdict | None = None
         #: Why Octipus itself could not carry the task on (a store or git failure), or None.
         self.error: str | None = None
+        #: The task was cancelled (its parent stopped, the daemon shutting down): nothing is merged.
+        self.cancelled = False
+        #: Run ids of the attempts that began executing (the others are abandoned at the end).
+        self.executed: set[str] = set()
+        self.gated = bool(handle.child_request.gates)
 
     async def run(self) -> dict[str, Any]:
         """Run the child to its end (retries included) and return its summary; shielded at the end.
@@ -80,19 +87,24 @@ class ChildTask:
         logged and named in the receipt's notes, and a child that has not run is abandoned.
         """
         handle, parent = self.handle, self.parent
-        current, executed = handle, False
+        current = handle
         try:
-            self.tree = await prepare_tree(parent, handle.role)
+            with anyio.CancelScope(shield=True):  # its thread cannot be stopped: keep what it made
+                self.tree = await prepare_tree(parent, handle.role)
+            await anyio.lowlevel.checkpoint()  # a cancel that came meanwhile lands here
             handle.tree = self.tree.path
             await self._announce()
             await self._setup()
-            executed = True
             while True:
+                self.executed.add(current.run.id)
                 await self._execute(current)
                 self.verdict = await self._verify(current)
                 if not self._retry_due(current):
                     break
                 current = await self._retry(current)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True  # whatever it did is committed and kept, never merged
+            raise
         except OctipusError as exc:  # recorded on the receipt; the parent still gets a summary
             log.warning("child task of run %s: %s", handle.run.id, exc.message)
             self.error = exc.message
@@ -101,16 +113,34 @@ class ChildTask:
             self.error = f"internal error: {exc!r}"
         finally:
             with anyio.CancelScope(shield=True):
-                if not executed:  # cancelled while its tree was prepared: it never ran
-                    await handle.abandon("its parent's call ended before the child started")
-                for attempt in self.attempts:
-                    self._untrack(attempt)
-                summary = await self._conclude(current)
-                handle.delegation.summary = summary
-                handle.delegation.summary_ready.set()
-                await parent.services.hub.emit(
-                    parent.run.id, "child_finished", {"child_run_id": summary["childRunId"], **summary}
-                )
+                summary = await self._end(self.attempts[-1])
+        return summary
+
+    async def _end(self, last: RunSupervisor) -> dict[str, Any]:
+        """End the task (shielded by the caller): abandon attempts that never ran, conclude, and
+        publish the summary; the summary is set on the handle whatever fails."""
+        summary: dict[str, Any] = {
+            "childRunId": self.handle.run.id,
+            "role": self.handle.role,
+            "status": str(RunStatus.FAILED),
+            "reason": "Octipus failed while ending the child (see the daemon's log)",
+        }
+        try:
+            for attempt in self.attempts:
+                if attempt.run.id not in self.executed:
+                    await attempt.abandon("its parent's call ended before the child started")
+                self._untrack(attempt)
+            summary = await self._conclude(last)
+        except Exception:  # the parent must still get an answer; the failure is in the log
+            log.exception("ending child task %s failed", self.handle.run.id)
+        finally:
+            self.handle.delegation.summary = summary
+            self.handle.delegation.summary_ready.set()
+        parent = self.parent
+        with contextlib.suppress(OctipusError):
+            await parent.services.hub.emit(
+                parent.run.id, "child_finished", {"child_run_id": summary["childRunId"], **summary}
+            )
         return summary
 
     async def _announce(self) -> None:
@@ -142,7 +172,7 @@ class ChildTask:
         if not passed:
             why = setup.get("reason") or f"exit code {setup.get('exitCode')}"
             note = _SETUP_NOTE.format(reason=why)
-            child.run = dataclasses.replace(child.run, prompt=child.run.prompt + note)
+            child.brief_note = note
 
     @staticmethod
     async def _execute(child: RunSupervisor) -> None:
@@ -200,6 +230,7 @@ class ChildTask:
         child = parent.child(run, request, tree=self.tree.path)
         parent.registry.add(child)
         self.attempts.append(child)
+        self._untrack(previous)  # one logical child stays listed as alive: its current attempt
         self._track(child)
         retries = self.parent.services.swarm.contractRetries
         await parent.services.hub.emit(
@@ -217,14 +248,21 @@ class ChildTask:
         """Finish the worktree, store the receipt on every attempt, build the summary (call shielded)."""
         services = self.parent.services
         final, verdict = final_attempt.run, self.verdict
-        verified = verdict is None or verdict.passed
-        ok = final.status == RunStatus.SUCCEEDED and verified and self.error is None
+        succeeded = final.status == RunStatus.SUCCEEDED
+        verified = not self.gated or (verdict is not None and verdict.passed)
+        ok = succeeded and verified and self.error is None and not self.cancelled
         worktree = await finish_tree(services.worktrees, self.tree, ok=ok)
         notes = tree_notes(worktree, ok)
+        unverified = None
+        if succeeded and not verified:
+            unverified = (
+                f"did not pass its gates: {verdict.reason}"
+                if verdict is not None
+                else "its gate checks did not run to the end (the child was stopped)"
+            )
+            notes.insert(0, unverified)
         if self.error is not None:
             notes.insert(0, f"Octipus could not carry the child on: {self.error}")
-        if not verified and verdict is not None:
-            notes.insert(0, f"did not pass its gates: {verdict.reason}")
         receipt: dict[str, Any] = {
             "worktree": worktree,
             "worktreeSkipped": self.tree.skipped if self.tree.worktree is None else None,
@@ -233,6 +271,7 @@ class ChildTask:
             "attempts": [a.run.id for a in self.attempts],
             "notes": notes,
         }
+        receipt = _valid_text(receipt)  # git output may carry bytes that are not UTF-8
         for attempt in self.attempts:
             try:
                 stored = await in_thread(services.store.set_run_receipt, attempt.run.id, receipt)
@@ -244,7 +283,7 @@ class ChildTask:
         failure = None
         if self.error is not None:
             failure = f"Octipus could not carry the child on: {self.error}"
-        elif not verified:
+        elif unverified is not None:
             failure = "it did not pass its gates (see notes and gates)"
         return _summary(self.handle, final_attempt, final, receipt, failure)
 
@@ -272,3 +311,15 @@ def _summary(
         **optional,
         **({"attempts": attempts} if len(attempts) > 1 else {}),
     }
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` (JSON-like) with every string made valid UTF-8 (a lone surrogate becomes ``?``),
+    so the stored receipt can always be sent as JSON."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_text(v) for v in value]
+    return value

@@ -149,11 +149,12 @@ class Delegation:
         return await ChildTask(child, self._track, self._untrack).run()
 
     def _track(self, child: RunSupervisor) -> None:
-        """A contract retry of a child started: it is live (stopped with this run, listed pending)."""
+        """A contract retry of a child starts: it is live (stopped with this run, listed pending,
+        counted in the fan-out) in place of the attempt it replaces."""
         self._children.append(child)
 
     def _untrack(self, child: RunSupervisor) -> None:
-        """An attempt of a child ended."""
+        """An attempt of a child is over: it ended, or a retry replaced it, or its task ended."""
         with contextlib.suppress(ValueError):
             self._children.remove(child)
 

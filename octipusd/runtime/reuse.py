@@ -117,7 +117,7 @@ async def launch_prompt(
     """
     store, record = run.services.store, run.run
     if run.parent is not None:
-        launch = LaunchPrompt(record.prompt)
+        launch = LaunchPrompt(record.prompt + (run.brief_note or ""))
     else:
         checkpoint = None
         if resume.resume and stored is not None:

@@ -115,6 +115,8 @@ class RunSupervisor:
         self.child_request = request
         #: The worktree this run works in (None: the session's workspace).
         self.tree = tree
+        #: What Octipus adds to a child's stored brief when it launches (a failed worktree setup).
+        self.brief_note: str | None = None
         self.role = request.role if request is not None else ROOT_ROLE
         self.timeout = request.timeout_seconds if request is not None else None
         self.lineage: str | None = None

@@ -206,7 +206,7 @@ class Run:
             "Resuming child sessions per role and task"); None when it had none.
         receipt: For a child agent's run, its receipt once it ended: its worktree (branch, head,
             diff stat, files, merge outcome), why it had none, its gate results and attempts
-            (``octipusd.runtime.receipts``); None for a root turn or a child still running.
+            (``octipusd.runtime.child_task``); None for a root turn or a child still running.
     """
 
     id: str

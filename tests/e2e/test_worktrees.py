@@ -208,7 +208,7 @@ RECEIPT: dict[str, Any] = {
             "retryable": True,
         }
     ],
-    "attempts": ["r-retry-1"],
+    "attempts": ["r-first", "r-retry-1"],
     "notes": ["work is on octipus/c9, NOT merged"],
 }
 
@@ -247,7 +247,7 @@ def test_runs_show_renders_a_childs_receipt_and_lists_the_children(
         "kept: octipus/c9 holds the work",
         "node_modules linked",
         "- tests: failed, exit 1 (required, retryable): pytest -q",
-        "contract retries: r-retry-1",
+        "attempts (contract retries after the first): r-first, r-retry-1",
         "note: work is on octipus/c9, NOT merged",
         f"no worktree: {skipped}",
     ):

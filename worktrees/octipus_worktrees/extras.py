@@ -1,8 +1,8 @@
 """What a new worktree gets besides git's checkout (FACTS.md §1, "node_modules"; issue 15 item 4).
 
 ``node_modules``: one symlink to the project's, ignored through the common ``info/exclude``.
-``.worktreeinclude``: untracked files at the repository root matching its patterns (gitignore
-syntax, matched by git itself) are copied to the same relative path.
+``.worktreeinclude``: untracked files matching its patterns (gitignore syntax, matched by git
+itself) that the project also ignores are copied to the same relative path.
 """
 
 from __future__ import annotations
@@ -73,7 +73,11 @@ def _exclude_once(exclude: Path) -> None:
 
 
 def copy_included(project: Path, worktree: Path, git: Git) -> tuple[str, ...]:
-    """Copy the project's untracked files matching ``.worktreeinclude`` into ``worktree``.
+    """Copy the project's ignored files matching ``.worktreeinclude`` into ``worktree``.
+
+    A matched file the project's own ignore rules (``.gitignore``, ``info/exclude``, the user's
+    excludes file) do not cover is not copied: the finish commits everything not ignored, so it
+    would end up on the child's branch and, merged, in the project's history.
 
     Git lists them (``ls-files --others --ignored --exclude-from``, so the syntax is git's own
     and tracked files never match). A file whose real path leaves the project, or whose
@@ -89,9 +93,12 @@ def copy_included(project: Path, worktree: Path, git: Git) -> tuple[str, ...]:
     if not (project / INCLUDE_FILE).is_file() or (project / INCLUDE_FILE).is_symlink():
         return ()
     listing = git.read("ls-files", "-z", "--others", "--ignored", f"--exclude-from={INCLUDE_FILE}")
+    # only files git itself ignores: a matched file the project does not ignore would be committed
+    # on the child's branch at finish (``add -A``) and merged into the project's history
+    ignored = set(git.read("ls-files", "-z", "--others", "--ignored", "--exclude-standard").split("\0"))
     top, dest_top = project.resolve(), worktree.resolve()
     copied: list[str] = []
-    for name in sorted(filter(None, listing.split("\0"))):
+    for name in sorted(n for n in listing.split("\0") if n and n in ignored):
         source, dest = project / name, worktree / name
         if not source.resolve().is_relative_to(top) or not source.is_file():
             continue

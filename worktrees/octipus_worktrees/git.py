@@ -32,11 +32,13 @@ __all__ = [
 AGENT_NAME: Final = "Octipus agent"
 AGENT_EMAIL: Final = "octipus-agent@localhost"
 
-#: ``-c`` settings of every server-side git call: no hook, no fsmonitor daemon, no signing
-#: prompt, and Octipus as the author of what it commits.
+#: ``-c`` settings of every server-side git call: no hook, no fsmonitor daemon, no background
+#: maintenance, no signing prompt, and Octipus as the author of what it commits.
 SERVER_CONFIG: Final[tuple[str, ...]] = (
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
+    "gc.auto=0",  # no detached ``gc --auto`` left running after a commit or merge
+    "maintenance.auto=false",
     "commit.gpgsign=false",
     "tag.gpgsign=false",
     f"user.name={AGENT_NAME}",

@@ -67,7 +67,7 @@ def test_a_full_receipt_names_branch_head_stat_merge_kept_ref_and_gates() -> Non
             },
             "setup": {"command": "npm ci", "exitCode": 1, "output": "npm ERR! missing lockfile\n"},
             "gates": [{"name": "lint", "status": "passed", "exitCode": 0, "required": False}],
-            "attempts": ["r2"],
+            "attempts": ["r1", "r2"],
             "notes": ["NOT merged: octipus/c1-detached holds the work"],
             "future": {"x": 1},
         }
@@ -84,7 +84,7 @@ def test_a_full_receipt_names_branch_head_stat_merge_kept_ref_and_gates() -> Non
         "  npm ERR! missing lockfile",
         "gates:",
         "  - lint: passed, exit 0",
-        "contract retries: r2",
+        "attempts (contract retries after the first): r1, r2",
         "note: NOT merged: octipus/c1-detached holds the work",
         'future: {"x": 1}',
     ]

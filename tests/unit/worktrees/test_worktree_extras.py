@@ -50,7 +50,11 @@ def test_worktreeinclude_copies_untracked_matches_only(
     project: Path, manager: WorktreeManager, tmp_path: Path
 ) -> None:
     (project / ".worktreeinclude").write_text(".env\n.env.*\n", encoding="utf-8")
+    (project / ".gitignore").write_text(".env\n.env.local\n", encoding="utf-8")
+    git(project, "add", ".gitignore")
+    git(project, "commit", "-q", "-m", "ignore env files")
     (project / ".env").write_text("SECRET=1\n", encoding="utf-8")
+    (project / ".env.unignored").write_text("NOT IGNORED=1\n", encoding="utf-8")
     (project / "config").mkdir()
     (project / "config" / ".env.local").write_text("LOCAL=1\n", encoding="utf-8")
     (project / ".env.tracked").write_text("TRACKED=original\n", encoding="utf-8")
@@ -68,3 +72,5 @@ def test_worktreeinclude_copies_untracked_matches_only(
     assert (wt.path / "config" / ".env.local").read_text(encoding="utf-8") == "LOCAL=1\n"
     assert (wt.path / ".env.tracked").read_text(encoding="utf-8") == "TRACKED=original\n"
     assert not (wt.path / "other.txt").exists() and not (wt.path / ".env.link").exists()
+    # matched but not ignored by the project: it would be committed on the child's branch
+    assert not (wt.path / ".env.unignored").exists()
