@@ -163,6 +163,7 @@ class CommandEnd:
             characters plus a cut note; for a refusal, the refusal.
         why: One line: ``exited 1``, ``timed out after 30 s``, the refusal or the environment failure.
         fixable: It ran and failed: changing the code may make it pass.
+        timed_out: It ran past its deadline (journaled ``uncertain``; not fixable by a retry).
     """
 
     command: str
@@ -171,6 +172,7 @@ class CommandEnd:
     output: str = ""
     why: str = ""
     fixable: bool = False
+    timed_out: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """``{"command", "status", "exitCode", "output", "reason"}`` (JSON-ready)."""
@@ -431,8 +433,11 @@ def _ended(command: str, executed: Executed, seconds: float) -> CommandEnd:
     code = value.get("exit_code")
     output = _tail(value)
     if value.get("timed_out"):
-        why = f"timed out after {seconds:g} s (its process group was stopped)"
-    elif code == 0:
+        # journaled ``uncertain`` like any timed-out shell__run: the recovery review would refuse a
+        # retried child's changes until a person looks, so a timeout is not retried
+        why = f"timed out after {seconds:g} s (its process group was stopped; the journal holds it uncertain)"
+        return CommandEnd(command, GateStatus.FAILED, code, output, why, timed_out=True)
+    if code == 0:
         return CommandEnd(command, GateStatus.PASSED, code, output, "exited 0")
     elif isinstance(code, int) and code > 0:
         why = f"exited {code}"
@@ -545,6 +550,8 @@ def _final(end: _GateEnd) -> str:
     if end.status is GateStatus.ENVIRONMENT_FAILURE:
         return f"gate {name!r} cannot run in this environment (not a problem of the code)"
     if not end.decided_by.fixable:
+        if end.decided_by.timed_out:
+            return f"gate {name!r} timed out; its outcome awaits a recovery review, so the child is not retried"
         return f"gate {name!r} did not run, and a retry of the child cannot change that"
     return f"gate {name!r} failed and is not retryable"
 

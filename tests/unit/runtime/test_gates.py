@@ -168,11 +168,14 @@ async def test_a_failing_gate_retries_with_its_command_exit_code_and_output(
     assert "expected 2 got 3" in verdict.reason and "Fix the cause" in verdict.reason
 
 
-async def test_a_timed_out_gate_fails_fixably(store: Store, tmp_path: Path) -> None:
+async def test_a_timed_out_gate_fails_and_is_not_retried(store: Store, tmp_path: Path) -> None:
+    """Its command is journaled uncertain: a retried child's changes would wait for a recovery
+    review, so the verdict does not ask for a retry and says why."""
     async with _child(store, tmp_path) as child:
         verdict = await child.gates([{"command": "sleep 30", "timeoutSeconds": 1}])
-    assert not verdict.passed and verdict.retry
+    assert not verdict.passed and not verdict.retry
     assert verdict.results[0]["reason"].startswith("timed out after 1 s")
+    assert "awaits a recovery review" in verdict.reason
     assert [a.outcome for a in store.list_actions(run_id=child.run.id)] == ["uncertain"]
 
 
