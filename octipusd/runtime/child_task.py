@@ -27,11 +27,12 @@ from octipusd.runtime.child_tree import ChildTree, finish_tree, prepare_tree, tr
 from octipusd.runtime.gates import GateVerdict, caller_of, run_gates, run_setup_command
 from octipusd.store.aio import in_thread
 from octipusd.store.records import Run, RunStatus
+from octipusd.toolkit import ChildRequest
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
 
-__all__ = ["ChildTask"]
+__all__ = ["ChildTask", "new_child"]
 
 log = logging.getLogger("octipusd.runtime.child_task")
 
@@ -44,6 +45,28 @@ _SETUP_NOTE = (
     "\n\n[Octipus] The worktree setup command failed before you started ({reason}); dependencies "
     "it installs may be missing."
 )
+
+
+async def new_child(parent: RunSupervisor, request: ChildRequest, tree: Path | None = None) -> RunSupervisor:
+    """Store a child run of ``parent`` for ``request`` (status ``queued``) and register its supervisor.
+
+    Raises:
+        StoreError: the run could not be stored (nothing is registered).
+    """
+    store = parent.services.store
+    run = await in_thread(
+        lambda: store.create_run(
+            session_id=parent.session_id,
+            prompt=request.brief,
+            owner=parent.services.owner,
+            plan_mode=parent.run.plan_mode,
+            parent_run_id=parent.run.id,
+            role=request.role,
+        )
+    )
+    child = parent.child(run, request, tree=tree)
+    parent.registry.add(child)
+    return child
 
 
 class ChildTask:
@@ -216,19 +239,7 @@ class ChildTask:
             previous.child_request,
             brief=self.brief + _RETRY_NOTE.format(run=previous.run.id, reason=verdict.reason),
         )
-        store = parent.services.store
-        run = await in_thread(
-            lambda: store.create_run(
-                session_id=parent.session_id,
-                prompt=request.brief,
-                owner=parent.services.owner,
-                plan_mode=parent.run.plan_mode,
-                parent_run_id=parent.run.id,
-                role=request.role,
-            )
-        )
-        child = parent.child(run, request, tree=self.tree.path)
-        parent.registry.add(child)
+        child = await new_child(parent, request, tree=self.tree.path)
         self.attempts.append(child)
         self._untrack(previous)  # one logical child stays listed as alive: its current attempt
         self._track(child)
@@ -236,7 +247,7 @@ class ChildTask:
         await parent.services.hub.emit(
             parent.run.id,
             "child_spawned",
-            {"child_run_id": run.id, "role": request.role, "retry_of": self.handle.run.id},
+            {"child_run_id": child.run.id, "role": request.role, "retry_of": self.handle.run.id},
         )
         await child.notice(
             f"contract retry {len(self.attempts) - 1} of at most {retries} (swarm.contractRetries) of "

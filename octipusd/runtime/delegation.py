@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from octipusd.errors import ConflictError, InvalidRequestError
-from octipusd.runtime.child_task import ChildTask
+from octipusd.runtime.child_task import ChildTask, new_child
 from octipusd.runtime.invocation import Attempt
 from octipusd.runtime.levels import admit_child
 from octipusd.runtime.outcome import result_failed
 from octipusd.runtime.steering import submit
-from octipusd.store.aio import in_thread
 from octipusd.store.records import RunStatus
 from octipusd.toolkit import ChildRequest
 
@@ -96,19 +95,8 @@ class Delegation:
             uncollected_detached=len(self._detached),
             request=request,
         )
-        store = parent.services.store
-        run = await in_thread(
-            lambda: store.create_run(
-                session_id=parent.session_id,
-                prompt=request.brief,
-                owner=parent.services.owner,
-                plan_mode=parent.run.plan_mode,
-                parent_run_id=parent.run.id,
-                role=request.role,
-            )
-        )
-        child = parent.child(run, request)
-        parent.registry.add(child)
+        child = await new_child(parent, request)
+        run = child.run
         self._children.append(child)
         started = False
         try:

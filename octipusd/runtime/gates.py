@@ -551,7 +551,9 @@ def _final(end: _GateEnd) -> str:
         return f"gate {name!r} cannot run in this environment (not a problem of the code)"
     if not end.decided_by.fixable:
         if end.decided_by.timed_out:
-            return f"gate {name!r} timed out; its outcome awaits a recovery review, so the child is not retried"
+            return (
+                f"gate {name!r} timed out; its outcome awaits a recovery review, so the child is not retried"
+            )
         return f"gate {name!r} did not run, and a retry of the child cannot change that"
     return f"gate {name!r} failed and is not retryable"
 
