@@ -34,10 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import os
-import re
-import shutil
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,8 +42,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from octipusd.errors import OctipusError
-from octipusd.policy.dirswitch import directory_switches, needs_expansion
-from octipusd.policy.shellwords import WRAPPERS, command_index, command_name, parse, unwrap, wordset
+from octipusd.runtime.gate_checks import missing_program, switch_problem, tree_root
 from octipusd.runtime.host import action_scope
 from octipusd.runtime.manual_host import ManualCallHost
 from octipusd.runtime.services import RunServices
@@ -55,7 +51,6 @@ from octipusd.tools import SHELL_RUN
 from octipusd.tools.gate_args import DEFAULT_GATE_TIMEOUT_SECONDS
 from octipusd.tools.shell import (
     MAX_TIMEOUT_SECONDS as SHELL_MAX_TIMEOUT_SECONDS,
-    base_environment,
     check_syntax,
 )
 
@@ -81,15 +76,6 @@ GATE_OUTPUT_TAIL_CHARS = 1500
 MAX_REASON_CHARS = 8000
 #: Deadline of the worktree setup command (seconds): ``shell__run``'s own cap.
 SETUP_TIMEOUT_SECONDS = SHELL_MAX_TIMEOUT_SECONDS
-
-#: Shell builtins a command may start that are no program on PATH.
-_BUILTINS = wordset(
-    ": . [ alias bg break cd command continue echo eval exec exit export false fc fg getopts hash "
-    "jobs kill local newgrp printf pwd read readonly return set shift source test times trap true "
-    "type ulimit umask unalias unset wait"
-)
-#: A shell function definition (``name()``): its name is no program either.
-_FUNCTION = re.compile(r"[\w-]+\s*\(\s*\)")
 
 
 class GateStatus(enum.StrEnum):
@@ -270,7 +256,7 @@ async def run_gates(
         Cancellation: a running command's process group is stopped first (the journal records the
             call ``uncertain``).
     """
-    root, problem = _tree_root(tree)
+    root, problem = tree_root(tree)
     ends: list[_GateEnd] = []
     for gate in gates:
         if root is None:
@@ -307,7 +293,7 @@ async def run_setup_command(
     Raises:
         Cancellation: as for :func:`run_gates`.
     """
-    root, problem = _tree_root(tree)
+    root, problem = tree_root(tree)
     if root is None:
         return CommandEnd(command, GateStatus.ENVIRONMENT_FAILURE, why=problem).to_dict()
     end = await _run_command(services, caller, root, command, SETUP_TIMEOUT_SECONDS, switches=False)
@@ -315,17 +301,6 @@ async def run_setup_command(
 
 
 # ------------------------------------------------------------------ one gate, one command
-
-
-def _tree_root(tree: Path) -> tuple[Path | None, str]:
-    """``(the tree resolved, "")``, or ``(None, why it is unavailable)``."""
-    try:
-        root = tree.resolve(strict=True)
-    except (OSError, RuntimeError) as exc:
-        return None, f"the child's tree {tree} is not available ({exc.__class__.__name__}: {exc})"
-    if not root.is_dir():
-        return None, f"the child's tree {tree} is not a directory"
-    return root, ""
 
 
 async def _run_gate(
@@ -364,9 +339,9 @@ async def _run_command(
     services: RunServices, caller: GateCaller, root: Path, command: str, seconds: float, *, switches: bool
 ) -> CommandEnd:
     """The checks of step 1 (module docstring), then the command through the shell tool's path."""
-    problem = _switch_problem(command, root) if switches else None
+    problem = switch_problem(command, root) if switches else None
     if problem is None:
-        problem = _missing_program(command)
+        problem = missing_program(command)
     if problem is not None:
         return CommandEnd(command, GateStatus.ENVIRONMENT_FAILURE, why=problem)
     try:
@@ -454,55 +429,6 @@ def _tail(result: dict[str, Any]) -> str:
         return text
     cut = len(text) - GATE_OUTPUT_TAIL_CHARS
     return f"[... {cut} earlier characters cut]\n{text[cut:]}"
-
-
-# ------------------------------------------------------------------ environment checks
-
-
-def _switch_problem(command: str, root: Path) -> str | None:
-    """Why an explicit directory switch of ``command`` cannot be used in ``root``, or None."""
-    for switch in directory_switches(command):
-        if needs_expansion(switch.path):
-            return f"{switch.spelling!r}: the shell expands it, so it cannot be checked to stay in the child's tree"
-        try:
-            target = (root / os.path.expanduser(switch.path)).resolve()
-        except (OSError, RuntimeError) as exc:
-            return f"{switch.spelling!r}: {switch.path} cannot be resolved ({exc})"
-        if target != root and not target.is_relative_to(root):
-            return f"{switch.spelling!r} points outside the child's tree {root}"
-        if not (target.is_dir() if switch.directory else target.exists()):
-            return f"{switch.spelling!r}: {switch.path} is not available in the child's tree {root}"
-    return None
-
-
-def _programs(command: str) -> Iterator[str]:
-    """The command words of ``command``'s own simple commands, with the commands wrappers such as
-    ``timeout 60 pnpm test`` start (not ``python -m MODULE``: a module is no program)."""
-    for simple in parse(command).commands:
-        words: Sequence[str] = simple.words
-        while (index := command_index(words)) < len(words):
-            name = command_name(words[index])
-            yield words[index]
-            inner = unwrap(name, words[index + 1 :]) if name in WRAPPERS else None
-            if not inner:
-                break
-            words = inner
-
-
-def _missing_program(command: str) -> str | None:
-    """The first program ``command`` starts that is not on the shell's PATH, as a reason, or None.
-
-    A line that sets PATH or defines a shell function is not checked (its names are the shell's).
-    """
-    if "PATH" in command or _FUNCTION.search(command):
-        return None
-    path = base_environment().get("PATH", os.defpath)
-    for word in _programs(command):
-        if "/" in word or needs_expansion(word) or word in _BUILTINS:
-            continue
-        if shutil.which(word, path=path) is None:
-            return f"{word} is not installed here (not on the PATH the shell tool uses)"
-    return None
 
 
 # ------------------------------------------------------------------ the verdict
