@@ -193,6 +193,14 @@ class Git:
         """Whether ``older`` is reachable from ``newer`` (git proves it, or it is not)."""
         return self.run("merge-base", "--is-ancestor", older, newer).ok
 
+    def uncommitted(self) -> str | None:
+        """Why this working tree is not clean (a change, or an untracked file; ignored files do not
+        count), or None when it is clean. A git that fails says so (its stderr, cut)."""
+        status = self.run("status", "--porcelain", "--untracked-files=all")
+        if not status.ok:
+            return self.quote(status.stderr)
+        return "it has uncommitted changes" if status.stdout else None
+
     def tracked_changes(self) -> bool:
         """Whether the index or a tracked file differs from HEAD (untracked files do not count)."""
         return bool(self.read("status", "--porcelain", "--untracked-files=no"))

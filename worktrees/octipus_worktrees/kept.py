@@ -21,6 +21,7 @@ from .git import Git, printable
 from .merge import merge_branch
 from .model import DiscardOutcome, MergeOutcome, ReapAction, Worktree, WorktreeInfo
 from .owner import owner_alive
+from .removal import delete_if_merged
 
 if TYPE_CHECKING:
     from .lifecycle import WorktreeManager
@@ -81,18 +82,12 @@ def settle(project: Git, refs: Iterable[str]) -> tuple[list[str], list[str]]:
         The refs deleted, and the refs that exist and were not deleted (not merged, or git
         refused, e.g. the branch is checked out somewhere); refs that do not exist are in neither.
     """
-    current = project.symbolic_head()
     deleted: list[str] = []
     remaining: list[str] = []
     for ref in refs:
-        tip = project.ref_sha(f"refs/heads/{ref}")
-        if tip is None:
+        if project.ref_sha(f"refs/heads/{ref}") is None:
             continue
-        merged = current is not None and project.is_ancestor(tip, current)
-        if merged and project.run("branch", "-d", ref, write=True).ok:
-            deleted.append(ref)
-        else:
-            remaining.append(ref)
+        (deleted if delete_if_merged(project, ref) else remaining).append(ref)
     return deleted, remaining
 
 
@@ -234,9 +229,8 @@ def _remove_clean(manager: WorktreeManager, project: Git, wt: Worktree) -> tuple
     if wt.path.resolve() not in manager.registered(project):
         raise ConflictError(f"{wt.path} is not a worktree of {wt.project}; nothing was discarded")
     here = Git(wt.path, manager.limits)
-    status = here.run("status", "--porcelain", "--untracked-files=all")
-    if not status.ok or status.stdout:
-        why = "it has uncommitted changes" if status.ok else here.quote(status.stderr)
+    why = here.uncommitted()
+    if why is not None:
         raise ConflictError(f"worktree {wt.path} is not discarded: {why}; commit or delete them first")
     head = here.head_sha()
     project.write("worktree", "remove", "--force", str(wt.path))

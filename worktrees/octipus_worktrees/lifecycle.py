@@ -46,6 +46,7 @@ from .model import (
 )
 from .owner import owner_alive
 from .reaper import MIN_AGE_S, reap
+from .removal import delete_if_merged, keep_reachable
 
 __all__ = ["COMMIT_MESSAGE", "WorktreeManager"]
 
@@ -481,12 +482,11 @@ class WorktreeManager:
         project = Git(wt.project, self.limits)
         if wt.path.is_dir():
             here = Git(wt.path, self.limits)
-            status = here.run("status", "--porcelain", "--untracked-files=all")
-            if not status.ok or status.stdout:
-                why = "it has uncommitted changes" if status.ok else here.quote(status.stderr)
+            why = here.uncommitted()
+            if why is not None:
                 return RemoveOutcome(False, False, wt.branch, f"worktree {wt.path} left in place: {why}")
             head = here.head_sha()
-            reachable, kept_ref = self._keep_reachable(project, wt, head) if head else (False, None)
+            reachable, kept_ref = keep_reachable(project, wt, head) if head else (False, None)
             if not reachable:
                 why = f"its HEAD {head} would become unreachable"
                 return RemoveOutcome(False, False, wt.branch, f"worktree {wt.path} left in place: {why}")
@@ -495,7 +495,7 @@ class WorktreeManager:
             kept_ref = None
         project.write("worktree", "prune")
         (self.root / f"{wt.id}.pid").unlink(missing_ok=True)
-        deleted = kept_ref != wt.branch and self._delete_if_merged(project, wt.branch)
+        deleted = kept_ref != wt.branch and delete_if_merged(project, wt.branch)
         if kept_ref is None and not deleted and project.ref_sha(f"refs/heads/{wt.branch}") is not None:
             kept_ref = wt.branch
         if kept_ref is None:
@@ -503,38 +503,6 @@ class WorktreeManager:
         else:
             self.write_record(wt, kept_ref)
         return RemoveOutcome(True, deleted, kept_ref, f"worktree {wt.path} removed")
-
-    @staticmethod
-    def _keep_reachable(project: Git, wt: Worktree, head: str) -> tuple[bool, str | None]:
-        """Make ``head`` reachable from a local branch: whether it is, and the Octipus ref that
-        keeps it (None when a branch other than ``octipus/<id>`` already contains it)."""
-        ref = f"refs/heads/{wt.branch}"
-        holders = project.read(
-            "for-each-ref", "--contains", head, "--format=%(refname)", "refs/heads"
-        ).split()
-        if any(holder != ref for holder in holders):
-            return True, None
-        if ref in holders:
-            return True, wt.branch
-        tip = project.ref_sha(ref)
-        if (
-            tip is not None
-            and project.is_ancestor(tip, head)
-            and project.run("update-ref", ref, head, tip).ok
-        ):
-            return True, wt.branch
-        detached = wt.branch + DETACHED_SUFFIX
-        if project.run("branch", "--no-track", detached, head, write=True).ok:
-            return True, detached
-        return False, None
-
-    @staticmethod
-    def _delete_if_merged(project: Git, branch: str) -> bool:
-        """``git branch -d`` when the project's current branch contains ``branch``'s tip."""
-        current, tip = project.symbolic_head(), project.ref_sha(f"refs/heads/{branch}")
-        if current is None or tip is None or not project.is_ancestor(tip, current):
-            return False
-        return project.run("branch", "-d", branch, write=True).ok
 
 
 def _linked_gitdir(dot_git: Path) -> Path | None:

@@ -145,9 +145,9 @@ def _why_kept(manager: WorktreeManager, wt: Worktree) -> str | None:
     if wt.path.resolve() not in manager.registered(project):
         return f"{wt.path} is not a worktree of {wt.project}"
     here = Git(wt.path, manager.limits)
-    status = here.run("status", "--porcelain", "--untracked-files=all")
-    if not status.ok or status.stdout:
-        return "it has uncommitted changes" if status.ok else here.quote(status.stderr)
+    why = here.uncommitted()
+    if why is not None:
+        return why
     current = project.symbolic_head()
     if current is None:
         return f"{wt.project}'s HEAD is detached: nothing to be merged into"
