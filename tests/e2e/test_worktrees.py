@@ -25,6 +25,7 @@ from octipus_worktrees import Worktree, WorktreeManager
 from octipusd.errors import ApiError
 from octipusd.store import Store
 from octipusd.testing.harness import DaemonHarness
+from tests.unit.worktrees.worktree_support import make_project
 
 UNUSED_MODEL = "http://127.0.0.1:9"
 #: Seconds an octipusctl command may take here.
@@ -44,13 +45,7 @@ def has_ref(repo: Path, ref: str) -> bool:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
-    git(repo, "add", "notes.txt")
-    git(repo, "commit", "-q", "-m", "initial")
-    return repo.resolve()
+    return make_project(tmp_path)
 
 
 @pytest.fixture(scope="module")

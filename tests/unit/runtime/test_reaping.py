@@ -15,20 +15,14 @@ import pytest
 from octipus_worktrees import ReapAction, WorktreeManager
 
 from octipusd.runtime.reaping import OrphanReaper
-from tests.unit.worktrees.worktree_support import git
+from tests.unit.worktrees.worktree_support import make_project
 
 OLD_S = 2 * 3600.0  # seconds in the past the "old" worktree's files were written
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "notes.txt").write_text("one\n", encoding="utf-8")
-    git(repo, "add", "notes.txt")
-    git(repo, "commit", "-q", "-m", "initial")
-    return repo.resolve()
+    return make_project(tmp_path)
 
 
 @pytest.fixture

@@ -6,19 +6,13 @@ from pathlib import Path
 
 import pytest
 from octipus_worktrees import WorktreeManager
-from worktree_support import git
+from worktree_support import make_project
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A repository on ``main`` with ``notes.txt`` (three lines) committed."""
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
-    git(repo, "add", "notes.txt")
-    git(repo, "commit", "-q", "-m", "initial")
-    return repo.resolve()
+    return make_project(tmp_path)
 
 
 @pytest.fixture

@@ -16,3 +16,15 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
 
 def out(cwd: Path, *args: str) -> str:
     return git(cwd, *args).stdout.strip()
+
+
+def make_project(tmp_path: Path) -> Path:
+    """A repository ``<tmp_path>/project`` on ``main`` with ``notes.txt`` (three lines) committed;
+    its real path."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo.resolve()
