@@ -128,4 +128,12 @@ def _decode(response: httpx.Response) -> Any:
             if isinstance(d, dict)
         )
         raise ApiError("invalid_request", message, response.status_code)
+    if isinstance(body.get("detail"), str) and "message" not in body:  # no route matched the path
+        detail = body["detail"]
+        if response.status_code == 404:
+            detail = (
+                f"{response.request.method} {response.request.url.path}: no such resource "
+                "(an id holding '/', '..' or nothing matches no route); check the id"
+            )
+        raise ApiError("not_found" if response.status_code == 404 else "error", detail, response.status_code)
     raise ApiError(str(body.get("code", "error")), str(body.get("message", body)), response.status_code)

@@ -248,7 +248,8 @@ def _render(event: dict[str, Any]) -> None:
         child = data.get("child_run_id")
         if kind == "child_spawned":
             key = f" key {safe(str(data['resume_key']))}" if data.get("resume_key") else ""
-            console.print(f"[cyan]child {child}[/] ({safe(str(data.get('role')))}{key}) started")
+            retry = f", contract retry of {safe(str(data['retry_of']))}" if data.get("retry_of") else ""
+            console.print(f"[cyan]child {child}[/] ({safe(str(data.get('role')))}{key}{retry}) started")
         else:
             status = str(data.get("status"))
             how = (
@@ -257,6 +258,8 @@ def _render(event: dict[str, Any]) -> None:
                 else ""
             )
             console.print(f"[cyan]child {child}[/] {safe(status)}{how}")
+            for note in data.get("notes") or []:  # merged / NOT merged, gates, a worktree left
+                console.print(f"  [dim]{safe(str(note))}[/]", soft_wrap=True)
     elif kind == "error":
         label = "[red]vendor error[/]" if data.get("fatal") else "[yellow]vendor warning[/]"
         console.print(f"{label}: {safe(data.get('message', ''))}")
@@ -529,8 +532,9 @@ def runs_show(
 
 def _print_run(r: dict[str, Any], children: list[dict[str, Any]]) -> None:
     """One run for a person: what it was, how it ended, its receipt, then each child's."""
-    kind = f"{r['role']} child of run {r['parent_run_id']}" if r.get("parent_run_id") else "turn"
-    console.print(f"[bold]run {r['id']}[/] ({safe(kind)} {r['turn_index']}, session {r['session_id']})")
+    turn = f"turn {r['turn_index']}"
+    kind = f"{r['role']} child of run {r['parent_run_id']}, {turn}" if r.get("parent_run_id") else turn
+    console.print(f"[bold]run {r['id']}[/] ({safe(kind)}, session {r['session_id']})")
     console.print(f"  status: {safe(r['status'])}" + (f" ({safe(r['reason'])})" if r.get("reason") else ""))
     console.print(f"  {usage_text(r)}")
     if r.get("result_text"):

@@ -217,7 +217,11 @@ def receipt_lines(receipt: dict[str, Any]) -> list[str]:
         lines += [_gate_line(g) for g in gates]
     attempts = receipt.get("attempts") or []
     if len(attempts) > 1:
-        lines.append(f"attempts (contract retries after the first): {', '.join(map(str, attempts))}")
+        retries = len(attempts) - 1
+        lines.append(
+            f"attempts: {', '.join(map(str, attempts))} (the first, then {retries} contract "
+            f"retr{'y' if retries == 1 else 'ies'}; each attempt's run shows this final receipt)"
+        )
     for note in receipt.get("notes") or []:
         lines.append(f"note: {note}")
     known = {"worktree", "worktreeSkipped", "setup", "gates", "attempts", "notes"}

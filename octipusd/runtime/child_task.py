@@ -255,6 +255,32 @@ class ChildTask:
         )
         return child
 
+    def _gates_note(self, verdict: GateVerdict) -> str:
+        """The note of a child that did not pass its gates: which failed, and why it was not retried."""
+        failed = [
+            f"{r.get('name')} {r.get('status')} ({r.get('reason')})"
+            for r in verdict.results
+            if r.get("status") != "passed" and r.get("required", True)
+        ]
+        if verdict.retry:  # it asked for a retry the task could not give
+            retries = self.parent.services.swarm.contractRetries
+            why = f"no retry left after {len(self.attempts)} attempt(s) (swarm.contractRetries is {retries})"
+        else:
+            why = verdict.reason.splitlines()[0] if verdict.reason else "not retryable"
+        return f"did not pass its gates: {'; '.join(failed) or 'see gates'}; {why}"
+
+    def _not_merged_because(self, final: Run, verified: bool) -> str | None:
+        """Why the child's branch was not offered for a merge, or None when it was."""
+        if self.cancelled:
+            return "the child was stopped before it was done"
+        if self.error is not None:
+            return "Octipus could not carry the child on"
+        if final.status != RunStatus.SUCCEEDED:
+            return f"the child ended {final.status}"
+        if not verified:
+            return "it did not pass its gates"
+        return None
+
     async def _conclude(self, final_attempt: RunSupervisor) -> dict[str, Any]:
         """Finish the worktree, store the receipt on every attempt, build the summary (call shielded)."""
         services = self.parent.services
@@ -263,11 +289,11 @@ class ChildTask:
         verified = not self.gated or (verdict is not None and verdict.passed)
         ok = succeeded and verified and self.error is None and not self.cancelled
         worktree = await finish_tree(services.worktrees, self.tree, ok=ok)
-        notes = tree_notes(worktree, ok)
+        notes = tree_notes(worktree, self._not_merged_because(final, verified))
         unverified = None
         if succeeded and not verified:
             unverified = (
-                f"did not pass its gates: {verdict.reason}"
+                self._gates_note(verdict)
                 if verdict is not None
                 else "its gate checks did not run to the end (the child was stopped)"
             )

@@ -167,15 +167,16 @@ async def finish_tree(
                 worktree, merge=ok, reason=None if ok else MergeOutcome.SKIPPED_STATUS
             )
         )
-    except OctipusError as exc:
-        log.warning("finishing worktree %s failed: %s", worktree.id, exc.message)
+    except (OctipusError, OSError) as exc:  # git, or a record file that could not be written
+        message = exc.message if isinstance(exc, OctipusError) else str(exc)
+        log.warning("finishing worktree %s failed: %s", worktree.id, message)
         return {
             **extra,
             "branch": worktree.branch,
             "worktreePath": str(worktree.path),
             "baseSha": worktree.base_sha,
             "merge": str(MergeOutcome.FAILED),
-            "mergeDetail": f"finishing the worktree failed ({exc.message}); it is left in place for the reaper",
+            "mergeDetail": f"finishing the worktree failed ({message}); it is left in place for the reaper",
             "branchKept": True,
             "keptRef": worktree.branch,
             "leftInPlace": True,
@@ -184,8 +185,10 @@ async def finish_tree(
     return {**extra, **report.to_dict(), "leftInPlace": left}
 
 
-def tree_notes(worktree: dict[str, Any] | None, ok: bool) -> list[str]:
-    """What the child's result notes say of its worktree: where unmerged work is, where a worktree was left."""
+def tree_notes(worktree: dict[str, Any] | None, not_merged_because: str | None) -> list[str]:
+    """What the child's result notes say of its worktree: where unmerged work is, where a worktree
+    was left. ``not_merged_because``: why no merge was asked (the child failed, was stopped, did
+    not pass its gates), or None when it was."""
     if worktree is None:
         return []
     notes: list[str] = []
@@ -194,9 +197,9 @@ def tree_notes(worktree: dict[str, Any] | None, ok: bool) -> list[str]:
         notes.append(f"merged {worktree['branch']} into the project")
     elif merge != str(MergeOutcome.NO_CHANGES):
         ref = worktree.get("keptRef") or worktree["branch"]
-        why = worktree.get("mergeDetail") or merge
-        status = "" if ok else " (the child did not end ok)"
-        notes.append(f"NOT merged{status}: its work is on {ref} ({merge}: {why})")
+        detail = worktree.get("mergeDetail")
+        why = not_merged_because or (f"{merge}: {detail}" if detail else str(merge))
+        notes.append(f"NOT merged: its work is on {ref} ({why})")
     if worktree.get("leftInPlace"):
         notes.append(f"its worktree {worktree['worktreePath']} was left in place (see mergeDetail)")
     return notes

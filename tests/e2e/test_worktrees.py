@@ -242,7 +242,7 @@ def test_runs_show_renders_a_childs_receipt_and_lists_the_children(
         "kept: octipus/c9 holds the work",
         "node_modules linked",
         "- tests: failed, exit 1 (required, retryable): pytest -q",
-        "attempts (contract retries after the first): r-first, r-retry-1",
+        "attempts: r-first, r-retry-1 (the first, then 1 contract retry",
         "note: work is on octipus/c9, NOT merged",
         f"no worktree: {skipped}",
     ):

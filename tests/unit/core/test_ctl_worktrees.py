@@ -84,7 +84,7 @@ def test_a_full_receipt_names_branch_head_stat_merge_kept_ref_and_gates() -> Non
         "  npm ERR! missing lockfile",
         "gates:",
         "  - lint: passed, exit 0",
-        "attempts (contract retries after the first): r1, r2",
+        "attempts: r1, r2 (the first, then 1 contract retry; each attempt's run shows this final receipt)",
         "note: NOT merged: octipus/c1-detached holds the work",
         'future: {"x": 1}',
     ]
