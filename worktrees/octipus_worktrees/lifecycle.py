@@ -44,7 +44,7 @@ from .model import (
     WorktreeReport,
     check_id,
 )
-from .owner import owner_alive
+from .owner import owner_alive, read_owner, write_owner
 from .reaper import MIN_AGE_S, reap
 from .removal import delete_if_merged, keep_reachable
 
@@ -138,7 +138,7 @@ class WorktreeManager:
         if path.exists() or path.is_symlink():
             self._clear_stale(project, path)
         self.root.mkdir(parents=True, exist_ok=True)
-        pid_file.write_text(f"{os.getpid() if owner_pid is None else owner_pid}\n", encoding="utf-8")
+        write_owner(pid_file, os.getpid() if owner_pid is None else owner_pid)
         try:
             wt = self._add(project.resolve(), worktree_id, path)
         except BaseException:
@@ -215,7 +215,7 @@ class WorktreeManager:
         if git.toplevel() != wt.path.resolve() or git.symbolic_head() != f"refs/heads/{wt.branch}":
             return None
         pid = os.getpid() if owner_pid is None else owner_pid
-        (self.root / f"{wt.id}.pid").write_text(f"{pid}\n", encoding="utf-8")
+        write_owner(self.root / f"{wt.id}.pid", pid)
         return wt
 
     def list(self) -> builtins.list[WorktreeInfo]:
@@ -323,11 +323,9 @@ class WorktreeManager:
         )
 
     def owner(self, worktree_id: str) -> int | None:
-        """The pid in ``<root>/<id>.pid``, or None when there is none or it is unreadable."""
-        try:
-            return int((self.root / f"{worktree_id}.pid").read_text(encoding="utf-8").strip())
-        except (OSError, ValueError):
-            return None
+        """The owner's pid in ``<root>/<id>.pid`` (:func:`~.owner.read_owner`), or None: none, unreadable,
+        or the pid now names another process than the one that wrote it."""
+        return read_owner(self.root / f"{worktree_id}.pid")
 
     def reap(
         self, now: float | None = None, min_age_seconds: float = MIN_AGE_S, *, dry_run: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -63,9 +64,23 @@ def test_create_makes_the_branch_at_head_and_writes_the_pid_file(
     assert wt.branch == "octipus/c0123456789abcdef0123"
     assert wt.base_sha == out(project, "rev-parse", "HEAD") == out(wt.path, "rev-parse", "HEAD")
     assert out(wt.path, "symbolic-ref", "HEAD") == f"refs/heads/{wt.branch}"
-    assert (manager.root / f"{wt.id}.pid").read_text(encoding="utf-8").strip() == "4242"
+    assert (manager.root / f"{wt.id}.pid").read_text(encoding="utf-8").split()[0] == "4242"
     assert manager.reuse(wt.id) == wt
     assert [info.worktree for info in manager.list()] == [wt]
+
+
+def test_the_owner_is_its_pid_and_start_time_so_a_reused_pid_is_no_owner(
+    project: Path, manager: WorktreeManager
+) -> None:
+    """A later process with the owner's pid (a restarted daemon) is not the owner."""
+    wt = manager.create(project, "c1")
+    pid_file = manager.root / f"{wt.id}.pid"
+    pid, start = pid_file.read_text(encoding="utf-8").split()
+    assert int(pid) == os.getpid() and manager.owner(wt.id) == os.getpid()
+    pid_file.write_text(f"{pid} {float(start) - 60:.2f}\n", encoding="utf-8")  # started a minute earlier
+    assert manager.owner(wt.id) is None
+    pid_file.write_text(f"{pid}\n", encoding="utf-8")  # an older Octipus's file: the pid alone
+    assert manager.owner(wt.id) == os.getpid()
 
 
 def test_create_refuses_a_bad_id_and_a_non_root(project: Path, manager: WorktreeManager) -> None:
