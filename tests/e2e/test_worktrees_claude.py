@@ -227,7 +227,8 @@ def test_worktreeinclude_copies_env_and_a_removed_worktree_halts_its_child(
     assert child["status"] == "failed", child
     assert f"its worktree {tree} was removed while it ran" in child["reason"], child
     assert not (workspace / "seen-env.txt").exists()
-    receipt = env.run(child_id)["receipt"]
+    # the receipt is stored once the child's worktree is finished, just after its run ended
+    receipt = env.wait(lambda: env.run(child_id)["receipt"], 30, "the child's receipt")
     assert receipt["worktree"]["merge"] == "failed", receipt
     assert receipt["worktree"]["included"] == [".env"], receipt
     assert env.wait_final(root, timeout=60)["status"] == "succeeded"
