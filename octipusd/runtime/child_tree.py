@@ -136,13 +136,11 @@ async def watch_tree(child: RunSupervisor, path: Path) -> None:
             return
 
 
-async def finish_tree(
-    services_worktrees: WorktreeManager, tree: ChildTree, *, ok: bool
-) -> dict[str, Any] | None:
+async def finish_tree(manager: WorktreeManager, tree: ChildTree, *, ok: bool) -> dict[str, Any] | None:
     """Finish the child's own worktree: commit, report, merge when ``ok``, remove (FACTS.md §1).
 
     Args:
-        services_worktrees: The daemon's worktree manager.
+        manager: The daemon's worktree manager.
         tree: The child's tree; nothing is done without a worktree of its own.
         ok: The child ended ok from an attempt that ran in the worktree (and passed its gates).
 
@@ -163,9 +161,7 @@ async def finish_tree(
     }
     try:
         report = await in_thread(
-            lambda: services_worktrees.finish(
-                worktree, merge=ok, reason=None if ok else MergeOutcome.SKIPPED_STATUS
-            )
+            lambda: manager.finish(worktree, merge=ok, reason=None if ok else MergeOutcome.SKIPPED_STATUS)
         )
     except (OctipusError, OSError) as exc:  # git, or a record file that could not be written
         message = exc.message if isinstance(exc, OctipusError) else str(exc)
