@@ -226,8 +226,13 @@ def _wait_empty(folder: Path, timeout: float) -> bool:
 
 
 def _remove_tree(folder: Path) -> bool:
-    """rmdir ``folder`` and its sub-cgroups, deepest first; True when it is gone."""
-    for sub in sorted(folder.glob("**/"), key=lambda p: len(p.parts), reverse=True):
+    """rmdir ``folder`` and its sub-cgroups, deepest first; True when it is gone.
+
+    A sub-cgroup removed meanwhile by another release (a run's cage and the daemon's own folder can
+    end at once) is skipped: ``os.walk`` ignores a directory that vanished under it.
+    """
+    for dirpath, _dirs, _files in os.walk(folder, topdown=False):
+        sub = Path(dirpath)
         with contextlib.suppress(FileNotFoundError):
             try:
                 sub.rmdir()
