@@ -15,7 +15,7 @@ import collections
 import dataclasses
 import enum
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +189,7 @@ class EventHub:
         self._limits = limits or EventLimits()
         self._writer = EventWriter(store, self._publish)
         self._followers: dict[str, set[_Follower]] = {}
+        self._listeners: list[Callable[[list[RunEvent]], None]] = []
 
     async def emit(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
         """Append an event (committed) and publish it to the run's followers.
@@ -252,10 +253,33 @@ class EventHub:
         for follower in self._followers.get(run_id, ()):
             follower.poke()
 
+    def add_listener(self, listener: Callable[[list[RunEvent]], None]) -> Callable[[], None]:
+        """Hear every committed batch of events of every run (the notifier, the page's activity feed).
+
+        ``listener`` is called in the event loop right after the batch is stored, before the runs'
+        followers wake; it must not block (hand the work to a task or a bounded queue). An exception
+        it raises is logged with its traceback and does not reach the writer or other listeners.
+
+        Returns:
+            A function that removes the listener.
+        """
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
     def _publish(self, events: list[RunEvent]) -> None:
         for event in events:
             for follower in self._followers.get(event.run_id, ()):
                 follower.push(event)
+        for listener in tuple(self._listeners):
+            try:
+                listener(events)
+            except Exception:  # a listener's bug must not stop the writer: logged as evidence
+                log.exception("an event listener failed on a batch of %d event(s)", len(events))
 
     async def follow(self, run_id: str, after_seq: int = 0) -> AsyncIterator[list[RunEvent]]:
         """Yield the run's events after ``after_seq`` in batches, live, until the run is terminal.

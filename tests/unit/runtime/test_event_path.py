@@ -188,3 +188,27 @@ def test_an_sse_frame_carries_exactly_the_event_out_model(moment: datetime) -> N
     assert json.loads(lines[2][len("data: ") :]) == out(EventOut, event).model_dump(mode="json")
     assert encode_batch([]) == KEEPALIVE_FRAME
     assert encode_batch([event, event]) == (frame * 2).encode()
+
+
+async def test_listeners_hear_every_committed_batch_and_a_failing_listener_harms_nothing(
+    store: Store,
+) -> None:
+    run_id = _run(store)
+    hub = EventHub(store)
+    heard: list[tuple[str, int, bool]] = []
+
+    def listener(events: list[RunEvent]) -> None:
+        stored = {e.seq for e in store.list_events(run_id, limit=100)}
+        heard.extend((e.kind, e.seq, e.seq in stored) for e in events)
+
+    def broken(events: list[RunEvent]) -> None:
+        raise RuntimeError("listener bug")
+
+    hub.add_listener(broken)
+    remove = hub.add_listener(listener)
+    await hub.emit(run_id, "text", {"i": 1})
+    await hub.emit(run_id, "notice", {"i": 2})
+    remove()
+    await hub.emit(run_id, "text", {"i": 3})
+    assert heard == [("text", 1, True), ("notice", 2, True)]
+    assert [e.seq for e in store.list_events(run_id, limit=10)] == [1, 2, 3]
