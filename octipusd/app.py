@@ -33,7 +33,6 @@ from octipus_worktrees import WorktreeManager, default_root
 
 from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
-from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.api.server import bind_unix_socket, make_server
 from octipusd.connectors import ConnectorRegistry
@@ -72,6 +71,7 @@ from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import RecoveryContract, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
+from octipusd.web.site import create_site
 
 log = logging.getLogger("octipusd")
 
@@ -492,7 +492,7 @@ async def _serve(
         if settings.swarm.worktreeIsolation
         else None
     )
-    app = create_app(
+    app = create_site(
         Services(
             store=store,
             runs=runs,
