@@ -8,7 +8,8 @@ Start-up order (nothing is bound before settings and the database are known good
 4. executables resolved (health reports them);
 5. the Unix socket bound (0700 folder, 0600 socket) and served; while
    ``swarm.worktreeIsolation`` is on, the orphan reaper of child worktrees sweeps at once and
-   every ``swarm.orphanReaperIntervalMs`` beside it (:mod:`octipusd.runtime.reaping`).
+   every ``swarm.orphanReaperIntervalMs`` beside it (:mod:`octipusd.runtime.reaping`); the
+   notifier (:mod:`octipusd.notify`) hears every committed event batch and sends off the runs' path.
 
 SIGTERM or SIGINT: stop accepting turns, stop every vendor process (whole group, confirmed
 with psutil), mark their runs ``interrupted`` with the reason, close the server, exit 0.
@@ -41,6 +42,7 @@ from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
+from octipusd.notify import Notifier, PageUrl
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -74,6 +76,22 @@ from octipusd.tools import DEFAULT_TOOLS
 from octipusd.web.site import create_site
 
 log = logging.getLogger("octipusd")
+
+
+def no_page(path: str) -> str | None:
+    """The page link builder while the daemon serves no web page: notifications carry no link."""
+    return None
+
+
+def start_notifier(settings: Settings, store: Store, hub: EventHub, page_url: PageUrl) -> Notifier:
+    """The notifier of ``notify.urls``, hearing every committed event batch of ``hub`` (its task is
+    started by the caller: :meth:`Notifier.run`); its targets are logged redacted."""
+    notifier = Notifier(settings.notify, store, page_url)
+    if notifier.configured:
+        hub.add_listener(notifier.listen)
+        targets = ", ".join(t.target for t in notifier.health().targets)
+        log.info("notifications to %s", targets)
+    return notifier
 
 
 def binary_setting(settings: Settings, adapter: Adapter) -> str:
@@ -492,6 +510,8 @@ async def _serve(
         if settings.swarm.worktreeIsolation
         else None
     )
+    # the web listener's link builder (base URL + path, no token) goes here once the page is served
+    notifier = start_notifier(settings, store, hub, page_url=no_page)
     app = create_site(
         Services(
             store=store,
@@ -505,6 +525,7 @@ async def _serve(
             actions=actions,
             containment=containment,
             reaper=reaper,
+            notifier=notifier,
         )
     )
     path = socket_path(settings)
@@ -521,11 +542,13 @@ async def _serve(
             await tg.start(actions.worker.run)
             if reaper is not None:
                 await tg.start(reaper.run)
+            await tg.start(notifier.run)
 
             async def on_stop() -> None:
                 await stop.received.wait()
                 log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
                 await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
+                await notifier.close()  # queued notifications get a short grace, then are abandoned
                 server.should_exit = True
 
             tg.start_soon(on_stop)
