@@ -54,12 +54,15 @@ class NotifierLimits:
         max_backoff_s: Longest wait before a retry (seconds), however many retries came before.
         stop_grace_s: Seconds :meth:`Notifier.close` lets queued notifications go out before it
             abandons them.
+        send_threads: Worker threads the notifier's sends may hold at once (its own limiter, apart
+            from the one the store's calls use).
     """
 
     incoming_events: int = 1000
     queued_per_target: int = 100
     max_backoff_s: float = 300.0
     stop_grace_s: float = 2.0
+    send_threads: int = 8
 
 
 class _Queue(Generic[T]):
@@ -177,6 +180,7 @@ class Notifier:
         self._scope: anyio.CancelScope | None = None
         self._closing = False
         self._settled = anyio.Event()  # set whenever a composition or a delivery ends
+        self._threads = anyio.CapacityLimiter(self.limits.send_threads)
 
     @property
     def configured(self) -> bool:
@@ -297,7 +301,7 @@ class Notifier:
         ``notify.attempts`` sends; the outcome is counted on the target, never raised."""
         attempts = self.settings.attempts
         for attempt in range(1, attempts + 1):
-            outcome = await send(target.url, message, self.settings.sendTimeoutSeconds)
+            outcome = await send(target.url, message, self.settings.sendTimeoutSeconds, self._threads)
             if outcome.ok:
                 target.sent += 1
                 target.last_sent_at = datetime.now(UTC)
@@ -343,7 +347,7 @@ class Notifier:
         outcomes: list[SendOutcome | None] = [None] * len(self._targets)
 
         async def one(index: int, target: _Target) -> None:
-            outcomes[index] = await send(target.url, message, self.settings.sendTimeoutSeconds)
+            outcomes[index] = await send(target.url, message, self.settings.sendTimeoutSeconds, self._threads)
 
         async with anyio.create_task_group() as tg:
             for index, target in enumerate(self._targets):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote
 
+import anyio
 import anyio.to_thread
 import apprise
 
@@ -79,7 +80,9 @@ def _send_blocking(url: str, message: Notification, timeout_s: float) -> SendOut
     return SendOutcome(target, False, scrub(error, url)[:ERROR_CHARS])
 
 
-async def send(url: str, message: Notification, timeout_s: float) -> SendOutcome:
+async def send(
+    url: str, message: Notification, timeout_s: float, limiter: anyio.CapacityLimiter
+) -> SendOutcome:
     """Send ``message`` to ``url`` once, within about ``timeout_s`` seconds.
 
     Args:
@@ -87,6 +90,8 @@ async def send(url: str, message: Notification, timeout_s: float) -> SendOutcome
         message: What to send.
         timeout_s: Deadline of the send (Apprise's own call deadline; the thread is waited for a
             little longer, then the send counts as timed out and its thread is left to end).
+        limiter: The notifier's own worker-thread tokens: a send that hangs never takes one of the
+            tokens the store's calls (anyio's default limiter) need.
 
     Returns:
         The outcome; a failed delivery is an outcome, not an exception.

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 #: Seconds a held post waits for :meth:`Receiver.release` at most (then it is answered 200).
-HOLD_BOUND_S = 60.0
+HOLD_BOUND_S = 300.0
 
 
 class Receiver:
