@@ -23,7 +23,6 @@ import logging
 from typing import Final
 from urllib.parse import urlsplit
 
-import apprise
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["NOTIFY_ACCEPTED", "NotifySettings", "redact_url"]
@@ -53,6 +52,8 @@ def redact_url(url: str) -> str:
     The host is taken from Apprise's privacy form of the URL, so a service whose "host" is a token
     (Slack's, Telegram's) shows it masked; a URL Apprise cannot read shows its scheme only.
     """
+    import apprise  # about 100 ms: loaded only once a URL is configured
+
     scheme = urlsplit(url).scheme or "?"
     plugin = apprise.Apprise.instantiate(url)
     if plugin is None:
@@ -91,6 +92,8 @@ class NotifySettings(BaseModel):
     @classmethod
     def _apprise_urls(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
         """Each URL must be one Apprise can send to; a bad one is named by position and redacted form."""
+        import apprise
+
         for index, url in enumerate(urls):
             if apprise.Apprise.instantiate(url) is None:
                 raise ValueError(

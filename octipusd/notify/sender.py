@@ -16,7 +16,6 @@ from urllib.parse import unquote
 
 import anyio
 import anyio.to_thread
-import apprise
 
 from octipusd.notify.messages import Notification
 from octipusd.settings_notify import redact_url
@@ -62,6 +61,8 @@ def scrub(text: str, url: str) -> str:
 
 
 def _send_blocking(url: str, message: Notification, timeout_s: float) -> SendOutcome:
+    import apprise  # about 100 ms: loaded at the first send, not at the daemon's start-up
+
     target = redact_url(url)
     sender = apprise.Apprise()
     if not sender.add(url):

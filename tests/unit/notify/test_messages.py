@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from octipusd.notify.messages import compose, wanted
+from octipusd.notify.messages import Notification, PageUrl, compose, wanted
 from octipusd.store import Store
-from octipusd.store.records import Run, RunEvent, RunStatus, Session
+from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
 
 PAGE = "http://127.0.0.1:8765"
 SECRET_CONTENT = "FILE-CONTENTS-NOT-FOR-NOTIFICATIONS"
@@ -25,6 +25,12 @@ def no_page(path: str) -> str | None:
 
 def event(run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
     return RunEvent(id=1, run_id=run_id, seq=1, kind=kind, data=data, created_at=datetime.now(UTC))
+
+
+def message_of(
+    event: RunEvent, run: Run, session: Session, approval: Approval | None = None, page: PageUrl = page
+) -> Notification | None:
+    return compose(event, run=run, session=session, approval=approval, page=page, finished_after_s=300)
 
 
 def rows(store: Store, tmp_path: Any, title: str | None = "fix the tests") -> tuple[Session, Run]:
@@ -56,14 +62,7 @@ def test_a_tool_approval_names_the_tool_subject_and_session_and_links_the_approv
         "subject": "/work/notes.txt",
     }
     data |= {"reason": "default ask", "explanation": "no rule matched: ask"}
-    message = compose(
-        event(run.id, "approval_requested", data),
-        run=run,
-        session=session,
-        approval=approval,
-        page=page,
-        finished_after_s=300,
-    )
+    message = message_of(event(run.id, "approval_requested", data), run, session, approval, page)
     assert message is not None
     assert message.title == "Octipus: approval needed for cli-native:Write"
     assert "session 'fix the tests'" in message.body and run.id in message.body
@@ -92,14 +91,7 @@ def test_a_questionnaire_lists_its_questions(store: Store, tmp_path: Any) -> Non
         questions={"questions": questions},
     )
     data = {"approval_id": approval.id, "tool_id": "cli-native:AskUserQuestion", "kind": "questionnaire"}
-    message = compose(
-        event(run.id, "approval_requested", data),
-        run=run,
-        session=session,
-        approval=approval,
-        page=no_page,
-        finished_after_s=300,
-    )
+    message = message_of(event(run.id, "approval_requested", data), run, session, approval, no_page)
     assert message is not None and message.title == "Octipus: the agent has questions"
     assert "session 'my-project'" in message.body  # no title: the workspace's folder name
     assert all(f"- Question {i}?" in message.body for i in range(4)), message.body
@@ -112,15 +104,14 @@ def test_a_review_required_links_the_run(store: Store, tmp_path: Any) -> None:
     note = (
         "review required: shell__run (rm -rf build) needs a person's approval, and this session is unattended"
     )
-    message = compose(
+    message = message_of(
         event(
             run.id, "review_required", {"tool_id": "shell__run", "subject": "rm -rf build", "reason": note}
         ),
-        run=run,
-        session=session,
-        approval=None,
-        page=page,
-        finished_after_s=300,
+        run,
+        session,
+        None,
+        page,
     )
     assert message is not None and message.title == "Octipus: review required for shell__run"
     assert note in message.body and message.link == f"{PAGE}/runs/{run.id}"
@@ -147,14 +138,7 @@ def test_a_run_that_ended_notifies_when_it_failed_or_ran_long(
         run.id, status=status, reason="the vendor exited with 1" if status == "failed" else None
     )
     data = {"status": str(status), "reason": ended.reason, "final": True}
-    message = compose(
-        event(run.id, "run_status", data),
-        run=ended,
-        session=session,
-        approval=None,
-        page=page,
-        finished_after_s=300,
-    )
+    message = message_of(event(run.id, "run_status", data), ended, session, None, page)
     if not notifies:
         assert message is None
         return

@@ -31,6 +31,13 @@ def receiver() -> Iterator[Receiver]:
     made.close()
 
 
+@pytest.fixture
+def held() -> Iterator[Receiver]:
+    made = Receiver(hold=True)
+    yield made
+    made.close()
+
+
 def settings(*urls: str, attempts: int = 4) -> NotifySettings:
     return NotifySettings(urls=urls, attempts=attempts, backoffSeconds=0.1, sendTimeoutSeconds=5)
 
@@ -100,39 +107,33 @@ async def test_a_target_that_keeps_failing_is_given_up_after_the_attempts(
         assert target.last_error and "127.0.0.1" in target.last_error and SECRET not in target.last_error
 
 
-async def test_a_full_queue_drops_its_oldest_notification_and_counts_it(store: Store, tmp_path: Path) -> None:
-    held = Receiver(hold=True)
-    try:
-        limits = NotifierLimits(queued_per_target=2)
-        async with rig_factory(store, tmp_path)(settings(held.url()), limits) as rig:
-            await rig.ask("first")
-            await anyio.to_thread.run_sync(held.wait_posts, 1)  # the first is being sent (held)
-            for name in ("second", "third", "fourth", "fifth"):
-                await rig.ask(name)
-            await until(
-                lambda: rig.notifier.health().targets[0].dropped == 2, "two notifications to be dropped"
-            )
-            held.release()
-            received = await anyio.to_thread.run_sync(held.wait_for, 3)
-            subjects = [b["message"].split("Subject: ")[1].split("\n")[0] for b in received]
-            assert subjects == ["first", "fourth", "fifth"]
-            await until(lambda: rig.notifier.health().targets[0].sent == 3, "the sends to be counted")
-    finally:
-        held.close()
+async def test_a_full_queue_drops_its_oldest_notification_and_counts_it(
+    store: Store, tmp_path: Path, held: Receiver
+) -> None:
+    limits = NotifierLimits(queued_per_target=2)
+    async with rig_factory(store, tmp_path)(settings(held.url()), limits) as rig:
+        await rig.ask("first")
+        await anyio.to_thread.run_sync(held.wait_posts, 1)  # the first is being sent (held)
+        for name in ("second", "third", "fourth", "fifth"):
+            await rig.ask(name)
+        await until(lambda: rig.notifier.health().targets[0].dropped == 2, "two notifications to be dropped")
+        held.release()
+        received = await anyio.to_thread.run_sync(held.wait_for, 3)
+        subjects = [b["message"].split("Subject: ")[1].split("\n")[0] for b in received]
+        assert subjects == ["first", "fourth", "fifth"]
+        await until(lambda: rig.notifier.health().targets[0].sent == 3, "the sends to be counted")
 
 
-async def test_close_abandons_a_send_that_does_not_end_within_the_grace(store: Store, tmp_path: Path) -> None:
-    held = Receiver(hold=True)
-    try:
-        limits = NotifierLimits(stop_grace_s=0.2)
-        async with rig_factory(store, tmp_path)(settings(held.url()), limits) as rig:
-            await rig.ask("never answered")
-            await anyio.to_thread.run_sync(held.wait_posts, 1)
-        # the rig's task group ended: close() cancelled the notifier's task while its send was held
-        assert not rig.notifier.health().running
-        assert rig.notifier.health().targets[0].sent == 0
-    finally:
-        held.close()
+async def test_close_abandons_a_send_that_does_not_end_within_the_grace(
+    store: Store, tmp_path: Path, held: Receiver
+) -> None:
+    limits = NotifierLimits(stop_grace_s=0.2)
+    async with rig_factory(store, tmp_path)(settings(held.url()), limits) as rig:
+        await rig.ask("never answered")
+        await anyio.to_thread.run_sync(held.wait_posts, 1)
+    # the rig's task group ended: close() cancelled the notifier's task while its send was held
+    assert not rig.notifier.health().running
+    assert rig.notifier.health().targets[0].sent == 0
 
 
 async def test_the_test_send_reports_each_target(store: Store, tmp_path: Path, receiver: Receiver) -> None:
