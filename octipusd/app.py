@@ -8,7 +8,8 @@ Start-up order (nothing is bound before settings and the database are known good
 4. executables resolved (health reports them);
 5. the Unix socket bound (0700 folder, 0600 socket) and served; while
    ``swarm.worktreeIsolation`` is on, the orphan reaper of child worktrees sweeps at once and
-   every ``swarm.orphanReaperIntervalMs`` beside it (:mod:`octipusd.runtime.reaping`).
+   every ``swarm.orphanReaperIntervalMs`` beside it (:mod:`octipusd.runtime.reaping`); the
+   notifier (:mod:`octipusd.notify`) hears every committed event batch and sends off the runs' path.
 
 SIGTERM or SIGINT: stop accepting turns, stop every vendor process (whole group, confirmed
 with psutil), mark their runs ``interrupted`` with the reason, close the server, exit 0.
@@ -41,6 +42,7 @@ from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
+from octipusd.notify import Notifier, PageUrl
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -71,10 +73,32 @@ from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import RecoveryContract, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
+from octipusd.web.access import WebAccess
 from octipusd.web.listener import bind_web_socket, endpoint_of, make_web_server
 from octipusd.web.site import create_site
 
 log = logging.getLogger("octipusd")
+
+
+def page_links(access: WebAccess | None) -> PageUrl:
+    """The link builder of notifications: the page's origin + a path, never its token; with the
+    page off (``web.enabled`` false) notifications carry no link."""
+
+    def page_url(path: str) -> str | None:
+        return f"{access.origin}{path}" if access is not None else None
+
+    return page_url
+
+
+def start_notifier(settings: Settings, store: Store, hub: EventHub, page_url: PageUrl) -> Notifier:
+    """The notifier of ``notify.urls``, hearing every committed event batch of ``hub`` (its task is
+    started by the caller: :meth:`Notifier.run`); its targets are logged redacted."""
+    notifier = Notifier(settings.notify, store, page_url)
+    if notifier.configured:
+        hub.add_listener(notifier.listen)
+        targets = ", ".join(t.target for t in notifier.health().targets)
+        log.info("notifications to %s", targets)
+    return notifier
 
 
 def binary_setting(settings: Settings, adapter: Adapter) -> str:
@@ -497,6 +521,7 @@ async def _serve(
     sock = bind_unix_socket(path)
     web_sock, access = bind_web_socket(settings.web) if settings.web.enabled else (None, None)
     try:
+        notifier = start_notifier(settings, store, hub, page_url=page_links(access))
         app = create_site(
             Services(
                 store=store,
@@ -511,6 +536,7 @@ async def _serve(
                 containment=containment,
                 reaper=reaper,
                 web=endpoint_of(access) if access is not None else None,
+                notifier=notifier,
             )
         )
         servers = [make_server(app)]
@@ -529,11 +555,13 @@ async def _serve(
             await tg.start(actions.worker.run)
             if reaper is not None:
                 await tg.start(reaper.run)
+            await tg.start(notifier.run)
 
             async def on_stop() -> None:
                 await stop.received.wait()
                 log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
                 await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
+                await notifier.close()  # queued notifications get a short grace, then are abandoned
                 for server in servers:
                     server.should_exit = True
 

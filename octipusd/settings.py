@@ -31,6 +31,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     socket = "/run/user/1000/octipus/octipusd.sock"
     approvalTimeoutSeconds = 300                # managed-run approval wait, at most 5 minutes
     runTimeoutSeconds = 3600                    # active work of one run (approval waits excluded)
+    [notify]
+    urls = ["ntfy://ntfy.sh/my-topic"]          # Apprise URLs (octipusd.settings_notify); empty: off
     [mcpServers.ledger]                         # an external MCP server; tools published as ledger__<tool>
     transport = "stdio"                         # or "http" with url = "https://..." and headers = {...}
     command = "ledger-mcp"
@@ -90,6 +92,7 @@ from octipusd.paths import (
     xdg_data_dir as xdg_data_dir,
     xdg_runtime_dir as xdg_runtime_dir,
 )
+from octipusd.settings_notify import NOTIFY_ACCEPTED, NotifySettings
 from octipusd.settings_swarm import SWARM_ACCEPTED, SWARM_FIRST_BOOT_ENV, SwarmSettings
 from octipusd.settings_web import WEB_ACCEPTED, WebSettings
 
@@ -145,6 +148,7 @@ ACCEPTED: dict[str, str] = {
     "daemon.runTimeoutSeconds": "seconds of active work one run may take (approval waits excluded), at most 7 days",
     **SWARM_ACCEPTED,
     **WEB_ACCEPTED,
+    **NOTIFY_ACCEPTED,
     "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
     "transport": "stdio (with command) or http (with url)",
     "trustRecoveryHints": "true or false (default false)",
@@ -535,6 +539,7 @@ class Settings(BaseSettings):
         mcpServers: External MCP servers offered to agents through the bridge, by name.
         swarm: Child agents: worktrees, limits per level, contract retries.
         web: The page's loopback listener.
+        notify: Notifications through Apprise URLs (:mod:`octipusd.settings_notify`).
         config_file: The TOML file that was read, if any (not a setting).
     """
 
@@ -550,6 +555,7 @@ class Settings(BaseSettings):
     mcpServers: dict[str, McpServerSettings] = Field(default_factory=dict)
     swarm: SwarmSettings = Field(default_factory=SwarmSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
 
     @field_validator("mcpServers")
     @classmethod

@@ -26,6 +26,7 @@ Routes (all under ``/v1``)::
     GET  /worktrees  GET /worktrees/{id}/diff  POST /worktrees/{id}/merge|discard
     GET  /runs/{id}/children         (child worktrees and child receipts: see worktree_routes)
     GET  /web                        the page's link with its token (Unix socket only: web_routes)
+    POST /notify/test                a test notification to every notify.urls target (notify_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
 :class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
@@ -81,6 +82,7 @@ from octipusd.api.models import (
     WebHealth,
     WorktreeReaperOut,
 )
+from octipusd.api.notify_routes import notifier_health, notify_router
 from octipusd.api.plan_routes import plan_router
 from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
@@ -246,6 +248,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(plan_router(services))
     app.include_router(worktree_router(services))
     app.include_router(web_router(services))
+    app.include_router(notify_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -261,6 +264,7 @@ def create_app(services: Services) -> FastAPI:
             process_containment_detail=services.containment.detail if services.containment else None,
             worktree_reaper=_reaper_out(services),
             web=WebHealth(origin=services.web.origin, tls=services.web.tls) if services.web else None,
+            notifier=notifier_health(services),
             adapters=[
                 AdapterHealth(
                     adapter=r.adapter,

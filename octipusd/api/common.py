@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import BaseModel
 
 from octipusd.adapter import Adapter
+from octipusd.notify import Notifier
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.runner.containment import Containment
@@ -63,6 +64,7 @@ class Services:
     containment: Containment | None = None
     reaper: OrphanReaper | None = None
     web: WebEndpoint | None = None
+    notifier: Notifier | None = None
 
 
 def dump(record: Any) -> dict[str, Any]:

@@ -39,6 +39,49 @@ class AdapterHealth(_Model):
     error: str | None
 
 
+class NotifierTargetHealth(_Model):
+    """One notification target (``notify.urls``), redacted to its scheme and host."""
+
+    target: str = Field(description="the URL's scheme and host only (the URL itself carries tokens)")
+    sent: int
+    failed: int = Field(description="notifications given up after every attempt")
+    dropped: int = Field(description="notifications dropped because the target's queue was full")
+    retries: int
+    queued: int
+    last_sent_at: datetime | None
+    last_error: str | None = Field(description="why the last failed send failed (secrets masked)")
+    last_error_at: datetime | None
+
+
+class NotifierHealth(_Model):
+    """The notifier (``GET /v1/health``): its targets (none: notifications are off) and figures."""
+
+    running: bool
+    targets: list[NotifierTargetHealth]
+    sent: int
+    failed: int = Field(
+        description="notifications given up on any target, and events that could not be composed"
+    )
+    dropped: int = Field(description="events and notifications dropped because a queue was full")
+    last_error: str | None
+    last_error_at: datetime | None
+
+
+class NotifyTestTarget(_Model):
+    """``POST /v1/notify/test``: the outcome of the test notification at one target."""
+
+    target: str = Field(description="the URL's scheme and host only")
+    ok: bool
+    error: str | None
+
+
+class NotifyTestOut(_Model):
+    """``POST /v1/notify/test``: one outcome per configured target."""
+
+    ok: bool = Field(description="every target got the test notification")
+    results: list[NotifyTestTarget]
+
+
 class Health(_Model):
     """``GET /v1/health``."""
 
@@ -61,6 +104,9 @@ class Health(_Model):
         default=None, description="the orphan reaper of child worktrees (null: swarm.worktreeIsolation off)"
     )
     web: WebHealth | None = Field(default=None, description="the page's listener (null: web.enabled off)")
+    notifier: NotifierHealth | None = Field(
+        default=None, description="notifications through notify.urls (null: no notifier in this daemon)"
+    )
 
 
 class WebHealth(_Model):

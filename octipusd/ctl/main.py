@@ -4,7 +4,8 @@ This module is the typer app: the top-level options, ``health``, ``run``, ``stee
 ``sessions``; the other command groups live in their own modules and are registered here
 (``approvals`` and ``rules``: :mod:`octipusd.ctl.policy_cmds`; ``actions``:
 :mod:`octipusd.ctl.action_cmds`; ``spaces``:
-:mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`; ``worktrees`` and the
+:mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`; ``notify``:
+:mod:`octipusd.ctl.notify_cmds`; ``worktrees`` and the
 receipts of ``runs show``: :mod:`octipusd.ctl.worktree_cmds`; the session-reuse
 commands ``sessions clear|compact|reuse|messages|checkpoint``: :mod:`octipusd.ctl.session_cmds`).
 Shared helpers are in
@@ -47,6 +48,7 @@ from octipusd.ctl.common import (
     usage_text,
 )
 from octipusd.ctl.model_cmds import models_app
+from octipusd.ctl.notify_cmds import notifier_line, notify_app
 from octipusd.ctl.plan_cmds import plan_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
 from octipusd.ctl.questions import answer_questionnaire_inline
@@ -86,6 +88,7 @@ sessions_app = typer.Typer(
 app.add_typer(actions_app, name="actions")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(models_app, name="models")
+app.add_typer(notify_app, name="notify")
 app.add_typer(plan_app, name="plan")
 app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")
@@ -162,6 +165,9 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
             + (f"; [red]{safe(reaper['error'])}[/]" if reaper.get("error") else "")
             + " (octipusctl worktrees)"
         )
+    notifier = notifier_line(data.get("notifier"))
+    if notifier is not None:
+        console.print(notifier)
 
 
 # ----------------------------------------------------------------------------- run

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[3]
 #: Ranks of the foundations: a foundation imports only lower ranks (DESIGN.md "Layers", 5).
 #: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers;
 #: ``environment`` the allowlist of what child processes inherit; ``paths`` the XDG folders and
-#: the socket; ``settings_swarm`` and ``settings_web`` the ``swarm`` and ``web`` settings sections;
+#: the socket; ``settings_swarm``, ``settings_web`` and ``settings_notify`` the ``swarm``, ``web`` and ``notify`` settings sections;
 #: ``adapter_events`` the typed vendor events of the adapter protocol.
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
@@ -38,6 +38,7 @@ FOUNDATIONS: Mapping[str, int] = {
     "paths": 1,
     "settings_swarm": 1,
     "settings_web": 1,
+    "settings_notify": 1,
     "settings": 2,
     "adapter_events": 2,
     "adapter": 3,

@@ -1,0 +1,200 @@
+"""What is worth a notification, and what it says (issue 16, item 3).
+
+A run needs a person when it raises an approval or a questionnaire (``approval_requested``), when a
+call needs a recovery review it cannot get (``review_required``), and when it ends: a ``failed``
+run always notifies, any other ending only when the run took longer than
+``notify.finishedAfterSeconds``.
+
+:func:`wanted` picks those events out of a committed batch (cheap, no I/O: it runs on the event
+path); :func:`compose` turns one into a :class:`Notification` from the event and the rows it names
+(run, session, approval), read by the notifier's worker. A notification says what the person must
+judge (the session, the run, the tool and its subject, the questions) and links to the page; it
+never carries a tool's whole input (file contents), a token or a capability.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
+
+__all__ = ["MessageLimits", "Notification", "PageUrl", "compose", "wanted"]
+
+#: Builds the page's link for a path (``/runs/ID``, ``/approvals/ID``): the web listener's base URL
+#: and the path, without any token; None when the page is off (then a notification has no link).
+PageUrl = Callable[[str], str | None]
+
+#: Event kinds that may notify.
+NOTIFYING_KINDS: Final = frozenset({"approval_requested", "review_required", "run_status"})
+
+
+@dataclass(frozen=True)
+class MessageLimits:
+    """Bounds of what one notification says.
+
+    Attributes:
+        field_chars: Characters of one field (a subject, a reason, a question) at most; longer ones
+            are cut with an ellipsis.
+        questions: Questions of a questionnaire listed at most (the rest are counted).
+        body_chars: Characters of a whole body at most.
+    """
+
+    field_chars: int = 500
+    questions: int = 4
+    body_chars: int = 2000
+
+
+LIMITS: Final = MessageLimits()
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One message for every configured target.
+
+    Attributes:
+        title: A short line naming what happened.
+        body: What the person needs to judge it, and the link (if any).
+        kind: The event kind it came from (``approval_requested``, ``review_required``,
+            ``run_status``, or ``test``).
+        run_id: The run it is about (None for a test).
+        link: The page's URL of the run or approval, or None.
+    """
+
+    title: str
+    body: str
+    kind: str
+    run_id: str | None = None
+    link: str | None = None
+
+
+def wanted(event: RunEvent) -> bool:
+    """Whether ``event`` may notify (no I/O; the run's duration is checked later, in :func:`compose`).
+
+    A child's approval event mirrored on its root run (``child_run_id`` set) is skipped: the child's
+    own event notifies once.
+    """
+    if event.kind not in NOTIFYING_KINDS or event.data.get("child_run_id"):
+        return False
+    if event.kind == "run_status":
+        return _terminal(event.data.get("status")) is not None and event.data.get("final") is True
+    return True
+
+
+def _terminal(status: Any) -> RunStatus | None:
+    try:
+        parsed = RunStatus(status)
+    except ValueError:
+        return None
+    return parsed if parsed.terminal else None
+
+
+def _cut(text: Any, limit: int = LIMITS.field_chars) -> str:
+    value = " ".join(str(text).split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _where(session: Session | None) -> str:
+    """The session as a person knows it: its title, else its workspace's folder name."""
+    if session is None:
+        return "a session"
+    name = session.title or os.path.basename(session.workspace.rstrip("/")) or session.workspace
+    return f"session {_cut(name, 80)!r}"
+
+
+def _questions(approval: Approval | None) -> list[str]:
+    raw = (approval.questions or {}).get("questions") if approval is not None else None
+    if not isinstance(raw, list):
+        return []
+    texts = [_cut(q.get("question", "")) for q in raw if isinstance(q, dict) and q.get("question")]
+    shown = [f"- {t}" for t in texts[: LIMITS.questions]]
+    if len(texts) > LIMITS.questions:
+        shown.append(f"- and {len(texts) - LIMITS.questions} more")
+    return shown
+
+
+def _approval(
+    event: RunEvent, session: Session | None, approval: Approval | None, page: PageUrl
+) -> Notification:
+    data = event.data
+    tool = _cut(data.get("tool_id") or "a tool", 120)
+    link = (
+        page(f"/approvals/{data['approval_id']}")
+        if data.get("approval_id")
+        else page(f"/runs/{event.run_id}")
+    )
+    if data.get("kind") == "questionnaire":
+        title = "Octipus: the agent has questions"
+        lines = [f"Run {event.run_id} in {_where(session)} asks:", *_questions(approval)]
+    else:
+        title = f"Octipus: approval needed for {tool}"
+        lines = [f"Run {event.run_id} in {_where(session)} asks to use {tool}."]
+        if data.get("subject"):
+            lines.append(f"Subject: {_cut(data['subject'])}")
+        why = data.get("explanation") or data.get("reason")
+        if why:
+            lines.append(f"Why it asks: {_cut(why)}")
+    return _message(title, lines, event, link)
+
+
+def _message(title: str, lines: list[str], event: RunEvent, link: str | None) -> Notification:
+    if link is not None:
+        lines.append(f"Open: {link}")
+    body = "\n".join(lines)
+    if len(body) > LIMITS.body_chars:
+        body = body[: LIMITS.body_chars - 1] + "…"
+    return Notification(title=title, body=body, kind=event.kind, run_id=event.run_id, link=link)
+
+
+def _duration(run: Run | None) -> float | None:
+    if run is None or run.started_at is None or run.ended_at is None:
+        return None
+    return (run.ended_at - run.started_at).total_seconds()
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def compose(
+    event: RunEvent,
+    *,
+    run: Run | None,
+    session: Session | None,
+    approval: Approval | None,
+    page: PageUrl,
+    finished_after_s: float,
+) -> Notification | None:
+    """The notification of a :func:`wanted` event, or None when it does not notify after all (a run
+    that ended other than ``failed`` within ``finished_after_s`` seconds, or whose times are unknown).
+
+    Args:
+        event: The event.
+        run: Its run's row (None if it could not be read: the message says less).
+        session: The run's session (None likewise).
+        approval: The approval an ``approval_requested`` event names (its questions), or None.
+        page: Builds the page's link for a path.
+        finished_after_s: ``notify.finishedAfterSeconds``.
+    """
+    data = event.data
+    run_link = page(f"/runs/{event.run_id}")
+    if event.kind == "approval_requested":
+        return _approval(event, session, approval, page)
+    if event.kind == "review_required":
+        tool = _cut(data.get("tool_id") or "a tool", 120)
+        lines = [f"Run {event.run_id} in {_where(session)} needs a review of {tool}."]
+        if data.get("reason"):
+            lines.append(_cut(data["reason"]))
+        return _message(f"Octipus: review required for {tool}", lines, event, run_link)
+    status = _terminal(data.get("status"))
+    took = _duration(run)
+    if status is None or (status is not RunStatus.FAILED and (took is None or took <= finished_after_s)):
+        return None
+    lines = [
+        f"Run {event.run_id} in {_where(session)} {status}" + (f" after {_minutes(took)}." if took else ".")
+    ]
+    if data.get("reason"):
+        lines.append(f"Reason: {_cut(data['reason'])}")
+    return _message(f"Octipus: run {status}", lines, event, run_link)

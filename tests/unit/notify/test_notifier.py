@@ -1,0 +1,165 @@
+"""The notifier against a real store, the real event hub and a loopback Apprise ``json://`` receiver:
+retries with backoff, giving up, the bounded queue, the test send, the shutdown grace, redaction."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from octipusd.errors import ConfigError, ConflictError
+from octipusd.notify import Notifier, NotifierLimits, scrub
+from octipusd.runtime.events import EventHub
+from octipusd.settings import load_settings
+from octipusd.settings_notify import NotifySettings, redact_url
+from octipusd.store import Store
+from tests.unit.notify.receiver import Receiver, closed_port
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "SECRETTOKEN42"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    made = Receiver(fail_first=2)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def held() -> Iterator[Receiver]:
+    made = Receiver(hold=True)
+    yield made
+    made.close()
+
+
+def settings(*urls: str, attempts: int = 4) -> NotifySettings:
+    return NotifySettings(urls=urls, attempts=attempts, backoffSeconds=0.1, sendTimeoutSeconds=5)
+
+
+async def until(predicate: Callable[[], Any], what: str) -> None:
+    with anyio.fail_after(60):
+        while not predicate():  # noqa: ASYNC110 - the notifier signals no count; its health is read
+            await anyio.sleep(0.02)
+    assert predicate(), what
+
+
+class Rig:
+    def __init__(self, store: Store, hub: EventHub, notifier: Notifier, run_id: str) -> None:
+        self.store, self.hub, self.notifier, self.run_id = store, hub, notifier, run_id
+
+    async def ask(self, subject: str) -> None:
+        data = {"approval_id": None, "tool_id": "cli-native:Bash", "kind": "tool", "subject": subject}
+        await self.hub.emit(self.run_id, "approval_requested", data)
+
+
+def rig_factory(store: Store, tmp_path: Path) -> Callable[..., AbstractAsyncContextManager[Rig]]:
+    @asynccontextmanager
+    async def make(notify: NotifySettings, limits: NotifierLimits | None = None) -> AsyncIterator[Rig]:
+        session = store.create_session(workspace=str(tmp_path), adapter="claude-code", title="notify")
+        run = store.create_run(session_id=session.id, prompt="go", owner="test")
+        hub = EventHub(store)
+        notifier = Notifier(notify, store, lambda path: f"http://127.0.0.1:1{path}", limits)
+        hub.add_listener(notifier.listen)
+        async with anyio.create_task_group() as tg:
+            await tg.start(notifier.run)
+            yield Rig(store, hub, notifier, run.id)
+            await notifier.close()
+
+    return make
+
+
+async def test_a_failing_target_is_retried_with_backoff_until_it_takes_the_notification(
+    store: Store, tmp_path: Path, receiver: Receiver
+) -> None:
+    url = receiver.url(f"/hook/{SECRET}")
+    async with rig_factory(store, tmp_path)(settings(url)) as rig:
+        await rig.ask("rm -rf build")
+        [body] = await anyio.to_thread.run_sync(receiver.wait_for, 1)
+        assert receiver.posts == 3  # two answered 500, the third taken
+        assert body["title"] == "Octipus: approval needed for cli-native:Bash"
+        assert (
+            "Subject: rm -rf build" in body["message"]
+            and f"Open: http://127.0.0.1:1/runs/{rig.run_id}" in body["message"]
+        )
+        await until(lambda: rig.notifier.health().targets[0].sent == 1, "the send to be counted")
+        [target] = rig.notifier.health().targets
+        assert (target.sent, target.retries, target.failed, target.dropped) == (1, 2, 0, 0)
+        assert target.target == f"json://127.0.0.1:{receiver.port}"
+        assert target.last_error is not None and SECRET not in target.last_error
+        assert target.last_error_at is not None and target.last_sent_at is not None
+
+
+async def test_a_target_that_keeps_failing_is_given_up_after_the_attempts(
+    store: Store, tmp_path: Path
+) -> None:
+    url = f"json://127.0.0.1:{closed_port()}/hook/{SECRET}"
+    async with rig_factory(store, tmp_path)(settings(url, attempts=2)) as rig:
+        await rig.ask("make deploy")
+        await until(lambda: rig.notifier.health().targets[0].failed == 1, "the notification to be given up")
+        [target] = rig.notifier.health().targets
+        assert (target.sent, target.retries, target.failed) == (0, 1, 1)
+        assert target.last_error and "127.0.0.1" in target.last_error and SECRET not in target.last_error
+
+
+async def test_a_full_queue_drops_its_oldest_notification_and_counts_it(
+    store: Store, tmp_path: Path, held: Receiver
+) -> None:
+    limits = NotifierLimits(queued_per_target=2)
+    async with rig_factory(store, tmp_path)(settings(held.url()), limits) as rig:
+        await rig.ask("first")
+        await anyio.to_thread.run_sync(held.wait_posts, 1)  # the first is being sent (held)
+        for name in ("second", "third", "fourth", "fifth"):
+            await rig.ask(name)
+        await until(lambda: rig.notifier.health().targets[0].dropped == 2, "two notifications to be dropped")
+        held.release()
+        received = await anyio.to_thread.run_sync(held.wait_for, 3)
+        subjects = [b["message"].split("Subject: ")[1].split("\n")[0] for b in received]
+        assert subjects == ["first", "fourth", "fifth"]
+        await until(lambda: rig.notifier.health().targets[0].sent == 3, "the sends to be counted")
+
+
+async def test_close_abandons_a_send_that_does_not_end_within_the_grace(
+    store: Store, tmp_path: Path, held: Receiver
+) -> None:
+    limits = NotifierLimits(stop_grace_s=0.2)
+    async with rig_factory(store, tmp_path)(settings(held.url()), limits) as rig:
+        await rig.ask("never answered")
+        await anyio.to_thread.run_sync(held.wait_posts, 1)
+    # the rig's task group ended: close() cancelled the notifier's task while its send was held
+    assert not rig.notifier.health().running
+    assert rig.notifier.health().targets[0].sent == 0
+
+
+async def test_the_test_send_reports_each_target(store: Store, tmp_path: Path, receiver: Receiver) -> None:
+    receiver.fail_first = 0
+    dead = f"json://127.0.0.1:{closed_port()}/x/{SECRET}"
+    notifier = Notifier(settings(receiver.url(), dead), store, lambda path: None)
+    good, bad = await notifier.test()
+    assert good.ok and good.error is None and good.target == f"json://127.0.0.1:{receiver.port}"
+    assert not bad.ok and bad.error and SECRET not in bad.error
+    [body] = receiver.received
+    assert body["title"] == "Octipus: test notification" and "Open:" not in body["message"]
+    with pytest.raises(ConflictError, match=r"set notify\.urls"):
+        await Notifier(settings(), store, lambda path: None).test()
+
+
+def test_urls_are_validated_and_never_shown_whole() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(
+            None, {"OCTIPUS_NOTIFY__URLS": f'["json://127.0.0.1:9/ok", "nosuch://user:{SECRET}@host"]'}
+        )
+    message = caught.value.message
+    assert "notify.urls" in message and "urls[1] (nosuch://?)" in message and SECRET not in message
+    loaded = load_settings(None, {"OCTIPUS_NOTIFY__URLS": f'["ntfy://ntfy.sh/{SECRET}"]'})
+    assert loaded.notify.urls == (f"ntfy://ntfy.sh/{SECRET}",) and SECRET not in repr(loaded)
+    assert redact_url(f"ntfy://ntfy.sh/{SECRET}") == "ntfy://ntfy.sh"
+    slack = f"slack://T1JJ3T3L2/A1BRTD4JD/{SECRET}"
+    assert SECRET not in redact_url(slack) and "A1BRTD4JD" not in redact_url(slack)
+    said = f"POST https://hooks.slack.com/services/T1JJ3T3L2/A1BRTD4JD/{SECRET} answered 404"
+    assert scrub(said, slack) == "POST https://hooks.slack.com/services/****/****/**** answered 404"
