@@ -17,7 +17,7 @@ function csrfToken() {
 
 /** Call the JSON API; state-changing calls carry the CSRF token. Throws an Error with the API's message. */
 async function api(method, path, body) {
-  const init = { method, credentials: "same-origin", headers: { "X-CSRF-Token": csrfToken() } };
+  const init = { method, credentials: "same-origin", headers: { "X-CSRF-Token": csrfToken(), "X-Octipus-Client": "web" } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
