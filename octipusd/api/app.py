@@ -26,6 +26,7 @@ Routes (all under ``/v1``)::
     GET  /worktrees  GET /worktrees/{id}/diff  POST /worktrees/{id}/merge|discard
     GET  /runs/{id}/children         (child worktrees and child receipts: see worktree_routes)
     GET  /activity                   server-sent events: which runs have new events (see activity_routes)
+    GET  /web                        the page's link with its token (Unix socket only: web_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
 :class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
@@ -79,6 +80,7 @@ from octipusd.api.models import (
     SteerCreate,
     SteerOut,
     TurnCreate,
+    WebHealth,
     WorktreeReaperOut,
 )
 from octipusd.api.plan_routes import plan_router
@@ -86,6 +88,7 @@ from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.api.sse import encode_batch
+from octipusd.api.web_routes import web_router
 from octipusd.api.worktree_routes import worktree_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.policy.spaces import check_space_model
@@ -245,6 +248,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(plan_router(services))
     app.include_router(worktree_router(services))
     app.include_router(activity_router(services))
+    app.include_router(web_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -259,6 +263,7 @@ def create_app(services: Services) -> FastAPI:
             process_containment=str(services.containment.mechanism) if services.containment else None,
             process_containment_detail=services.containment.detail if services.containment else None,
             worktree_reaper=_reaper_out(services),
+            web=WebHealth(origin=services.web.origin, tls=services.web.tls) if services.web else None,
             adapters=[
                 AdapterHealth(
                     adapter=r.adapter,

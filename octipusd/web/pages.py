@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from octipusd import __version__
-from octipusd.api.common import Services, out
+from octipusd.api.common import CSRF_STATE_KEY, Services, out
 from octipusd.api.models import RunOut, SessionOut, UsageTotalsOut
 from octipusd.api.plan_routes import plan_out
 from octipusd.store.aio import in_thread
@@ -53,7 +53,7 @@ templates.env.globals.update(
 
 def csrf_token(request: Request) -> str:
     """The CSRF token of the request's web session ("" on the Unix socket, which needs none)."""
-    token = request.scope.get("state", {}).get("csrf_token", "")
+    token = request.scope.get("state", {}).get(CSRF_STATE_KEY, "")
     return token if isinstance(token, str) else ""
 
 

@@ -40,37 +40,3 @@ def screenshot(page: Page, name: str) -> None:
         return
     Path(folder).mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
-
-
-# TEMPORARY until the web listener merges: a loopback TCP -> Unix socket forwarder.
-def web_url(env: object) -> str:
-    import contextlib
-    import socket
-    import threading
-
-    path = str(env.daemon.socket)  # type: ignore[attr-defined]
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-
-    def pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def accept() -> None:
-        while True:
-            conn, _ = server.accept()
-            upstream = socket.socket(socket.AF_UNIX)
-            upstream.connect(path)
-            threading.Thread(target=pipe, args=(conn, upstream), daemon=True).start()
-            threading.Thread(target=pipe, args=(upstream, conn), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return f"http://127.0.0.1:{server.getsockname()[1]}/"

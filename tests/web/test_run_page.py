@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect
 from octipusd.testing.script import parse_script
 from octipusd.web.present import money
 from tests.e2e.conftest import Env
-from tests.web.browser import DESKTOP, PHONE, screenshot, web_url
+from tests.web.browser import DESKTOP, PHONE, screenshot
 
 #: How long the page may take to show what a run does (milliseconds; a real claude is in the loop).
 WAIT_MS: Final = 90_000
@@ -91,20 +91,24 @@ def open_page(browser: Browser) -> Iterator[Callable[[Env], tuple[Page, str]]]:
     """Factory: open the daemon's page in a fresh browser context at the URL ``octipusctl web``
     prints; returns the page and the site's origin."""
     contexts = []
+    problems: list[str] = []  # console errors: a CSP refusal of an inline script or style shows here
 
     def make(env: Env) -> tuple[Page, str]:
         context = browser.new_context(viewport=DESKTOP)
         contexts.append(context)
         page = context.new_page()
-        url = web_url(env)
+        page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+        url = env.daemon.web_url()
         page.goto(url)
         expect(page.locator("h1")).to_have_text("Sessions")
+        assert "token=" not in page.url  # the token was traded for the session cookie
         parts = urlsplit(url)
         return page, f"{parts.scheme}://{parts.netloc}"
 
     yield make
     for context in contexts:
         context.close()
+    assert not problems, problems
 
 
 def _goto_live(page: Page, url: str) -> None:
