@@ -10,31 +10,20 @@ from typing import Any
 import httpx
 
 from tests.e2e.conftest import TERMINAL, Env
+from tests.e2e.test_ctl_policy import QUESTIONS as E2E_QUESTIONS
 from tests.web.conftest import pages
 
 EVIL = "<script>alert('x')</script> & <b>bold</b>"
 COMMAND = "bash -c \"echo '<hi>' > out.txt\""
 ESCAPED = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;"
 
+#: The e2e questionnaire, with markup in an option's description.
 QUESTIONS: list[dict[str, Any]] = [
     {
-        "question": "Which database should the service use?",
-        "header": "Database",
-        "options": [
-            {"label": "PostgreSQL", "description": "Relational, strong consistency"},
-            {"label": "SQLite", "description": "Embedded <single> file"},
-        ],
-        "multiSelect": False,
+        **E2E_QUESTIONS[0],
+        "options": [*E2E_QUESTIONS[0]["options"], {"label": "Mine", "description": "a <b>file</b>"}],
     },
-    {
-        "question": "Which features do you want?",
-        "header": "Features",
-        "options": [
-            {"label": "Auth", "description": "Login and sessions"},
-            {"label": "Export", "description": "CSV export"},
-        ],
-        "multiSelect": True,
-    },
+    E2E_QUESTIONS[1],
 ]
 
 
@@ -137,7 +126,8 @@ def test_the_questionnaire_form_shows_every_question_and_option(octipus: Callabl
                 for option in question["options"]:
                     assert f'value="{option["label"]}"' in page
                     assert option["description"].replace("<", "&lt;").replace(">", "&gt;") in page
-            assert page.count('type="radio"') == 2 and page.count('type="checkbox"') == 2
+            assert page.count('type="radio"') == 3 and page.count('type="checkbox"') == 3
+            assert "a &lt;b&gt;file&lt;/b&gt;" in page
             assert page.count('class="other-text"') == 2
             assert "Remember this answer" not in page  # a questionnaire is never remembered
     env.answer(approval["id"], "deny")

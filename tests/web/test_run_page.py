@@ -17,34 +17,12 @@ from playwright.sync_api import Browser, Page, expect
 from octipusd.testing.script import parse_script
 from octipusd.web.present import money
 from tests.e2e.conftest import Env
+from tests.e2e.test_ctl_policy import DB, FEATURES, QUESTIONS
 from tests.web.browser import DESKTOP, PHONE, screenshot
 
 #: How long the page may take to show what a run does (milliseconds; a real claude is in the loop).
 WAIT_MS: Final = 90_000
 
-DB = "Which database should the service use?"
-FEATURES = "Which features do you want?"
-QUESTIONS: list[dict[str, Any]] = [
-    {
-        "question": DB,
-        "header": "Database",
-        "options": [
-            {"label": "PostgreSQL", "description": "Relational, strong consistency"},
-            {"label": "SQLite", "description": "Embedded single file"},
-        ],
-        "multiSelect": False,
-    },
-    {
-        "question": FEATURES,
-        "header": "Features",
-        "options": [
-            {"label": "Auth", "description": "Login and sessions"},
-            {"label": "Search", "description": "Full-text search"},
-            {"label": "Export", "description": "CSV export"},
-        ],
-        "multiSelect": True,
-    },
-]
 PLAN = {
     "title": "Service",
     "steps": [
