@@ -237,5 +237,7 @@ def test_plan_feedback_from_the_page_reaches_the_agent(
     ]
     expect(plan).to_contain_text("switched s2 to PostgreSQL", timeout=WAIT_MS)  # live, no reload
     expect(plan).to_contain_text("applied")
+    runs = page.locator("#session-runs")
+    expect(runs.locator(".status-succeeded")).to_have_count(2, timeout=WAIT_MS)  # the run list is live too
     assert page.evaluate("window.octipusNotReloaded") is True
     screenshot(page, "session-plan")
