@@ -25,6 +25,7 @@ Routes (all under ``/v1``)::
     DELETE /sessions/{id}            DELETE /users/{user}/journal   (see action_routes)
     GET  /worktrees  GET /worktrees/{id}/diff  POST /worktrees/{id}/merge|discard
     GET  /runs/{id}/children         (child worktrees and child receipts: see worktree_routes)
+    GET  /activity                   server-sent events: which runs have new events (see activity_routes)
     GET  /web                        the page's link with its token (Unix socket only: web_routes)
     POST /notify/test                a test notification to every notify.urls target (notify_routes)
 
@@ -60,6 +61,7 @@ from pydantic import BaseModel
 from octipusd import __version__
 from octipusd.adapter import Adapter, CapabilityRow
 from octipusd.api.action_routes import action_router
+from octipusd.api.activity_routes import activity_router
 from octipusd.api.common import Services, dump, out
 from octipusd.api.limits import After, Limit, RequestGuard
 from octipusd.api.models import (
@@ -247,6 +249,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(session_router(services))
     app.include_router(plan_router(services))
     app.include_router(worktree_router(services))
+    app.include_router(activity_router(services))
     app.include_router(web_router(services))
     app.include_router(notify_router(services))
 

@@ -19,8 +19,20 @@ from octipusd.api.common import Services, out
 from octipusd.api.models import API_VERSION, FeedbackCreate, FeedbackOut, FeedbackReplyCreate, PlanOut
 from octipusd.runtime.feedback import add_plan_feedback, reply_plan_feedback
 from octipusd.store.aio import in_thread
+from octipusd.store.records import PlanFeedback, WorkPlan
 
-__all__ = ["plan_router"]
+__all__ = ["plan_out", "plan_router"]
+
+
+def plan_out(session_id: str, plan: WorkPlan | None, feedback: list[PlanFeedback]) -> PlanOut:
+    """The API model of a session's plan and feedback history (as :meth:`Store.read_plan` gives them)."""
+    return PlanOut(
+        session_id=session_id,
+        plan=plan.plan if plan is not None else None,
+        revision=plan.revision if plan is not None else 0,
+        updated_at=plan.updated_at if plan is not None else None,
+        feedback=[out(FeedbackOut, item) for item in feedback],
+    )
 
 
 def plan_router(services: Services) -> APIRouter:
@@ -30,14 +42,7 @@ def plan_router(services: Services) -> APIRouter:
 
     @router.get("/sessions/{session_id}/plan")
     async def get_plan(session_id: str) -> PlanOut:
-        plan, feedback = await in_thread(store.read_plan, session_id)
-        return PlanOut(
-            session_id=session_id,
-            plan=plan.plan if plan is not None else None,
-            revision=plan.revision if plan is not None else 0,
-            updated_at=plan.updated_at if plan is not None else None,
-            feedback=[out(FeedbackOut, item) for item in feedback],
-        )
+        return plan_out(session_id, *await in_thread(store.read_plan, session_id))
 
     @router.post("/sessions/{session_id}/plan/feedback", status_code=201)
     async def add_feedback(session_id: str, body: FeedbackCreate) -> FeedbackOut:

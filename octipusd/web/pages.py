@@ -1,5 +1,5 @@
-"""The HTML pages: each renders from the same services the JSON routes use, and updates live in the
-browser through ``static/app.js`` (``EventSource`` on the run's ``/v1/runs/{id}/stream``).
+"""The HTML pages of sessions: the home page (every session with its runs) and ``/sessions/{id}``
+(its runs, usage, work plan with feedback, and a steer box), plus their live fragments.
 
 Conventions every page keeps:
 
@@ -8,6 +8,10 @@ Conventions every page keeps:
   attributes;
 - state changes go through the JSON API (``POST /v1/...``) with ``fetch`` from ``app.js``, which adds
   the ``X-CSRF-Token`` header from ``<meta name="csrf-token">`` (:func:`csrf_token`);
+- a part of a page that updates live is an element with ``data-live="/fragments/..."`` (and
+  ``data-live-run`` / ``data-live-session`` naming what it shows): ``app.js`` re-fetches it when the
+  activity feed (``GET /v1/activity``) says that run or session changed; the fragment is rendered by
+  the same template macro as the full page, so an event has one rendering;
 - Jinja2 autoescapes everything; never mark vendor or agent text ``|safe``.
 """
 
@@ -21,16 +25,30 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from octipusd import __version__
-from octipusd.api.common import CSRF_STATE_KEY, Services
+from octipusd.api.common import CSRF_STATE_KEY, Services, out
+from octipusd.api.models import RunOut, SessionOut, UsageTotalsOut
+from octipusd.api.plan_routes import plan_out
 from octipusd.store.aio import in_thread
+from octipusd.store.records import RunStatus
+from octipusd.web.present import money, short_time
 
-__all__ = ["STATIC_DIR", "csrf_token", "pages_router", "templates"]
+__all__ = ["STATIC_DIR", "csrf_token", "pages_router", "render", "templates"]
 
 #: Where the page's templates and static files live (package data).
 TEMPLATE_DIR: Final = Path(__file__).parent / "templates"
 STATIC_DIR: Final = Path(__file__).parent / "static"
 
+#: Sessions the home page lists at most (newest first).
+HOME_SESSIONS: Final = 100
+#: Runs the home page and a session page list at most (newest first).
+LISTED_RUNS: Final = 500
+
 templates = Jinja2Templates(directory=str(TEMPLATE_DIR))
+templates.env.globals.update(
+    money=money,
+    short_time=short_time,
+    terminal_statuses=frozenset(s.value for s in RunStatus if s.terminal),
+)
 
 
 def csrf_token(request: Request) -> str:
@@ -45,14 +63,56 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
     return templates.TemplateResponse(request, name, context)
 
 
-def pages_router(services: Services) -> APIRouter:
-    """The HTML pages over ``services`` (left out of the OpenAPI schema: they are not the API)."""
-    router = APIRouter(include_in_schema=False)
+async def _home_context(services: Services) -> dict[str, Any]:
+    """Sessions, newest first, each with its runs (newest first)."""
     store = services.store
+    sessions = [out(SessionOut, s) for s in await in_thread(store.list_sessions, limit=HOME_SESSIONS)]
+    runs: dict[str, list[RunOut]] = {s.id: [] for s in sessions}
+    for run in await in_thread(store.list_runs, limit=LISTED_RUNS):
+        if run.session_id in runs:
+            runs[run.session_id].append(out(RunOut, run))
+    return {"sessions": sessions, "runs": runs}
+
+
+async def _session_context(services: Services, session_id: str) -> dict[str, Any]:
+    """A session (404: unknown), its runs, usage totals and work plan.
+
+    Raises:
+        NotFoundError: no such session.
+    """
+    store = services.store
+    session = out(SessionOut, await in_thread(store.get_session, session_id))
+    runs = await in_thread(store.list_runs, session_id=session_id, limit=LISTED_RUNS)
+    return {
+        "session": session,
+        "runs": [out(RunOut, r) for r in runs],
+        "usage": out(UsageTotalsOut, await in_thread(store.usage_totals, session_id)),
+        "plan": plan_out(session_id, *await in_thread(store.read_plan, session_id)),
+    }
+
+
+def pages_router(services: Services) -> APIRouter:
+    """The session pages over ``services`` (left out of the OpenAPI schema: they are not the API)."""
+    router = APIRouter(include_in_schema=False)
 
     @router.get("/", response_class=HTMLResponse)
     async def home(request: Request) -> HTMLResponse:
-        sessions = await in_thread(store.list_sessions, limit=100)
-        return render(request, "home.html", sessions=sessions)
+        return render(request, "home.html", **await _home_context(services))
+
+    @router.get("/fragments/sessions", response_class=HTMLResponse)
+    async def home_fragment(request: Request) -> HTMLResponse:
+        return render(request, "fragments/sessions.html", **await _home_context(services))
+
+    @router.get("/sessions/{session_id}", response_class=HTMLResponse)
+    async def session_page(request: Request, session_id: str) -> HTMLResponse:
+        return render(request, "session.html", **await _session_context(services, session_id))
+
+    @router.get("/fragments/sessions/{session_id}/runs", response_class=HTMLResponse)
+    async def session_runs(request: Request, session_id: str) -> HTMLResponse:
+        return render(request, "fragments/session_runs.html", **await _session_context(services, session_id))
+
+    @router.get("/fragments/sessions/{session_id}/plan", response_class=HTMLResponse)
+    async def session_plan(request: Request, session_id: str) -> HTMLResponse:
+        return render(request, "fragments/plan.html", **await _session_context(services, session_id))
 
     return router

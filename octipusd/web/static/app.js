@@ -1,4 +1,12 @@
 // Octipus page: the little JavaScript it needs. No inline script anywhere (the CSP forbids it).
+//
+// - octipus.api(method, path, body): the JSON API with the session's CSRF token;
+// - live parts: an element with data-live="/fragments/..." is re-fetched when the activity feed
+//   (GET /v1/activity, server-sent events) says its run (data-live-run) or session
+//   (data-live-session) changed; with data-live-append="SEQ" the fragment's entries after SEQ are
+//   appended instead (the run transcript), following the X-Last-Seq / X-More headers;
+// - forms with data-api="METHOD PATH" send their named fields as JSON; buttons with data-api too;
+// - approval forms (form.approval) send a decision, "remember" and questionnaire answers.
 "use strict";
 
 /** The CSRF token of this web session (empty on the Unix socket). */
@@ -9,19 +17,237 @@ function csrfToken() {
 
 /** Call the JSON API; state-changing calls carry the CSRF token. Throws an Error with the API's message. */
 async function api(method, path, body) {
-  const init = { method, credentials: "same-origin", headers: { "X-CSRF-Token": csrfToken() } };
+  const init = { method, credentials: "same-origin", headers: { "X-CSRF-Token": csrfToken(), "X-Octipus-Client": "web" } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
   const text = await response.text();
-  const data = text ? JSON.parse(text) : null;
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch (_) {
+    data = { message: text };
+  }
   if (!response.ok) {
-    const message = data && (data.message || JSON.stringify(data.detail)) || response.statusText;
-    throw new Error(message);
+    const detail = data && (data.message || (data.detail && JSON.stringify(data.detail)));
+    throw new Error(detail || response.statusText || "HTTP " + response.status);
   }
   return data;
 }
 
-window.octipus = { api, csrfToken };
+// ----------------------------------------------------------------------------- live parts
+
+const liveState = new WeakMap(); // element -> {busy, again, last}
+
+/** Re-fetch one live part (one fetch at a time per element; a call during a fetch runs once after). */
+async function refresh(el) {
+  const state = liveState.get(el) || { busy: false, again: false, last: null };
+  liveState.set(el, state);
+  if (state.busy) {
+    state.again = true;
+    return;
+  }
+  state.busy = true;
+  try {
+    do {
+      state.again = false;
+      if (el.dataset.liveAppend !== undefined) {
+        await appendAfter(el);
+      } else {
+        const response = await fetch(el.dataset.live, { credentials: "same-origin" });
+        if (!response.ok) break;
+        const html = await response.text();
+        if (html !== state.last) {
+          state.last = html;
+          el.innerHTML = html;
+        }
+      }
+    } while (state.again);
+  } catch (error) {
+    console.warn("octipus: could not refresh", el.dataset.live, error);
+  } finally {
+    state.busy = false;
+  }
+}
+
+/** Append the entries after data-live-append, page by page; keeps the view at the bottom if it was. */
+async function appendAfter(el) {
+  for (;;) {
+    const after = el.dataset.liveAppend || "0";
+    const response = await fetch(`${el.dataset.live}?after=${encodeURIComponent(after)}`, {
+      credentials: "same-origin",
+    });
+    if (!response.ok) return;
+    const html = await response.text();
+    const last = response.headers.get("X-Last-Seq");
+    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    if (html.trim()) el.insertAdjacentHTML("beforeend", html);
+    if (last) el.dataset.liveAppend = last;
+    if (atBottom && html.trim()) window.scrollTo(0, document.body.scrollHeight);
+    if (response.headers.get("X-More") !== "1") return;
+  }
+}
+
+function concerns(el, frame) {
+  if (frame.resync) return true;
+  const run = el.dataset.liveRun;
+  const session = el.dataset.liveSession;
+  if (!run && !session) return true;
+  return (run && run === frame.run_id) || (session && session === frame.session_id);
+}
+
+const listeners = [];
+
+/** Call fn(frame) for every activity frame (the review page's notifications use it too). */
+function onActivity(fn) {
+  listeners.push(fn);
+}
+
+function refreshAll() {
+  document.querySelectorAll("[data-live]").forEach(refresh);
+}
+
+function startActivity() {
+  const source = new EventSource("/v1/activity");
+  source.onopen = refreshAll; // (re)connected: catch up on whatever happened meanwhile
+  source.onmessage = (message) => {
+    let frame;
+    try {
+      frame = JSON.parse(message.data);
+    } catch (_) {
+      return;
+    }
+    document.querySelectorAll("[data-live]").forEach((el) => {
+      if (concerns(el, frame)) refresh(el);
+    });
+    listeners.forEach((fn) => fn(frame));
+  };
+  return source;
+}
+
+// ----------------------------------------------------------------------------- forms and buttons
+
+function setStatus(form, text, bad) {
+  const status = form.querySelector(".form-status");
+  if (!status) return;
+  status.textContent = text;
+  status.classList.toggle("bad", Boolean(bad));
+}
+
+function splitApi(value) {
+  const space = value.indexOf(" ");
+  return [value.slice(0, space), value.slice(space + 1)];
+}
+
+/** The named fields of a form as a JSON object (empty optional fields left out). */
+function fieldsOf(form) {
+  const body = {};
+  for (const el of form.elements) {
+    if (!el.name || el.disabled) continue;
+    const value = el.value.trim();
+    if (value) body[el.name] = value;
+  }
+  return body;
+}
+
+async function submitApiForm(form) {
+  const [method, path] = splitApi(form.dataset.api);
+  setStatus(form, "sending…");
+  try {
+    await api(method, path, fieldsOf(form));
+    form.reset();
+    setStatus(form, "sent");
+    refreshAll();
+  } catch (error) {
+    setStatus(form, error.message, true);
+  }
+}
+
+async function clickApiButton(button) {
+  if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+  const [method, path] = splitApi(button.dataset.api);
+  button.disabled = true;
+  try {
+    await api(method, path, {});
+    refreshAll();
+  } catch (error) {
+    window.alert(error.message);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+/** The questionnaire's answers (question text -> label, own text, or a list), or throws naming the question. */
+function answersOf(form) {
+  const answers = {};
+  form.querySelectorAll("fieldset.question").forEach((fieldset, index) => {
+    const question = fieldset.dataset.question;
+    const other = fieldset.querySelector(".other-text").value.trim();
+    const chosen = Array.from(fieldset.querySelectorAll("input:checked")).map((input) => input.value);
+    if (fieldset.dataset.multi === "1") {
+      if (other) chosen.push(other);
+      if (!chosen.length) throw new Error(`question ${index + 1} needs an answer: choose an option or write one`);
+      answers[question] = chosen;
+    } else {
+      const answer = other || chosen[0];
+      if (!answer) throw new Error(`question ${index + 1} needs an answer: choose an option or write one`);
+      answers[question] = answer;
+    }
+  });
+  return answers;
+}
+
+async function submitApproval(form, decision) {
+  const body = { decision };
+  const reason = form.elements.reason ? form.elements.reason.value.trim() : "";
+  if (reason) body.reason = reason;
+  try {
+    if (form.dataset.kind === "questionnaire") {
+      if (decision === "approve") body.answers = answersOf(form);
+    } else if (form.elements.remember && form.elements.remember.checked) {
+      body.remember = { scope: form.elements.scope.value, match: form.elements.match.value };
+    }
+  } catch (error) {
+    setStatus(form, error.message, true);
+    return;
+  }
+  form.querySelectorAll("button").forEach((b) => (b.disabled = true));
+  setStatus(form, "sending…");
+  try {
+    const answered = await api("POST", `/v1/approvals/${encodeURIComponent(form.dataset.approval)}`, body);
+    let text = `${answered.status} by ${answered.decided_by}`;
+    if (answered.recheck && !answered.recheck.allowed) text += ` (but the call was denied: ${answered.recheck.reason})`;
+    setStatus(form, text);
+    form.classList.add("answered");
+    if (!form.closest("[data-live]")) window.location.reload();
+    else refreshAll();
+  } catch (error) {
+    setStatus(form, error.message, true);
+    form.querySelectorAll("button").forEach((b) => (b.disabled = false));
+  }
+}
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (form.matches("form.approval")) {
+    event.preventDefault();
+    const decision = event.submitter && event.submitter.value === "deny" ? "deny" : "approve";
+    submitApproval(form, decision);
+  } else if (form.matches("form[data-api]")) {
+    event.preventDefault();
+    submitApiForm(form);
+  }
+});
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button[data-api]");
+  if (button) clickApiButton(button);
+});
+
+window.octipus = { api, csrfToken, onActivity, refresh: refreshAll };
+
+if (document.querySelector("[data-live]") || document.body.dataset.activity !== undefined) {
+  window.octipus.activity = startActivity();
+}

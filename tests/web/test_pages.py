@@ -1,0 +1,202 @@
+"""The pages over the daemon's Unix socket (no browser): a real octipusd and the real claude on a
+scripted model. Each page answers 200 with what the API shows; agent and vendor text is escaped."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from tests.e2e.conftest import TERMINAL, Env
+from tests.e2e.test_ctl_policy import QUESTIONS as E2E_QUESTIONS
+from tests.web.conftest import pages
+
+EVIL = "<script>alert('x')</script> & <b>bold</b>"
+COMMAND = "bash -c \"echo '<hi>' > out.txt\""
+ESCAPED = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;"
+
+#: The e2e questionnaire, with markup in an option's description.
+QUESTIONS: list[dict[str, Any]] = [
+    {
+        **E2E_QUESTIONS[0],
+        "options": [*E2E_QUESTIONS[0]["options"], {"label": "Mine", "description": "a <b>file</b>"}],
+    },
+    E2E_QUESTIONS[1],
+]
+
+
+def _ok(web: httpx.Client, path: str) -> str:
+    response = web.get(path)
+    assert response.status_code == 200, f"GET {path}: {response.status_code} {response.text[:500]}"
+    assert response.headers["content-type"].startswith("text/html")
+    return response.text
+
+
+def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., Env]) -> None:
+    env = octipus(
+        {
+            "steps": [
+                {
+                    "content": [
+                        {"type": "text", "text": EVIL},
+                        {"type": "tool_use", "name": "Bash", "input": {"command": COMMAND}},
+                    ]
+                },
+                {"content": [{"type": "text", "text": "done"}]},
+            ]
+        }
+    )
+    session = env.new_session(title="<i>title</i>")
+    run_id = env.post(session, f"prompt {EVIL}")
+    approval = env.wait_approval(run_id)
+    with pages(env) as web:
+        run_page = _ok(web, f"/runs/{run_id}")
+        # the approval prompt is on the run page while it waits: tool, command, the rule's explanation
+        assert f'data-approval="{approval["id"]}"' in run_page
+        assert "cli-native:Bash" in run_page and "echo &#39;&lt;hi&gt;&#39; &gt; out.txt" in run_page
+        assert approval["explanation"] and str(approval["explanation"]).split()[0] in run_page
+        assert 'value="workspace"' in run_page and 'value="everywhere"' in run_page  # remember scopes
+        approval_page = _ok(web, f"/approvals/{approval['id']}")
+        assert "Approve" in approval_page and "Deny" in approval_page
+
+        env.answer(approval["id"], "approve")
+        final = env.wait_final(run_id)
+        assert final["status"] == "succeeded"
+        run_page = _ok(web, f"/runs/{run_id}")
+        assert ESCAPED in run_page and EVIL not in run_page and "<b>bold" not in run_page
+        assert "tool Bash" in run_page and "approval answered" in run_page and "run succeeded" in run_page
+        assert "data-approval=" not in run_page  # nothing waits any more
+        assert f"prompt {ESCAPED}" in run_page
+        cost = "unknown" if final["cost_usd"] is None else f"${final['cost_usd']:.4f}"
+        assert f'<span class="cost">{cost}</span>' in run_page
+
+        # the transcript fragment: the same entries, after a seq, with the last seq covered
+        events = env.events(run_id)
+        fragment = web.get(f"/fragments/runs/{run_id}/events", params={"after": 0})
+        assert fragment.status_code == 200 and fragment.headers["x-last-seq"] == str(events[-1]["seq"])
+        assert ESCAPED in fragment.text and "<html" not in fragment.text
+        later = web.get(f"/fragments/runs/{run_id}/events", params={"after": events[-1]["seq"]})
+        assert later.text.strip() == "" and later.headers["x-more"] == "0"
+
+        decided = _ok(web, f"/approvals/{approval['id']}")
+        assert "approved" in decided and "data-approval=" not in decided
+
+        home = _ok(web, "/")
+        assert f'href="/sessions/{session}"' in home and "&lt;i&gt;title&lt;/i&gt;" in home
+        assert f'href="/runs/{run_id}"' in home and "<i>title" not in home
+        session_page = _ok(web, f"/sessions/{session}")
+        assert f'href="/runs/{run_id}"' in session_page and "1 run ·" in session_page
+        assert f'data-api="POST /v1/sessions/{session}/steer"' in session_page
+        assert f'data-api="POST /v1/sessions/{session}/plan/feedback"' in session_page
+        assert "No work plan yet" in session_page
+
+        # an unknown run or session is a 404, not a page
+        assert web.get("/runs/nope").status_code == 404
+        assert web.get("/sessions/nope").status_code == 404
+        assert web.get("/fragments/runs/nope/events").status_code == 404
+
+
+def test_the_questionnaire_form_shows_every_question_and_option(octipus: Callable[..., Env]) -> None:
+    env = octipus(
+        {
+            "steps": [
+                {
+                    "content": [
+                        {"type": "tool_use", "name": "AskUserQuestion", "input": {"questions": QUESTIONS}}
+                    ]
+                },
+                {"content": [{"type": "text", "text": "noted"}]},
+            ]
+        }
+    )
+    run_id = env.post(env.new_session(), "ask me")
+    approval = env.wait_approval(run_id)
+    assert approval["kind"] == "questionnaire"
+    with pages(env) as web:
+        for page in (_ok(web, f"/runs/{run_id}"), _ok(web, f"/approvals/{approval['id']}")):
+            assert (
+                'data-kind="questionnaire"' in page
+                and "Submit answers" in page
+                and "Cancel questions" in page
+            )
+            for question in QUESTIONS:
+                assert f'data-question="{question["question"]}"' in page
+                for option in question["options"]:
+                    assert f'value="{option["label"]}"' in page
+                    assert option["description"].replace("<", "&lt;").replace(">", "&gt;") in page
+            assert page.count('type="radio"') == 3 and page.count('type="checkbox"') == 3
+            assert "a &lt;b&gt;file&lt;/b&gt;" in page
+            assert page.count('class="other-text"') == 2
+            assert "Remember this answer" not in page  # a questionnaire is never remembered
+    env.answer(approval["id"], "deny")
+    assert env.wait_final(run_id)["status"] == "succeeded"
+
+
+def test_the_session_page_shows_the_plan_and_its_feedback(octipus: Callable[..., Env]) -> None:
+    plan = {
+        "title": "Service <v2>",
+        "steps": [
+            {"id": "s1", "title": "schema", "status": "in_progress"},
+            {"id": "s2", "title": "database", "status": "pending", "notes": "use <pg>"},
+        ],
+    }
+    env = octipus(
+        {
+            "steps": [
+                {
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "name": "mcp__octipus__update_work_plan",
+                            "input": {"revision": 0, "plan": plan},
+                        }
+                    ]
+                },
+                {"content": [{"type": "text", "text": "planned"}]},
+            ]
+        }
+    )
+    session = env.new_session()
+    assert env.wait_final(env.post(session, "plan it"))["status"] == "succeeded"
+    env.client.request(
+        "POST", f"/sessions/{session}/plan/feedback", json={"text": "Use <PostgreSQL>", "step_id": "s2"}
+    )
+    with pages(env) as web:
+        page = _ok(web, f"/sessions/{session}")
+        fragment = _ok(web, f"/fragments/sessions/{session}/plan")
+    for shown in (page, fragment):
+        assert "Service &lt;v2&gt;" in shown and "revision 1" in shown
+        assert "schema" in shown and "in progress" in shown and "use &lt;pg&gt;" in shown
+        assert "Use &lt;PostgreSQL&gt;" in shown and "on s2" in shown and "pending" in shown
+    assert '<option value="s2">s2: database</option>' in page
+
+
+def _covered(env: Env, run_id: str, frames: list[dict[str, Any]]) -> bool:
+    """Whether the run has ended and the frames cover its last event."""
+    if env.run(run_id)["status"] not in TERMINAL:
+        return False
+    last = env.events(run_id)[-1]["seq"]
+    return any(f.get("run_id") == run_id and f["last_seq"] >= last for f in frames)
+
+
+def test_the_activity_feed_names_each_run_that_changed(octipus: Callable[..., Env]) -> None:
+    env = octipus({"steps": [{"content": [{"type": "text", "text": "pong"}]}]})
+    session = env.new_session()
+    frames: list[dict[str, Any]] = []
+    with pages(env) as web, web.stream("GET", "/v1/activity", timeout=httpx.Timeout(60)) as feed:
+        assert feed.status_code == 200 and feed.headers["content-type"].startswith("text/event-stream")
+        run_id = env.post(session, "ping")
+        for line in feed.iter_lines():
+            if line.startswith("data: "):
+                frames.append(json.loads(line.removeprefix("data: ")))
+                if _covered(env, run_id, frames):
+                    break
+    mine = [f for f in frames if f["run_id"] == run_id]
+    assert mine and all(f["session_id"] == session for f in mine), frames
+    seqs = [f["last_seq"] for f in mine]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    kinds = {k for f in mine for k in f["kinds"]}
+    assert {"run_status", "text"} <= kinds, kinds
+    assert all("data" not in f for f in frames)  # no event data: pages re-fetch what they show
