@@ -84,6 +84,7 @@ from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.api.sse import encode_batch
+from octipusd.api.usage_routes import usage_router
 from octipusd.api.worktree_routes import worktree_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.policy.spaces import check_space_model
@@ -242,6 +243,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(session_router(services))
     app.include_router(plan_router(services))
     app.include_router(worktree_router(services))
+    app.include_router(usage_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:

@@ -12,13 +12,14 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import case, func, select as core_select, update
+from sqlalchemy import func, select as core_select, update
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, enum_member, new_id
 from octipusd.store.models import RunRow
 from octipusd.store.records import ApprovalStatus, Run, RunStatus, UsageTotals
+from octipusd.store.usage_store import usage_columns, usage_totals_of
 
 __all__ = ["RUN_ACCOUNTING_FIELDS", "RUN_UPDATABLE_FIELDS", "RunStoreMixin"]
 
@@ -252,33 +253,13 @@ class RunStoreMixin(StoreMixin):
         Raises:
             StoreError: The database failed.
         """
-        cost = col(RunRow.cost_usd)
-        query = core_select(
-            func.count(),
-            func.coalesce(func.sum(col(RunRow.input_tokens)), 0),
-            func.coalesce(func.sum(col(RunRow.output_tokens)), 0),
-            func.coalesce(func.sum(col(RunRow.cache_creation_input_tokens)), 0),
-            func.coalesce(func.sum(col(RunRow.cache_read_input_tokens)), 0),
-            func.sum(cost),
-            func.count() - func.count(cost),
-            func.coalesce(func.max(case((col(RunRow.usage_estimated), 1), else_=0)), 0),
-        ).where(col(RunRow.session_id) == session_id)
+        query = core_select(*usage_columns()).where(col(RunRow.session_id) == session_id)
         if vendor_session_id is not None:
             query = query.where(col(RunRow.vendor_session_id) == vendor_session_id)
         if exclude_run_id is not None:
             query = query.where(col(RunRow.id) != exclude_run_id)
         with self._core("summing a session's usage", single=True) as conn:
-            row = conn.execute(query).one()
-        return UsageTotals(
-            runs=int(row[0]),
-            input_tokens=int(row[1]),
-            output_tokens=int(row[2]),
-            cache_creation_input_tokens=int(row[3]),
-            cache_read_input_tokens=int(row[4]),
-            cost_usd=None if row[5] is None else float(row[5]),
-            runs_without_cost=int(row[6]),
-            estimated=bool(row[7]),
-        )
+            return usage_totals_of(conn.execute(query).one())
 
     def update_run(self, run_id: str, **fields: Any) -> Run:
         """Change some columns of a run.
