@@ -21,7 +21,7 @@ from octipusd.api.models import API_VERSION, UsageTotalsOut
 from octipusd.store.aio import in_thread
 from octipusd.store.usage_store import MAX_USAGE_GROUPS, UsageGroup
 
-__all__ = ["UsageGroupOut", "UsageReportOut", "usage_report", "usage_router"]
+__all__ = ["By", "UsageGroupOut", "UsageReportOut", "usage_report", "usage_router"]
 
 GroupLimit = Annotated[int, Query(ge=1, le=MAX_USAGE_GROUPS)]
 By = Literal["run", "session", "model_row"]

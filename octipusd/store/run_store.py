@@ -60,6 +60,9 @@ RUN_ACCOUNTING_FIELDS: frozenset[str] = frozenset(
     }
 )
 
+#: Most child runs whose receipt mentions a worktree id are read to find the one it names (runs).
+CHILD_RECEIPT_SCAN = 50
+
 _TERMINAL_RUN_VALUES = tuple(s.value for s in RunStatus if s.terminal)
 _LIVE_RUN_VALUES = tuple(s.value for s in RunStatus if not s.terminal)
 
@@ -334,6 +337,27 @@ class RunStoreMixin(StoreMixin):
                 select(RunRow).where(col(RunRow.parent_run_id) == run_id).order_by(col(RunRow.turn_index))
             ).all()
             return [_run(row) for row in rows]
+
+    def child_of_worktree(self, worktree_id: str) -> Run | None:
+        """The newest child run whose receipt names worktree ``worktree_id`` (None: none does).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        pattern = f"%{worktree_id}%"  # a prefilter; the receipt's own field decides
+        query = (
+            select(RunRow)
+            .where(col(RunRow.parent_run_id).is_not(None), col(RunRow.receipt).like(pattern))
+            .order_by(col(RunRow.created_at).desc())
+            .limit(CHILD_RECEIPT_SCAN)
+        )
+        with self._tx(f"finding the child run of worktree {worktree_id}") as db:
+            for row in db.exec(query).all():
+                run = _run(row)
+                worktree = (run.receipt or {}).get("worktree")
+                if isinstance(worktree, dict) and worktree.get("id") == worktree_id:
+                    return run
+        return None
 
     def finish_run(
         self,

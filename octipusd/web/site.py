@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.web.pages import STATIC_DIR, pages_router
+from octipusd.web.review_pages import review_router
 
 __all__ = ["create_site"]
 
@@ -20,5 +21,6 @@ def create_site(services: Services) -> FastAPI:
     """The API application over ``services`` with the pages (``/``...) and ``/static`` added."""
     app = create_app(services)
     app.include_router(pages_router(services))
+    app.include_router(review_router(services))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -21,13 +21,13 @@ class Seeded:
     runs: tuple[str, str, str]
 
 
-def seed_usage(store: Store, *, title: str = "refactor <b>parser</b>") -> Seeded:
+def seed_usage(store: Store, *, title: str = "refactor <b>parser</b>", workspace: str = "/w") -> Seeded:
     """Write the sessions and finished runs :class:`Seeded` describes."""
     row = store.create_model_row(name="sonnet-row", adapter="claude-code", model="sonnet")
     first = store.create_session(
-        workspace="/w", adapter="claude-code", model="sonnet", model_row_id=row.id, title=title
+        workspace=workspace, adapter="claude-code", model="sonnet", model_row_id=row.id, title=title
     )
-    second = store.create_session(workspace="/w", adapter="codex", model="gpt-5")
+    second = store.create_session(workspace=workspace, adapter="codex", model="gpt-5")
     a = store.create_run(session_id=first.id, prompt="one", owner="o")
     b = store.create_run(session_id=first.id, prompt="two", owner="o")
     c = store.create_run(session_id=second.id, prompt="three", owner="o")
