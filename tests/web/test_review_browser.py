@@ -29,7 +29,11 @@ expect.set_options(timeout=PAGE_WAIT_MS)  # waits for what the page shows, not a
 #: Claude asks to run Bash (ASK by default: an approval waits), then ends its turn.
 SCRIPT: dict[str, Any] = {
     "steps": [
-        {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "echo hi > hi.txt"}}]},
+        {
+            "content": [
+                {"type": "tool_use", "name": "Bash", "input": {"command": "bash -c 'echo hi > hi.txt'"}}
+            ]
+        },
         {"content": [{"type": "text", "text": "done"}]},
         {"content": [{"type": "text", "text": "noted"}]},
         {"content": [{"type": "text", "text": "noted again"}]},

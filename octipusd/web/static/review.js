@@ -103,10 +103,16 @@
     const box = document.getElementById("inbox");
     if (!box || !window.EventSource) return;
     const status = document.getElementById("live-status");
-    let pending = null;
+    let pending = false;
+    let again = false; // something new arrived while a fetch was under way: fetch once more after it
     const refresh = () => {
-      if (pending) return;
-      pending = fetch(box.dataset.fragment, { credentials: "same-origin" })
+      if (pending) {
+        again = true;
+        return;
+      }
+      pending = true;
+      again = false;
+      fetch(box.dataset.fragment, { credentials: "same-origin" })
         .then((response) => (response.ok ? response.text() : Promise.reject(new Error(response.statusText))))
         .then((html) => {
           box.innerHTML = html; // our own server-rendered, escaped fragment
@@ -116,7 +122,8 @@
           if (status) status.textContent = "Could not refresh: " + error.message;
         })
         .finally(() => {
-          pending = null;
+          pending = false;
+          if (again) refresh();
         });
     };
     const source = new EventSource(box.dataset.activity);
@@ -153,7 +160,10 @@
       const row = event.target.closest("tr.dl");
       if (!row || row.classList.contains("note")) return;
       const file = row.closest(".diff-file").dataset.file;
-      target = { file, line: row.dataset.line, side: row.dataset.side, text: row.querySelector(".code").textContent };
+      const code = row.querySelector(".code");
+      const mark = code.querySelector(".mark");
+      const text = code.textContent.slice(mark ? mark.textContent.length : 0); // the line, without its +/-
+      target = { file, line: row.dataset.line, side: row.dataset.side, text };
       diff.querySelectorAll("tr.selected").forEach((r) => r.classList.remove("selected"));
       row.classList.add("selected");
       form.querySelector(".where").textContent = file + ":" + target.line;
@@ -175,7 +185,7 @@
       const where = target.file + ":" + target.line + (target.side === "old" ? " (removed line)" : "");
       const text =
         "Review comment on " + where + " in branch " + diff.dataset.branch + " (worktree " + diff.dataset.worktree + "):\n" +
-        "> " + target.text.trim() + "\n" + comment;
+        "> " + target.text + "\n" + comment;
       try {
         const answer = await window.octipus.api("POST", "/v1/sessions/" + encodeURIComponent(diff.dataset.sessionId) + "/steer", { text });
         say(form, "Sent to run " + answer.run_id.slice(0, 12) + (answer.delivery === "stdin" ? " (delivered now)" : " (queued)"));
