@@ -71,6 +71,7 @@ from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import RecoveryContract, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
+from octipusd.web.listener import bind_web_socket, endpoint_of, make_web_server
 from octipusd.web.site import create_site
 
 log = logging.getLogger("octipusd")
@@ -492,26 +493,33 @@ async def _serve(
         if settings.swarm.worktreeIsolation
         else None
     )
-    app = create_site(
-        Services(
-            store=store,
-            runs=runs,
-            gate=gate,
-            adapters=adapters,
-            user=runs.services.user,
-            hub=hub,
-            broker=broker,
-            resolutions=resolutions,
-            actions=actions,
-            containment=containment,
-            reaper=reaper,
-        )
-    )
     path = socket_path(settings)
     sock = bind_unix_socket(path)
-    server = make_server(app)
-    print(f"octipusd {__version__} listening on {path} (database {store.url_for_display})", flush=True)
+    web_sock, access = bind_web_socket(settings.web) if settings.web.enabled else (None, None)
     try:
+        app = create_site(
+            Services(
+                store=store,
+                runs=runs,
+                gate=gate,
+                adapters=adapters,
+                user=runs.services.user,
+                hub=hub,
+                broker=broker,
+                resolutions=resolutions,
+                actions=actions,
+                containment=containment,
+                reaper=reaper,
+                web=endpoint_of(access) if access is not None else None,
+            )
+        )
+        servers = [make_server(app)]
+        if access is not None:
+            servers.append(make_web_server(app, access, settings.web))
+        page = f"; the page on {access.origin} (octipusctl web)" if access is not None else ""
+        print(
+            f"octipusd {__version__} listening on {path}{page} (database {store.url_for_display})", flush=True
+        )
         async with anyio.create_task_group() as tg:
             runs.bind(tg)
             if left_in_flight:
@@ -526,14 +534,19 @@ async def _serve(
                 await stop.received.wait()
                 log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
                 await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
-                server.should_exit = True
+                for server in servers:
+                    server.should_exit = True
 
             tg.start_soon(on_stop)
+            if web_sock is not None:
+                tg.start_soon(servers[1].serve, [web_sock])
             stop.serving()
-            await server.serve(sockets=[sock])
+            await servers[0].serve(sockets=[sock])
             tg.cancel_scope.cancel()
     finally:
         sock.close()
+        if web_sock is not None:
+            web_sock.close()
         if path.exists():
             path.unlink()
 

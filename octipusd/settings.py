@@ -91,6 +91,7 @@ from octipusd.paths import (
     xdg_runtime_dir as xdg_runtime_dir,
 )
 from octipusd.settings_swarm import SWARM_ACCEPTED, SWARM_FIRST_BOOT_ENV, SwarmSettings
+from octipusd.settings_web import WEB_ACCEPTED, WebSettings
 
 #: First-boot environment names from seed 003 other than the adapters' binary variables
 #: (:class:`VendorBinary`), mapped to their dotted setting keys.
@@ -141,9 +142,9 @@ ACCEPTED: dict[str, str] = {
     "database.statementTimeoutSeconds": "seconds greater than 0 and at most 3600",
     "daemon.socket": "an absolute path",
     "daemon.approvalTimeoutSeconds": "a number of seconds greater than 0 and at most 300",
-    "daemon.webPort": "a TCP port 1-65535 on 127.0.0.1, or 0 for none",
     "daemon.runTimeoutSeconds": "seconds of active work one run may take (approval waits excluded), at most 7 days",
     **SWARM_ACCEPTED,
+    **WEB_ACCEPTED,
     "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
     "transport": "stdio (with command) or http (with url)",
     "trustRecoveryHints": "true or false (default false)",
@@ -301,7 +302,6 @@ class DaemonSettings(_Section):
 
     socket: Path | None = None
     approvalTimeoutSeconds: float = Field(default=300.0, gt=0, le=300)
-    webPort: int = Field(default=0, ge=0, le=65535)
     runTimeoutSeconds: float = Field(default=3600.0, gt=0, le=7 * 24 * 3600)
 
     @field_validator("socket")
@@ -534,6 +534,7 @@ class Settings(BaseSettings):
         daemon: Socket and approval wait.
         mcpServers: External MCP servers offered to agents through the bridge, by name.
         swarm: Child agents: worktrees, limits per level, contract retries.
+        web: The page's loopback listener.
         config_file: The TOML file that was read, if any (not a setting).
     """
 
@@ -548,6 +549,7 @@ class Settings(BaseSettings):
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     mcpServers: dict[str, McpServerSettings] = Field(default_factory=dict)
     swarm: SwarmSettings = Field(default_factory=SwarmSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
 
     @field_validator("mcpServers")
     @classmethod

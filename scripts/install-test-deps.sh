@@ -1,10 +1,12 @@
 #!/bin/sh
-# Install what the test suite needs beyond the Python packages: PostgreSQL server binaries
-# (the tests start a private server from them; see octipusd/testing/postgres.py).
+# Install what the test suite needs beyond the Python packages, from Debian's packages:
+#   - PostgreSQL server binaries (the tests start a private server from them; see
+#     octipusd/testing/postgres.py);
+#   - Chromium (the web page's browser tests drive /usr/bin/chromium through Playwright; nothing
+#     downloads a browser).
 #
-# Idempotent and quiet: does nothing when an initdb is already present under
-# /usr/lib/postgresql/*/bin or on PATH. Otherwise runs
-# `apt-get update && apt-get install -y postgresql` (as root, or through sudo).
+# Idempotent and quiet: installs only what is missing (an initdb under /usr/lib/postgresql/*/bin or
+# on PATH; /usr/bin/chromium), with `apt-get install` as root or through sudo.
 set -eu
 
 have_initdb() {
@@ -14,13 +16,18 @@ have_initdb() {
     command -v initdb >/dev/null 2>&1
 }
 
-if have_initdb; then
-    exit 0
-fi
+have_chromium() {
+    [ -x /usr/bin/chromium ]
+}
+
+missing=""
+have_initdb || missing="$missing postgresql"
+have_chromium || missing="$missing chromium"
+[ -z "$missing" ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no initdb found and no apt-get to install PostgreSQL;" \
-        "install the PostgreSQL server (initdb, pg_ctl) with your package manager" >&2
+    echo "install-test-deps: missing:$missing and no apt-get to install them;" \
+        "install the PostgreSQL server (initdb, pg_ctl) and Chromium (/usr/bin/chromium) with your package manager" >&2
     exit 1
 fi
 
@@ -29,15 +36,20 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
     as_root="sudo"
 else
-    echo "install-test-deps: PostgreSQL must be installed as root (apt-get install postgresql)" >&2
+    echo "install-test-deps:$missing must be installed as root (apt-get install$missing)" >&2
     exit 1
 fi
 
-echo "install-test-deps: installing PostgreSQL (no initdb found)" >&2
+echo "install-test-deps: installing$missing" >&2
 $as_root apt-get update -qq
-$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+# shellcheck disable=SC2086 # one word per package
+$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 
 if ! have_initdb; then
     echo "install-test-deps: postgresql installed but no initdb found" >&2
+    exit 1
+fi
+if ! have_chromium; then
+    echo "install-test-deps: chromium installed but /usr/bin/chromium is missing" >&2
     exit 1
 fi

@@ -25,6 +25,7 @@ Routes (all under ``/v1``)::
     DELETE /sessions/{id}            DELETE /users/{user}/journal   (see action_routes)
     GET  /worktrees  GET /worktrees/{id}/diff  POST /worktrees/{id}/merge|discard
     GET  /runs/{id}/children         (child worktrees and child receipts: see worktree_routes)
+    GET  /web                        the page's link with its token (Unix socket only: web_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
 :class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
@@ -77,6 +78,7 @@ from octipusd.api.models import (
     SteerCreate,
     SteerOut,
     TurnCreate,
+    WebHealth,
     WorktreeReaperOut,
 )
 from octipusd.api.plan_routes import plan_router
@@ -85,6 +87,7 @@ from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.api.sse import encode_batch
 from octipusd.api.usage_routes import usage_router
+from octipusd.api.web_routes import web_router
 from octipusd.api.worktree_routes import worktree_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
 from octipusd.policy.spaces import check_space_model
@@ -244,6 +247,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(plan_router(services))
     app.include_router(worktree_router(services))
     app.include_router(usage_router(services))
+    app.include_router(web_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -258,6 +262,7 @@ def create_app(services: Services) -> FastAPI:
             process_containment=str(services.containment.mechanism) if services.containment else None,
             process_containment_detail=services.containment.detail if services.containment else None,
             worktree_reaper=_reaper_out(services),
+            web=WebHealth(origin=services.web.origin, tls=services.web.tls) if services.web else None,
             adapters=[
                 AdapterHealth(
                     adapter=r.adapter,

@@ -19,11 +19,32 @@ from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.store.repository import Store
 
-__all__ = ["Services", "dump", "out"]
+__all__ = ["CSRF_STATE_KEY", "WEB_STATE_KEY", "Services", "WebEndpoint", "dump", "out"]
 
 M = TypeVar("M", bound=BaseModel)
 P = ParamSpec("P")
 T = TypeVar("T")
+
+#: ``request.scope["state"]`` key the web listener's access guard sets (True) on every request it
+#: lets through; absent on the Unix socket.
+WEB_STATE_KEY = "via_web"
+#: ``request.scope["state"]`` key holding the web session's CSRF token ("" with a bearer token).
+CSRF_STATE_KEY = "csrf_token"
+
+
+@dataclass(frozen=True)
+class WebEndpoint:
+    """Where the page is served (``octipusd.web.access`` owns the token; this is what the API tells).
+
+    Attributes:
+        origin: ``http(s)://ADDRESS:PORT``, the page without its token (links in notifications).
+        link: The ready URL with the token (only ``GET /v1/web`` on the Unix socket gives it).
+        tls: Served over HTTPS.
+    """
+
+    origin: str
+    link: str
+    tls: bool
 
 
 @dataclass(frozen=True)
@@ -41,6 +62,7 @@ class Services:
     actions: ActionService | None = None
     containment: Containment | None = None
     reaper: OrphanReaper | None = None
+    web: WebEndpoint | None = None
 
 
 def dump(record: Any) -> dict[str, Any]:

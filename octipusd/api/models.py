@@ -60,6 +60,22 @@ class Health(_Model):
     worktree_reaper: WorktreeReaperOut | None = Field(
         default=None, description="the orphan reaper of child worktrees (null: swarm.worktreeIsolation off)"
     )
+    web: WebHealth | None = Field(default=None, description="the page's listener (null: web.enabled off)")
+
+
+class WebHealth(_Model):
+    """Where the page is served (never its token)."""
+
+    origin: str = Field(description="http(s)://ADDRESS:PORT; octipusctl web prints the link with its token")
+    tls: bool
+
+
+class WebOut(_Model):
+    """``GET /v1/web`` (Unix socket only): the ready link that opens the page."""
+
+    url: str = Field(description="the page's link with its token: give it only to the person")
+    origin: str
+    tls: bool
 
 
 class SessionCreate(_Model):

@@ -59,6 +59,7 @@ from octipusd.ctl.session_cmds import (
     sessions_reuse,
 )
 from octipusd.ctl.space_cmds import spaces_app
+from octipusd.ctl.web_cmds import web_command
 from octipusd.ctl.worktree_cmds import worktrees_app
 from octipusd.errors import OctipusError
 from octipusd.paths import default_socket_path
@@ -73,7 +74,7 @@ FILE_LIMITS = (
 
 app = typer.Typer(
     help="Control octipusd: sessions, runs, work plans, approvals, rules, spaces, model rows, the action "
-    "journal, child worktrees.",
+    "journal, child worktrees, the web page.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -91,6 +92,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(spaces_app, name="spaces")
 app.add_typer(worktrees_app, name="worktrees")
+app.command("web")(web_command)
 
 TERMINAL = {"succeeded", "failed", "interrupted", "cancelled"}
 
@@ -120,6 +122,12 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
         return
     console.print(f"octipusd {data['daemon_version']} (pid {data['pid']}), database {data['database']}")
     console.print(f"live runs: {data['live_runs']}")
+    web = data.get("web")
+    console.print(
+        f"web page: {safe(web['origin'])} (octipusctl web prints its link)"
+        if web
+        else "web page: off (web.enabled)"
+    )
     if data.get("process_containment"):
         console.print(
             f"process containment: {data['process_containment']} ({data['process_containment_detail']})"

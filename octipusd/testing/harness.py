@@ -174,6 +174,23 @@ class DaemonHarness:
         """A new API client on the daemon's socket."""
         return Client(self.socket, client_name="harness")
 
+    def web_url(self) -> str:
+        """The page's ready link with its token, as ``octipusctl web`` prints it to a person.
+
+        Raises:
+            RuntimeError: ``octipusctl web`` failed (the message holds its output).
+        """
+        done = subprocess.run(
+            [str(self.bindir / "octipusctl"), "--socket", str(self.socket), "web"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"octipusctl web exited {done.returncode}: {done.stdout}{done.stderr}")
+        return done.stdout.strip().splitlines()[0]
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
         """Signal the daemon and wait for its exit; returns the exit code (None if never started)."""
         if self.process is None:

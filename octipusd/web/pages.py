@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from octipusd import __version__
-from octipusd.api.common import Services
+from octipusd.api.common import CSRF_STATE_KEY, Services
 from octipusd.store.aio import in_thread
 
 __all__ = ["STATIC_DIR", "csrf_token", "pages_router", "templates"]
@@ -35,7 +35,7 @@ templates = Jinja2Templates(directory=str(TEMPLATE_DIR))
 
 def csrf_token(request: Request) -> str:
     """The CSRF token of the request's web session ("" on the Unix socket, which needs none)."""
-    token = request.scope.get("state", {}).get("csrf_token", "")
+    token = request.scope.get("state", {}).get(CSRF_STATE_KEY, "")
     return token if isinstance(token, str) else ""
 
 

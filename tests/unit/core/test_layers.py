@@ -29,14 +29,15 @@ ROOT = Path(__file__).resolve().parents[3]
 #: Ranks of the foundations: a foundation imports only lower ranks (DESIGN.md "Layers", 5).
 #: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers;
 #: ``environment`` the allowlist of what child processes inherit; ``paths`` the XDG folders and
-#: the socket; ``settings_swarm`` the ``swarm`` settings section; ``adapter_events`` the typed
-#: vendor events of the adapter protocol.
+#: the socket; ``settings_swarm`` and ``settings_web`` the ``swarm`` and ``web`` settings sections;
+#: ``adapter_events`` the typed vendor events of the adapter protocol.
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
     "errors": 1,
     "environment": 1,
     "paths": 1,
     "settings_swarm": 1,
+    "settings_web": 1,
     "settings": 2,
     "adapter_events": 2,
     "adapter": 3,
@@ -44,8 +45,11 @@ FOUNDATIONS: Mapping[str, int] = {
     "adapterkit": 4,
     "store": 5,
 }
-CLIENTS = frozenset({"ctl", "tui", "web"})
-API = frozenset({"api"})
+CLIENTS = frozenset({"ctl", "tui"})
+#: ``web`` is the page the API application itself serves, server-rendered from the same services
+#: as the JSON routes (issue 16: one application, one set of routes), so it sits at the API layer;
+#: ``api`` never imports it (``web.site`` adds the pages, the composition root serves the site).
+API = frozenset({"api", "web"})
 ORCHESTRATION = frozenset({"runtime", "pipelines"})
 CAPABILITIES = frozenset(
     {"bridge", "tools", "connectors", "policy", "journal", "runner", "vault", "sandbox", "notify"}
@@ -205,8 +209,8 @@ def layer_violations(edges: Mapping[tuple[str, str], list[Import]], packages: se
             elif target not in ("errors", "paths", "settings", "octipusd"):
                 problems.append(f"client {source} -> {target}: {where}")
         elif source in API:
-            if target in CLIENTS | ROOT_ROOMS | KIT:
-                problems.append(f"api -> {target}: {where}")
+            if target in CLIENTS | ROOT_ROOMS | KIT or (source, target) == ("api", "web"):
+                problems.append(f"{source} -> {target}: {where}")
         elif source in ORCHESTRATION:
             if target in CLIENTS | API | ROOT_ROOMS | KIT:
                 problems.append(f"orchestration {source} -> {target}: {where}")
