@@ -90,6 +90,7 @@ from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.api.sse import encode_batch
+from octipusd.api.usage_routes import usage_router
 from octipusd.api.web_routes import web_router
 from octipusd.api.worktree_routes import worktree_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
@@ -250,6 +251,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(plan_router(services))
     app.include_router(worktree_router(services))
     app.include_router(activity_router(services))
+    app.include_router(usage_router(services))
     app.include_router(web_router(services))
     app.include_router(notify_router(services))
 

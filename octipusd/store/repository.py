@@ -24,7 +24,8 @@ The methods live in one module per aggregate, each a mixin of :class:`Store`: se
 (``run_store.py``, ``event_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
 the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``), session reuse
-(``reuse_store.py``) and the start of a turn's reads (``turn_store.py``). This module holds the class itself: opening, closing, and
+(``reuse_store.py``), the start of a turn's reads (``turn_store.py``) and usage reports
+(``usage_store.py``). This module holds the class itself: opening, closing, and
 :meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one place a database error becomes
 an Octipus error.
 """
@@ -61,6 +62,7 @@ from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.run_store import RUN_UPDATABLE_FIELDS, RunStoreMixin
 from octipusd.store.session_store import SessionStoreMixin
 from octipusd.store.turn_store import TurnStoreMixin
+from octipusd.store.usage_store import UsageStoreMixin
 
 __all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
 
@@ -78,6 +80,7 @@ class Store(
     InvocationStoreMixin,
     ReuseStoreMixin,
     TurnStoreMixin,
+    UsageStoreMixin,
 ):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 

@@ -12,13 +12,14 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import case, func, select as core_select, update
+from sqlalchemy import func, select as core_select, update
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, enum_member, new_id
 from octipusd.store.models import RunRow
 from octipusd.store.records import ApprovalStatus, Run, RunStatus, UsageTotals
+from octipusd.store.usage_store import usage_columns, usage_totals_of
 
 __all__ = ["RUN_ACCOUNTING_FIELDS", "RUN_UPDATABLE_FIELDS", "RunStoreMixin"]
 
@@ -58,6 +59,9 @@ RUN_ACCOUNTING_FIELDS: frozenset[str] = frozenset(
         "result_text",
     }
 )
+
+#: Most child runs whose receipt mentions a worktree id are read to find the one it names (runs).
+CHILD_RECEIPT_SCAN = 50
 
 _TERMINAL_RUN_VALUES = tuple(s.value for s in RunStatus if s.terminal)
 _LIVE_RUN_VALUES = tuple(s.value for s in RunStatus if not s.terminal)
@@ -252,33 +256,13 @@ class RunStoreMixin(StoreMixin):
         Raises:
             StoreError: The database failed.
         """
-        cost = col(RunRow.cost_usd)
-        query = core_select(
-            func.count(),
-            func.coalesce(func.sum(col(RunRow.input_tokens)), 0),
-            func.coalesce(func.sum(col(RunRow.output_tokens)), 0),
-            func.coalesce(func.sum(col(RunRow.cache_creation_input_tokens)), 0),
-            func.coalesce(func.sum(col(RunRow.cache_read_input_tokens)), 0),
-            func.sum(cost),
-            func.count() - func.count(cost),
-            func.coalesce(func.max(case((col(RunRow.usage_estimated), 1), else_=0)), 0),
-        ).where(col(RunRow.session_id) == session_id)
+        query = core_select(*usage_columns()).where(col(RunRow.session_id) == session_id)
         if vendor_session_id is not None:
             query = query.where(col(RunRow.vendor_session_id) == vendor_session_id)
         if exclude_run_id is not None:
             query = query.where(col(RunRow.id) != exclude_run_id)
         with self._core("summing a session's usage", single=True) as conn:
-            row = conn.execute(query).one()
-        return UsageTotals(
-            runs=int(row[0]),
-            input_tokens=int(row[1]),
-            output_tokens=int(row[2]),
-            cache_creation_input_tokens=int(row[3]),
-            cache_read_input_tokens=int(row[4]),
-            cost_usd=None if row[5] is None else float(row[5]),
-            runs_without_cost=int(row[6]),
-            estimated=bool(row[7]),
-        )
+            return usage_totals_of(conn.execute(query).one())
 
     def update_run(self, run_id: str, **fields: Any) -> Run:
         """Change some columns of a run.
@@ -353,6 +337,27 @@ class RunStoreMixin(StoreMixin):
                 select(RunRow).where(col(RunRow.parent_run_id) == run_id).order_by(col(RunRow.turn_index))
             ).all()
             return [_run(row) for row in rows]
+
+    def child_of_worktree(self, worktree_id: str) -> Run | None:
+        """The newest child run whose receipt names worktree ``worktree_id`` (None: none does).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        pattern = f"%{worktree_id}%"  # a prefilter; the receipt's own field decides
+        query = (
+            select(RunRow)
+            .where(col(RunRow.parent_run_id).is_not(None), col(RunRow.receipt).like(pattern))
+            .order_by(col(RunRow.created_at).desc())
+            .limit(CHILD_RECEIPT_SCAN)
+        )
+        with self._tx(f"finding the child run of worktree {worktree_id}") as db:
+            for row in db.exec(query).all():
+                run = _run(row)
+                worktree = (run.receipt or {}).get("worktree")
+                if isinstance(worktree, dict) and worktree.get("id") == worktree_id:
+                    return run
+        return None
 
     def finish_run(
         self,

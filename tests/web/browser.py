@@ -9,7 +9,7 @@ from typing import Final
 
 from playwright.sync_api import Browser, Page, Playwright
 
-__all__ = ["CHROMIUM", "DESKTOP", "PHONE", "launch", "screenshot"]
+__all__ = ["CHROMIUM", "DESKTOP", "PAGE_WAIT_MS", "PHONE", "launch", "no_horizontal_scroll", "screenshot"]
 
 #: Debian's chromium package.
 CHROMIUM: Final = "/usr/bin/chromium"
@@ -26,6 +26,8 @@ CHROMIUM_ARGS: Final = (
 #: Viewports (CSS pixels): a phone and a desktop.
 PHONE: Final = {"width": 380, "height": 800}
 DESKTOP: Final = {"width": 1280, "height": 900}
+#: Longest wait for something to appear on a page (milliseconds).
+PAGE_WAIT_MS: Final = 60_000
 
 
 def launch(playwright: Playwright) -> Browser:
@@ -40,3 +42,8 @@ def screenshot(page: Page, name: str) -> None:
         return
     Path(folder).mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+def no_horizontal_scroll(page: Page) -> bool:
+    """Whether the page fits its viewport's width (wide tables and diffs scroll inside their box)."""
+    return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"))

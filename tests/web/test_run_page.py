@@ -18,7 +18,7 @@ from octipusd.testing.script import parse_script
 from octipusd.web.present import money
 from tests.e2e.conftest import Env
 from tests.e2e.test_ctl_policy import DB, FEATURES, QUESTIONS
-from tests.web.browser import DESKTOP, PHONE, screenshot
+from tests.web.browser import DESKTOP, PHONE, no_horizontal_scroll, screenshot
 
 #: How long the page may take to show what a run does (milliseconds; a real claude is in the loop).
 WAIT_MS: Final = 90_000
@@ -146,7 +146,7 @@ def test_follow_a_run_deny_one_bash_call_approve_the_next_and_see_the_cost(
     expect(page.locator("#run-summary .tokens")).to_contain_text(f"{final['output_tokens']} out")
     screenshot(page, "run-transcript")
     page.set_viewport_size(PHONE)
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert no_horizontal_scroll(page)
     screenshot(page, "run-transcript-phone")
 
 
@@ -177,7 +177,7 @@ def test_answer_a_two_question_form(
         for option in question["options"]:
             expect(form).to_contain_text(option["description"])
     page.set_viewport_size(PHONE)
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert no_horizontal_scroll(page)
     screenshot(page, "questionnaire-phone")
     page.set_viewport_size(DESKTOP)
 

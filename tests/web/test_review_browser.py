@@ -1,0 +1,146 @@
+"""The review pages in real headless Chromium (issue 16 item 2) on the web listener, against a real
+octipusd with a seeded store and the real claude on a scripted model:
+
+* the inbox shows an approval live (the ``/v1/activity`` feed) as the run asks for it, and the
+  browser notification fires;
+* a comment on a diff line reaches the session's live run as steering;
+* the journal, worktree diff, usage and health pages render at phone and desktop widths
+  (screenshots when ``OCTIPUS_SCREENSHOTS`` is set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from octipusd.ctl.client import Client
+from octipusd.testing.anthropic_server import ScriptedAnthropicServer
+from octipusd.testing.harness import DaemonHarness, claude_binary
+from tests.web.browser import DESKTOP, PAGE_WAIT_MS, PHONE, no_horizontal_scroll, screenshot
+from tests.web.review_fixtures import CHANGED_FILE, WORKTREE_ID, ReviewSeed, seed_review
+
+expect.set_options(timeout=PAGE_WAIT_MS)  # waits for what the page shows, not a timing assertion
+
+#: Claude asks to run Bash (ASK by default: an approval waits), then ends its turn.
+SCRIPT: dict[str, Any] = {
+    "steps": [
+        {
+            "content": [
+                {"type": "tool_use", "name": "Bash", "input": {"command": "bash -c 'echo hi > hi.txt'"}}
+            ]
+        },
+        {"content": [{"type": "text", "text": "done"}]},
+        {"content": [{"type": "text", "text": "noted"}]},
+        {"content": [{"type": "text", "text": "noted again"}]},
+    ]
+}
+
+
+@dataclass
+class Site:
+    daemon: DaemonHarness
+    client: Client
+    seed: ReviewSeed
+    base: str
+    login: str
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("review-browser")
+    workspace = root / "octipus" / "workspace"
+    workspace.mkdir(parents=True)
+    seed = seed_review(root, workspace)
+    env = {"OCTIPUS_DATABASE_URL": seed.url, "OCTIPUS_WORKTREES_DIR": str(seed.worktrees)}
+    with ScriptedAnthropicServer(SCRIPT) as model:
+        daemon = DaemonHarness(root / "octipus", model.base_url, claude_binary(), extra_env=env)
+        with daemon:
+            login = daemon.web_url()
+            parts = urlsplit(login)
+            yield Site(daemon, daemon.client(), seed, f"{parts.scheme}://{parts.netloc}", login)
+
+
+def open_page(browser: Browser, site: Site, viewport: dict[str, int]) -> Page:
+    """A new page logged in with the token URL (the session cookie), notifications allowed."""
+    context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+    context.grant_permissions(["notifications"], origin=site.base)
+    page = context.new_page()
+    page.set_default_timeout(PAGE_WAIT_MS)
+    page.goto(site.login)
+    return page
+
+
+def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
+    browser: Browser, site: Site
+) -> None:
+    page = open_page(browser, site, PHONE)
+    page.goto(f"{site.base}/inbox")
+    expect(page.locator("#inbox[data-live=true]")).to_have_count(1)  # following the feed
+    expect(page.locator("#enable-notifications")).to_have_text("Notifications on")
+    seeded = page.locator(f'[data-approval-id="{site.seed.approval_id}"]')
+    expect(seeded).to_be_visible()
+
+    session_id = site.seed.usage.with_row
+    run_id = site.client.request("POST", f"/sessions/{session_id}/turns", json={"prompt": "go"})["id"]
+    approval = site.daemon.wait_until(
+        lambda: site.client.request("GET", "/approvals", params={"run_id": run_id}), 90, "the run's approval"
+    )[0]
+    live = page.locator(f'[data-approval-id="{approval["id"]}"]')
+    expect(live).to_be_visible()  # arrived without a reload
+    expect(live).to_contain_text("cli-native:Bash")
+    assert page.evaluate("window.octipusNotifications || 0") >= 1
+    screenshot(page, "inbox-phone")
+
+    diff = open_page(browser, site, DESKTOP)
+    diff.goto(f"{site.base}/worktrees/{WORKTREE_ID}")
+    diff.locator('tr.dl.add[data-line="2"]').click()
+    form = diff.locator("#diff-comment")
+    expect(form.locator(".where")).to_have_text(f"{CHANGED_FILE}:2")
+    form.locator("textarea").fill("Keep it lower case, please.")
+    form.locator("button[type=submit]").click()
+    expect(form.locator(".result")).to_contain_text(f"Sent to run {run_id[:12]}")
+    steered = [
+        e["data"]["text"]
+        for e in site.client.request("GET", f"/runs/{run_id}/events", params={"limit": 10000})
+        if e["kind"] in ("steering_submitted", "steering_queued")
+    ]
+    assert len(steered) == 1 and f"{CHANGED_FILE}:2" in steered[0] and "Keep it lower case" in steered[0]
+    assert "> TWO <b>bold</b>" in steered[0]  # the line quoted as text
+    screenshot(diff, "worktree-diff-desktop")
+
+    site.client.request("POST", f"/approvals/{approval['id']}", json={"decision": "deny"})
+    site.daemon.wait_until(
+        lambda: site.client.request("GET", f"/runs/{run_id}")["status"] in ("succeeded", "failed"),
+        90,
+        "the run's end",
+    )
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_review_pages_render_at_phone_and_desktop_width(
+    browser: Browser, site: Site, viewport: dict[str, int]
+) -> None:
+    page = open_page(browser, site, viewport)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    width = "phone" if viewport is PHONE else "desktop"
+    for path, ready in (
+        ("/actions", f"#action-{site.seed.action_id}"),
+        (f"/worktrees/{WORKTREE_ID}", ".diff-file"),
+        ("/usage", 'table[data-by="model_row"]'),
+        ("/health", ".card.adapter"),
+    ):
+        page.goto(f"{site.base}{path}")
+        expect(page.locator(ready).first).to_be_visible()
+        assert no_horizontal_scroll(page), f"{path} is wider than the {width} viewport"
+        screenshot(page, f"{path.strip('/').split('/')[0]}-{width}")
+    assert errors == []
+    health = site.client.request("GET", "/health")
+    page.goto(f"{site.base}/health")
+    for adapter in health["adapters"]:
+        expect(page.locator(f'[data-adapter="{adapter["adapter"]}"]')).to_contain_text(adapter["binary"])
