@@ -576,17 +576,26 @@ class ValidationErrorOut(_Model):
 
 
 #: The error answers every route may give, declared once on the application (so every route, also
-#: one added later, documents them): the :class:`~octipusd.errors.OctipusError` statuses with
-#: :class:`ErrorOut`, and 422 either a request that fails its schema (:class:`ValidationErrorOut`)
+#: one added later, documents them): the :class:`~octipusd.errors.OctipusError` statuses and the web
+#: listener's refusals (:mod:`octipusd.web.access`) with :class:`ErrorOut`, and 422 either a request that fails its schema (:class:`ValidationErrorOut`)
 #: or an adapter or executable the request cannot use (:class:`ErrorOut`).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {
         "model": ErrorOut,
         "description": "invalid_request: the message names the field and what is accepted",
     },
-    403: {"model": ErrorOut, "description": "forbidden: the caller may not do this (e.g. in a space)"},
+    401: {"model": ErrorOut, "description": "unauthorized (web listener): no valid token or session cookie"},
+    403: {
+        "model": ErrorOut,
+        "description": "forbidden: the caller may not do this (a space's role; on the web listener a "
+        "cross-site request or a missing CSRF token)",
+    },
     404: {"model": ErrorOut, "description": "not_found: no such id or name"},
     409: {"model": ErrorOut, "description": "conflict: the current state does not allow it"},
+    421: {
+        "model": ErrorOut,
+        "description": "forbidden_host (web listener): the Host header is not the page's",
+    },
     422: {
         "model": ErrorOut | ValidationErrorOut,
         "description": "the request fails its schema (detail), or names an adapter or executable it cannot use",
