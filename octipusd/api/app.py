@@ -29,7 +29,8 @@ Routes (all under ``/v1``)::
     GET  /web                        the page's link with its token (Unix socket only: web_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
-:class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
+:class:`~octipusd.errors.OctipusError` subclass (:mod:`~octipusd.api.error_handlers`; the schema,
+``GET /v1/openapi.json``, declares them on every route: ``ERROR_RESPONSES``). Under ``/v1/models`` a body that fails
 schema validation is also a 400 ``invalid_request`` naming the field (elsewhere FastAPI's
 422 ``{"detail": [...]}``). The app holds no state of its own: it calls the
 :class:`Services` it is given.
