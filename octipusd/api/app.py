@@ -2,6 +2,7 @@
 
 Routes (all under ``/v1``)::
 
+    GET  /openapi.json               the OpenAPI schema of every route below
     GET  /health                     daemon, database, per-adapter executable resolution
     POST /sessions                   create a session          GET /sessions[/{id}]
     POST /sessions/{id}/turns        post a prompt (202: the run starts in the background)
@@ -30,7 +31,8 @@ Routes (all under ``/v1``)::
     POST /notify/test                a test notification to every notify.urls target (notify_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
-:class:`~octipusd.errors.OctipusError` subclass. Under ``/v1/models`` a body that fails
+:class:`~octipusd.errors.OctipusError` subclass (:mod:`~octipusd.api.error_handlers`; the schema,
+``GET /v1/openapi.json``, declares them on every route: ``ERROR_RESPONSES``). Under ``/v1/models`` a body that fails
 schema validation is also a 400 ``invalid_request`` naming the field (elsewhere FastAPI's
 422 ``{"detail": [...]}``). The app holds no state of its own: it calls the
 :class:`Services` it is given.
@@ -52,9 +54,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from octipus_worktrees import printable
 from pydantic import BaseModel
 
@@ -63,9 +63,11 @@ from octipusd.adapter import Adapter, CapabilityRow
 from octipusd.api.action_routes import action_router
 from octipusd.api.activity_routes import activity_router
 from octipusd.api.common import Services, dump, out
+from octipusd.api.error_handlers import install_error_handlers
 from octipusd.api.limits import After, Limit, RequestGuard
 from octipusd.api.models import (
     API_VERSION,
+    ERROR_RESPONSES,
     AdapterHealth,
     Capabilities,
     EventOut,
@@ -89,11 +91,11 @@ from octipusd.api.plan_routes import plan_router
 from octipusd.api.policy_routes import policy_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
-from octipusd.api.sse import encode_batch
+from octipusd.api.sse import EVENT_FRAME_SCHEMA, encode_batch
 from octipusd.api.usage_routes import usage_router
 from octipusd.api.web_routes import web_router
 from octipusd.api.worktree_routes import worktree_router
-from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError, OctipusError
+from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError
 from octipusd.policy.spaces import check_space_model
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ModelRow, RunStatus
@@ -211,38 +213,20 @@ def validate_model_row(fields: Mapping[str, Any], adapters: Mapping[str, Adapter
     return checked
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        loc = [str(p) for p in error.get("loc", ()) if p != "body"]
-        parts.append(f"{'.'.join(loc) or 'body'}: {error.get('msg')}")
-    return "; ".join(parts) or "invalid request body"
-
-
 def create_app(services: Services) -> FastAPI:
     """Build the FastAPI application over ``services``."""
-    app = FastAPI(title="octipusd", version=__version__, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="octipusd",
+        version=__version__,
+        openapi_url=f"/{API_VERSION}/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        responses=ERROR_RESPONSES,
+    )
     app.add_middleware(RequestGuard)
     store, runs, hub = services.store, services.runs, services.hub
 
-    @app.exception_handler(OctipusError)
-    async def _octipus_error(request: Request, exc: OctipusError) -> JSONResponse:
-        return JSONResponse(status_code=exc.http_status, content=exc.to_dict())
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        if request.url.path.startswith(f"/{API_VERSION}/models"):
-            error = InvalidRequestError(_validation_message(exc))
-            return JSONResponse(status_code=error.http_status, content=error.to_dict())
-        return await request_validation_exception_handler(request, exc)
-
-    @app.exception_handler(Exception)
-    async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return JSONResponse(
-            status_code=500,
-            content={"code": "internal_error", "message": f"internal error: {exc!r}; see the octipusd log"},
-        )
+    install_error_handlers(app)
 
     app.include_router(policy_router(services))
     app.include_router(space_router(services))
@@ -390,7 +374,7 @@ def create_app(services: Services) -> FastAPI:
         responses={
             200: {
                 "description": "Server-sent events: `id` the event's seq, `event` its kind, `data` an EventOut",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "content": {"text/event-stream": {"schema": EVENT_FRAME_SCHEMA}},
             }
         },
     )

@@ -614,6 +614,59 @@ class ErrorOut(_Model):
     message: str
 
 
+class ValidationErrorOut(_Model):
+    """FastAPI's 422 for a request that fails its declared schema: one ``detail`` item per problem
+    (``loc`` where, ``msg`` what, ``type``; FastAPI's own keys, kept as it sends them)."""
+
+    detail: list[dict[str, Any]]
+
+
+#: The error answers every route may give, declared once on the application (so every route, also
+#: one added later, documents them): the :class:`~octipusd.errors.OctipusError` statuses and the web
+#: listener's refusals (:mod:`octipusd.web.access`) with :class:`ErrorOut`, and 422 either a request that fails its schema (:class:`ValidationErrorOut`)
+#: or an adapter or executable the request cannot use (:class:`ErrorOut`).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ErrorOut,
+        "description": "invalid_request: the message names the field and what is accepted",
+    },
+    401: {"model": ErrorOut, "description": "unauthorized (web listener): no valid token or session cookie"},
+    403: {
+        "model": ErrorOut,
+        "description": "forbidden: the caller may not do this (a space's role; on the web listener a "
+        "cross-site request or a missing CSRF token)",
+    },
+    404: {"model": ErrorOut, "description": "not_found: no such id or name"},
+    409: {"model": ErrorOut, "description": "conflict: the current state does not allow it"},
+    421: {
+        "model": ErrorOut,
+        "description": "forbidden_host (web listener): the Host header is not the page's",
+    },
+    422: {
+        "model": ErrorOut | ValidationErrorOut,
+        "description": "the request fails its schema (detail), or names an adapter or executable it cannot use",
+    },
+    502: {"model": ErrorOut, "description": "a connected MCP server failed the operation"},
+    503: {"model": ErrorOut, "description": "a dependency (database, journal, connector) is unavailable"},
+}
+
+
+def _json_schema_of(response: dict[str, Any]) -> dict[str, Any]:
+    model = response["model"]
+    if isinstance(model, type):
+        return {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"anyOf": [{"$ref": f"#/components/schemas/{m.__name__}"} for m in model.__args__]}
+
+
+#: :data:`ERROR_RESPONSES` for a route whose success is not JSON (a ``response_class`` such as
+#: ``PlainTextResponse``, which FastAPI would also give the declared errors): the same JSON bodies,
+#: named by reference (the other routes put their models in the schema's components).
+NON_JSON_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"description": r["description"], "content": {"application/json": {"schema": _json_schema_of(r)}}}
+    for status, r in ERROR_RESPONSES.items()
+}
+
+
 # ----------------------------------------------------------------------------- work plans and feedback
 
 #: Characters of one feedback text or reply at most (the store's limit, also checked here).

@@ -14,10 +14,26 @@ from datetime import datetime, timedelta
 
 from octipusd.store.records import RunEvent
 
-__all__ = ["KEEPALIVE_FRAME", "encode_batch", "encode_event"]
+__all__ = ["EVENT_FRAME_SCHEMA", "KEEPALIVE_FRAME", "encode_batch", "encode_event"]
 
 #: What a keep-alive tick writes (an SSE comment, ignored by clients).
 KEEPALIVE_FRAME = b": keep-alive\n\n"
+
+#: The OpenAPI schema of one frame of the stream (OpenAPI 3.1 reads a ``text/event-stream`` schema as
+#: one event's fields; ``data`` holds the JSON of an ``EventOut``).
+EVENT_FRAME_SCHEMA = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "description": "the event's seq (resume with Last-Event-ID)"},
+        "event": {"type": "string", "description": "the event's kind"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": "#/components/schemas/EventOut"},
+        },
+    },
+}
 
 
 def _timestamp(moment: datetime) -> str:

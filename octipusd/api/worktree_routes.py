@@ -37,6 +37,7 @@ from octipus_worktrees import (
 from octipusd.api.common import Services, out
 from octipusd.api.models import (
     API_VERSION,
+    NON_JSON_ERROR_RESPONSES,
     RunOut,
     WorktreeDiscard,
     WorktreeDiscardOut,
@@ -96,7 +97,10 @@ def worktree_router(services: Services) -> APIRouter:
     @router.get(
         "/worktrees/{worktree_id}/diff",
         response_class=PlainTextResponse,
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+        responses={
+            **NON_JSON_ERROR_RESPONSES,
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        },
     )
     async def worktree_diff(worktree_id: str) -> PlainTextResponse:
         """``git diff base...ref`` of the ref holding the worktree's work (its kept ref, else its

@@ -118,3 +118,6 @@ def test_health_page_shows_each_adapter_and_the_store(seeded: tuple[ReviewSeed, 
         assert f'data-adapter="{adapter["adapter"]}"' in text
         assert adapter["searched_path"].split(":")[0] in text
     assert "Worktree reaper" in text and "Notifier" in text
+    assert "Notifications are off" in text and "notify.urls" in text
+    # the page's address is told (never its token: the page has no way to know it)
+    assert f"Served on <code>{health['web']['origin']}</code>" in text
