@@ -120,7 +120,12 @@ def test_follow_a_run_deny_one_bash_call_approve_the_next_and_see_the_cost(
     expect(transcript).to_contain_text("I will write two files.")
     expect(transcript).to_contain_text("approval needed")
     screenshot(page, "run-approval")
-    card.locator("input[name=reason]").fill("not that file")
+    note = card.locator("input[name=reason]")
+    note.fill("not that file")
+    note.press("Enter")  # submits the form (its one text field) but decides nothing
+    expect(card.locator(".form-status")).to_contain_text("Nothing was sent")
+    [waiting] = env.client.request("GET", "/approvals", params={"run_id": run_id})
+    assert waiting["status"] == "pending", waiting
     card.locator("button[value=deny]").click()
 
     card = page.locator("form.approval")

@@ -232,9 +232,10 @@ async function submitApproval(form, decision) {
 document.addEventListener("submit", (event) => {
   const form = event.target;
   if (form.matches("form.approval")) {
+    // A decision is a click on its button (type="button"), never a submit: Enter in the Note field
+    // (implicit submission, no submitter) decides nothing.
     event.preventDefault();
-    const decision = event.submitter && event.submitter.value === "deny" ? "deny" : "approve";
-    submitApproval(form, decision);
+    setStatus(form, "Nothing was sent: press one of the buttons to decide.", true);
   } else if (form.matches("form[data-api]")) {
     event.preventDefault();
     submitApiForm(form);
@@ -242,6 +243,11 @@ document.addEventListener("submit", (event) => {
 });
 
 document.addEventListener("click", (event) => {
+  const decision = event.target.closest("form.approval button[data-decision]");
+  if (decision) {
+    submitApproval(decision.form, decision.value === "deny" ? "deny" : "approve");
+    return;
+  }
   const button = event.target.closest("button[data-api]");
   if (button) clickApiButton(button);
 });
