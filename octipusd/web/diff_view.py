@@ -7,10 +7,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-__all__ = ["DiffFile", "DiffHunk", "DiffLine", "parse_diff"]
+__all__ = ["DiffFile", "DiffHunk", "DiffLine", "parse_diff", "unquote_path"]
 
 _HUNK: Final = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)$")
 _GIT_HEADER: Final = re.compile(r"^diff --git a/(.*) b/(.*)$")
+#: git's header when a path needs quoting (non-ASCII, quote, backslash, control characters): C-style
+#: strings, e.g. ``diff --git "a/caf\303\251.txt" "b/caf\303\251.txt"`` (either side may be quoted).
+_QUOTED: Final = r'"(?:[^"\\]|\\.)*"'
+_GIT_HEADER_QUOTED: Final = re.compile(rf"^diff --git ({_QUOTED}|a/\S*) ({_QUOTED}|b/\S*)$")
+#: The C escapes git writes in a quoted path besides octal bytes.
+_ESCAPES: Final = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 #: How the worktree library's note on a diff cut at its size limit starts (``kept.diff``).
 _CUT_NOTE: Final = "[diff cut at "
 
@@ -55,11 +61,46 @@ class DiffFile:
         return sum(1 for h in self.hunks for line in h.lines if line.kind == "del")
 
 
+def unquote_path(name: str) -> str:
+    """A path as git printed it: C-style quoted (``"caf\\303\\251.txt"``: octal UTF-8 bytes and
+    backslash escapes) or plain; undecodable bytes become U+FFFD."""
+    if len(name) < 2 or not (name.startswith('"') and name.endswith('"')):
+        return name
+    raw = bytearray()
+    body, i = name[1:-1], 0
+    while i < len(body):
+        char = body[i]
+        if char != "\\" or i + 1 == len(body):
+            raw += char.encode("utf-8")
+            i += 1
+        elif body[i + 1 : i + 4].isdigit() and len(body[i + 1 : i + 4]) == 3:
+            raw.append(int(body[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            raw.append(_ESCAPES.get(body[i + 1], ord(body[i + 1])))
+            i += 2
+    return raw.decode("utf-8", errors="replace")
+
+
+def _strip_side(name: str) -> str:
+    return name[2:] if name[:2] in ("a/", "b/") else name
+
+
 def _path(line: str, prefix: str) -> str | None:
-    name = line[len(prefix) :].split("\t", 1)[0]
+    name = line[len(prefix) :]
+    name = name if name.startswith('"') else name.split("\t", 1)[0]
     if name == "/dev/null":
         return None
-    return name[2:] if name[:2] in ("a/", "b/") else name
+    return _strip_side(unquote_path(name.rstrip("\t")))
+
+
+def _header(line: str) -> tuple[str, str] | None:
+    """The (old, new) paths of a ``diff --git`` line, quoted or not; None for another line."""
+    quoted = _GIT_HEADER_QUOTED.match(line)
+    if quoted and '"' in line:
+        return _strip_side(unquote_path(quoted.group(1))), _strip_side(unquote_path(quoted.group(2)))
+    plain = _GIT_HEADER.match(line)
+    return (plain.group(1), plain.group(2)) if plain else None
 
 
 def parse_diff(text: str) -> tuple[list[DiffFile], list[str]]:
@@ -70,14 +111,19 @@ def parse_diff(text: str) -> tuple[list[DiffFile], list[str]]:
     current: DiffFile | None = None
     hunk: DiffHunk | None = None
     old = new = 0
-    for line in text.splitlines():
-        header = _GIT_HEADER.match(line)
+    # Only "\n" ends a line: str.splitlines() would also split on \f, \x1c-\x1e, \x85, \u2028...
+    # inside a line's content and shift every number after it.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        header = _header(line)
         if line.startswith(_CUT_NOTE):
             stray.append(line)
             hunk = None
             continue
         if header:
-            current = DiffFile(path=header.group(2), old_path=header.group(1))
+            current = DiffFile(path=header[1], old_path=header[0])
             files.append(current)
             hunk = None
             continue

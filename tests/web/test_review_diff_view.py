@@ -3,7 +3,7 @@ hunks with both line numbers, "no newline" notes and the library's cut note."""
 
 from __future__ import annotations
 
-from octipusd.web.diff_view import DiffLine, parse_diff
+from octipusd.web.diff_view import DiffLine, parse_diff, unquote_path
 
 DIFF = """\
 diff --git a/a.txt b/a.txt
@@ -55,3 +55,30 @@ def test_files_hunks_and_line_numbers() -> None:
 
 def test_an_empty_diff_has_no_file() -> None:
     assert parse_diff("") == ([], [])
+
+
+def test_only_newline_ends_a_line() -> None:
+    """Form feeds, file separators, NEL and U+2028 inside a line stay in it (no phantom lines)."""
+    diff = "diff --git a/x.txt b/x.txt\n--- a/x.txt\n+++ b/x.txt\n@@ -1,2 +1,2 @@\n ctx\x0cpage\n-a\x1cb\x85c\n+a\u2028b\n tail\n"
+    [file] = parse_diff(diff)[0]
+    assert file.hunks[0].lines == [
+        DiffLine("ctx", "ctx\x0cpage", 1, 1),
+        DiffLine("del", "a\x1cb\x85c", 2, None),
+        DiffLine("add", "a\u2028b", None, 2),
+        DiffLine("ctx", "tail", 3, 3),
+    ]
+
+
+def test_quoted_paths_are_unescaped_and_get_their_own_hunks() -> None:
+    """git quotes non-ASCII and special paths C-style (octal UTF-8 bytes); each file keeps its hunks."""
+    diff = (
+        "diff --git a/plain.txt b/plain.txt\n--- a/plain.txt\n+++ b/plain.txt\n@@ -1 +1 @@\n-a\n+b\n"
+        'diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt"\n'
+        "index 1..2 100644\n"
+        '--- "a/caf\\303\\251.txt"\n+++ "b/caf\\303\\251.txt"\n@@ -7 +7 @@\n-x\n+y\n'
+    )
+    plain, cafe = parse_diff(diff)[0]
+    assert plain.path == "plain.txt" and len(plain.hunks) == 1
+    assert (cafe.path, cafe.old_path) == ("café.txt", "café.txt")
+    assert cafe.hunks[0].lines == [DiffLine("del", "x", 7, None), DiffLine("add", "y", None, 7)]
+    assert unquote_path('"b/say \\"hi\\"\\tthere"') == 'b/say "hi"\tthere'
