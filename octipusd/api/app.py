@@ -241,31 +241,7 @@ def create_app(services: Services) -> FastAPI:
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
-        return Health(
-            status="ok",
-            api_version=API_VERSION,
-            daemon_version=__version__,
-            pid=os.getpid(),
-            database=store.url_for_display,
-            live_runs=len(runs.live_runs()),
-            warnings=await services.gate.unloadable(),
-            process_containment=str(services.containment.mechanism) if services.containment else None,
-            process_containment_detail=services.containment.detail if services.containment else None,
-            worktree_reaper=_reaper_out(services),
-            web=WebHealth(origin=services.web.origin, tls=services.web.tls) if services.web else None,
-            notifier=notifier_health(services),
-            adapters=[
-                AdapterHealth(
-                    adapter=r.adapter,
-                    binary=r.setting,
-                    path=r.path,
-                    version=r.version,
-                    searched_path=r.searched_path,
-                    error=r.error,
-                )
-                for r in services.resolutions.values()
-            ],
-        )
+        return await health_out(services)
 
     @app.post(f"/{API_VERSION}/sessions", status_code=201)
     async def create_session(body: SessionCreate) -> SessionOut:
@@ -451,6 +427,36 @@ def create_app(services: Services) -> FastAPI:
         return Response(status_code=204)
 
     return app
+
+
+async def health_out(services: Services) -> Health:
+    """What ``GET /v1/health`` answers (the health page shows the same): the daemon, its store,
+    live runs, containment, the reaper, the web listener, the notifier and each adapter's binary."""
+    return Health(
+        status="ok",
+        api_version=API_VERSION,
+        daemon_version=__version__,
+        pid=os.getpid(),
+        database=services.store.url_for_display,
+        live_runs=len(services.runs.live_runs()),
+        warnings=await services.gate.unloadable(),
+        process_containment=str(services.containment.mechanism) if services.containment else None,
+        process_containment_detail=services.containment.detail if services.containment else None,
+        worktree_reaper=_reaper_out(services),
+        web=WebHealth(origin=services.web.origin, tls=services.web.tls) if services.web else None,
+        notifier=notifier_health(services),
+        adapters=[
+            AdapterHealth(
+                adapter=r.adapter,
+                binary=r.setting,
+                path=r.path,
+                version=r.version,
+                searched_path=r.searched_path,
+                error=r.error,
+            )
+            for r in services.resolutions.values()
+        ],
+    )
 
 
 def _run_out(run: Any) -> RunOut:

@@ -19,8 +19,9 @@ from fastapi.responses import HTMLResponse
 from octipus_worktrees import check_id
 
 from octipusd.api.action_routes import explain_action
+from octipusd.api.app import health_out
 from octipusd.api.common import Services, out
-from octipusd.api.models import API_VERSION, ApprovalOut, RunOut
+from octipusd.api.models import ApprovalOut, RunOut
 from octipusd.api.usage_routes import By, usage_report
 from octipusd.api.worktree_routes import survey
 from octipusd.errors import NotFoundError, OctipusError
@@ -109,15 +110,6 @@ async def _action_views(services: Services) -> list[ActionView]:
     return views
 
 
-async def _health(request: Request) -> Any:
-    """``GET /v1/health`` as the API answers it (its route's own function, so the page shows every
-    field the API has, the notifier's included once it exists)."""
-    for route in request.app.routes:
-        if getattr(route, "path", None) == f"/{API_VERSION}/health":
-            return await route.endpoint()
-    raise NotFoundError(f"this octipusd serves no /{API_VERSION}/health route")
-
-
 def review_router(services: Services) -> APIRouter:
     """The review pages over ``services`` (left out of the OpenAPI schema: they are not the API)."""
     router = APIRouter(include_in_schema=False)
@@ -181,6 +173,6 @@ def review_router(services: Services) -> APIRouter:
 
     @router.get("/health", response_class=HTMLResponse)
     async def health(request: Request) -> HTMLResponse:
-        return render(request, "review/health.html", health=await _health(request))
+        return render(request, "review/health.html", health=await health_out(services))
 
     return router
