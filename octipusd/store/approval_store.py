@@ -9,7 +9,7 @@ written in the same transaction. Same conventions as ``repository.py``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -173,9 +173,11 @@ class ApprovalStoreMixin(StoreMixin):
         *,
         status: ApprovalStatus | str | None = None,
         run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
         limit: int = 200,
     ) -> list[Approval]:
-        """Return up to ``limit`` approvals, newest first, optionally filtered.
+        """Return up to ``limit`` approvals, newest first, optionally filtered (``kinds``: only
+        approvals of these kinds).
 
         Raises:
             InvalidRequestError: An unknown status, or ``limit`` < 1.
@@ -189,6 +191,8 @@ class ApprovalStoreMixin(StoreMixin):
             )
         if run_id is not None:
             query = query.where(col(ApprovalRow.run_id) == run_id)
+        if kinds is not None:
+            query = query.where(col(ApprovalRow.kind).in_(list(kinds)))
         query = query.order_by(col(ApprovalRow.created_at).desc(), col(ApprovalRow.id).desc()).limit(limit)
         with self._tx("listing approvals") as db:
             return [_approval(r) for r in db.exec(query).all()]

@@ -125,8 +125,8 @@ def review_router(services: Services) -> APIRouter:
 
     @router.get("/actions", response_class=HTMLResponse)
     async def actions(request: Request) -> HTMLResponse:
-        approvals = await in_thread(store.list_approvals, limit=INBOX_LIMIT)
-        batches = [out(ApprovalOut, a) for a in approvals if a.kind in _REVIEW_KINDS][:REVIEW_BATCHES]
+        reviews = await in_thread(store.list_approvals, kinds=_REVIEW_KINDS, limit=REVIEW_BATCHES)
+        batches = [out(ApprovalOut, a) for a in reviews]
         views = await _action_views(services)
         sessions = sorted({v.action.session_id for v in views if v.action.session_id})
         return render(
