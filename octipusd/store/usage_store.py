@@ -148,3 +148,13 @@ class UsageStoreMixin(StoreMixin):
                 )
             )
         return groups
+
+    def usage_total(self) -> UsageTotals:
+        """Every run's usage summed in one ungrouped query (the grand total, however many groups).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        with self._core("summing all usage", single=True) as conn:
+            row = conn.execute(core_select(*usage_columns()).select_from(RunRow)).one()
+        return usage_totals_of(row)

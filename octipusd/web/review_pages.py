@@ -21,7 +21,7 @@ from octipus_worktrees import check_id
 from octipusd.api.action_routes import explain_action
 from octipusd.api.app import health_out
 from octipusd.api.common import Services, out
-from octipusd.api.models import ApprovalOut, RunOut
+from octipusd.api.models import ApprovalOut, RunOut, UsageTotalsOut
 from octipusd.api.usage_routes import By, usage_report
 from octipusd.api.worktree_routes import survey
 from octipusd.errors import NotFoundError, OctipusError
@@ -169,7 +169,8 @@ def review_router(services: Services) -> APIRouter:
     @router.get("/usage", response_class=HTMLResponse)
     async def usage(request: Request) -> HTMLResponse:
         reports = {by: await usage_report(services, by, USAGE_ROWS) for by in _USAGE_TABLES}
-        return render(request, "review/usage.html", reports=reports)
+        total = out(UsageTotalsOut, await in_thread(store.usage_total))
+        return render(request, "review/usage.html", reports=reports, total=total)
 
     @router.get("/health", response_class=HTMLResponse)
     async def health(request: Request) -> HTMLResponse:

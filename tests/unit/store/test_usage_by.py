@@ -79,3 +79,15 @@ def test_usage_is_summed_per_session_model_row_and_run(store_url: str) -> None:
             store.usage_by("model")
         with pytest.raises(InvalidRequestError, match="limit"):
             store.usage_by("run", limit=0)
+
+
+def test_the_grand_total_sums_every_run_beyond_the_listed_groups(store_url: str) -> None:
+    with Store.open(store_url) as store:
+        assert store.usage_total().runs == 0
+        seed_usage(store)
+        total = store.usage_total()
+        assert (total.runs, total.input_tokens, total.output_tokens) == (3, 147, 17)
+        assert (total.cache_read_input_tokens, total.cache_creation_input_tokens) == (5, 2)
+        assert (total.runs_without_cost, total.estimated) == (1, True)
+        assert total.cost_usd == pytest.approx(1.75)
+        assert len(store.usage_by("run", limit=1)) == 1  # a page listing one group still has the total
