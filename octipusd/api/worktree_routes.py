@@ -47,7 +47,7 @@ from octipusd.api.models import (
 from octipusd.errors import InvalidRequestError
 from octipusd.store.aio import in_thread
 
-__all__ = ["survey", "worktree_router"]
+__all__ = ["survey", "survey_one", "worktree_router"]
 
 
 def survey(manager: WorktreeManager, min_age_s: float = MIN_AGE_S) -> list[WorktreeOut]:
@@ -55,6 +55,16 @@ def survey(manager: WorktreeManager, min_age_s: float = MIN_AGE_S) -> list[Workt
     removed, deleted or dropped). Blocking (git): run it in a worker thread."""
     now = time.time()
     return [_worktree_out(manager, info, now, min_age_s) for info in manager.list()]
+
+
+def survey_one(manager: WorktreeManager, worktree_id: str, min_age_s: float = MIN_AGE_S) -> WorktreeOut:
+    """One worktree as :func:`survey` shows it (one dry-run reap, not one per worktree). Blocking.
+
+    Raises:
+        InvalidRequestError: the id is not valid.
+        NotFoundError: no record of it.
+    """
+    return _worktree_out(manager, manager.get(worktree_id), time.time(), min_age_s)
 
 
 def _worktree_out(manager: WorktreeManager, info: WorktreeInfo, now: float, min_age_s: float) -> WorktreeOut:

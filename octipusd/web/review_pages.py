@@ -23,7 +23,7 @@ from octipusd.api.app import health_out
 from octipusd.api.common import Services, out
 from octipusd.api.models import ApprovalOut, RunOut, UsageTotalsOut
 from octipusd.api.usage_routes import By, usage_report
-from octipusd.api.worktree_routes import survey
+from octipusd.api.worktree_routes import survey, survey_one
 from octipusd.errors import NotFoundError, OctipusError
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
@@ -147,9 +147,10 @@ def review_router(services: Services) -> APIRouter:
     @router.get("/worktrees/{worktree_id}", response_class=HTMLResponse)
     async def worktree(request: Request, worktree_id: str) -> HTMLResponse:
         check_id(worktree_id)
-        found = {w.id: w for w in await in_thread(survey, services.runs.services.worktrees)}
-        if worktree_id not in found:
-            raise NotFoundError(f"worktree {worktree_id} not found; see the list at /worktrees")
+        try:
+            wt = await in_thread(survey_one, services.runs.services.worktrees, worktree_id)
+        except NotFoundError:
+            raise NotFoundError(f"worktree {worktree_id} not found; see the list at /worktrees") from None
         child = await in_thread(store.child_of_worktree, worktree_id)
         diff_error = None
         try:
@@ -159,7 +160,7 @@ def review_router(services: Services) -> APIRouter:
         return render(
             request,
             "review/worktree.html",
-            wt=found[worktree_id],
+            wt=wt,
             child=out(RunOut, child) if child is not None else None,
             files=files,
             notes=notes,
