@@ -74,20 +74,41 @@ async def _home_context(services: Services) -> dict[str, Any]:
     return {"sessions": sessions, "runs": runs}
 
 
-async def _session_context(services: Services, session_id: str) -> dict[str, Any]:
-    """A session (404: unknown), its runs, usage totals and work plan.
+async def _runs_context(services: Services, session_id: str) -> dict[str, Any]:
+    """A session's runs and usage totals (what its runs fragment shows).
 
     Raises:
         NotFoundError: no such session.
     """
     store = services.store
-    session = out(SessionOut, await in_thread(store.get_session, session_id))
+    await in_thread(store.get_session, session_id)  # 404 for an unknown session
     runs = await in_thread(store.list_runs, session_id=session_id, limit=LISTED_RUNS)
     return {
-        "session": session,
         "runs": [out(RunOut, r) for r in runs],
         "usage": out(UsageTotalsOut, await in_thread(store.usage_totals, session_id)),
-        "plan": plan_out(session_id, *await in_thread(store.read_plan, session_id)),
+    }
+
+
+async def _plan_context(services: Services, session_id: str) -> dict[str, Any]:
+    """A session's work plan with its feedback (what its plan fragment shows).
+
+    Raises:
+        NotFoundError: no such session.
+    """
+    return {"plan": plan_out(session_id, *await in_thread(services.store.read_plan, session_id))}
+
+
+async def _session_context(services: Services, session_id: str) -> dict[str, Any]:
+    """A session (404: unknown), its runs, usage totals and work plan: the whole page.
+
+    Raises:
+        NotFoundError: no such session.
+    """
+    session = out(SessionOut, await in_thread(services.store.get_session, session_id))
+    return {
+        "session": session,
+        **await _runs_context(services, session_id),
+        **await _plan_context(services, session_id),
     }
 
 
@@ -109,10 +130,10 @@ def pages_router(services: Services) -> APIRouter:
 
     @router.get("/fragments/sessions/{session_id}/runs", response_class=HTMLResponse)
     async def session_runs(request: Request, session_id: str) -> HTMLResponse:
-        return render(request, "fragments/session_runs.html", **await _session_context(services, session_id))
+        return render(request, "fragments/session_runs.html", **await _runs_context(services, session_id))
 
     @router.get("/fragments/sessions/{session_id}/plan", response_class=HTMLResponse)
     async def session_plan(request: Request, session_id: str) -> HTMLResponse:
-        return render(request, "fragments/plan.html", **await _session_context(services, session_id))
+        return render(request, "fragments/plan.html", **await _plan_context(services, session_id))
 
     return router
