@@ -79,8 +79,11 @@ def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
     browser: Browser, site: Site
 ) -> None:
     page = open_page(browser, site, PHONE)
+    feeds: list[str] = []
+    page.on("request", lambda request: feeds.append(request.url) if "/v1/activity" in request.url else None)
     page.goto(f"{site.base}/inbox")
-    expect(page.locator("#inbox[data-live=true]")).to_have_count(1)  # following the feed
+    expect(page.locator("body[data-activity-state=open]")).to_have_count(1)  # following the feed
+    expect(page.locator("#live-status")).to_contain_text("Live")
     expect(page.locator("#enable-notifications")).to_have_text("Notifications on")
     seeded = page.locator(f'[data-approval-id="{site.seed.approval_id}"]')
     expect(seeded).to_be_visible()
@@ -94,6 +97,7 @@ def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
     expect(live).to_be_visible()  # arrived without a reload
     expect(live).to_contain_text("cli-native:Bash")
     assert page.evaluate("window.octipusNotifications || 0") >= 1
+    assert len(feeds) == 1, feeds  # the live list and the notifications share one stream
     screenshot(page, "inbox-phone")
 
     diff = open_page(browser, site, DESKTOP)
@@ -103,7 +107,7 @@ def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
     expect(form.locator(".where")).to_have_text(f"{CHANGED_FILE}:2")
     form.locator("textarea").fill("Keep it lower case, please.")
     form.locator("button[type=submit]").click()
-    expect(form.locator(".result")).to_contain_text(f"Sent to run {run_id[:12]}")
+    expect(form.locator(".form-status")).to_contain_text(f"Sent to run {run_id[:12]}")
     steered = [
         e["data"]["text"]
         for e in site.client.request("GET", f"/runs/{run_id}/events", params={"limit": 10000})

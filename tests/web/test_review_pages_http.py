@@ -49,7 +49,7 @@ def test_inbox_lists_the_pending_approval_and_the_uncertain_action(
     assert f'href="/approvals/{seed.approval_id}"' in text and "cli-native:Bash" in text
     assert f"rm -rf build {ESCAPED}" in text
     assert f'href="/actions#action-{seed.action_id}"' in text and "deploy.push" in text
-    assert 'data-activity="/v1/activity"' in text and "Enable notifications" in text
+    assert 'data-live="/fragments/inbox"' in text and "Enable notifications" in text
     assert '<script src="/static/review.js"' in text and "onclick" not in text and "style=" not in text
     fragment = page(client, "/fragments/inbox")
     assert seed.approval_id in fragment and "<html" not in fragment
@@ -64,9 +64,9 @@ def test_actions_page_explains_the_action_and_offers_each_decision(
     assert "Outcome uncertain: partial effects may have occurred" in text  # the API's explanation
     assert f"the connection dropped {ESCAPED}" in text
     for path in ("probe", "compensate", "contain"):
-        assert f'data-post="/v1/actions/{seed.action_id}/{path}"' in text
+        assert f'data-api="POST /v1/actions/{seed.action_id}/{path}"' in text
     assert "Probe: run the tool&#39;s own verification check" in text
-    assert 'data-post="/v1/actions/review"' in text and seed.usage.with_row in text
+    assert 'data-api="POST /v1/actions/review"' in text and seed.usage.with_row in text
 
 
 def test_worktrees_list_and_the_branch_diff(seeded: tuple[ReviewSeed, httpx.Client]) -> None:
@@ -89,7 +89,7 @@ def test_worktrees_list_and_the_branch_diff(seeded: tuple[ReviewSeed, httpx.Clie
         ("add", "4", "new", "", "4"),
     ]
     assert "TWO &lt;b&gt;bold&lt;/b&gt;" in text  # file content escaped too
-    assert f'data-post="/v1/worktrees/{WORKTREE_ID}/discard"' in text and "data-confirm=" in text
+    assert f'data-api="POST /v1/worktrees/{WORKTREE_ID}/discard"' in text and "data-confirm=" in text
     assert client.get("/worktrees/nope").status_code == 404
     assert client.get("/worktrees/a%20b").status_code == 400
 

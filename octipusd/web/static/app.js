@@ -1,12 +1,20 @@
 // Octipus page: the little JavaScript it needs. No inline script anywhere (the CSP forbids it).
+// One set of helpers every page uses (review.js adds only what the review pages need):
 //
 // - octipus.api(method, path, body): the JSON API with the session's CSRF token;
+// - octipus.status(form, text, bad): the one status line of a form (its .form-status);
 // - live parts: an element with data-live="/fragments/..." is re-fetched when the activity feed
-//   (GET /v1/activity, server-sent events) says its run (data-live-run) or session
-//   (data-live-session) changed; with data-live-append="SEQ" the fragment's entries after SEQ are
-//   appended instead (the run transcript), following the X-Last-Seq / X-More headers;
-// - forms with data-api="METHOD PATH" send their named fields as JSON; buttons with data-api too;
-// - approval forms (form.approval) send a decision, "remember" and questionnaire answers.
+//   (GET /v1/activity, server-sent events; ONE EventSource per tab, opened only on a page with a
+//   live part or an octipus.onActivity listener) says its run (data-live-run) or session
+//   (data-live-session) changed; frames arriving close together cause one fetch per part
+//   (COALESCE_MS). With data-live-append="SEQ" the fragment's entries after SEQ are appended instead
+//   (the run transcript), following the X-Last-Seq / X-More headers. An element with
+//   data-live-status says whether the feed is connected (body[data-activity-state] too);
+// - posting: forms with data-api="METHOD PATH" send their named fields as JSON; buttons with
+//   data-api="METHOD PATH" send data-body (JSON) plus the fields of their form named in data-fields,
+//   after data-confirm's question if any;
+// - approval forms (form.approval) send a decision (a click on a data-decision button; Enter
+//   decides nothing), "remember" and questionnaire answers.
 "use strict";
 
 /** The CSRF token of this web session (empty on the Unix socket). */
@@ -100,19 +108,51 @@ function concerns(el, frame) {
 
 const listeners = [];
 
-/** Call fn(frame) for every activity frame (the review page's notifications use it too). */
+/** Call fn(frame) for every activity frame (the inbox's notifications); opens the feed if needed. */
 function onActivity(fn) {
   listeners.push(fn);
+  startActivity();
+}
+
+/** How long frames are gathered before the live parts they concern are re-fetched (milliseconds):
+ * a busy run sends many batches; each part is fetched once per window, not once per batch. */
+const COALESCE_MS = 300;
+const due = new Set();
+let dueTimer = null;
+
+/** Re-fetch el soon, once for every frame that arrives meanwhile. */
+function refreshSoon(el) {
+  due.add(el);
+  if (dueTimer !== null) return;
+  dueTimer = window.setTimeout(() => {
+    dueTimer = null;
+    const now = Array.from(due);
+    due.clear();
+    now.forEach(refresh);
+  }, COALESCE_MS);
 }
 
 function refreshAll() {
   document.querySelectorAll("[data-live]").forEach(refresh);
 }
 
+function liveStatus(state, text) {
+  document.body.dataset.activityState = state;
+  document.querySelectorAll("[data-live-status]").forEach((el) => (el.textContent = text));
+}
+
+let activity = null;
+
+/** Open the page's one activity stream (once). */
 function startActivity() {
-  const source = new EventSource("/v1/activity");
-  source.onopen = refreshAll; // (re)connected: catch up on whatever happened meanwhile
-  source.onmessage = (message) => {
+  if (activity || !window.EventSource) return activity;
+  activity = new EventSource("/v1/activity");
+  activity.onopen = () => {
+    liveStatus("open", "Live: following the daemon's activity.");
+    refreshAll(); // (re)connected: catch up on whatever happened meanwhile
+  };
+  activity.onerror = () => liveStatus("reconnecting", "Reconnecting to the daemon…");
+  activity.onmessage = (message) => {
     let frame;
     try {
       frame = JSON.parse(message.data);
@@ -120,20 +160,23 @@ function startActivity() {
       return;
     }
     document.querySelectorAll("[data-live]").forEach((el) => {
-      if (concerns(el, frame)) refresh(el);
+      if (concerns(el, frame)) refreshSoon(el);
     });
     listeners.forEach((fn) => fn(frame));
   };
-  return source;
+  window.addEventListener("pagehide", () => activity && activity.close());
+  return activity;
 }
 
 // ----------------------------------------------------------------------------- forms and buttons
 
+/** Show text in the form's status line (.form-status); bad marks a failure. */
 function setStatus(form, text, bad) {
-  const status = form.querySelector(".form-status");
-  if (!status) return;
+  const status = form && form.querySelector(".form-status");
+  if (!status) return false;
   status.textContent = text;
   status.classList.toggle("bad", Boolean(bad));
+  return true;
 }
 
 function splitApi(value) {
@@ -152,6 +195,16 @@ function fieldsOf(form) {
   return body;
 }
 
+/** A few words on what the API answered ("Done: ..."). */
+function summary(answer) {
+  if (!answer || typeof answer !== "object") return "ok";
+  for (const key of ["detail", "outcome", "status"]) {
+    if (typeof answer[key] === "string" && answer[key]) return answer[key];
+  }
+  if (answer.action && answer.action.recovery_state) return answer.action.recovery_state;
+  return "ok";
+}
+
 async function submitApiForm(form) {
   const [method, path] = splitApi(form.dataset.api);
   setStatus(form, "sending…");
@@ -165,15 +218,33 @@ async function submitApiForm(form) {
   }
 }
 
+/** The body of a data-api button: data-body, plus its form's fields named in data-fields. */
+function buttonBody(button) {
+  const body = button.dataset.body ? JSON.parse(button.dataset.body) : {};
+  for (const name of (button.dataset.fields || "").split(/\s+/).filter(Boolean)) {
+    const input = button.form && button.form.elements.namedItem(name);
+    const value = input ? input.value.trim() : "";
+    if (value) body[name] = value;
+    else if (name === "note") body[name] = ""; // the API asks for a note, even an empty one
+  }
+  return body;
+}
+
 async function clickApiButton(button) {
-  if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+  const form = button.form;
+  if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) {
+    setStatus(form, "Nothing was done.");
+    return;
+  }
   const [method, path] = splitApi(button.dataset.api);
   button.disabled = true;
   try {
-    await api(method, path, {});
+    const answer = await api(method, path, buttonBody(button));
+    setStatus(form, "Done: " + summary(answer));
+    button.dataset.done = "true";
     refreshAll();
   } catch (error) {
-    window.alert(error.message);
+    if (!setStatus(form, error.message, true)) window.alert(error.message);
   } finally {
     button.disabled = false;
   }
@@ -239,6 +310,8 @@ document.addEventListener("submit", (event) => {
   } else if (form.matches("form[data-api]")) {
     event.preventDefault();
     submitApiForm(form);
+  } else if (form.matches("form.api-form")) {
+    event.preventDefault(); // a box of data-api buttons: Enter in one of its fields sends nothing
   }
 });
 
@@ -249,11 +322,12 @@ document.addEventListener("click", (event) => {
     return;
   }
   const button = event.target.closest("button[data-api]");
-  if (button) clickApiButton(button);
+  if (button) {
+    event.preventDefault();
+    clickApiButton(button);
+  }
 });
 
-window.octipus = { api, csrfToken, onActivity, refresh: refreshAll };
+window.octipus = { api, csrfToken, onActivity, refresh: refreshAll, status: setStatus };
 
-if (document.querySelector("[data-live]") || document.body.dataset.activity !== undefined) {
-  window.octipus.activity = startActivity();
-}
+if (document.querySelector("[data-live]")) startActivity();

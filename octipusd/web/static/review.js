@@ -1,67 +1,13 @@
-// Octipus review pages: the inbox's live list and browser notifications, the decision buttons
-// (through the JSON API, with octipus.api from app.js) and comments on diff lines. No inline script.
+// Octipus review pages: what only they need, on top of app.js (octipus.api, octipus.status,
+// octipus.onActivity, the data-live parts and the data-api buttons): the inbox's browser
+// notifications and comments on diff lines. No inline script.
 "use strict";
 
 (function () {
   /** Kinds of activity that mean a person is needed (a browser notification is shown). */
   const NEEDS_PERSON = ["approval_requested", "review_required"];
 
-  function say(form, text, bad) {
-    const out = form && form.querySelector(".result");
-    if (out) {
-      out.textContent = text;
-      out.classList.toggle("bad", Boolean(bad));
-    }
-  }
-
-  // ------------------------------------------------------------------ decision buttons
-  // <button data-post="/v1/..." data-body='{...}' data-fields="note reason" data-confirm="...">
-  async function post(button) {
-    const form = button.closest("form");
-    if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) {
-      say(form, "Nothing was done.");
-      return;
-    }
-    const body = button.dataset.body ? JSON.parse(button.dataset.body) : {};
-    for (const name of (button.dataset.fields || "").split(/\s+/).filter(Boolean)) {
-      const input = form && form.elements.namedItem(name);
-      const value = input ? input.value.trim() : "";
-      if (value) body[name] = value;
-      else if (name === "note") body[name] = "";
-    }
-    button.disabled = true;
-    try {
-      const answer = await window.octipus.api("POST", button.dataset.post, body);
-      say(form, "Done: " + summary(answer));
-      button.dataset.done = "true";
-    } catch (error) {
-      say(form, error.message, true);
-    } finally {
-      button.disabled = false;
-    }
-  }
-
-  function summary(answer) {
-    if (!answer || typeof answer !== "object") return "ok";
-    for (const key of ["detail", "outcome", "status"]) {
-      if (typeof answer[key] === "string" && answer[key]) return answer[key];
-    }
-    if (answer.action && answer.action.recovery_state) return answer.action.recovery_state;
-    return "ok";
-  }
-
-  document.addEventListener("click", (event) => {
-    const button = event.target.closest("button[data-post]");
-    if (button) {
-      event.preventDefault();
-      post(button);
-    }
-  });
-  document.addEventListener("submit", (event) => {
-    if (event.target.classList.contains("api-form")) event.preventDefault();
-  });
-
-  // ------------------------------------------------------------------ inbox: live list + notifications
+  // ------------------------------------------------------------------ inbox: browser notifications
   function notificationButton() {
     const button = document.querySelector("[data-enable-notifications]");
     if (!button) return;
@@ -99,57 +45,6 @@
     window.octipusNotifications = (window.octipusNotifications || 0) + 1;
   }
 
-  function liveInbox() {
-    const box = document.getElementById("inbox");
-    if (!box || !window.EventSource) return;
-    const status = document.getElementById("live-status");
-    let pending = false;
-    let again = false; // something new arrived while a fetch was under way: fetch once more after it
-    const refresh = () => {
-      if (pending) {
-        again = true;
-        return;
-      }
-      pending = true;
-      again = false;
-      fetch(box.dataset.fragment, { credentials: "same-origin" })
-        .then((response) => (response.ok ? response.text() : Promise.reject(new Error(response.statusText))))
-        .then((html) => {
-          box.innerHTML = html; // our own server-rendered, escaped fragment
-          box.dataset.refreshed = String(Number(box.dataset.refreshed || 0) + 1);
-        })
-        .catch((error) => {
-          if (status) status.textContent = "Could not refresh: " + error.message;
-        })
-        .finally(() => {
-          pending = false;
-          if (again) refresh();
-        });
-    };
-    const source = new EventSource(box.dataset.activity);
-    const onFrame = (event) => {
-      let frame = {};
-      try {
-        frame = JSON.parse(event.data);
-      } catch (error) {
-        frame = {};
-      }
-      notify(frame);
-      refresh();
-    };
-    source.addEventListener("message", onFrame);
-    source.addEventListener("activity", onFrame);
-    source.addEventListener("resync", refresh);
-    source.addEventListener("open", () => {
-      if (status) status.textContent = "Live: following the daemon's activity.";
-      box.dataset.live = "true";
-      refresh(); // anything missed while (re)connecting
-    });
-    source.addEventListener("error", () => {
-      if (status) status.textContent = "Reconnecting to the daemon…";
-    });
-  }
-
   // ------------------------------------------------------------------ diff: comment on a line
   function diffComments() {
     const diff = document.querySelector(".diff[data-session-id]");
@@ -167,7 +62,7 @@
       diff.querySelectorAll("tr.selected").forEach((r) => r.classList.remove("selected"));
       row.classList.add("selected");
       form.querySelector(".where").textContent = file + ":" + target.line;
-      say(form, "");
+      window.octipus.status(form, "");
       form.hidden = false;
       row.closest(".diff-file").after(form);
       form.elements.namedItem("comment").focus();
@@ -179,7 +74,7 @@
       event.preventDefault();
       const comment = form.elements.namedItem("comment").value.trim();
       if (!target || !comment) {
-        say(form, "Write a comment first.", true);
+        window.octipus.status(form, "Write a comment first.", true);
         return;
       }
       const where = target.file + ":" + target.line + (target.side === "old" ? " (removed line)" : "");
@@ -188,17 +83,17 @@
         "> " + target.text + "\n" + comment;
       try {
         const answer = await window.octipus.api("POST", "/v1/sessions/" + encodeURIComponent(diff.dataset.sessionId) + "/steer", { text });
-        say(form, "Sent to run " + answer.run_id.slice(0, 12) + (answer.delivery === "stdin" ? " (delivered now)" : " (queued)"));
+        window.octipus.status(form, "Sent to run " + answer.run_id.slice(0, 12) + (answer.delivery === "stdin" ? " (delivered now)" : " (queued)"));
         form.elements.namedItem("comment").value = "";
       } catch (error) {
-        say(form, error.message, true);
+        window.octipus.status(form, error.message, true);
       }
     });
   }
 
   document.addEventListener("DOMContentLoaded", () => {
     notificationButton();
-    liveInbox();
+    if (document.querySelector("[data-notify]")) window.octipus.onActivity(notify);
     diffComments();
   });
 })();
