@@ -12,6 +12,19 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from octipusd.api import API_VERSION as API_VERSION
+from octipusd.api.health_models import (  # re-exported
+    AdapterHealth as AdapterHealth,
+    Health as Health,
+    NotifierHealth as NotifierHealth,
+    NotifierTargetHealth as NotifierTargetHealth,
+    NotifyTestOut as NotifyTestOut,
+    NotifyTestTarget as NotifyTestTarget,
+    ReapActionName as ReapActionName,
+    ReapReportOut as ReapReportOut,
+    WebHealth as WebHealth,
+    WebOut as WebOut,
+    WorktreeReaperOut as WorktreeReaperOut,
+)
 from octipusd.api.limits import API_LIMITS
 
 #: A name or an id in a request (a session, a space, a user, a tool id...).
@@ -26,102 +39,6 @@ MaxUses = Annotated[int, Field(ge=1, le=API_LIMITS.max_grant_uses)]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class AdapterHealth(_Model):
-    """Executable resolution of one adapter (seed 003: path and version, or the PATH searched)."""
-
-    adapter: str
-    binary: str
-    path: str | None
-    version: str | None
-    searched_path: str
-    error: str | None
-
-
-class NotifierTargetHealth(_Model):
-    """One notification target (``notify.urls``), redacted to its scheme and host."""
-
-    target: str = Field(description="the URL's scheme and host only (the URL itself carries tokens)")
-    sent: int
-    failed: int = Field(description="notifications given up after every attempt")
-    dropped: int = Field(description="notifications dropped because the target's queue was full")
-    retries: int
-    queued: int
-    last_sent_at: datetime | None
-    last_error: str | None = Field(description="why the last failed send failed (secrets masked)")
-    last_error_at: datetime | None
-
-
-class NotifierHealth(_Model):
-    """The notifier (``GET /v1/health``): its targets (none: notifications are off) and figures."""
-
-    running: bool
-    targets: list[NotifierTargetHealth]
-    sent: int
-    failed: int = Field(
-        description="notifications given up on any target, and events that could not be composed"
-    )
-    dropped: int = Field(description="events and notifications dropped because a queue was full")
-    last_error: str | None
-    last_error_at: datetime | None
-
-
-class NotifyTestTarget(_Model):
-    """``POST /v1/notify/test``: the outcome of the test notification at one target."""
-
-    target: str = Field(description="the URL's scheme and host only")
-    ok: bool
-    error: str | None
-
-
-class NotifyTestOut(_Model):
-    """``POST /v1/notify/test``: one outcome per configured target."""
-
-    ok: bool = Field(description="every target got the test notification")
-    results: list[NotifyTestTarget]
-
-
-class Health(_Model):
-    """``GET /v1/health``."""
-
-    status: Literal["ok"]
-    api_version: str
-    daemon_version: str
-    pid: int
-    database: str
-    live_runs: int
-    adapters: list[AdapterHealth]
-    process_containment: Literal["cgroup", "subreaper"] | None = Field(
-        default=None, description="how each run's processes are kept together and stopped"
-    )
-    process_containment_detail: str | None = None
-    warnings: list[str] = Field(
-        default_factory=list,
-        description="stored rows that could not be loaded and are skipped (each named, with why)",
-    )
-    worktree_reaper: WorktreeReaperOut | None = Field(
-        default=None, description="the orphan reaper of child worktrees (null: swarm.worktreeIsolation off)"
-    )
-    web: WebHealth | None = Field(default=None, description="the page's listener (null: web.enabled off)")
-    notifier: NotifierHealth | None = Field(
-        default=None, description="notifications through notify.urls (null: no notifier in this daemon)"
-    )
-
-
-class WebHealth(_Model):
-    """Where the page is served (never its token)."""
-
-    origin: str = Field(description="http(s)://ADDRESS:PORT; octipusctl web prints the link with its token")
-    tls: bool
-
-
-class WebOut(_Model):
-    """``GET /v1/web`` (Unix socket only): the ready link that opens the page."""
-
-    url: str = Field(description="the page's link with its token: give it only to the person")
-    origin: str
-    tls: bool
 
 
 class SessionCreate(_Model):
@@ -741,30 +658,6 @@ class PlanOut(_Model):
 
 
 #: What the orphan reaper does (or would do) with one worktree.
-ReapActionName = Literal["removed", "kept", "dropped", "skipped_live", "skipped_young"]
-
-
-class ReapReportOut(_Model):
-    """One worktree the orphan reaper looked at: ``removed`` (clean and merged), ``kept`` (reported:
-    dirty, unmerged, a kept branch...), ``dropped`` (a kept branch's record, once git proved it
-    merged or gone), ``skipped_live`` (its owner is alive) or ``skipped_young``; ``reason`` says why."""
-
-    id: str
-    path: str
-    action: ReapActionName
-    reason: str
-
-
-class WorktreeReaperOut(_Model):
-    """The orphan reaper of child worktrees (``GET /v1/health``; null there while
-    ``swarm.worktreeIsolation`` is off): its period, how many sweeps ended, and the last one."""
-
-    interval_ms: int
-    sweeps: int
-    last_started_at: datetime | None
-    last_ended_at: datetime | None
-    error: str | None = Field(description="why the last sweep stopped early, if it did")
-    reports: list[ReapReportOut]
 
 
 class WorktreeOut(_Model):
