@@ -1,7 +1,7 @@
 """One send of one notification to one Apprise URL, in a worker thread, with a deadline.
 
-Apprise is synchronous: :func:`send` runs it in one of anyio's worker threads (abandoned if the
-caller is cancelled; the send itself is bounded by its deadline), and never raises for a failed
+Apprise is synchronous: :func:`send` runs it in a worker thread under the notifier's own limiter
+(abandoned if the caller is cancelled; the send itself is bounded by its deadline), and never raises for a failed
 delivery: it returns a :class:`SendOutcome` whose ``error`` is scrubbed of the URL's secret parts
 (:func:`scrub`), so it may be logged and shown in health.
 """
@@ -92,7 +92,8 @@ async def send(
         timeout_s: Deadline of the send (Apprise's own call deadline; the thread is waited for a
             little longer, then the send counts as timed out and its thread is left to end).
         limiter: The notifier's own worker-thread tokens: a send that hangs never takes one of the
-            tokens the store's calls (anyio's default limiter) need.
+            tokens the store's calls (anyio's default limiter) need. Waiting for a token counts
+            against the deadline.
 
     Returns:
         The outcome; a failed delivery is an outcome, not an exception.
@@ -100,7 +101,7 @@ async def send(
     outcome: SendOutcome | None = None
     with anyio.move_on_after(timeout_s + _GRACE_S):
         outcome = await anyio.to_thread.run_sync(
-            _send_blocking, url, message, timeout_s, abandon_on_cancel=True
+            _send_blocking, url, message, timeout_s, abandon_on_cancel=True, limiter=limiter
         )
     if outcome is None:
         return SendOutcome(redact_url(url), False, f"no answer within {timeout_s + _GRACE_S:g} s")

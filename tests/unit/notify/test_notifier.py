@@ -17,6 +17,8 @@ from octipusd.runtime.events import EventHub
 from octipusd.settings import load_settings
 from octipusd.settings_notify import NotifySettings, redact_url
 from octipusd.store import Store
+from octipusd.store.aio import in_thread
+from octipusd.store.records import RunStatus
 from tests.unit.notify.receiver import Receiver, closed_port
 
 pytestmark = pytest.mark.anyio
@@ -134,6 +136,30 @@ async def test_close_abandons_a_send_that_does_not_end_within_the_grace(
     # the rig's task group ended: close() cancelled the notifier's task while its send was held
     assert not rig.notifier.health().running
     assert rig.notifier.health().targets[0].sent == 0
+
+
+async def test_hanging_targets_and_concurrent_test_sends_leave_the_store_its_threads(
+    store: Store, tmp_path: Path, held: Receiver
+) -> None:
+    """Twenty targets that never answer, then two test sends at once: the sends hold only the
+    notifier's own threads and the tests run one after the other, so the store's calls (anyio's
+    default threads) still answer and a run still ends while every send is held."""
+    urls = [held.url(f"/hook/{n}") for n in range(20)]
+    notify = NotifySettings(urls=urls, attempts=1, sendTimeoutSeconds=120)
+    async with rig_factory(store, tmp_path)(notify, NotifierLimits(send_threads=2)) as rig:
+        await rig.ask("never answered")
+        await anyio.to_thread.run_sync(held.wait_posts, 2)  # the notifier's two threads are held
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.notifier.test)
+            tg.start_soon(rig.notifier.test)
+            lock = rig.notifier._testing
+            await until(lambda: lock.statistics().tasks_waiting == 1, "the second test to wait for the first")
+            assert anyio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
+            ended = await in_thread(store.finish_run, rig.run_id, status=RunStatus.SUCCEEDED)
+            await rig.hub.emit(rig.run_id, "run_status", {"status": "succeeded", "final": True})
+            assert ended.status is RunStatus.SUCCEEDED
+            assert held.posts == 2 and held.received == []  # every send was still held meanwhile
+            held.release()
 
 
 async def test_the_test_send_reports_each_target(store: Store, tmp_path: Path, receiver: Receiver) -> None:
