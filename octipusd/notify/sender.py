@@ -4,6 +4,11 @@ Apprise is synchronous: :func:`send` runs it in a worker thread under the notifi
 (abandoned if the caller is cancelled; the send itself is bounded by its deadline), and never raises for a failed
 delivery: it returns a :class:`SendOutcome` whose ``error`` is scrubbed of the URL's secret parts
 (:func:`scrub`), so it may be logged and shown in health.
+
+A body holds agent-controlled text (a command, a path): it is sent as plain text
+(``NotifyFormat.TEXT``), so Apprise escapes it for a target that renders HTML (e-mail) or Markdown
+(Telegram, Discord...) and a multi-format target (Slack) sends it unformatted; markup in a subject
+arrives as text, never as a live link.
 """
 
 from __future__ import annotations
@@ -69,7 +74,11 @@ def _send_blocking(url: str, message: Notification, timeout_s: float) -> SendOut
         return SendOutcome(target, False, "Apprise cannot read this URL (see notify.urls)")
     try:
         result = sender.notify(
-            title=message.title, body=message.body, timeout=timeout_s, log_level=logging.WARNING
+            title=message.title,
+            body=message.body,
+            body_format=apprise.NotifyFormat.TEXT,  # escaped for HTML and Markdown targets
+            timeout=timeout_s,
+            log_level=logging.WARNING,
         )
     except Exception as exc:  # a plugin's bug: recorded as this send's failure, with its traceback
         log.exception("notification to %s raised", target)

@@ -3,6 +3,7 @@ retries with backoff, giving up, the bounded queue, the test send, the shutdown 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -173,6 +174,66 @@ async def test_the_test_send_reports_each_target(store: Store, tmp_path: Path, r
     assert body["title"] == "Octipus: test notification" and "Open:" not in body["message"]
     with pytest.raises(ConflictError, match=r"set notify\.urls"):
         await Notifier(settings(), store, lambda path: None).test()
+
+
+async def test_markup_in_a_subject_arrives_as_text_on_every_kind_of_target(
+    store: Store, tmp_path: Path, receiver: Receiver
+) -> None:
+    """An agent's subject that looks like HTML or a Markdown link is escaped for a target that
+    renders HTML or Markdown (a json:// target told ``format=html|markdown``) and unchanged text
+    for a plain one: never markup a person could click."""
+    receiver.fail_first = 0
+    subject = '<a href="http://evil.example">Approve here</a> [Approve](http://evil.example)'
+    urls = [
+        receiver.url("/text"),
+        receiver.url("/html", "format=html"),
+        receiver.url("/md", "format=markdown"),
+    ]
+    async with rig_factory(store, tmp_path)(settings(*urls)) as rig:
+        await rig.ask(subject)
+        await anyio.to_thread.run_sync(receiver.wait_for, 3)
+    said = {path.split("?")[0]: body["message"] for path, body in zip(receiver.paths, receiver.received)}
+    assert f"Subject: {subject}" in said["/text"]
+    assert (
+        "<a" not in said["/html"] and "&lt;a&nbsp;href=&quot;http://evil.example&quot;&gt;" in said["/html"]
+    )
+    assert "[Approve](" not in said["/md"] and r"\[Approve\]\(http://evil\.example\)" in said["/md"]
+
+
+class RootLog(logging.Handler):
+    """What the daemon's log hears: records reaching the root logger (pytest's caplog cannot
+    stand in, it also hooks loggers that do not propagate)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name}: {record.getMessage()}")
+
+
+@pytest.fixture
+def root_log() -> Iterator[RootLog]:
+    handler, root = RootLog(), logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(level)
+
+
+async def test_no_send_writes_a_target_url_into_the_log_even_at_debug_level(
+    store: Store, tmp_path: Path, receiver: Receiver, root_log: RootLog
+) -> None:
+    receiver.fail_first = 1
+    async with rig_factory(store, tmp_path)(settings(receiver.url(f"/hook/{SECRET}"))) as rig:
+        await rig.ask("make deploy")
+        await anyio.to_thread.run_sync(receiver.wait_for, 1)
+        await until(lambda: rig.notifier.health().targets[0].sent == 1, "the send to be counted")
+    text = "\n".join(root_log.lines)
+    assert "notifier: sent" in text and "notifier: send 1/4" in text, text
+    assert SECRET not in text, text
 
 
 def test_urls_are_validated_and_never_shown_whole() -> None:
