@@ -41,6 +41,11 @@ NOTIFY_ACCEPTED: Final[dict[str, str]] = {
 # out of the daemon's log. Apprise's own per-call capture (handlers on this logger) still hears them,
 # and the notifier logs each outcome with the redacted target.
 logging.getLogger("apprise").propagate = False
+# Apprise sends through requests and urllib3, whose debug records name each request's URL
+# ("POST /bot<TOKEN>/sendMessage") and whose warnings may too: they stay out of the daemon's log as
+# well (each already has a NullHandler; nothing else in the daemon uses them).
+for _name in ("urllib3", "requests"):
+    logging.getLogger(_name).propagate = False
 
 #: Apprise URLs ``notify.urls`` may list at most.
 MAX_NOTIFY_URLS: Final = 20
