@@ -192,7 +192,10 @@ async def test_markup_in_a_subject_arrives_as_text_on_every_kind_of_target(
     async with rig_factory(store, tmp_path)(settings(*urls)) as rig:
         await rig.ask(subject)
         await anyio.to_thread.run_sync(receiver.wait_for, 3)
-    said = {path.split("?")[0]: body["message"] for path, body in zip(receiver.paths, receiver.received)}
+    said = {
+        path.split("?")[0]: body["message"]
+        for path, body in zip(receiver.paths, receiver.received, strict=True)
+    }
     assert f"Subject: {subject}" in said["/text"]
     assert (
         "<a" not in said["/html"] and "&lt;a&nbsp;href=&quot;http://evil.example&quot;&gt;" in said["/html"]
