@@ -7,12 +7,13 @@ Request fields take their bounds from :data:`~octipusd.api.limits.API_LIMITS` (n
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from octipusd.api import API_VERSION as API_VERSION
 from octipusd.api.limits import API_LIMITS
+from octipusd.settings_notify import MAX_SEND_TIMEOUT_S, SEND_GRACE_S
 
 #: A name or an id in a request (a session, a space, a user, a tool id...).
 Name = Annotated[str, Field(max_length=API_LIMITS.max_name_chars)]
@@ -73,6 +74,12 @@ class NotifyTestTarget(_Model):
     target: str = Field(description="the URL's scheme and host only")
     ok: bool
     error: str | None
+
+
+#: Seconds ``POST /v1/notify/test`` may take at most: its sends run at once, each within the longest
+#: ``notify.sendTimeoutSeconds`` plus the daemon's grace, after one test already running (tests run
+#: one at a time).
+NOTIFY_TEST_ANSWER_S: Final = 2 * (MAX_SEND_TIMEOUT_S + SEND_GRACE_S)
 
 
 class NotifyTestOut(_Model):

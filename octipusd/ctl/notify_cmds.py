@@ -12,13 +12,13 @@ from typing import Annotated, Any, Final
 import typer
 from rich.table import Table
 
+from octipusd.api.models import NOTIFY_TEST_ANSWER_S
 from octipusd.ctl.common import EXIT_FAILED, console, err, print_json, request, safe
 
 __all__ = ["notifier_line", "notify_app"]
 
-#: Seconds octipusctl waits for a test: each send stops at notify.sendTimeoutSeconds (at most 120 s)
-#: plus the daemon's few seconds of grace.
-TEST_WAIT_S: Final = 150.0
+#: Seconds octipusctl waits for a test: the longest the daemon may take, and a little more.
+TEST_WAIT_S: Final = NOTIFY_TEST_ANSWER_S + 10.0
 
 notify_app = typer.Typer(
     help="Notifications through notify.urls (Apprise URLs): send a test.", no_args_is_help=True

@@ -23,7 +23,7 @@ import anyio
 import anyio.to_thread
 
 from octipusd.notify.messages import Notification
-from octipusd.settings_notify import redact_url
+from octipusd.settings_notify import SEND_GRACE_S, redact_url
 
 __all__ = ["SendOutcome", "scrub", "send"]
 
@@ -33,8 +33,6 @@ log = logging.getLogger("octipusd.notify")
 ERROR_CHARS: Final = 300
 #: Pieces of a URL shorter than this are not masked (``json``, ``80``, ``x``: nothing secret).
 _SECRET_MIN_CHARS: Final = 4
-#: Seconds a send's thread is waited for past Apprise's own deadline.
-_GRACE_S: Final = 2.0
 #: What separates the pieces of a URL.
 _PIECES: Final = re.compile(r"[/:@?&=#,;+]")
 
@@ -108,10 +106,10 @@ async def send(
         The outcome; a failed delivery is an outcome, not an exception.
     """
     outcome: SendOutcome | None = None
-    with anyio.move_on_after(timeout_s + _GRACE_S):
+    with anyio.move_on_after(timeout_s + SEND_GRACE_S):
         outcome = await anyio.to_thread.run_sync(
             _send_blocking, url, message, timeout_s, abandon_on_cancel=True, limiter=limiter
         )
     if outcome is None:
-        return SendOutcome(redact_url(url), False, f"no answer within {timeout_s + _GRACE_S:g} s")
+        return SendOutcome(redact_url(url), False, f"no answer within {timeout_s + SEND_GRACE_S:g} s")
     return outcome
