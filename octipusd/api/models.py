@@ -76,9 +76,7 @@ class NotifyTestTarget(_Model):
     error: str | None
 
 
-#: Seconds ``POST /v1/notify/test`` may take at most: its sends run at once, each within the longest
-#: ``notify.sendTimeoutSeconds`` plus the daemon's grace, after one test already running (tests run
-#: one at a time).
+#: Seconds ``POST /v1/notify/test`` takes at most: one send bound for a test already running, one for its own.
 NOTIFY_TEST_ANSWER_S: Final = 2 * (MAX_SEND_TIMEOUT_S + SEND_GRACE_S)
 
 
