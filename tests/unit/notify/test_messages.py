@@ -99,6 +99,47 @@ def test_a_questionnaire_lists_its_questions(store: Store, tmp_path: Any) -> Non
     assert message.link is None and "Open:" not in message.body
 
 
+def test_a_questionnaire_stored_without_its_questions_field_lists_the_tool_inputs(
+    store: Store, tmp_path: Any
+) -> None:
+    session, run = rows(store, tmp_path)
+    asked = [{"question": "Which database?", "options": [{"label": "SQLite"}]}, "not a question"]
+    approval = store.create_approval(
+        run_id=run.id,
+        session_id=session.id,
+        tool_id="cli-native:AskUserQuestion",
+        subject=None,
+        reason=None,
+        input={"questions": asked},
+        explanation=None,
+        vendor_request_id=None,
+        expires_at=None,
+        kind="questionnaire",
+    )
+    assert approval.questions is None
+    data = {"approval_id": approval.id, "tool_id": "cli-native:AskUserQuestion", "kind": "questionnaire"}
+    message = message_of(event(run.id, "approval_requested", data), run, session, approval, page)
+    assert message is not None and message.body.splitlines()[1:] == [
+        "- Which database?",
+        f"Open: {PAGE}/approvals/{approval.id}",
+    ], message.body
+
+
+@pytest.mark.parametrize("status", [RunStatus.FAILED, RunStatus.SUCCEEDED])
+def test_a_child_runs_ending_never_notifies(store: Store, tmp_path: Any, status: RunStatus) -> None:
+    session, root = rows(store, tmp_path)
+    child = store.create_run(
+        session_id=session.id, prompt="look", owner="test", parent_run_id=root.id, role="explorer"
+    )
+    store.update_run(
+        child.id, status=RunStatus.RUNNING, started_at=datetime.now(UTC) - timedelta(seconds=400)
+    )
+    ended = store.finish_run(child.id, status=status, reason="the vendor exited with 1")
+    data = {"status": str(status), "reason": ended.reason, "final": True}
+    assert wanted(event(child.id, "run_status", data))  # no I/O there: compose reads the row
+    assert message_of(event(child.id, "run_status", data), ended, session, None, page) is None
+
+
 def test_a_review_required_links_the_run(store: Store, tmp_path: Any) -> None:
     session, run = rows(store, tmp_path)
     note = (
