@@ -25,7 +25,13 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["NOTIFY_ACCEPTED", "NotifySettings", "redact_url"]
+__all__ = ["MAX_SEND_TIMEOUT_S", "NOTIFY_ACCEPTED", "SEND_GRACE_S", "NotifySettings", "redact_url"]
+
+#: Longest ``notify.sendTimeoutSeconds`` (seconds).
+MAX_SEND_TIMEOUT_S: Final = 120.0
+#: Seconds a send's worker thread is waited for past Apprise's own deadline (then the send counts
+#: as timed out): one send lasts at most ``sendTimeoutSeconds`` plus this.
+SEND_GRACE_S: Final = 2.0
 
 #: What each key accepts, for error messages.
 NOTIFY_ACCEPTED: Final[dict[str, str]] = {
@@ -34,13 +40,18 @@ NOTIFY_ACCEPTED: Final[dict[str, str]] = {
     "notify.finishedAfterSeconds": "seconds from 0 to 604800 (default 300)",
     "notify.attempts": "a whole number of sends from 1 to 10 (default 4)",
     "notify.backoffSeconds": "seconds from 0.1 to 600 (default 2)",
-    "notify.sendTimeoutSeconds": "seconds from 1 to 120 (default 10)",
+    "notify.sendTimeoutSeconds": f"seconds from 1 to {MAX_SEND_TIMEOUT_S:g} (default 10)",
 }
 
 # Apprise logs a URL it cannot read (or fails to send to) whole, tokens included: its records stay
 # out of the daemon's log. Apprise's own per-call capture (handlers on this logger) still hears them,
 # and the notifier logs each outcome with the redacted target.
 logging.getLogger("apprise").propagate = False
+# Apprise sends through requests and urllib3, whose debug records name each request's URL
+# ("POST /bot<TOKEN>/sendMessage") and whose warnings may too: they stay out of the daemon's log as
+# well (each already has a NullHandler; nothing else in the daemon uses them).
+for _name in ("urllib3", "requests"):
+    logging.getLogger(_name).propagate = False
 
 #: Apprise URLs ``notify.urls`` may list at most.
 MAX_NOTIFY_URLS: Final = 20
@@ -86,7 +97,7 @@ class NotifySettings(BaseModel):
     finishedAfterSeconds: float = Field(default=300.0, ge=0, le=604_800)
     attempts: int = Field(default=4, ge=1, le=10)
     backoffSeconds: float = Field(default=2.0, ge=0.1, le=600)
-    sendTimeoutSeconds: float = Field(default=10.0, ge=1, le=120)
+    sendTimeoutSeconds: float = Field(default=10.0, ge=1, le=MAX_SEND_TIMEOUT_S)
 
     @field_validator("urls")
     @classmethod

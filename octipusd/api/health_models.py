@@ -4,11 +4,14 @@ reaper), ``GET /v1/web`` and ``POST /v1/notify/test``; re-exported by :mod:`octi
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from octipusd.settings_notify import MAX_SEND_TIMEOUT_S, SEND_GRACE_S
+
 __all__ = [
+    "NOTIFY_TEST_ANSWER_S",
     "AdapterHealth",
     "ApiModel",
     "Health",
@@ -79,6 +82,10 @@ class NotifyTestTarget(ApiModel):
     target: str = Field(description="the URL's scheme and host only")
     ok: bool
     error: str | None
+
+
+#: Seconds ``POST /v1/notify/test`` takes at most: one send bound for a test already running, one for its own.
+NOTIFY_TEST_ANSWER_S: Final = 2 * (MAX_SEND_TIMEOUT_S + SEND_GRACE_S)
 
 
 class NotifyTestOut(ApiModel):

@@ -13,6 +13,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from octipusd.api import API_VERSION as API_VERSION
 from octipusd.api.health_models import (  # re-exported
+    NOTIFY_TEST_ANSWER_S as NOTIFY_TEST_ANSWER_S,
     AdapterHealth as AdapterHealth,
     Health as Health,
     NotifierHealth as NotifierHealth,

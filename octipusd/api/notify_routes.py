@@ -11,6 +11,8 @@ naming the setting. :func:`notifier_health` is the notifier's block of ``GET /v1
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from fastapi import APIRouter
 
 from octipusd.api.common import Services
@@ -33,11 +35,8 @@ def notifier_health(services: Services) -> NotifierHealth | None:
         return None
     state = notifier.health()
     targets = [NotifierTargetHealth(**vars(t)) for t in state.targets]
-    last = max(
-        (t for t in state.targets if t.last_error_at is not None),
-        key=lambda t: t.last_error_at or 0,
-        default=None,
-    )
+    errored = [t for t in state.targets if t.last_error_at is not None]
+    last = max(errored, key=attrgetter("last_error_at"), default=None)
     return NotifierHealth(
         running=state.running,
         targets=targets,

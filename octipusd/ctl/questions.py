@@ -15,6 +15,7 @@ import typer
 from octipusd.ctl.client import Client
 from octipusd.ctl.common import bad_input, console, err, part, safe
 from octipusd.errors import ApiError, OctipusError
+from octipusd.questionnaire import questions_of
 
 __all__ = [
     "answer_questionnaire_inline",
@@ -25,13 +26,6 @@ __all__ = [
     "questions_of",
     "resolve_answers",
 ]
-
-
-def questions_of(approval: dict[str, Any]) -> list[dict[str, Any]]:
-    """The questions of a questionnaire approval (``questions.questions``, else the tool input's)."""
-    source = approval.get("questions") or approval.get("input") or {}
-    found = source.get("questions") if isinstance(source, dict) else None
-    return [q for q in found or [] if isinstance(q, dict)]
 
 
 def labels(question: dict[str, Any]) -> list[str]:

@@ -1,9 +1,9 @@
 """What is worth a notification, and what it says (issue 16, item 3).
 
 A run needs a person when it raises an approval or a questionnaire (``approval_requested``), when a
-call needs a recovery review it cannot get (``review_required``), and when it ends: a ``failed``
-run always notifies, any other ending only when the run took longer than
-``notify.finishedAfterSeconds``.
+call needs a recovery review it cannot get (``review_required``), and when a root run ends: a
+``failed`` run always notifies, any other ending only when the run took longer than
+``notify.finishedAfterSeconds``; a child agent's run never notifies its ending (its parent hears it).
 
 :func:`wanted` picks those events out of a committed batch (cheap, no I/O: it runs on the event
 path); :func:`compose` turns one into a :class:`Notification` from the event and the rows it names
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from octipusd.questionnaire import questions_of
 from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
 
 __all__ = ["MessageLimits", "Notification", "PageUrl", "compose", "wanted"]
@@ -105,10 +106,10 @@ def _where(session: Session | None) -> str:
 
 
 def _questions(approval: Approval | None) -> list[str]:
-    raw = (approval.questions or {}).get("questions") if approval is not None else None
-    if not isinstance(raw, list):
+    if approval is None:
         return []
-    texts = [_cut(q.get("question", "")) for q in raw if isinstance(q, dict) and q.get("question")]
+    asked = questions_of({"questions": approval.questions, "input": approval.input})
+    texts = [_cut(q["question"]) for q in asked if q.get("question")]
     shown = [f"- {t}" for t in texts[: LIMITS.questions]]
     if len(texts) > LIMITS.questions:
         shown.append(f"- and {len(texts) - LIMITS.questions} more")
@@ -168,7 +169,8 @@ def compose(
     finished_after_s: float,
 ) -> Notification | None:
     """The notification of a :func:`wanted` event, or None when it does not notify after all (a run
-    that ended other than ``failed`` within ``finished_after_s`` seconds, or whose times are unknown).
+    that ended other than ``failed`` within ``finished_after_s`` seconds, or whose times are unknown;
+    a child agent's run, whatever its ending).
 
     Args:
         event: The event.
@@ -190,6 +192,8 @@ def compose(
         return _message(f"Octipus: review required for {tool}", lines, event, run_link)
     status = _terminal(data.get("status"))
     took = _duration(run)
+    if run is not None and run.parent_run_id is not None:
+        return None  # a child's ending is its parent's business (a failed child is reported to it)
     if status is None or (status is not RunStatus.FAILED and (took is None or took <= finished_after_s)):
         return None
     lines = [

@@ -181,6 +181,7 @@ class Notifier:
         self._closing = False
         self._settled = anyio.Event()  # set whenever a composition or a delivery ends
         self._threads = anyio.CapacityLimiter(self.limits.send_threads)
+        self._testing = anyio.Lock()  # one test send at a time; later ones wait for it
 
     @property
     def configured(self) -> bool:
@@ -328,7 +329,8 @@ class Notifier:
 
     async def test(self) -> list[SendOutcome]:
         """Send one test notification to every target at once, waiting for each (its send deadline);
-        not retried, not counted in :meth:`health`.
+        not retried, not counted in :meth:`health`. Concurrent calls run one after another, each
+        send holding one of the notifier's own threads (never one the store's calls need).
 
         Raises:
             ConflictError: no ``notify.urls`` are configured.
@@ -349,7 +351,7 @@ class Notifier:
         async def one(index: int, target: _Target) -> None:
             outcomes[index] = await send(target.url, message, self.settings.sendTimeoutSeconds, self._threads)
 
-        async with anyio.create_task_group() as tg:
+        async with self._testing, anyio.create_task_group() as tg:
             for index, target in enumerate(self._targets):
                 tg.start_soon(one, index, target)
         return [o for o in outcomes if o is not None]

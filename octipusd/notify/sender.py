@@ -1,9 +1,14 @@
 """One send of one notification to one Apprise URL, in a worker thread, with a deadline.
 
-Apprise is synchronous: :func:`send` runs it in one of anyio's worker threads (abandoned if the
-caller is cancelled; the send itself is bounded by its deadline), and never raises for a failed
+Apprise is synchronous: :func:`send` runs it in a worker thread under the notifier's own limiter
+(abandoned if the caller is cancelled; the send itself is bounded by its deadline), and never raises for a failed
 delivery: it returns a :class:`SendOutcome` whose ``error`` is scrubbed of the URL's secret parts
 (:func:`scrub`), so it may be logged and shown in health.
+
+A body holds agent-controlled text (a command, a path): it is sent as plain text
+(``NotifyFormat.TEXT``), so Apprise escapes it for a target that renders HTML (e-mail) or Markdown
+(Telegram, Discord...) and a multi-format target (Slack) sends it unformatted; markup in a subject
+arrives as text, never as a live link.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import anyio
 import anyio.to_thread
 
 from octipusd.notify.messages import Notification
-from octipusd.settings_notify import redact_url
+from octipusd.settings_notify import SEND_GRACE_S, redact_url
 
 __all__ = ["SendOutcome", "scrub", "send"]
 
@@ -28,8 +33,6 @@ log = logging.getLogger("octipusd.notify")
 ERROR_CHARS: Final = 300
 #: Pieces of a URL shorter than this are not masked (``json``, ``80``, ``x``: nothing secret).
 _SECRET_MIN_CHARS: Final = 4
-#: Seconds a send's thread is waited for past Apprise's own deadline.
-_GRACE_S: Final = 2.0
 #: What separates the pieces of a URL.
 _PIECES: Final = re.compile(r"[/:@?&=#,;+]")
 
@@ -69,7 +72,11 @@ def _send_blocking(url: str, message: Notification, timeout_s: float) -> SendOut
         return SendOutcome(target, False, "Apprise cannot read this URL (see notify.urls)")
     try:
         result = sender.notify(
-            title=message.title, body=message.body, timeout=timeout_s, log_level=logging.WARNING
+            title=message.title,
+            body=message.body,
+            body_format=apprise.NotifyFormat.TEXT,  # escaped for HTML and Markdown targets
+            timeout=timeout_s,
+            log_level=logging.WARNING,
         )
     except Exception as exc:  # a plugin's bug: recorded as this send's failure, with its traceback
         log.exception("notification to %s raised", target)
@@ -92,16 +99,17 @@ async def send(
         timeout_s: Deadline of the send (Apprise's own call deadline; the thread is waited for a
             little longer, then the send counts as timed out and its thread is left to end).
         limiter: The notifier's own worker-thread tokens: a send that hangs never takes one of the
-            tokens the store's calls (anyio's default limiter) need.
+            tokens the store's calls (anyio's default limiter) need. Waiting for a token counts
+            against the deadline.
 
     Returns:
         The outcome; a failed delivery is an outcome, not an exception.
     """
     outcome: SendOutcome | None = None
-    with anyio.move_on_after(timeout_s + _GRACE_S):
+    with anyio.move_on_after(timeout_s + SEND_GRACE_S):
         outcome = await anyio.to_thread.run_sync(
-            _send_blocking, url, message, timeout_s, abandon_on_cancel=True
+            _send_blocking, url, message, timeout_s, abandon_on_cancel=True, limiter=limiter
         )
     if outcome is None:
-        return SendOutcome(redact_url(url), False, f"no answer within {timeout_s + _GRACE_S:g} s")
+        return SendOutcome(redact_url(url), False, f"no answer within {timeout_s + SEND_GRACE_S:g} s")
     return outcome

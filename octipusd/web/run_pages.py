@@ -14,6 +14,7 @@ from typing import Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from octipusd import questionnaire
 from octipusd.api.common import Services, out
 from octipusd.api.limits import After
 from octipusd.api.models import ApprovalOut, EventOut, RunOut
@@ -30,10 +31,8 @@ TRANSCRIPT_PAGE_EVENTS: Final = 1000
 
 
 def questions_of(approval: ApprovalOut) -> list[dict[str, Any]]:
-    """The questions of a questionnaire approval (``questions.questions``, else the tool input's)."""
-    source = approval.questions or approval.input or {}
-    found = source.get("questions")
-    return [q for q in found if isinstance(q, dict)] if isinstance(found, list) else []
+    """The questions of a questionnaire approval (:func:`octipusd.questionnaire.questions_of`)."""
+    return questionnaire.questions_of({"questions": approval.questions, "input": approval.input})
 
 
 async def _transcript(services: Services, run_id: str, after: int) -> tuple[list[TranscriptEntry], int, bool]:

@@ -40,6 +40,25 @@ def rows(store: Store, tmp_path: Any, title: str | None = "fix the tests") -> tu
     return session, store.create_run(session_id=session.id, prompt="go", owner="test")
 
 
+def ask_questions(
+    store: Store, session: Session, run: Run, asked: list[Any], stored: bool = True
+) -> Approval:
+    """A questionnaire approval asking ``asked`` (in its ``questions`` field too when ``stored``)."""
+    return store.create_approval(
+        run_id=run.id,
+        session_id=session.id,
+        tool_id="cli-native:AskUserQuestion",
+        subject=None,
+        reason=None,
+        input={"questions": asked},
+        explanation=None,
+        vendor_request_id=None,
+        expires_at=None,
+        kind="questionnaire",
+        questions={"questions": asked} if stored else None,
+    )
+
+
 def test_a_tool_approval_names_the_tool_subject_and_session_and_links_the_approval(
     store: Store, tmp_path: Any
 ) -> None:
@@ -77,19 +96,7 @@ def test_a_questionnaire_lists_its_questions(store: Store, tmp_path: Any) -> Non
         {"question": f"Question {i}?", "header": f"q{i}", "options": [{"label": "a", "description": "A"}]}
         for i in range(6)
     ]
-    approval = store.create_approval(
-        run_id=run.id,
-        session_id=session.id,
-        tool_id="cli-native:AskUserQuestion",
-        subject=None,
-        reason=None,
-        input={"questions": questions},
-        explanation=None,
-        vendor_request_id=None,
-        expires_at=None,
-        kind="questionnaire",
-        questions={"questions": questions},
-    )
+    approval = ask_questions(store, session, run, questions)
     data = {"approval_id": approval.id, "tool_id": "cli-native:AskUserQuestion", "kind": "questionnaire"}
     message = message_of(event(run.id, "approval_requested", data), run, session, approval, no_page)
     assert message is not None and message.title == "Octipus: the agent has questions"
@@ -97,6 +104,36 @@ def test_a_questionnaire_lists_its_questions(store: Store, tmp_path: Any) -> Non
     assert all(f"- Question {i}?" in message.body for i in range(4)), message.body
     assert "Question 4?" not in message.body and "- and 2 more" in message.body
     assert message.link is None and "Open:" not in message.body
+
+
+def test_a_questionnaire_stored_without_its_questions_field_lists_the_tool_inputs(
+    store: Store, tmp_path: Any
+) -> None:
+    session, run = rows(store, tmp_path)
+    asked = [{"question": "Which database?", "options": [{"label": "SQLite"}]}, "not a question"]
+    approval = ask_questions(store, session, run, asked, stored=False)
+    assert approval.questions is None
+    data = {"approval_id": approval.id, "tool_id": "cli-native:AskUserQuestion", "kind": "questionnaire"}
+    message = message_of(event(run.id, "approval_requested", data), run, session, approval, page)
+    assert message is not None and message.body.splitlines()[1:] == [
+        "- Which database?",
+        f"Open: {PAGE}/approvals/{approval.id}",
+    ], message.body
+
+
+@pytest.mark.parametrize("status", [RunStatus.FAILED, RunStatus.SUCCEEDED])
+def test_a_child_runs_ending_never_notifies(store: Store, tmp_path: Any, status: RunStatus) -> None:
+    session, root = rows(store, tmp_path)
+    child = store.create_run(
+        session_id=session.id, prompt="look", owner="test", parent_run_id=root.id, role="explorer"
+    )
+    store.update_run(
+        child.id, status=RunStatus.RUNNING, started_at=datetime.now(UTC) - timedelta(seconds=400)
+    )
+    ended = store.finish_run(child.id, status=status, reason="the vendor exited with 1")
+    data = {"status": str(status), "reason": ended.reason, "final": True}
+    assert wanted(event(child.id, "run_status", data))  # no I/O there: compose reads the row
+    assert message_of(event(child.id, "run_status", data), ended, session, None, page) is None
 
 
 def test_a_review_required_links_the_run(store: Store, tmp_path: Any) -> None:

@@ -3,6 +3,7 @@ retries with backoff, giving up, the bounded queue, the test send, the shutdown 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,8 @@ from octipusd.runtime.events import EventHub
 from octipusd.settings import load_settings
 from octipusd.settings_notify import NotifySettings, redact_url
 from octipusd.store import Store
+from octipusd.store.aio import in_thread
+from octipusd.store.records import RunStatus
 from tests.unit.notify.receiver import Receiver, closed_port
 
 pytestmark = pytest.mark.anyio
@@ -136,6 +139,30 @@ async def test_close_abandons_a_send_that_does_not_end_within_the_grace(
     assert rig.notifier.health().targets[0].sent == 0
 
 
+async def test_hanging_targets_and_concurrent_test_sends_leave_the_store_its_threads(
+    store: Store, tmp_path: Path, held: Receiver
+) -> None:
+    """Twenty targets that never answer, then two test sends at once: the sends hold only the
+    notifier's own threads and the tests run one after the other, so the store's calls (anyio's
+    default threads) still answer and a run still ends while every send is held."""
+    urls = [held.url(f"/hook/{n}") for n in range(20)]
+    notify = NotifySettings(urls=urls, attempts=1, sendTimeoutSeconds=120)
+    async with rig_factory(store, tmp_path)(notify, NotifierLimits(send_threads=2)) as rig:
+        await rig.ask("never answered")
+        await anyio.to_thread.run_sync(held.wait_posts, 2)  # the notifier's two threads are held
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.notifier.test)
+            tg.start_soon(rig.notifier.test)
+            lock = rig.notifier._testing
+            await until(lambda: lock.statistics().tasks_waiting == 1, "the second test to wait for the first")
+            assert anyio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
+            ended = await in_thread(store.finish_run, rig.run_id, status=RunStatus.SUCCEEDED)
+            await rig.hub.emit(rig.run_id, "run_status", {"status": "succeeded", "final": True})
+            assert ended.status is RunStatus.SUCCEEDED
+            assert held.posts == 2 and held.received == []  # every send was still held meanwhile
+            held.release()
+
+
 async def test_the_test_send_reports_each_target(store: Store, tmp_path: Path, receiver: Receiver) -> None:
     receiver.fail_first = 0
     dead = f"json://127.0.0.1:{closed_port()}/x/{SECRET}"
@@ -147,6 +174,69 @@ async def test_the_test_send_reports_each_target(store: Store, tmp_path: Path, r
     assert body["title"] == "Octipus: test notification" and "Open:" not in body["message"]
     with pytest.raises(ConflictError, match=r"set notify\.urls"):
         await Notifier(settings(), store, lambda path: None).test()
+
+
+async def test_markup_in_a_subject_arrives_as_text_on_every_kind_of_target(
+    store: Store, tmp_path: Path, receiver: Receiver
+) -> None:
+    """An agent's subject that looks like HTML or a Markdown link is escaped for a target that
+    renders HTML or Markdown (a json:// target told ``format=html|markdown``) and unchanged text
+    for a plain one: never markup a person could click."""
+    receiver.fail_first = 0
+    subject = '<a href="http://evil.example">Approve here</a> [Approve](http://evil.example)'
+    urls = [
+        receiver.url("/text"),
+        receiver.url("/html", "format=html"),
+        receiver.url("/md", "format=markdown"),
+    ]
+    async with rig_factory(store, tmp_path)(settings(*urls)) as rig:
+        await rig.ask(subject)
+        await anyio.to_thread.run_sync(receiver.wait_for, 3)
+    said = {
+        path.split("?")[0]: body["message"]
+        for path, body in zip(receiver.paths, receiver.received, strict=True)
+    }
+    assert f"Subject: {subject}" in said["/text"]
+    assert (
+        "<a" not in said["/html"] and "&lt;a&nbsp;href=&quot;http://evil.example&quot;&gt;" in said["/html"]
+    )
+    assert "[Approve](" not in said["/md"] and r"\[Approve\]\(http://evil\.example\)" in said["/md"]
+
+
+class RootLog(logging.Handler):
+    """What the daemon's log hears: records reaching the root logger (pytest's caplog cannot
+    stand in, it also hooks loggers that do not propagate)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name}: {record.getMessage()}")
+
+
+@pytest.fixture
+def root_log() -> Iterator[RootLog]:
+    handler, root = RootLog(), logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(level)
+
+
+async def test_no_send_writes_a_target_url_into_the_log_even_at_debug_level(
+    store: Store, tmp_path: Path, receiver: Receiver, root_log: RootLog
+) -> None:
+    receiver.fail_first = 1
+    async with rig_factory(store, tmp_path)(settings(receiver.url(f"/hook/{SECRET}"))) as rig:
+        await rig.ask("make deploy")
+        await anyio.to_thread.run_sync(receiver.wait_for, 1)
+        await until(lambda: rig.notifier.health().targets[0].sent == 1, "the send to be counted")
+    text = "\n".join(root_log.lines)
+    assert "notifier: sent" in text and "notifier: send 1/4" in text, text
+    assert SECRET not in text, text
 
 
 def test_urls_are_validated_and_never_shown_whole() -> None:
