@@ -251,6 +251,18 @@ def test_a_non_loopback_address_without_allow_remote_stops_the_start(tmp_path: P
     assert "web.allowRemote" in str(failed.value) and "SSH" in str(failed.value)
 
 
+def test_a_web_port_in_use_stops_the_start_and_leaves_no_unix_socket(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        daemon = DaemonHarness(tmp_path / "d", UNUSED_MODEL, extra_env={"OCTIPUS_WEB__PORT": str(port)})
+        with pytest.raises(RuntimeError) as failed:
+            daemon.start(timeout=30)
+    assert "web.port" in str(failed.value)
+    assert not daemon.socket.exists()
+
+
 def test_allow_remote_serves_https_with_the_configured_certificate(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
