@@ -30,9 +30,8 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import anyio
 from octipus_worktrees import WorktreeManager, default_root
@@ -408,19 +407,16 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
 
 @dataclass(frozen=True)
 class _Core:
-    """What the daemon serves, built by :func:`_build_core` before any socket is bound."""
+    """What the daemon serves, built by :func:`_build_core` before any socket is bound.
 
-    store: Store
-    hub: EventHub
-    broker: ApprovalBroker
-    adapters: dict[str, Adapter]
-    resolutions: dict[str, Resolution]
-    runs: RunManager
-    gate: PermissionGate
-    actions: ActionService
+    Attributes:
+        services: The API's services (without the page's endpoint and the notifier yet).
+        connectors: The MCP connectors.
+        left_in_flight: Actions a stopped daemon left in flight (ended once serving).
+    """
+
+    services: Services
     connectors: ConnectorRegistry
-    containment: Containment
-    reaper: OrphanReaper | None
     left_in_flight: list[ToolAction]
 
 
@@ -532,6 +528,19 @@ def _contract_lookup(connectors: ConnectorRegistry) -> Callable[[str], RecoveryC
     return contract_of
 
 
+async def _installed_adapters(settings: Settings) -> tuple[dict[str, Adapter], dict[str, Resolution]]:
+    """The installed adapters and their resolved binaries, each logged; an adapter that fails to
+    load is logged as an error and left out (the daemon still serves, health tells)."""
+    load_errors: list[str] = []
+    adapters = load_adapters(load_errors)
+    for message in load_errors:
+        log.error("%s", message)
+    resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
+    for r in resolutions.values():
+        log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
+    return adapters, resolutions
+
+
 async def _build_core(
     settings: Settings,
     store: Store,
@@ -541,15 +550,9 @@ async def _build_core(
     containment: Containment,
     owner: str,
 ) -> _Core:
-    """Load the adapters (errors logged, the daemon still serves) and build the run core, the
-    action service and the orphan reaper (only while ``swarm.worktreeIsolation`` is on, seed 003)."""
-    load_errors: list[str] = []
-    adapters = load_adapters(load_errors)
-    for message in load_errors:
-        log.error("%s", message)
-    resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
-    for r in resolutions.values():
-        log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
+    """Build the run core over the installed adapters, the action service and the orphan reaper
+    (only while ``swarm.worktreeIsolation`` is on, seed 003)."""
+    adapters, resolutions = await _installed_adapters(settings)
     hub = EventHub(store)
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
     connectors = ConnectorRegistry(mcp_servers)
@@ -589,31 +592,20 @@ async def _build_core(
         if settings.swarm.worktreeIsolation
         else None
     )
-    return _Core(
-        store, hub, broker, adapters, resolutions, runs, gate, actions, connectors, containment, reaper,
-        left_in_flight,
-    )  # fmt: skip
-
-
-def _site(core: _Core, notifier: Notifier, access: WebAccess | None) -> Any:
-    """The application both listeners serve (the API and the pages) over ``core``."""
-    return create_site(
-        Services(
-            store=core.store,
-            runs=core.runs,
-            gate=core.gate,
-            adapters=core.adapters,
-            user=core.runs.services.user,
-            hub=core.hub,
-            broker=core.broker,
-            resolutions=core.resolutions,
-            actions=core.actions,
-            containment=core.containment,
-            reaper=core.reaper,
-            web=endpoint_of(access) if access is not None else None,
-            notifier=notifier,
-        )
+    services = Services(
+        store=store,
+        runs=runs,
+        gate=gate,
+        adapters=adapters,
+        user=runs.services.user,
+        hub=hub,
+        broker=broker,
+        resolutions=resolutions,
+        actions=actions,
+        containment=containment,
+        reaper=reaper,
     )
+    return _Core(services, connectors, left_in_flight)
 
 
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
@@ -629,14 +621,16 @@ async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> N
     sock: socket.socket | None = None
     try:
         sock = bind_unix_socket(path)
-        notifier = start_notifier(settings, core.store, core.hub, page_url=page_links(access))
-        app = _site(core, notifier, access)
+        services = core.services
+        notifier = start_notifier(settings, services.store, services.hub, page_url=page_links(access))
+        web = endpoint_of(access) if access is not None else None
+        app = create_site(replace(services, web=web, notifier=notifier))
         listeners = [(make_server(app), sock)]
         if access is not None and web_sock is not None:
             listeners.append((make_web_server(app, access, settings.web), web_sock))
         page = f"; the page on {access.origin} (octipusctl web)" if access is not None else ""
         print(
-            f"octipusd {__version__} listening on {path}{page} (database {core.store.url_for_display})",
+            f"octipusd {__version__} listening on {path}{page} (database {services.store.url_for_display})",
             flush=True,
         )
         await _run_until_stopped(core, notifier, listeners, stop)
@@ -660,21 +654,23 @@ async def _run_until_stopped(
     finishes its in-flight requests (up to its graceful-shutdown bound) before the tasks are
     cancelled. Should the Unix server end on its own, the others are asked to exit too."""
     servers = [server for server, _ in listeners]
+    runs, actions, reaper = core.services.runs, core.services.actions, core.services.reaper
     async with anyio.create_task_group() as tg:
-        core.runs.bind(tg)
+        runs.bind(tg)
         if core.left_in_flight:
             # end what a stopped daemon left open; a probe that runs before this is done finds
             # the action still in flight, which only keeps it blocking a little longer
-            tg.start_soon(end_left_requests, core.store, core.connectors, core.left_in_flight)
-        await tg.start(core.actions.worker.run)
-        if core.reaper is not None:
-            await tg.start(core.reaper.run)
+            tg.start_soon(end_left_requests, core.services.store, core.connectors, core.left_in_flight)
+        if actions is not None:
+            await tg.start(actions.worker.run)
+        if reaper is not None:
+            await tg.start(reaper.run)
         await tg.start(notifier.run)
 
         async def on_stop() -> None:
             await stop.received.wait()
-            log.info("%s: stopping %d live run(s)", stop.name, len(core.runs.live_runs()))
-            await core.runs.shutdown(f"octipusd received {stop.name} and stopped the run")
+            log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
+            await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
             await notifier.close()  # queued notifications get a short grace, then are abandoned
             for server in servers:
                 server.should_exit = True
