@@ -6,13 +6,15 @@ Start-up order (nothing is bound before settings and the database are known good
 2. the database lock (another daemon -> message naming its pid, exit 1), then migrations;
 3. runs left live by a previous daemon are marked ``interrupted`` (their approvals cancelled);
 4. executables resolved (health reports them);
-5. the Unix socket bound (0700 folder, 0600 socket) and served; while
+5. the page's TCP socket (``web.enabled``) and then the Unix socket bound (0700 folder, 0600
+   socket; a failure closes what was bound) and served; while
    ``swarm.worktreeIsolation`` is on, the orphan reaper of child worktrees sweeps at once and
    every ``swarm.orphanReaperIntervalMs`` beside it (:mod:`octipusd.runtime.reaping`); the
    notifier (:mod:`octipusd.notify`) hears every committed event batch and sends off the runs' path.
 
 SIGTERM or SIGINT: stop accepting turns, stop every vendor process (whole group, confirmed
-with psutil), mark their runs ``interrupted`` with the reason, close the server, exit 0.
+with psutil), mark their runs ``interrupted`` with the reason, let both servers finish their
+in-flight requests and close, exit 0.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
@@ -35,7 +39,7 @@ from octipus_worktrees import WorktreeManager, default_root
 from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.common import Services
-from octipusd.api.server import bind_unix_socket, make_server
+from octipusd.api.server import QuietServer, bind_unix_socket, make_server
 from octipusd.connectors import ConnectorRegistry
 from octipusd.environment import vendor_environment
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
@@ -69,6 +73,7 @@ from octipusd.settings import (
 )
 from octipusd.store.aio import in_thread
 from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url
+from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import RecoveryContract, ToolSpec
@@ -400,6 +405,21 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
             await in_thread(containment.close)
 
 
+@dataclass(frozen=True)
+class _Core:
+    """What the daemon serves, built by :func:`_build_core` before any socket is bound.
+
+    Attributes:
+        services: The API's services (without the page's endpoint and the notifier yet).
+        connectors: The MCP connectors.
+        left_in_flight: Actions a stopped daemon left in flight (ended once serving).
+    """
+
+    services: Services
+    connectors: ConnectorRegistry
+    left_in_flight: list[ToolAction]
+
+
 async def _serve(
     settings: Settings,
     store: Store,
@@ -409,7 +429,28 @@ async def _serve(
     stop: StopSignal,
     containment: Containment,
 ) -> None:
+    """Settle what a previous daemon left, build the services, serve until ``stop``.
+
+    Raises:
+        OctipusError: the sockets cannot be bound or the page's certificate read.
+    """
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
+    await _settle_previous_daemon(store, owner)
+    core = await _build_core(settings, store, data_dir, policy, mcp_servers, containment, owner)
+    await _serve_sockets(settings, core, stop)
+
+
+async def _settle_previous_daemon(store: Store, owner: str) -> None:
+    """End what a stopped daemon left live (each step logged; nothing here raises on a leftover).
+
+    Its live runs are marked ``interrupted`` and their process trees killed; its started actions
+    become uncertain (seed 000) and the invocations it had claimed are settled (seed 001): an
+    uncertain one's leftover job is killed and the kill noted as a receipt of its action.
+
+    Args:
+        store: The open store.
+        owner: This daemon's owner id (rows of other owners are the previous daemon's).
+    """
     interrupted = await in_thread(
         store.interrupt_orphaned_runs, live_owner=owner, reason="octipusd stopped while the run was live"
     )
@@ -420,8 +461,6 @@ async def _serve(
             run.id,
             len(reaped),
         )
-    # seed 000: started records of the stopped daemon lost their completion evidence; seed 001:
-    # invocations it had claimed are settled (undispatched ones stay owed, started ones uncertain)
     orphans = await in_thread(lambda: store.orphan_started_actions(owner=owner))
     for action in orphans:
         log.warning(
@@ -443,44 +482,17 @@ async def _serve(
         log.warning(
             "invocation %s claimed by the previous octipusd: now %s", invocation.id, invocation.status
         )
-    load_errors: list[str] = []
-    adapters = load_adapters(load_errors)
-    for message in load_errors:
-        log.error("%s", message)
-    resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
-    for r in resolutions.values():
-        log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
-    hub = EventHub(store)
-    broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
+
+
+def _tool_resolver(
+    connectors: ConnectorRegistry, mcp_servers: McpServersSource
+) -> Callable[[str], AbstractAsyncContextManager[ToolSpec]]:
+    """The lookup of a tool started by hand: a built-in one, or one an MCP server offers now.
+
+    The returned context manager raises :class:`~octipusd.errors.NotFoundError` naming the tool
+    (and the settings file's error, when the server is missing because of it).
+    """
     builtin = {t.tool_id: t for t in DEFAULT_TOOLS}
-    connectors = ConnectorRegistry(mcp_servers)
-
-    def contract_of(tool_id: str) -> RecoveryContract | None:
-        if tool_id in builtin:
-            return builtin[tool_id].contract
-        return connectors.contract_for(tool_id)
-
-    journal = ActionJournal(store, owner)
-    left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
-    operator = RecoveryOperator(store, contract_of, hub.emit_optional)
-    search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
-    runs, gate = build_runs(
-        settings,
-        store=store,
-        hub=hub,
-        broker=broker,
-        policy=policy,
-        adapters=adapters,
-        resolutions=resolutions,
-        data_dir=data_dir,
-        owner=owner,
-        base_env=vendor_base_env(search),
-        journal=journal,
-        operator=operator,
-        connectors=connectors,
-        config_notices=mcp_servers.notices,
-        launcher=VendorLauncher(containment),
-    )
 
     @asynccontextmanager
     async def resolve_tool(tool_id: str) -> AsyncIterator[ToolSpec]:
@@ -501,82 +513,177 @@ async def _serve(
                 raise NotFoundError(f"MCP server {server!r} offers no tool {tool_id!r} now")
             yield match
 
+    return resolve_tool
+
+
+def _contract_lookup(connectors: ConnectorRegistry) -> Callable[[str], RecoveryContract | None]:
+    """The recovery contract of a tool id: a built-in tool's, else its MCP server's (or None)."""
+    builtin = {t.tool_id: t for t in DEFAULT_TOOLS}
+
+    def contract_of(tool_id: str) -> RecoveryContract | None:
+        if tool_id in builtin:
+            return builtin[tool_id].contract
+        return connectors.contract_for(tool_id)
+
+    return contract_of
+
+
+async def _installed_adapters(settings: Settings) -> tuple[dict[str, Adapter], dict[str, Resolution]]:
+    """The installed adapters and their resolved binaries, each logged; an adapter that fails to
+    load is logged as an error and left out (the daemon still serves, health tells)."""
+    load_errors: list[str] = []
+    adapters = load_adapters(load_errors)
+    for message in load_errors:
+        log.error("%s", message)
+    resolutions = await anyio.to_thread.run_sync(resolve_all, settings, adapters)
+    for r in resolutions.values():
+        log.info("adapter %s: %s %s", r.adapter, r.path or "NOT FOUND", r.version or r.error or "")
+    return adapters, resolutions
+
+
+async def _build_core(
+    settings: Settings,
+    store: Store,
+    data_dir: Path,
+    policy: Policy,
+    mcp_servers: McpServersSource,
+    containment: Containment,
+    owner: str,
+) -> _Core:
+    """Build the run core over the installed adapters, the action service and the orphan reaper
+    (only while ``swarm.worktreeIsolation`` is on, seed 003)."""
+    adapters, resolutions = await _installed_adapters(settings)
+    hub = EventHub(store)
+    broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
+    connectors = ConnectorRegistry(mcp_servers)
+    journal = ActionJournal(store, owner)
+    left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
+    operator = RecoveryOperator(store, _contract_lookup(connectors), hub.emit_optional)
+    search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
+    runs, gate = build_runs(
+        settings,
+        store=store,
+        hub=hub,
+        broker=broker,
+        policy=policy,
+        adapters=adapters,
+        resolutions=resolutions,
+        data_dir=data_dir,
+        owner=owner,
+        base_env=vendor_base_env(search),
+        journal=journal,
+        operator=operator,
+        connectors=connectors,
+        config_notices=mcp_servers.notices,
+        launcher=VendorLauncher(containment),
+    )
     actions = ActionService(
         store=store,
         journal=journal,
         operator=operator,
         gate=gate,
         broker=broker,
-        resolve=resolve_tool,
+        resolve=_tool_resolver(connectors, mcp_servers),
         owner=owner,
     )
     journal.on_uncertain = actions.worker.signal_deadline
-    # the orphan reaper of child worktrees runs only while isolation is on (seed 003)
     reaper = (
         OrphanReaper(runs.services.worktrees, settings.swarm.orphanReaperIntervalMs / 1000)
         if settings.swarm.worktreeIsolation
         else None
     )
+    services = Services(
+        store=store,
+        runs=runs,
+        gate=gate,
+        adapters=adapters,
+        user=runs.services.user,
+        hub=hub,
+        broker=broker,
+        resolutions=resolutions,
+        actions=actions,
+        containment=containment,
+        reaper=reaper,
+    )
+    return _Core(services, connectors, left_in_flight)
+
+
+async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
+    """Bind the page's TCP socket (when ``web.enabled``) and then the Unix socket, serve both until
+    ``stop``; whatever was bound is closed on the way out, also when a later step fails.
+
+    Raises:
+        ConfigError: the page's address cannot be bound or its certificate read.
+        ConflictError: another daemon answers on the Unix socket.
+    """
     path = socket_path(settings)
-    sock = bind_unix_socket(path)
     web_sock, access = bind_web_socket(settings.web) if settings.web.enabled else (None, None)
+    sock: socket.socket | None = None
     try:
-        notifier = start_notifier(settings, store, hub, page_url=page_links(access))
-        app = create_site(
-            Services(
-                store=store,
-                runs=runs,
-                gate=gate,
-                adapters=adapters,
-                user=runs.services.user,
-                hub=hub,
-                broker=broker,
-                resolutions=resolutions,
-                actions=actions,
-                containment=containment,
-                reaper=reaper,
-                web=endpoint_of(access) if access is not None else None,
-                notifier=notifier,
-            )
-        )
-        servers = [make_server(app)]
-        if access is not None:
-            servers.append(make_web_server(app, access, settings.web))
+        sock = bind_unix_socket(path)
+        services = core.services
+        notifier = start_notifier(settings, services.store, services.hub, page_url=page_links(access))
+        web = endpoint_of(access) if access is not None else None
+        app = create_site(replace(services, web=web, notifier=notifier))
+        listeners = [(make_server(app), sock)]
+        if access is not None and web_sock is not None:
+            listeners.append((make_web_server(app, access, settings.web), web_sock))
         page = f"; the page on {access.origin} (octipusctl web)" if access is not None else ""
         print(
-            f"octipusd {__version__} listening on {path}{page} (database {store.url_for_display})", flush=True
+            f"octipusd {__version__} listening on {path}{page} (database {services.store.url_for_display})",
+            flush=True,
         )
-        async with anyio.create_task_group() as tg:
-            runs.bind(tg)
-            if left_in_flight:
-                # end what a stopped daemon left open; a probe that runs before this is done finds
-                # the action still in flight, which only keeps it blocking a little longer
-                tg.start_soon(end_left_requests, store, connectors, left_in_flight)
-            await tg.start(actions.worker.run)
-            if reaper is not None:
-                await tg.start(reaper.run)
-            await tg.start(notifier.run)
-
-            async def on_stop() -> None:
-                await stop.received.wait()
-                log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
-                await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
-                await notifier.close()  # queued notifications get a short grace, then are abandoned
-                for server in servers:
-                    server.should_exit = True
-
-            tg.start_soon(on_stop)
-            if web_sock is not None:
-                tg.start_soon(servers[1].serve, [web_sock])
-            stop.serving()
-            await servers[0].serve(sockets=[sock])
-            tg.cancel_scope.cancel()
+        await _run_until_stopped(core, notifier, listeners, stop)
     finally:
-        sock.close()
         if web_sock is not None:
             web_sock.close()
-        if path.exists():
-            path.unlink()
+        if sock is not None:
+            sock.close()
+            if path.exists():
+                path.unlink()
+
+
+async def _run_until_stopped(
+    core: _Core,
+    notifier: Notifier,
+    listeners: list[tuple[QuietServer, socket.socket]],
+    stop: StopSignal,
+) -> None:
+    """Serve ``listeners`` (the Unix socket's first) beside the daemon's background tasks until a
+    signal: then the runs are shut down, the notifier closed and every server asked to exit; each
+    finishes its in-flight requests (up to its graceful-shutdown bound) before the tasks are
+    cancelled. Should the Unix server end on its own, the others are asked to exit too."""
+    servers = [server for server, _ in listeners]
+    runs, actions, reaper = core.services.runs, core.services.actions, core.services.reaper
+    async with anyio.create_task_group() as tg:
+        runs.bind(tg)
+        if core.left_in_flight:
+            # end what a stopped daemon left open; a probe that runs before this is done finds
+            # the action still in flight, which only keeps it blocking a little longer
+            tg.start_soon(end_left_requests, core.services.store, core.connectors, core.left_in_flight)
+        if actions is not None:
+            await tg.start(actions.worker.run)
+        if reaper is not None:
+            await tg.start(reaper.run)
+        await tg.start(notifier.run)
+
+        async def on_stop() -> None:
+            await stop.received.wait()
+            log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
+            await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
+            await notifier.close()  # queued notifications get a short grace, then are abandoned
+            for server in servers:
+                server.should_exit = True
+
+        tg.start_soon(on_stop)
+        async with anyio.create_task_group() as serving:
+            for server, sock in listeners[1:]:
+                serving.start_soon(server.serve, [sock])
+            stop.serving()
+            await servers[0].serve(sockets=[listeners[0][1]])
+            for server in servers[1:]:
+                server.should_exit = True
+        tg.cancel_scope.cancel()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -145,6 +145,7 @@ ACCEPTED: dict[str, str] = {
     "database.statementTimeoutSeconds": "seconds greater than 0 and at most 3600",
     "daemon.socket": "an absolute path",
     "daemon.approvalTimeoutSeconds": "a number of seconds greater than 0 and at most 300",
+    "daemon.webPort": "nothing any more: it was replaced by web.port (0 for a free port) and web.enabled",
     "daemon.runTimeoutSeconds": "seconds of active work one run may take (approval waits excluded), at most 7 days",
     **SWARM_ACCEPTED,
     **WEB_ACCEPTED,
@@ -307,6 +308,16 @@ class DaemonSettings(_Section):
     socket: Path | None = None
     approvalTimeoutSeconds: float = Field(default=300.0, gt=0, le=300)
     runTimeoutSeconds: float = Field(default=3600.0, gt=0, le=7 * 24 * 3600)
+    webPort: Any = Field(default=None, exclude=True, repr=False)  # replaced: any value is refused
+
+    @field_validator("webPort", mode="before")
+    @classmethod
+    def _web_port(cls, v: Any) -> None:
+        if v is not None:
+            raise ValueError(
+                f"daemon.webPort = {v!r} was replaced by the [web] section: move the port to web.port "
+                "and turn the page on or off with web.enabled (the page now serves by default)"
+            )
 
     @field_validator("socket")
     @classmethod

@@ -23,10 +23,12 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["LOOPBACK_HOSTS", "WEB_ACCEPTED", "WebSettings", "is_loopback"]
+__all__ = ["LOOPBACK_HOSTS", "WEB_ACCEPTED", "WebSettings", "is_loopback", "is_unspecified"]
 
 #: Host names that always mean this machine (besides loopback addresses).
 LOOPBACK_HOSTS: Final = frozenset({"localhost"})
+#: Addresses that bind every interface (no one address names the page).
+UNSPECIFIED_HOSTS: Final = frozenset({"0.0.0.0", "::"})
 
 #: What each key accepts, for error messages.
 WEB_ACCEPTED: Final[dict[str, str]] = {
@@ -51,6 +53,11 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(bare).is_loopback
     except ValueError:
         return False
+
+
+def is_unspecified(host: str) -> bool:
+    """Whether ``host`` (a bound address) listens on every interface."""
+    return host in UNSPECIFIED_HOSTS
 
 
 class WebSettings(BaseModel):
@@ -112,7 +119,7 @@ class WebSettings(BaseModel):
                     "other machines; keep 127.0.0.1 and use an SSH port forward (see the README), or set "
                     "web.allowRemote = true with web.tlsCertFile and web.tlsKeyFile"
                 )
-            if self.host in ("0.0.0.0", "::") and not self.allowedHosts:
+            if is_unspecified(self.host) and not self.allowedHosts:
                 raise ValueError(
                     f"web.host {self.host} listens on every address: name the host names people use to "
                     "reach it in web.allowedHosts (the Host header is checked against them)"

@@ -47,7 +47,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from octipusd.api.common import Services, dump
+from octipusd.api.common import Services, client_name, dump
 from octipusd.api.models import API_VERSION
 from octipusd.errors import ActionsUnavailableError, ConflictError, InvalidRequestError, NotFoundError
 from octipusd.journal.operator import in_flight_time, in_flight_warning
@@ -355,7 +355,7 @@ def action_router(services: Services) -> APIRouter:
         return set(services.actions.journal.live) if services.actions is not None else set()
 
     def decided_by(request: Request) -> str:
-        return f"{services.user} via {request.headers.get('x-octipus-client', 'api')}"
+        return f"{services.user} via {client_name(request)}"
 
     async def approval_of(invocation: ToolInvocation) -> Approval | None:
         if invocation.approval_id is None:

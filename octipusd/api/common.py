@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel
+from starlette.requests import Request
 
 from octipusd.adapter import Adapter
 from octipusd.notify import Notifier
@@ -20,7 +21,16 @@ from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.store.repository import Store
 
-__all__ = ["CSRF_STATE_KEY", "WEB_STATE_KEY", "Services", "WebEndpoint", "dump", "out"]
+__all__ = [
+    "CLIENT_STATE_KEY",
+    "CSRF_STATE_KEY",
+    "WEB_STATE_KEY",
+    "Services",
+    "WebEndpoint",
+    "client_name",
+    "dump",
+    "out",
+]
 
 M = TypeVar("M", bound=BaseModel)
 P = ParamSpec("P")
@@ -31,6 +41,18 @@ T = TypeVar("T")
 WEB_STATE_KEY = "via_web"
 #: ``request.scope["state"]`` key holding the web session's CSRF token ("" with a bearer token).
 CSRF_STATE_KEY = "csrf_token"
+#: ``request.scope["state"]`` key holding the client name the web listener's guard sets ("web").
+CLIENT_STATE_KEY = "client"
+#: The header a client of the Unix socket names itself in (``octipusctl`` sends "octipusctl").
+CLIENT_HEADER = "x-octipus-client"
+
+
+def client_name(request: Request) -> str:
+    """Who sent ``request``, for ``decided_by``: "web" on the web listener (set by its guard, a
+    client-sent header is ignored there), else the ``X-Octipus-Client`` header or "api"."""
+    state: dict[str, Any] = request.scope.get("state", {})
+    given = state.get(CLIENT_STATE_KEY)
+    return str(given) if given else request.headers.get(CLIENT_HEADER, "api")
 
 
 @dataclass(frozen=True)
@@ -44,7 +66,7 @@ class WebEndpoint:
     """
 
     origin: str
-    link: str
+    link: str = field(repr=False)
     tls: bool
 
 

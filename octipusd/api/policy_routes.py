@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from octipusd.api.common import Services, out
+from octipusd.api.common import Services, client_name, out
 from octipusd.api.models import (
     API_VERSION,
     ApprovalAnswer,
@@ -129,7 +129,7 @@ def policy_router(services: Services) -> APIRouter:
 
     @router.post("/approvals/{approval_id}")
     async def answer_approval(approval_id: str, body: ApprovalAnswer, request: Request) -> ApprovalOut:
-        client = request.headers.get("x-octipus-client", "api")
+        client = client_name(request)
         approval = await in_thread(store.get_approval, approval_id)
         # an answered approval says so first (the store's exactly-once check), whatever its kind
         answers = _answers_for(approval, body) if approval.status is ApprovalStatus.PENDING else None

@@ -127,6 +127,17 @@ def test_unknown_key_and_bad_toml(tmp_path: Path) -> None:
         load_settings(tmp_path / "missing.toml", _env(tmp_path))
 
 
+def test_the_replaced_daemon_web_port_names_its_successors(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("[daemon]\nwebPort = 8765\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(config, _env(tmp_path))
+    assert "daemon.webPort" in info.value.message and f"file {config}" in info.value.message
+    assert "web.port" in info.value.message and "web.enabled" in info.value.message
+    with pytest.raises(ConfigError, match=r"daemon\.webPort.*environment variable OCTIPUS_DAEMON__WEBPORT"):
+        load_settings(None, _env(tmp_path, OCTIPUS_DAEMON__WEBPORT="0"))
+
+
 def test_invalid_variable_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(None, _env(tmp_path, OCTIPUS_CLAUDE_BINARY="rel/claude"))
