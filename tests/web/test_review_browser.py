@@ -81,6 +81,8 @@ def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
     page = open_page(browser, site, PHONE)
     feeds: list[str] = []
     page.on("request", lambda request: feeds.append(request.url) if "/v1/activity" in request.url else None)
+    failed: list[str] = []  # e.g. a live part fetching a wrong URL (once "/true")
+    page.on("response", lambda response: failed.append(response.url) if response.status >= 400 else None)
     page.goto(f"{site.base}/inbox")
     expect(page.locator("body[data-activity-state=open]")).to_have_count(1)  # following the feed
     expect(page.locator("#live-status")).to_contain_text("Live")
@@ -98,6 +100,7 @@ def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
     expect(live).to_contain_text("cli-native:Bash")
     assert page.evaluate("window.octipusNotifications || 0") >= 1
     assert len(feeds) == 1, feeds  # the live list and the notifications share one stream
+    assert failed == [], failed  # every fetch of the inbox page found what it asked for
     screenshot(page, "inbox-phone")
 
     diff = open_page(browser, site, DESKTOP)
