@@ -1,5 +1,6 @@
 """The HTML pages of sessions: the home page (every session with its runs) and ``/sessions/{id}``
-(its runs, usage, work plan with feedback, and a steer box), plus their live fragments.
+(its runs, usage, work plan with feedback, and a steer box while a run is live, else a
+next-turn box), plus their live fragments.
 
 Conventions every page keeps:
 
@@ -98,6 +99,25 @@ async def _plan_context(services: Services, session_id: str) -> dict[str, Any]:
     return {"plan": plan_out(session_id, *await in_thread(services.store.read_plan, session_id))}
 
 
+#: Run statuses of a run still going (steerable once it started).
+_LIVE_STATUSES: Final = tuple(s for s in RunStatus if not s.terminal)
+
+
+async def _controls_context(services: Services, session_id: str) -> dict[str, Any]:
+    """Whether a root run of the session is live (the page offers Steer) or not (Next turn).
+
+    Raises:
+        NotFoundError: no such session.
+    """
+    store = services.store
+    await in_thread(store.get_session, session_id)  # 404 for an unknown session
+    going = await in_thread(
+        store.list_runs, session_id=session_id, statuses=_LIVE_STATUSES, limit=LISTED_RUNS
+    )
+    live = any(r.parent_run_id is None for r in going)
+    return {"session_id": session_id, "live": live, "next_turn": True}
+
+
 async def _session_context(services: Services, session_id: str) -> dict[str, Any]:
     """A session (404: unknown), its runs, usage totals and work plan: the whole page.
 
@@ -109,6 +129,7 @@ async def _session_context(services: Services, session_id: str) -> dict[str, Any
         "session": session,
         **await _runs_context(services, session_id),
         **await _plan_context(services, session_id),
+        **await _controls_context(services, session_id),
     }
 
 
@@ -135,5 +156,9 @@ def pages_router(services: Services) -> APIRouter:
     @router.get("/fragments/sessions/{session_id}/plan", response_class=HTMLResponse)
     async def session_plan(request: Request, session_id: str) -> HTMLResponse:
         return render(request, "fragments/plan.html", **await _plan_context(services, session_id))
+
+    @router.get("/fragments/sessions/{session_id}/controls", response_class=HTMLResponse)
+    async def session_controls(request: Request, session_id: str) -> HTMLResponse:
+        return render(request, "fragments/controls.html", **await _controls_context(services, session_id))
 
     return router

@@ -58,6 +58,10 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert "cli-native:Bash" in run_page and "echo &#39;&lt;hi&gt;&#39; &gt; out.txt" in run_page
         assert approval["explanation"] and str(approval["explanation"]).split()[0] in run_page
         assert 'value="workspace"' in run_page and 'value="everywhere"' in run_page  # remember scopes
+        # a run is live: Steer is offered (on the run page and the session page), not a next turn
+        assert f'data-api="POST /v1/sessions/{session}/steer"' in run_page
+        live_controls = _ok(web, f"/fragments/sessions/{session}/controls")
+        assert "steer-form" in live_controls and "turn-form" not in live_controls
         approval_page = _ok(web, f"/approvals/{approval['id']}")
         assert "Approve" in approval_page and "Deny" in approval_page
 
@@ -88,7 +92,10 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert f'href="/runs/{run_id}"' in home and "<i>title" not in home
         session_page = _ok(web, f"/sessions/{session}")
         assert f'href="/runs/{run_id}"' in session_page and "1 run ·" in session_page
-        assert f'data-api="POST /v1/sessions/{session}/steer"' in session_page
+        # no run is live: the session page offers the next turn, the run page nothing to steer
+        assert f'data-api="POST /v1/sessions/{session}/turns"' in session_page
+        assert "/steer" not in session_page and "/steer" not in run_page
+        assert "/steer" not in _ok(web, f"/fragments/runs/{run_id}/controls")
         assert f'data-api="POST /v1/sessions/{session}/plan/feedback"' in session_page
         assert "No work plan yet" in session_page
 
