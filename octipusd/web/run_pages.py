@@ -20,7 +20,7 @@ from octipusd.api.limits import After
 from octipusd.api.models import ApprovalOut, EventOut, RunOut
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ApprovalStatus, RunStatus
-from octipusd.web.pages import render
+from octipusd.web.pages import PageRoute, render
 from octipusd.web.present import TranscriptEntry, entry_for
 
 __all__ = ["questions_of", "run_pages_router"]
@@ -72,7 +72,7 @@ def _controls(run: RunOut) -> dict[str, Any]:
 
 def run_pages_router(services: Services) -> APIRouter:
     """The run and approval pages over ``services`` (not in the OpenAPI schema)."""
-    router = APIRouter(include_in_schema=False)
+    router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
     @router.get("/runs/{run_id}", response_class=HTMLResponse)
     async def run_page(request: Request, run_id: str) -> HTMLResponse:
