@@ -18,22 +18,25 @@ Conventions every page keeps:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from octipusd import __version__
 from octipusd.api.common import CSRF_STATE_KEY, Services, out
 from octipusd.api.models import RunOut, SessionOut, UsageTotalsOut
 from octipusd.api.plan_routes import plan_out
+from octipusd.errors import OctipusError
 from octipusd.store.aio import in_thread
-from octipusd.store.records import RunStatus
-from octipusd.web.present import money, short_time
+from octipusd.store.records import ApprovalStatus, RunStatus
+from octipusd.web.present import money, session_name, short_time
 
-__all__ = ["STATIC_DIR", "csrf_token", "pages_router", "render", "templates"]
+__all__ = ["STATIC_DIR", "PageRoute", "csrf_token", "pages_router", "render", "templates"]
 
 #: Where the page's templates and static files live (package data).
 TEMPLATE_DIR: Final = Path(__file__).parent / "templates"
@@ -47,6 +50,7 @@ LISTED_RUNS: Final = 500
 templates = Jinja2Templates(directory=str(TEMPLATE_DIR))
 templates.env.globals.update(
     money=money,
+    session_name=session_name,
     short_time=short_time,
     terminal_statuses=frozenset(s.value for s in RunStatus if s.terminal),
 )
@@ -58,10 +62,34 @@ def csrf_token(request: Request) -> str:
     return token if isinstance(token, str) else ""
 
 
-def render(request: Request, name: str, **context: Any) -> HTMLResponse:
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     """Render a page template with the context every page has (version, CSRF token)."""
     context.update(version=__version__, csrf_token=csrf_token(request))
-    return templates.TemplateResponse(request, name, context)
+    return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+
+#: Where the live parts' fragments are served: their failures stay the API's JSON (the script reads
+#: only the status), while a page's failure is a page a person reads.
+FRAGMENTS_PREFIX: Final = "/fragments/"
+
+
+class PageRoute(APIRoute):
+    """A route of the HTML pages: an :class:`~octipusd.errors.OctipusError` it raises (an unknown id,
+    a bad one) becomes a small HTML page with the error's status and message and a link home; under
+    :data:`FRAGMENTS_PREFIX` it reaches the API's JSON error handlers unchanged."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def page_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except OctipusError as exc:
+                if request.url.path.startswith(FRAGMENTS_PREFIX):
+                    raise
+                return render(request, "error.html", status_code=exc.http_status, error=exc)
+
+        return page_handler
 
 
 async def _home_context(services: Services) -> dict[str, Any]:
@@ -72,7 +100,18 @@ async def _home_context(services: Services) -> dict[str, Any]:
     for run in await in_thread(store.list_runs, limit=LISTED_RUNS):
         if run.session_id in runs:
             runs[run.session_id].append(out(RunOut, run))
-    return {"sessions": sessions, "runs": runs}
+    return {"sessions": sessions, "runs": runs, "waiting": await _waiting(services)}
+
+
+async def _waiting(services: Services, session_id: str | None = None) -> dict[str, str]:
+    """Run id -> the id of the (newest) pending approval it waits on (of one session, or all): its
+    badge links there."""
+    pending = await in_thread(services.store.list_approvals, status=ApprovalStatus.PENDING, limit=LISTED_RUNS)
+    waiting: dict[str, str] = {}
+    for approval in pending:
+        if approval.run_id is not None and session_id in (None, approval.session_id):
+            waiting.setdefault(approval.run_id, approval.id)
+    return waiting
 
 
 async def _runs_context(services: Services, session_id: str) -> dict[str, Any]:
@@ -87,6 +126,7 @@ async def _runs_context(services: Services, session_id: str) -> dict[str, Any]:
     return {
         "runs": [out(RunOut, r) for r in runs],
         "usage": out(UsageTotalsOut, await in_thread(store.usage_totals, session_id)),
+        "waiting": await _waiting(services, session_id),
     }
 
 
@@ -135,7 +175,7 @@ async def _session_context(services: Services, session_id: str) -> dict[str, Any
 
 def pages_router(services: Services) -> APIRouter:
     """The session pages over ``services`` (left out of the OpenAPI schema: they are not the API)."""
-    router = APIRouter(include_in_schema=False)
+    router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
     @router.get("/", response_class=HTMLResponse)
     async def home(request: Request) -> HTMLResponse:
