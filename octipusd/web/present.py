@@ -12,11 +12,12 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import PurePath
 from typing import Any, Final
 
 from octipusd.api.models import EventOut
 
-__all__ = ["TranscriptEntry", "entry_for", "money", "pretty_json", "short_time"]
+__all__ = ["TranscriptEntry", "entry_for", "money", "pretty_json", "session_name", "short_time"]
 
 #: Characters of a tool input, result or raw event shown in a transcript entry at most (the rest is
 #: cut with a note: the JSON API has it whole).
@@ -65,16 +66,33 @@ def _one_line(value: Any) -> str:
     return _cut(" ".join(text.split()), SUMMARY_MAX_CHARS)
 
 
+#: Characters of an id shown where a short one is enough (a session without a title).
+SHORT_ID_CHARS: Final = 8
+#: Costs below this many US dollars (but above zero) are shown with 4 decimals, others with 2.
+SMALL_COST_USD: Final = 0.01
+
+
 def money(value: float | None) -> str:
-    """A cost in US dollars (``$0.0123``), or ``unknown`` when the vendor reported none."""
+    """A cost in US dollars: ``$1.75``, ``$1,234.50``, ``$0.0042`` below :data:`SMALL_COST_USD`, or
+    ``unknown`` when the vendor reported none."""
     if value is None:
         return "unknown"
-    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+    return f"${value:.4f}" if 0 < value < SMALL_COST_USD else f"${value:,.2f}"
 
 
 def short_time(moment: datetime | None) -> str:
-    """``2024-05-01 12:03:04`` (UTC, seconds), or "" for none."""
-    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else ""
+    """``2024-05-01 12:03:04 UTC`` (the store keeps UTC; to the second), or "" for none: every page
+    shows times this one way."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+
+
+def session_name(title: str | None, workspace: str, session_id: str) -> str:
+    """What a session is called on the pages: its title, else its workspace's folder and a short id
+    (``api · 3f9c2a1b``) rather than a 32-character id."""
+    if title:
+        return title
+    folder = PurePath(workspace).name or workspace
+    return f"{folder} · {session_id[:SHORT_ID_CHARS]}"
 
 
 def _result_text(content: Any) -> str:

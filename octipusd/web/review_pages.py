@@ -28,7 +28,7 @@ from octipusd.errors import NotFoundError, OctipusError
 from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
 from octipusd.web.diff_view import parse_diff
-from octipusd.web.pages import render
+from octipusd.web.pages import PageRoute, render
 
 __all__ = ["review_router"]
 
@@ -112,7 +112,7 @@ async def _action_views(services: Services) -> list[ActionView]:
 
 def review_router(services: Services) -> APIRouter:
     """The review pages over ``services`` (left out of the OpenAPI schema: they are not the API)."""
-    router = APIRouter(include_in_schema=False)
+    router = APIRouter(include_in_schema=False, route_class=PageRoute)
     store = services.store
 
     @router.get("/inbox", response_class=HTMLResponse)

@@ -19,8 +19,8 @@ from octipusd.api.common import Services, out
 from octipusd.api.limits import After
 from octipusd.api.models import ApprovalOut, EventOut, RunOut
 from octipusd.store.aio import in_thread
-from octipusd.store.records import ApprovalStatus
-from octipusd.web.pages import render
+from octipusd.store.records import ApprovalStatus, RunStatus
+from octipusd.web.pages import PageRoute, render
 from octipusd.web.present import TranscriptEntry, entry_for
 
 __all__ = ["questions_of", "run_pages_router"]
@@ -56,12 +56,23 @@ async def _run_context(services: Services, run_id: str) -> dict[str, Any]:
     children = [out(RunOut, c) for c in await in_thread(store.list_children, run_id)]
     pending = await in_thread(store.list_approvals, status=ApprovalStatus.PENDING, run_id=run_id)
     approvals = [out(ApprovalOut, a) for a in pending]
-    return {"run": run, "children": children, "approvals": approvals, "questions_of": questions_of}
+    return {
+        "run": run,
+        "children": children,
+        "approvals": approvals,
+        "questions_of": questions_of,
+        **_controls(run),
+    }
+
+
+def _controls(run: RunOut) -> dict[str, Any]:
+    """The run page's controls: Steer while the run is live, nothing to steer once it ended."""
+    return {"session_id": run.session_id, "live": not RunStatus(run.status).terminal, "next_turn": False}
 
 
 def run_pages_router(services: Services) -> APIRouter:
     """The run and approval pages over ``services`` (not in the OpenAPI schema)."""
-    router = APIRouter(include_in_schema=False)
+    router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
     @router.get("/runs/{run_id}", response_class=HTMLResponse)
     async def run_page(request: Request, run_id: str) -> HTMLResponse:
@@ -85,6 +96,11 @@ def run_pages_router(services: Services) -> APIRouter:
     @router.get("/fragments/runs/{run_id}/approvals", response_class=HTMLResponse)
     async def run_approvals(request: Request, run_id: str) -> HTMLResponse:
         return render(request, "fragments/approvals.html", **await _run_context(services, run_id))
+
+    @router.get("/fragments/runs/{run_id}/controls", response_class=HTMLResponse)
+    async def run_controls(request: Request, run_id: str) -> HTMLResponse:
+        run = out(RunOut, await in_thread(services.store.get_run, run_id))
+        return render(request, "fragments/controls.html", **_controls(run))
 
     @router.get("/approvals/{approval_id}", response_class=HTMLResponse)
     async def approval_page(request: Request, approval_id: str) -> HTMLResponse:

@@ -4,11 +4,13 @@ scripted model. Each page answers 200 with what the API shows; agent and vendor 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from octipusd.web.present import money
 from tests.e2e.conftest import TERMINAL, Env
 from tests.e2e.test_ctl_policy import QUESTIONS as E2E_QUESTIONS
 from tests.web.conftest import pages
@@ -58,6 +60,13 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert "cli-native:Bash" in run_page and "echo &#39;&lt;hi&gt;&#39; &gt; out.txt" in run_page
         assert approval["explanation"] and str(approval["explanation"]).split()[0] in run_page
         assert 'value="workspace"' in run_page and 'value="everywhere"' in run_page  # remember scopes
+        # a run is live: Steer is offered (on the run page and the session page), not a next turn
+        assert f'data-api="POST /v1/sessions/{session}/steer"' in run_page
+        live_controls = _ok(web, f"/fragments/sessions/{session}/controls")
+        assert "steer-form" in live_controls and "turn-form" not in live_controls
+        # the run's "awaiting approval" badge links to the approval, on the home and session pages
+        waiting = f'href="/approvals/{approval["id"]}">awaiting approval</a>'
+        assert waiting in _ok(web, "/") and waiting in _ok(web, f"/sessions/{session}")
         approval_page = _ok(web, f"/approvals/{approval['id']}")
         assert "Approve" in approval_page and "Deny" in approval_page
 
@@ -69,8 +78,7 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert "tool Bash" in run_page and "approval answered" in run_page and "run succeeded" in run_page
         assert "data-approval=" not in run_page  # nothing waits any more
         assert f"prompt {ESCAPED}" in run_page
-        cost = "unknown" if final["cost_usd"] is None else f"${final['cost_usd']:.4f}"
-        assert f'<span class="cost">{cost}</span>' in run_page
+        assert f'<span class="cost">{money(final["cost_usd"])}</span>' in run_page
 
         # the transcript fragment: the same entries, after a seq, with the last seq covered
         events = env.events(run_id)
@@ -83,19 +91,31 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         decided = _ok(web, f"/approvals/{approval['id']}")
         assert "approved" in decided and "data-approval=" not in decided
 
+        assert re.search(r"<time[^>]*>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>", run_page)  # times say UTC
+        untitled = env.new_session()  # no title: named by its workspace folder and a short id
         home = _ok(web, "/")
+        assert f"{env.daemon.workspace.name} · {untitled[:8]}</a>" in home and f">{untitled}<" not in home
         assert f'href="/sessions/{session}"' in home and "&lt;i&gt;title&lt;/i&gt;" in home
         assert f'href="/runs/{run_id}"' in home and "<i>title" not in home
         session_page = _ok(web, f"/sessions/{session}")
         assert f'href="/runs/{run_id}"' in session_page and "1 run ·" in session_page
-        assert f'data-api="POST /v1/sessions/{session}/steer"' in session_page
+        # no run is live: the session page offers the next turn, the run page nothing to steer
+        assert f'data-api="POST /v1/sessions/{session}/turns"' in session_page
+        assert "/steer" not in session_page and "/steer" not in run_page
+        assert "/steer" not in _ok(web, f"/fragments/runs/{run_id}/controls")
         assert f'data-api="POST /v1/sessions/{session}/plan/feedback"' in session_page
         assert "No work plan yet" in session_page
 
-        # an unknown run or session is a 404, not a page
-        assert web.get("/runs/nope").status_code == 404
-        assert web.get("/sessions/nope").status_code == 404
-        assert web.get("/fragments/runs/nope/events").status_code == 404
+        # an unknown run or session is a 404: a small HTML page for a person, JSON for the API and
+        # the live parts' fragments
+        for path in ("/runs/nope", "/sessions/nope", "/approvals/nope"):
+            missing = web.get(path)
+            assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+            assert "Not found" in missing.text and '<a href="/">Back to the sessions</a>' in missing.text
+            assert "nope" in missing.text
+        for path in ("/v1/runs/nope", "/fragments/runs/nope/events", "/fragments/sessions/nope/controls"):
+            missing = web.get(path)
+            assert missing.status_code == 404 and missing.json()["code"] == "not_found", path
 
 
 def test_the_questionnaire_form_shows_every_question_and_option(octipus: Callable[..., Env]) -> None:
@@ -200,3 +220,14 @@ def test_the_activity_feed_names_each_run_that_changed(octipus: Callable[..., En
     kinds = {k for f in mine for k in f["kinds"]}
     assert {"run_status", "text"} <= kinds, kinds
     assert all("data" not in f for f in frames)  # no event data: pages re-fetch what they show
+
+
+def test_money_shows_cents_or_four_decimals_below_a_cent() -> None:
+    assert [money(v) for v in (1.75, 1234.5, 0.25, 0.0042, 0.0, None)] == [
+        "$1.75",
+        "$1,234.50",
+        "$0.25",
+        "$0.0042",
+        "$0.00",
+        "unknown",
+    ]

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from octipusd.ctl.client import Client
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
@@ -81,10 +81,15 @@ def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
     page = open_page(browser, site, PHONE)
     feeds: list[str] = []
     page.on("request", lambda request: feeds.append(request.url) if "/v1/activity" in request.url else None)
+    failed: list[str] = []  # e.g. a live part fetching a wrong URL (once "/true")
+    page.on("response", lambda response: failed.append(response.url) if response.status >= 400 else None)
     page.goto(f"{site.base}/inbox")
     expect(page.locator("body[data-activity-state=open]")).to_have_count(1)  # following the feed
     expect(page.locator("#live-status")).to_contain_text("Live")
-    expect(page.locator("#enable-notifications")).to_have_text("Notifications on")
+    expect(page.locator("#enable-notifications")).to_be_hidden()  # allowed already: nothing to ask
+    elsewhere = open_page(browser, site, DESKTOP)  # a page without live parts notifies as well
+    elsewhere.goto(f"{site.base}/health")
+    expect(elsewhere.locator("body[data-activity-state=open]")).to_have_count(1)
     seeded = page.locator(f'[data-approval-id="{site.seed.approval_id}"]')
     expect(seeded).to_be_visible()
 
@@ -96,8 +101,13 @@ def test_the_inbox_shows_an_approval_live_and_a_diff_comment_steers_the_run(
     live = page.locator(f'[data-approval-id="{approval["id"]}"]')
     expect(live).to_be_visible()  # arrived without a reload
     expect(live).to_contain_text("cli-native:Bash")
-    assert page.evaluate("window.octipusNotifications || 0") >= 1
+    for notified in (page, elsewhere):
+        notified.wait_for_function("(window.octipusNotifications || 0) >= 1")
+        note = notified.evaluate("window.octipusLastNotification")
+        assert "cli-native:Bash" in note["body"] and "hi.txt" in note["body"], note  # tool and subject
+        assert note["url"] == f"{site.base}/approvals/{approval['id']}", note  # no token in it
     assert len(feeds) == 1, feeds  # the live list and the notifications share one stream
+    assert failed == [], failed  # every fetch of the inbox page found what it asked for
     screenshot(page, "inbox-phone")
 
     diff = open_page(browser, site, DESKTOP)
@@ -137,14 +147,56 @@ def test_review_pages_render_at_phone_and_desktop_width(
         ("/actions", f"#action-{site.seed.action_id}"),
         (f"/worktrees/{WORKTREE_ID}", ".diff-file"),
         ("/usage", 'table[data-by="model_row"]'),
+        ("/", "#sessions"),
         ("/health", ".card.adapter"),
     ):
         page.goto(f"{site.base}{path}")
         expect(page.locator(ready).first).to_be_visible()
         assert no_horizontal_scroll(page), f"{path} is wider than the {width} viewport"
-        screenshot(page, f"{path.strip('/').split('/')[0]}-{width}")
+        rows = "new Set([...document.querySelectorAll('header.top nav a')].map((a) => a.offsetTop)).size"
+        assert page.evaluate(rows) == 1, f"the nav wraps at {width} width"  # one row, never wrapped
+        screenshot(page, f"{path.strip('/').split('/')[0] or 'home'}-{width}")
     assert errors == []
+    page.goto(f"{site.base}/usage")
+    cost = page.locator('table[data-by="run"] th.cost-col').bounding_box()
+    assert cost and cost["x"] + cost["width"] <= viewport["width"], cost  # the Cost column is in view
     health = site.client.request("GET", "/health")
     page.goto(f"{site.base}/health")
     for adapter in health["adapters"]:
         expect(page.locator(f'[data-adapter="{adapter["adapter"]}"]')).to_contain_text(adapter["binary"])
+
+
+def test_a_page_whose_session_ended_says_so_and_stops_retrying(browser: Browser, site: Site) -> None:
+    page = open_page(browser, site, PHONE)
+    feeds: list[str] = []
+    health: list[str] = []
+
+    def ending_stream(route: Route) -> None:  # a stream the daemon ends at once: the page reconnects
+        feeds.append(route.request.url)
+        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body="retry: 100\n\n")
+
+    def health_check(route: Route) -> None:  # the first check finds no daemon (a network error)
+        health.append(route.request.url)
+        route.abort("internetdisconnected") if len(health) == 1 else route.continue_()
+
+    page.route("**/v1/activity", ending_stream)
+    page.route("**/v1/health", health_check)
+    page.goto(f"{site.base}/inbox")
+    expect(page.locator("#inbox")).to_be_visible()
+    page.context.clear_cookies()  # as after a daemon restart: the page's web session is unknown
+    banner = page.locator(".session-ended")
+    expect(banner).to_contain_text("run `octipusctl web` and open the new link")
+    expect(page.locator("body[data-activity-state=ended]")).to_have_count(1)
+    expect(page.locator("#live-status")).to_contain_text("octipusd restarted")
+    assert len(health) >= 2 and len(feeds) >= 2, (health, feeds)  # retried after the network error
+    tried = len(feeds)
+    page.evaluate("new Promise((done) => setTimeout(done, 2500))")  # longer than the first retry wait
+    assert len(feeds) == tried, feeds  # stopped: no new attempt to open the stream
+    screenshot(page, "session-ended-phone")
+
+    other = open_page(browser, site, DESKTOP)
+    other.goto(f"{site.base}/usage")
+    other.context.clear_cookies()
+    message = other.evaluate("window.octipus.api('GET', '/v1/health').then(() => 'ok', (e) => e.message)")
+    assert message != "ok"
+    expect(other.locator(".session-ended")).to_have_count(1)  # any API call answering 401 says so too

@@ -95,14 +95,20 @@ def test_worktrees_list_and_the_branch_diff(seeded: tuple[ReviewSeed, httpx.Clie
 
 
 def test_usage_page_per_session_model_row_and_run(seeded: tuple[ReviewSeed, httpx.Client]) -> None:
-    _, client = seeded
+    seed, client = seeded
     text = page(client, "/usage")
     for by in ("session", "model_row", "run"):
         assert f'data-by="{by}"' in text
     assert f"refactor {ESCAPED}" in text and "sonnet-row" in text and "(no model row)" in text
     assert (
-        "$1.5000" in text and "$0.2500" in text and ">estimated<" in text and "+3 without cost" in text
+        "$1.50<" in text and "$0.25<" in text and ">estimated<" in text and "+3 without cost" in text
     )  # the parent and child runs have none
+    per_run = text[text.index('data-by="run"') :]
+    per_run = per_run[: per_run.index("</table>")]
+    assert ">Runs<" not in per_run and ">Cost<" in per_run  # one run per row: no Runs column
+    assert 'href="/sessions/' in per_run  # each run names its session, linked
+    per_session = text[text.index('data-by="session"') :]
+    assert f'href="/sessions/{seed.usage.with_row}"' in per_session[: per_session.index("</table>")]
     report = client.get("/v1/usage", params={"by": "model_row"}).json()
     assert {g["name"] for g in report["groups"]} == {"sonnet-row", None}
     assert report["estimated"] and report["runs"] == 5  # 3 usage runs, the parent and its child
@@ -117,6 +123,8 @@ def test_health_page_shows_each_adapter_and_the_store(seeded: tuple[ReviewSeed, 
     for adapter in health["adapters"]:
         assert f'data-adapter="{adapter["adapter"]}"' in text
         assert adapter["searched_path"].split(":")[0] in text
+    searched = {a["searched_path"] for a in health["adapters"]}
+    assert len(searched) == 1 and text.count(searched.pop()) == 1  # the same PATH shown once
     assert "Worktree reaper" in text and "Notifier" in text
     assert "Notifications are off" in text and "notify.urls" in text
     # the page's address is told (never its token: the page has no way to know it)

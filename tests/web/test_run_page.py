@@ -234,7 +234,16 @@ def test_plan_feedback_from_the_page_reaches_the_agent(
             ]
         }
     )
-    assert env.wait_final(env.post(session, "Apply the feedback."))["status"] == "succeeded"
+    controls = page.locator("#session-controls")
+    expect(controls.locator("form.steer-form")).to_have_count(0)  # no run is live: nothing to steer
+    turn = controls.locator("form.turn-form")
+    turn.locator("textarea[name=prompt]").fill("Apply the feedback.")
+    turn.locator("button[type=submit]").click()
+    runs = page.locator("#session-runs")
+    expect(runs.locator(".run-row")).to_have_count(2, timeout=WAIT_MS)  # the new run appears live
+    newest = env.client.request("GET", "/runs", params={"session_id": session})[0]
+    assert newest["prompt"] == "Apply the feedback."
+    assert env.wait_final(newest["id"])["status"] == "succeeded"
     [context_text] = [text for name, text in _tool_results(env) if name.endswith("get_cli_run_context")]
     context = json.JSONDecoder().raw_decode(context_text)[0]
     assert [(f["id"], f["text"], f.get("stepId")) for f in context["feedback"]] == [
@@ -242,7 +251,8 @@ def test_plan_feedback_from_the_page_reaches_the_agent(
     ]
     expect(plan).to_contain_text("switched s2 to PostgreSQL", timeout=WAIT_MS)  # live, no reload
     expect(plan).to_contain_text("applied")
-    runs = page.locator("#session-runs")
     expect(runs.locator(".status-succeeded")).to_have_count(2, timeout=WAIT_MS)  # the run list is live too
+    expect(controls.locator("form.turn-form")).to_have_count(1)  # idle again: the next turn is offered
+    expect(controls.locator("form.steer-form")).to_have_count(0)
     assert page.evaluate("window.octipusNotReloaded") is True
     screenshot(page, "session-plan")

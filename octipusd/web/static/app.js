@@ -13,6 +13,11 @@
 // - posting: forms with data-api="METHOD PATH" send their named fields as JSON; buttons with
 //   data-api="METHOD PATH" send data-body (JSON) plus the fields of their form named in data-fields,
 //   after data-confirm's question if any;
+// - browser notifications: once allowed (the header's button, shown while the browser has not asked),
+//   every page follows the activity and notifies each approval a run asks for, naming its tool and
+//   subject; a click opens its approval page;
+// - a 401 from the daemon (restarted, or this page's session ended) shows one banner and stops the
+//   activity stream's retries.
 // - approval forms (form.approval) send a decision (a click on a data-decision button; Enter
 //   decides nothing), "remember" and questionnaire answers.
 "use strict";
@@ -31,6 +36,7 @@ async function api(method, path, body) {
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
+  if (response.status === 401) sessionEnded();
   const text = await response.text();
   let data = null;
   try {
@@ -65,6 +71,7 @@ async function refresh(el) {
         await appendAfter(el);
       } else {
         const response = await fetch(el.dataset.live, { credentials: "same-origin" });
+        if (response.status === 401) sessionEnded();
         if (!response.ok) break;
         const html = await response.text();
         if (html !== state.last) {
@@ -141,17 +148,68 @@ function liveStatus(state, text) {
   document.querySelectorAll("[data-live-status]").forEach((el) => (el.textContent = text));
 }
 
+// ----------------------------------------------------------------------------- the session ends
+
+/** What the page says when the daemon no longer knows its web session (a restart, a new token). */
+const SESSION_ENDED =
+  "octipusd restarted or this page's session ended: run `octipusctl web` and open the new link.";
+let ended = false;
+
+/** Show the "session ended" banner once and stop following the activity (retrying cannot help). */
+function sessionEnded() {
+  if (ended) return;
+  ended = true;
+  if (activity) activity.close();
+  activity = null;
+  window.clearTimeout(retryTimer);
+  liveStatus("ended", SESSION_ENDED);
+  const banner = document.createElement("p");
+  banner.className = "session-ended";
+  banner.setAttribute("role", "alert");
+  banner.textContent = SESSION_ENDED;
+  document.body.prepend(banner);
+}
+
+// ----------------------------------------------------------------------------- the activity stream
+
+/** Waits before reopening the activity stream after it failed (milliseconds): doubled after each
+ * failure from the first to the most, back to the first once it opens. */
+const RETRY_FIRST_MS = 1000;
+const RETRY_MOST_MS = 30000;
+let retryMs = RETRY_FIRST_MS;
+let retryTimer = null;
 let activity = null;
 
-/** Open the page's one activity stream (once). */
+/** The stream failed: ask the daemon once whether this page's session is still valid (a 401 ends
+ * it: the banner, no more retries); otherwise (the daemon is away, or answers) retry with backoff. */
+async function activityFailed() {
+  if (activity) activity.close();
+  activity = null;
+  liveStatus("reconnecting", "Reconnecting to the daemon…");
+  try {
+    const response = await fetch("/v1/health", { credentials: "same-origin" });
+    if (response.status === 401) {
+      sessionEnded();
+      return;
+    }
+  } catch (_) {
+    // the daemon is not answering (yet): retry below
+  }
+  if (ended) return;
+  retryTimer = window.setTimeout(startActivity, retryMs);
+  retryMs = Math.min(retryMs * 2, RETRY_MOST_MS);
+}
+
+/** Open the page's one activity stream (once; again after a failure). */
 function startActivity() {
-  if (activity || !window.EventSource) return activity;
+  if (activity || ended || !window.EventSource) return activity;
   activity = new EventSource("/v1/activity");
   activity.onopen = () => {
+    retryMs = RETRY_FIRST_MS;
     liveStatus("open", "Live: following the daemon's activity.");
     refreshAll(); // (re)connected: catch up on whatever happened meanwhile
   };
-  activity.onerror = () => liveStatus("reconnecting", "Reconnecting to the daemon…");
+  activity.onerror = activityFailed;
   activity.onmessage = (message) => {
     let frame;
     try {
@@ -164,7 +222,6 @@ function startActivity() {
     });
     listeners.forEach((fn) => fn(frame));
   };
-  window.addEventListener("pagehide", () => activity && activity.close());
   return activity;
 }
 
@@ -328,6 +385,68 @@ document.addEventListener("click", (event) => {
   }
 });
 
+// ----------------------------------------------------------------------------- browser notifications
+
+/** Kinds of activity that mean a person is needed (a browser notification is shown). */
+const NEEDS_PERSON = ["approval_requested", "review_required"];
+const notified = new Set(); // approval ids this page already notified
+
+function notificationsOn() {
+  return "Notification" in window && Notification.permission === "granted";
+}
+
+/** The header's "Enable notifications" button: shown only while the browser has not been asked. */
+function notificationButton() {
+  const button = document.querySelector("[data-enable-notifications]");
+  if (!button || !("Notification" in window)) return;
+  button.hidden = Notification.permission !== "default";
+  button.addEventListener("click", async () => {
+    await Notification.requestPermission();
+    button.hidden = Notification.permission !== "default";
+    if (notificationsOn()) onActivity(notify);
+  });
+}
+
+/** Show one notification: what waits (tool and subject), opening its approval page on a click. */
+function showNotification(title, body, path, tag) {
+  const url = window.location.origin + path; // no token: the page's cookie session opens it
+  const note = new Notification(title, { body, tag, data: { url } });
+  note.addEventListener("click", () => {
+    window.focus();
+    window.location.href = url;
+  });
+  window.octipusNotifications = (window.octipusNotifications || 0) + 1;
+  window.octipusLastNotification = { title, body, url };
+}
+
+/** A frame says a run needs a person: notify each of its pending approvals once (or the inbox). */
+async function notify(frame) {
+  const kinds = frame.kinds || [];
+  if (!notificationsOn() || !frame.run_id || !kinds.some((k) => NEEDS_PERSON.includes(k))) return;
+  let pending = [];
+  try {
+    const query = `status=pending&run_id=${encodeURIComponent(frame.run_id)}`;
+    pending = (await api("GET", `/v1/approvals?${query}`)) || [];
+  } catch (error) {
+    console.warn("octipus: could not read the run's approvals", error);
+  }
+  const fresh = pending.filter((a) => !notified.has(a.id));
+  if (!pending.length) {
+    const tag = `octipus-${frame.run_id}-${frame.last_seq}`;
+    showNotification("Octipus: a run needs you", `Run ${frame.run_id.slice(0, 12)} is waiting.`, "/inbox", tag);
+  }
+  for (const a of fresh) {
+    notified.add(a.id);
+    const what = a.kind === "questionnaire" ? "Questions from the agent" : a.tool_id;
+    const body = a.subject ? `${what}: ${a.subject}` : what;
+    showNotification("Octipus: approval needed", body, `/approvals/${encodeURIComponent(a.id)}`, `octipus-${a.id}`);
+  }
+}
+
+window.addEventListener("pagehide", () => activity && activity.close());
+
 window.octipus = { api, csrfToken, onActivity, refresh: refreshAll, status: setStatus };
 
+notificationButton();
+if (notificationsOn()) onActivity(notify); // every page notifies, once the person allowed it
 if (document.querySelector("[data-live]")) startActivity();

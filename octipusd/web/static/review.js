@@ -1,50 +1,9 @@
 // Octipus review pages: what only they need, on top of app.js (octipus.api, octipus.status,
-// octipus.onActivity, the data-live parts and the data-api buttons): the inbox's browser
-// notifications and comments on diff lines. No inline script.
+// octipus.onActivity, the data-live parts, the data-api buttons and the browser notifications):
+// comments on diff lines. No inline script.
 "use strict";
 
 (function () {
-  /** Kinds of activity that mean a person is needed (a browser notification is shown). */
-  const NEEDS_PERSON = ["approval_requested", "review_required"];
-
-  // ------------------------------------------------------------------ inbox: browser notifications
-  function notificationButton() {
-    const button = document.querySelector("[data-enable-notifications]");
-    if (!button) return;
-    if (!("Notification" in window)) {
-      button.disabled = true;
-      button.textContent = "Notifications unsupported";
-      return;
-    }
-    const show = () => {
-      button.textContent = Notification.permission === "granted" ? "Notifications on" : "Enable notifications";
-      button.disabled = Notification.permission !== "default";
-    };
-    show();
-    button.addEventListener("click", async () => {
-      await Notification.requestPermission();
-      show();
-    });
-  }
-
-  function notify(frame) {
-    if (!("Notification" in window) || Notification.permission !== "granted") return;
-    const kinds = frame.kinds || [];
-    if (!kinds.some((k) => NEEDS_PERSON.includes(k))) return;
-    const url = window.location.origin + "/inbox"; // no token: the page's cookie session opens it
-    const what = kinds.includes("approval_requested") ? "an approval" : "a review";
-    const note = new Notification("Octipus: a run needs " + what, {
-      body: "Run " + String(frame.run_id || "").slice(0, 12) + " is waiting for you.",
-      tag: "octipus-" + frame.run_id + "-" + frame.last_seq,
-      data: { url },
-    });
-    note.addEventListener("click", () => {
-      window.focus();
-      window.location.href = url;
-    });
-    window.octipusNotifications = (window.octipusNotifications || 0) + 1;
-  }
-
   // ------------------------------------------------------------------ diff: comment on a line
   function diffComments() {
     const diff = document.querySelector(".diff[data-session-id]");
@@ -92,8 +51,6 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
-    notificationButton();
-    if (document.querySelector("[data-notify]")) window.octipus.onActivity(notify);
     diffComments();
   });
 })();
