@@ -672,6 +672,7 @@ async def _run_until_stopped(
             log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
             await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
             await notifier.close()  # queued notifications get a short grace, then are abandoned
+            core.services.hub.close()  # endless followers (the page's activity feed) end now
             for server in servers:
                 server.should_exit = True
 

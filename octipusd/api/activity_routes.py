@@ -97,7 +97,7 @@ async def _frames(services: Services, limits: ActivityLimits) -> AsyncIterator[b
     sessions: dict[str, str | None] = {}
     try:
         yield b": activity\n\n"  # sent at once: the browser's EventSource reports itself open
-        while True:
+        while not services.hub.closed:  # the daemon stopping ends the feed (EventHub.close)
             if client.overflowed:
                 client.overflowed = False
                 yield RESYNC_FRAME
@@ -112,11 +112,11 @@ async def _frames(services: Services, limits: ActivityLimits) -> AsyncIterator[b
                 yield "".join(chunks).encode()
                 continue
             client.wake = anyio.Event()
-            if client.items or client.overflowed:
+            if client.items or client.overflowed or services.hub.closed:
                 continue
             with anyio.move_on_after(limits.keepalive_s) as waited:
                 await client.wake.wait()
-            if waited.cancelled_caught:
+            if waited.cancelled_caught and not services.hub.closed:
                 yield KEEPALIVE_FRAME
     finally:
         remove()

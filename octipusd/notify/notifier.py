@@ -330,7 +330,7 @@ class Notifier:
     async def test(self) -> list[SendOutcome]:
         """Send one test notification to every target at once, waiting for each (its send deadline);
         not retried, not counted in :meth:`health`. Concurrent calls run one after another, each
-        send holding one of the notifier's own threads (never one the store's calls need).
+        send holding a thread of the test's own (never one the store's calls or deliveries need).
 
         Raises:
             ConflictError: no ``notify.urls`` are configured.
@@ -347,9 +347,12 @@ class Notifier:
             title=TEST_TITLE, body=body + (f"\nOpen: {link}" if link else ""), kind="test", link=link
         )
         outcomes: list[SendOutcome | None] = [None] * len(self._targets)
+        # a thread per target, apart from the deliveries' own: a backlog of deliveries or slow
+        # targets never makes a healthy target's test wait for a thread past its deadline
+        threads = anyio.CapacityLimiter(len(self._targets))
 
         async def one(index: int, target: _Target) -> None:
-            outcomes[index] = await send(target.url, message, self.settings.sendTimeoutSeconds, self._threads)
+            outcomes[index] = await send(target.url, message, self.settings.sendTimeoutSeconds, threads)
 
         async with self._testing, anyio.create_task_group() as tg:
             for index, target in enumerate(self._targets):

@@ -190,6 +190,8 @@ class EventHub:
         self._writer = EventWriter(store, self._publish)
         self._followers: dict[str, set[_Follower]] = {}
         self._listeners: list[Callable[[list[RunEvent]], None]] = []
+        #: Set by :meth:`close`: the daemon is stopping; followers without an end of their own stop.
+        self.closed = False
 
     async def emit(self, run_id: str, kind: str, data: dict[str, Any]) -> RunEvent:
         """Append an event (committed) and publish it to the run's followers.
@@ -270,6 +272,16 @@ class EventHub:
                 self._listeners.remove(listener)
 
         return remove
+
+    def close(self) -> None:
+        """The daemon is stopping: set :attr:`closed` and call every listener with an empty batch,
+        so that a follower that never ends by itself (the page's activity feed) wakes and ends."""
+        self.closed = True
+        for listener in tuple(self._listeners):
+            try:
+                listener([])
+            except Exception:  # a listener's bug must not stop the shutdown: logged as evidence
+                log.exception("an event listener failed on the closing call")
 
     def _publish(self, events: list[RunEvent]) -> None:
         for event in events:

@@ -169,10 +169,13 @@ class WebAccess:
             limits=limits or WebLimits(),
         )
 
-    @property
-    def cookie_name(self) -> str:
-        """The session cookie's name: per port, with the ``__Host-`` prefix over TLS."""
-        return ("__Host-" if self.secure else "") + f"{COOKIE_PREFIX}{self.port}"
+    def cookie_name(self, host: str) -> str:
+        """The session cookie's name for a request to ``host`` (its checked ``Host`` header): per
+        port the browser sees (browsers share cookies across a host's ports; two daemons forwarded
+        to two local ports keep two cookies), with the ``__Host-`` prefix over TLS."""
+        _, colon, port = host.rpartition(":")
+        seen = port if colon and port.isdigit() and not host.endswith("]") else str(self.port)
+        return ("__Host-" if self.secure else "") + f"{COOKIE_PREFIX}{seen}"
 
     def host_allowed(self, host: str) -> bool:
         """Whether a (lower-cased) ``Host`` header value names this page."""
@@ -293,7 +296,7 @@ class AccessGuard:
             return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if "token" in query and scope["method"] == "GET":
-            await self._exchange(scope, send, query)
+            await self._exchange(scope, send, query, host)
             return
         csrf = self._authenticate(headers)
         if csrf is None:
@@ -322,7 +325,10 @@ class AccessGuard:
         session cookie (SameSite=Strict withholds it when another site links here) first gets one
         reload from this origin, marked with :data:`BOUNCE_PARAM` so that it happens once."""
         navigation = scope["method"] == "GET" and _wants_html(headers)
-        no_cookie = _cookie(headers, self.access.cookie_name) is None and "authorization" not in headers
+        no_cookie = (
+            _cookie(headers, self.access.cookie_name(headers.get("host", ""))) is None
+            and "authorization" not in headers
+        )
         if navigation and no_cookie and not bounced:
             target = _same_url(scope, drop=BOUNCE_PARAM)
             target += ("&" if "?" in target else "?") + f"{BOUNCE_PARAM}=1"
@@ -336,7 +342,7 @@ class AccessGuard:
         scheme, _, given = auth.partition(" ")
         if scheme.lower() == "bearer" and given and self.access.token_matches(given.strip()):
             return ""
-        sid = _cookie(headers, self.access.cookie_name)
+        sid = _cookie(headers, self.access.cookie_name(headers.get("host", "")))
         return self.access.session_csrf(sid) if sid else None
 
     def _cross_site(self, method: str, headers: dict[str, str], csrf: str, host: str) -> str | None:
@@ -358,14 +364,14 @@ class AccessGuard:
             return f"a {method} without this session's {CSRF_HEADER} header is refused; reload the page"
         return None
 
-    async def _exchange(self, scope: Scope, send: Send, query: dict[str, str]) -> None:
+    async def _exchange(self, scope: Scope, send: Send, query: dict[str, str], host: str) -> None:
         """Trade a valid ``?token=`` for a session cookie and redirect to the same path without it."""
         if not self.access.token_matches(query["token"]):
             await _unauthorized(send, html=True, stale=True)
             return
         sid, _csrf = self.access.open_session()
         attributes = "; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if self.access.secure else "")
-        cookie = f"{self.access.cookie_name}={sid}{attributes}"
+        cookie = f"{self.access.cookie_name(host)}={sid}{attributes}"
         await _redirect(send, _same_url(scope, drop="token"), cookie)
 
     @staticmethod

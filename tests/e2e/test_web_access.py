@@ -143,6 +143,8 @@ def test_a_port_forward_to_another_local_port_is_accepted_on_loopback(daemon: Da
     client = httpx.Client(timeout=30, headers={"Host": forwarded})
     first = client.get(url, follow_redirects=False)
     assert first.status_code == 303 and first.headers["location"] == "/"
+    # named for the port the browser sees: two daemons forwarded to two local ports keep two cookies
+    assert first.headers["set-cookie"].startswith("octipus_session_8765=")
     csrf = _csrf(client, origin)
     body = {"workspace": str(daemon.workspace), "adapter": "claude-code", "title": "forwarded"}
     made = client.post(
@@ -302,3 +304,20 @@ def test_octipusctl_web_prints_only_the_link_on_stdout(daemon: DaemonHarness) ->
     )  # fmt: skip
     token = _split(daemon.web_url())[1]
     assert "web page: http://127.0.0.1:" in health.stdout and token not in health.stdout + health.stderr
+
+
+def test_an_open_activity_feed_ends_when_the_daemon_stops(tmp_path: Path) -> None:
+    """The page's feed never ends by itself; a stopping daemon ends it, so the web server's
+    shutdown does not wait out its grace and cancel it."""
+    daemon = DaemonHarness(tmp_path / "d", UNUSED_MODEL).start()
+    origin, token = _split(daemon.web_url())
+    frames: list[bytes] = []
+    with httpx.stream(
+        "GET", f"{origin}/v1/activity", headers={"Authorization": f"Bearer {token}"}, timeout=60
+    ) as feed:
+        chunks = feed.iter_bytes()
+        frames.append(next(chunks))  # the opening comment: the feed is live
+        assert daemon.stop() == 0
+        frames.extend(chunks)  # ends: the daemon closed it, no read timeout
+    assert frames[0].startswith(b": activity")
+    assert "graceful shutdown exceeded" not in daemon.log()

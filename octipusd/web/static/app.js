@@ -30,7 +30,7 @@ function csrfToken() {
 
 /** Call the JSON API; state-changing calls carry the CSRF token. Throws an Error with the API's message. */
 async function api(method, path, body) {
-  const init = { method, credentials: "same-origin", headers: { "X-CSRF-Token": csrfToken(), "X-Octipus-Client": "web" } };
+  const init = { method, credentials: "same-origin", headers: { "X-CSRF-Token": csrfToken() } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -74,7 +74,9 @@ async function refresh(el) {
         if (response.status === 401) sessionEnded();
         if (!response.ok) break;
         const html = await response.text();
-        if (html !== state.last) {
+        if (html !== state.last && busyTyping(el)) {
+          holdUntilLeft(el); // replacing it now would drop what the person is typing
+        } else if (html !== state.last) {
           state.last = html;
           el.innerHTML = html;
         }
@@ -87,6 +89,26 @@ async function refresh(el) {
   }
 }
 
+/** Whether the person is in a form of el (focus inside, or a text field holding typed text). */
+function busyTyping(el) {
+  if (el.contains(document.activeElement) && document.activeElement !== document.body) return true;
+  return Array.from(el.querySelectorAll("textarea, input[type=text]")).some((f) => f.value.trim() !== "");
+}
+
+/** Refresh el once the person's focus leaves it (and its typed fields were sent or emptied). */
+function holdUntilLeft(el) {
+  if (el.dataset.liveHeld) return;
+  el.dataset.liveHeld = "1";
+  el.addEventListener(
+    "focusout",
+    () => {
+      delete el.dataset.liveHeld;
+      window.setTimeout(() => refreshSoon(el), COALESCE_MS);
+    },
+    { once: true },
+  );
+}
+
 /** Append the entries after data-live-append, page by page; keeps the view at the bottom if it was. */
 async function appendAfter(el) {
   for (;;) {
@@ -94,6 +116,7 @@ async function appendAfter(el) {
     const response = await fetch(`${el.dataset.live}?after=${encodeURIComponent(after)}`, {
       credentials: "same-origin",
     });
+    if (response.status === 401) sessionEnded();
     if (!response.ok) return;
     const html = await response.text();
     const last = response.headers.get("X-Last-Seq");
@@ -264,6 +287,10 @@ function summary(answer) {
 
 async function submitApiForm(form) {
   const [method, path] = splitApi(form.dataset.api);
+  const buttons = Array.from(form.querySelectorAll("button"));
+  if (form.dataset.sending) return; // a second click while the first is sent sends nothing
+  form.dataset.sending = "1";
+  buttons.forEach((b) => (b.disabled = true));
   setStatus(form, "sending…");
   try {
     await api(method, path, fieldsOf(form));
@@ -272,6 +299,9 @@ async function submitApiForm(form) {
     refreshAll();
   } catch (error) {
     setStatus(form, error.message, true);
+  } finally {
+    delete form.dataset.sending;
+    buttons.forEach((b) => (b.disabled = false));
   }
 }
 
@@ -429,9 +459,10 @@ async function notify(frame) {
     pending = (await api("GET", `/v1/approvals?${query}`)) || [];
   } catch (error) {
     console.warn("octipus: could not read the run's approvals", error);
+    return;
   }
   const fresh = pending.filter((a) => !notified.has(a.id));
-  if (!pending.length) {
+  if (!pending.length && kinds.includes("review_required")) {
     const tag = `octipus-${frame.run_id}-${frame.last_seq}`;
     showNotification("Octipus: a run needs you", `Run ${frame.run_id.slice(0, 12)} is waiting.`, "/inbox", tag);
   }
@@ -443,7 +474,15 @@ async function notify(frame) {
   }
 }
 
-window.addEventListener("pagehide", () => activity && activity.close());
+window.addEventListener("pagehide", () => {
+  if (activity) activity.close();
+  activity = null;
+  window.clearTimeout(retryTimer);
+});
+window.addEventListener("pageshow", (event) => {
+  if (!event.persisted || ended) return; // restored from the back/forward cache: follow again
+  if (listeners.length || document.querySelector("[data-live]")) startActivity();
+});
 
 window.octipus = { api, csrfToken, onActivity, refresh: refreshAll, status: setStatus };
 

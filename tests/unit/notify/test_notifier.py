@@ -142,9 +142,10 @@ async def test_close_abandons_a_send_that_does_not_end_within_the_grace(
 async def test_hanging_targets_and_concurrent_test_sends_leave_the_store_its_threads(
     store: Store, tmp_path: Path, held: Receiver
 ) -> None:
-    """Twenty targets that never answer, then two test sends at once: the sends hold only the
-    notifier's own threads and the tests run one after the other, so the store's calls (anyio's
-    default threads) still answer and a run still ends while every send is held."""
+    """Twenty targets that never answer, then two test sends at once: deliveries hold only the
+    notifier's own threads, a test send only threads of its own, and the tests run one after the
+    other, so the store's calls (anyio's default threads) still answer and a run still ends while
+    every send is held."""
     urls = [held.url(f"/hook/{n}") for n in range(20)]
     notify = NotifySettings(urls=urls, attempts=1, sendTimeoutSeconds=120)
     async with rig_factory(store, tmp_path)(notify, NotifierLimits(send_threads=2)) as rig:
@@ -155,12 +156,31 @@ async def test_hanging_targets_and_concurrent_test_sends_leave_the_store_its_thr
             tg.start_soon(rig.notifier.test)
             lock = rig.notifier._testing
             await until(lambda: lock.statistics().tasks_waiting == 1, "the second test to wait for the first")
+            await anyio.to_thread.run_sync(held.wait_posts, 22)  # the first test reached every target
             assert anyio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
             ended = await in_thread(store.finish_run, rig.run_id, status=RunStatus.SUCCEEDED)
             await rig.hub.emit(rig.run_id, "run_status", {"status": "succeeded", "final": True})
             assert ended.status is RunStatus.SUCCEEDED
-            assert held.posts == 2 and held.received == []  # every send was still held meanwhile
+            assert held.posts == 22 and held.received == []  # every send was still held meanwhile
             held.release()
+
+
+async def test_a_test_send_does_not_wait_for_threads_held_by_deliveries(
+    store: Store, tmp_path: Path, held: Receiver, receiver: Receiver
+) -> None:
+    """Deliveries to hanging targets hold every thread of the notifier; a test send still reaches
+    the healthy target at once (its threads are its own) and reports it delivered."""
+    receiver.fail_first = 0
+    urls = [held.url("/a"), held.url("/b"), receiver.url("/ok")]
+    notify = NotifySettings(urls=urls, attempts=1, sendTimeoutSeconds=5)
+    async with rig_factory(store, tmp_path)(notify, NotifierLimits(send_threads=2)) as rig:
+        await rig.ask("held")
+        await anyio.to_thread.run_sync(held.wait_posts, 2)  # both notifier threads are held
+        outcomes = await rig.notifier.test()
+        held.release()
+    assert outcomes[2].ok and outcomes[2].error is None, outcomes
+    assert not outcomes[0].ok and not outcomes[1].ok, outcomes
+    assert any(body["title"] == "Octipus: test notification" for body in receiver.received)
 
 
 async def test_the_test_send_reports_each_target(store: Store, tmp_path: Path, receiver: Receiver) -> None:
