@@ -89,13 +89,13 @@ async function refresh(el) {
   }
 }
 
-/** Whether the person is in a form of el (focus inside, or a text field holding typed text). */
+/** Whether the person is typing in el (the focus is in one of its text fields). */
 function busyTyping(el) {
-  if (el.contains(document.activeElement) && document.activeElement !== document.body) return true;
-  return Array.from(el.querySelectorAll("textarea, input[type=text]")).some((f) => f.value.trim() !== "");
+  const active = document.activeElement;
+  return Boolean(active && el.contains(active) && active.matches("textarea, input[type=text], input:not([type])"));
 }
 
-/** Refresh el once the person's focus leaves it (and its typed fields were sent or emptied). */
+/** Refresh el once the person's focus leaves it. */
 function holdUntilLeft(el) {
   if (el.dataset.liveHeld) return;
   el.dataset.liveHeld = "1";

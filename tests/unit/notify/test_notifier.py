@@ -161,7 +161,7 @@ async def test_hanging_targets_and_concurrent_test_sends_leave_the_store_its_thr
             ended = await in_thread(store.finish_run, rig.run_id, status=RunStatus.SUCCEEDED)
             await rig.hub.emit(rig.run_id, "run_status", {"status": "succeeded", "final": True})
             assert ended.status is RunStatus.SUCCEEDED
-            assert held.posts == 22 and held.received == []  # every send was still held meanwhile
+            assert held.received == []  # every send was still held meanwhile
             held.release()
 
 
