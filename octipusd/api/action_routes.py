@@ -47,7 +47,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from octipusd.api.common import Services, client_name, dump
+from octipusd.api.common import Services, client_name, dump, live_action_ids
 from octipusd.api.models import API_VERSION
 from octipusd.errors import ActionsUnavailableError, ConflictError, InvalidRequestError, NotFoundError
 from octipusd.journal.operator import in_flight_time, in_flight_warning
@@ -352,7 +352,7 @@ def action_router(services: Services) -> APIRouter:
         return services.actions
 
     def live_actions() -> set[str]:
-        return set(services.actions.journal.live) if services.actions is not None else set()
+        return live_action_ids(services)
 
     def decided_by(request: Request) -> str:
         return f"{services.user} via {client_name(request)}"

@@ -29,6 +29,7 @@ __all__ = [
     "WebEndpoint",
     "client_name",
     "dump",
+    "live_action_ids",
     "out",
 ]
 
@@ -87,6 +88,11 @@ class Services:
     reaper: OrphanReaper | None = None
     web: WebEndpoint | None = None
     notifier: Notifier | None = None
+
+
+def live_action_ids(services: Services) -> set[str]:
+    """Ids of the journaled actions whose call still runs in this daemon (no recovery review yet)."""
+    return set(services.actions.journal.live) if services.actions is not None else set()
 
 
 def dump(record: Any) -> dict[str, Any]:

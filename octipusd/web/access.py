@@ -153,7 +153,7 @@ class WebAccess:
         names = [*extra_hosts]
         if not is_unspecified(host):
             names.insert(0, shown)
-        if host in ("127.0.0.1", "::1"):
+        if is_loopback(host):
             names.append("localhost")
         default_port = (scheme, port) in (("http", 80), ("https", 443))
         hosts = {f"{name.lower()}:{port}" for name in names}

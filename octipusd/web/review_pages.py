@@ -20,7 +20,7 @@ from octipus_worktrees import check_id
 
 from octipusd.api.action_routes import explain_action
 from octipusd.api.app import health_out
-from octipusd.api.common import Services, out
+from octipusd.api.common import Services, live_action_ids, out
 from octipusd.api.models import ApprovalOut, RunOut, UsageTotalsOut
 from octipusd.api.usage_routes import By, usage_report
 from octipusd.api.worktree_routes import survey, survey_one
@@ -77,7 +77,7 @@ class ActionView:
 
 def _blocking(services: Services, actions: list[ToolAction]) -> list[ToolAction]:
     """The actions that wait for recovery review (a call still running here waits for nothing)."""
-    live = set(services.actions.journal.live) if services.actions is not None else set()
+    live = live_action_ids(services)
     return [a for a in actions if not (a.outcome == "started" and a.id in live)]
 
 
@@ -99,7 +99,7 @@ async def _inbox(services: Services) -> dict[str, Any]:
 async def _action_views(services: Services) -> list[ActionView]:
     """The unresolved actions with their receipts and explanations (oldest first)."""
     store = services.store
-    live = set(services.actions.journal.live) if services.actions is not None else set()
+    live = live_action_ids(services)
     views = []
     actions = await in_thread(store.list_actions, unresolved=True, limit=INBOX_LIMIT)
     now = store.now()
