@@ -27,6 +27,9 @@ codes) plus a human message that says what was wrong and what to do::
     ├── ConnectorCompensationError     compensation_failed      1   502
     ├── ActionsUnavailableError        actions_unavailable      1   503
     ├── WorktreeError                  worktree_error           1   500
+    ├── VaultAccessError               vault_access_denied      1   403
+    ├── VaultKeyError                  vault_key_error          1   500
+    ├── SandboxUnavailableError        sandbox_unavailable      1   503
     ├── DaemonUnavailableError         daemon_unavailable       3    -
     └── ApiError                       (the daemon's code)     2|1  (the daemon's status)
 
@@ -247,6 +250,30 @@ class WorktreeError(OctipusError):
     removal); the message names the git command, the directory and git's own words."""
 
     code = "worktree_error"
+
+
+class VaultAccessError(OctipusError):
+    """A vault entry cannot be used here: it does not exist, the calling user is not among its
+    users, or the tool is outside its tool allowlist. The message names the entry (never a guess at
+    another name) and the ``octipusctl vault`` command that would change it; never its value."""
+
+    code = "vault_access_denied"
+    http_status = 403
+
+
+class VaultKeyError(OctipusError):
+    """The vault's key is missing, unreadable, too open, or does not decrypt the entries; the
+    message names the key file (or systemd credential) and what to do."""
+
+    code = "vault_key_error"
+
+
+class SandboxUnavailableError(OctipusError):
+    """``security.shellSandbox`` is ``required`` and no sandbox runner (bubblewrap, firejail) was
+    found in ``/usr/bin``, ``/usr/local/bin`` or ``/bin``: shell commands are refused."""
+
+    code = "sandbox_unavailable"
+    http_status = 503
 
 
 class DaemonUnavailableError(OctipusError):

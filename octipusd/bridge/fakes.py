@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from octipusd.errors import ConflictError, InvalidRequestError
+from octipusd.errors import ConflictError, InvalidRequestError, VaultAccessError
 from octipusd.toolkit import (
     AuthorizationResult,
     Body,
@@ -67,6 +67,9 @@ class FakeToolHost:
         refuse_children: When set, :meth:`spawn_child` raises ``ConflictError`` with this text.
         spawned: Every child request, in order.
         steered: Every ``steer_child`` request, in order: ``(child run id, text)``.
+        secrets: Vault entry name -> value :meth:`resolve_secrets` hands out (any other name is
+            refused with :class:`~octipusd.errors.VaultAccessError`).
+        resolved: Every ``resolve_secrets`` request, in order: ``(tool id, names)``.
     """
 
     deny: Mapping[str, str] = field(default_factory=dict)
@@ -78,6 +81,8 @@ class FakeToolHost:
     events: list[RecordedEvent] = field(default_factory=list)
     refuse_children: str | None = None
     spawned: list[SpawnRequest] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+    resolved: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     steered: list[tuple[str, str]] = field(default_factory=list)
 
     async def authorize(
@@ -201,6 +206,16 @@ class FakeToolHost:
             )
         self.steered.append((child_run_id, text))
         return {"childRunId": child_run_id, "delivery": "queued"}
+
+    async def resolve_secrets(
+        self, identity: RunIdentity, tool_id: str, names: Sequence[str]
+    ) -> Mapping[str, str]:
+        """Hand out :attr:`secrets`; an unknown name is refused."""
+        self.resolved.append((tool_id, tuple(names)))
+        missing = [name for name in names if name not in self.secrets]
+        if missing:
+            raise VaultAccessError(f"vault entry {missing[0]!r} does not exist")
+        return {name: self.secrets[name] for name in names}
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Append the event to :attr:`events`."""

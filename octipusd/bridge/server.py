@@ -96,6 +96,7 @@ from octipusd.toolkit import (
     strip_identity_arguments,
     validate_tool_specs,
 )
+from octipusd.toolkit.secrets import run_spec
 
 logger = logging.getLogger(__name__)
 
@@ -334,7 +335,7 @@ class _Dispatcher:
 
         async def body() -> ToolResult | ToolOutcome:
             with anyio.fail_after(spec.timeout_seconds):
-                return await spec.handler(self.identity, self.host, dict(arguments))
+                return await run_spec(spec, self.identity, self.host, arguments)
 
         if spec.mutating:
             return await self.host.run_action(

@@ -76,6 +76,7 @@ from octipusd.toolkit import (
     run_unjournaled,
     strip_identity_arguments,
 )
+from octipusd.toolkit.secrets import SecretResolver, run_spec
 from octipusd.tools import DEFAULT_TOOLS
 
 __all__ = ["REQUEST_ID_MAX_CHARS", "WAIT_RECHECK_SECONDS", "ActionService", "ToolResolver", "manual_run_id"]
@@ -113,6 +114,7 @@ class ActionService:
         broker: Approvals.
         resolve: Finds the tool spec of a tool id (built-in or connector).
         owner: This daemon instance's id (claims carry it).
+        vault: Resolves a call's vault placeholders as the user who started it (None: refused).
     """
 
     def __init__(
@@ -125,6 +127,7 @@ class ActionService:
         broker: ApprovalBroker,
         resolve: ToolResolver,
         owner: str,
+        vault: SecretResolver | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -133,6 +136,7 @@ class ActionService:
         self.broker = broker
         self.resolve = resolve
         self.owner = owner
+        self.vault = vault
         self.worker = RecoveryWorker(store, operator, self.dispatch)
         self._changed: dict[str, anyio.Event] = {}
         broker.add_listener(self._on_decided)
@@ -468,11 +472,11 @@ class ActionService:
             attended=True,
         )
         args = dict(invocation.arguments or {})
-        host = ManualCallHost(spec.tool_id, reason)
+        host = ManualCallHost(spec.tool_id, reason, self.vault)
 
         async def body() -> str | dict[str, Any] | ToolOutcome:
             with anyio.fail_after(spec.timeout_seconds):
-                return await spec.handler(identity, host, dict(args))
+                return await run_spec(spec, identity, host, args)
 
         def commit(outcome: ActionOutcome, detail: str | None, executed: Executed) -> bool:
             return self.store.finish_invocation(

@@ -8,7 +8,7 @@ no call looks its run up by id. Every method answers for the run it is bound to.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -16,6 +16,7 @@ import anyio
 from octipusd.journal.executor import ActionScope
 from octipusd.runtime.events import FEEDBACK_EVENT
 from octipusd.runtime.feedback import feedback_for_agent, plan_for_agent
+from octipusd.runtime.manual_host import resolve_for
 from octipusd.runtime.services import report
 from octipusd.store.aio import in_thread
 from octipusd.toolkit import (
@@ -136,6 +137,12 @@ class RunHost:
             timeout_seconds=timeout_seconds,
             dispatch=spec.dispatch() if spec is not None else None,
         )
+
+    async def resolve_secrets(
+        self, identity: RunIdentity, tool_id: str, names: Sequence[str]
+    ) -> Mapping[str, str]:
+        """Resolve a call's vault placeholders as the user the run acts for."""
+        return await resolve_for(self._run.services.vault, identity, tool_id, names)
 
     async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
         """The session's durable work plan with its ``revision``, or None."""

@@ -12,11 +12,11 @@ what needs a run (the work plan, the run context, children, a nested journaled a
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from octipusd.errors import ConflictError
+from octipusd.errors import ConflictError, VaultAccessError
 from octipusd.toolkit import (
     AuthorizationResult,
     Body,
@@ -26,8 +26,9 @@ from octipusd.toolkit import (
     PlanUpdate,
     RunIdentity,
 )
+from octipusd.toolkit.secrets import SecretResolver
 
-__all__ = ["ManualCallHost"]
+__all__ = ["ManualCallHost", "resolve_for"]
 
 log = logging.getLogger("octipusd.runtime.actions")
 
@@ -38,6 +39,19 @@ def _no_run(what: str, identity: RunIdentity) -> ConflictError:
     )
 
 
+async def resolve_for(
+    vault: SecretResolver | None, identity: RunIdentity, tool_id: str, names: Sequence[str]
+) -> Mapping[str, str]:
+    """Resolve vault entries for one call acting for ``identity.call_author``.
+
+    Raises:
+        VaultAccessError: no vault is configured, or the vault refused an entry (named).
+    """
+    if vault is None:
+        raise VaultAccessError(f"vault entry {names[0]!r} cannot be resolved: this daemon has no vault")
+    return await vault.resolve(identity.call_author, tool_id, names)
+
+
 @dataclass(frozen=True)
 class ManualCallHost:
     """The host of one hand-started call.
@@ -45,10 +59,13 @@ class ManualCallHost:
     Attributes:
         tool_id: The tool the call was decided for (``shell__run`` or ``server.tool``).
         reason: The permission decision that allowed it (returned by :meth:`authorize`).
+        vault: Resolves the call's vault placeholders for the user who started it (None: the
+            daemon has no vault, so a placeholder is refused).
     """
 
     tool_id: str
     reason: str
+    vault: SecretResolver | None = None
 
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
@@ -83,6 +100,12 @@ class ManualCallHost:
     async def steer_child(self, identity: RunIdentity, child_run_id: str, text: str) -> dict[str, Any]:
         """Refused: only an agent run has children."""
         raise _no_run("steer_child", identity)
+
+    async def resolve_secrets(
+        self, identity: RunIdentity, tool_id: str, names: Sequence[str]
+    ) -> Mapping[str, str]:
+        """Resolve the call's placeholders as the user who started it, for the decided tool only."""
+        return await resolve_for(self.vault, identity, tool_id, names)
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Log the event: a hand-started call has no run event stream (its record is the invocation)."""

@@ -37,6 +37,7 @@ from octipusd.settings import MAX_FOLLOW_UPS, AgentSettings
 from octipusd.settings_swarm import SwarmSettings
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
+from octipusd.toolkit.secrets import SecretResolver
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
@@ -134,6 +135,7 @@ class RunServices:
     admission: Admission = field(default_factory=lambda: Admission(limits_from_settings(AgentSettings())))
     swarm: SwarmSettings = field(default_factory=SwarmSettings)
     worktrees: WorktreeManager = field(default_factory=lambda: WorktreeManager(default_root()))
+    vault: SecretResolver | None = None
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
         """Compact a session's transcript now (the caller holds the session's lock)."""

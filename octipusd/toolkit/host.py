@@ -11,7 +11,7 @@ stopped waiting for it (:class:`CallStop`), and when a person is being asked.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -227,6 +227,25 @@ class ToolHost(Protocol):
         Raises:
             InvalidRequestError: not a running child of this run (another parent's, ended, unknown).
             ConflictError: the parent is not live or is stopping, or the child is ending.
+        """
+        ...
+
+    async def resolve_secrets(
+        self, identity: RunIdentity, tool_id: str, names: Sequence[str]
+    ) -> Mapping[str, str]:
+        """Resolve vault entries for one call of ``tool_id`` (seed 003 "Authenticate with a vault
+        credential"), as the user the call acts for (``identity.call_author``).
+
+        Called after the call's permission checks, only when its ``env`` holds placeholders. The
+        values go into that one invocation's ``env`` and nowhere else; the host may remember them
+        to mask them in its logs.
+
+        Returns:
+            ``{name: value}`` for every name.
+
+        Raises:
+            OctipusError: an entry is unknown, refused to this user, or ``tool_id`` is outside its
+                tool allowlist; the message names that entry (never a guess at another name).
         """
         ...
 

@@ -70,6 +70,10 @@ class ToolSpec:
         dispatch_ref: Where a call made now sends its request (an MCP connector's session),
             recorded with the journal's ``started`` so a restarted daemon can end a request
             it left in flight; None for tools whose work runs in Octipus's own processes.
+        secret_env: The values of the tool's ``env`` argument may carry vault placeholders
+            (``{{secret:NAME}}``), resolved after the permission checks and masked in the result
+            (:func:`octipusd.toolkit.secrets.run_with_secrets`); a placeholder anywhere else, or in
+            any argument of a tool without it, is refused.
     """
 
     name: str
@@ -83,6 +87,7 @@ class ToolSpec:
     contract: RecoveryContract | None = field(default=None, compare=False)
     identity: str | None = None
     dispatch_ref: Callable[[], DispatchRef | None] | None = field(default=None, compare=False)
+    secret_env: bool = False
 
     def dispatch(self) -> DispatchRef | None:
         """Where a call made now goes (see ``dispatch_ref``)."""

@@ -28,8 +28,10 @@ PATH, locale, proxies, CA bundles...), then the call's ``env``, then ``PWD`` and
 The vendor's configuration variables and API keys are not passed: a command that needs a
 credential gets it through ``env``.
 
-There is no vault yet, so the description promises no ``{{secret:NAME}}`` placeholders (seed 003
-"Authenticate with a vault credential"): ``env`` values are passed as they are.
+Vault credentials (seed 003 "Authenticate with a vault credential"): the tool declares
+``secret_env``, so its ``env`` values may carry ``{{secret:NAME}}`` placeholders; the handler
+receives them already resolved (:func:`octipusd.toolkit.secrets.run_with_secrets`), and its result
+is masked before anyone sees it.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from octipusd.toolkit import (
     ToolResult,
     ToolSpec,
 )
+from octipusd.toolkit.secrets import SECRET_ENV_DESCRIPTION
 from octipusd.tools.base import optional_str, reject_unknown, require_str
 
 #: Deadline of a command that names none (seconds).
@@ -442,7 +445,7 @@ SHELL_RUN = ToolSpec(
             },
             "env": {
                 "type": "object",
-                "description": "Extra environment variables for this command only.",
+                "description": SECRET_ENV_DESCRIPTION,
                 "additionalProperties": {"type": "string"},
             },
         },
@@ -450,6 +453,7 @@ SHELL_RUN = ToolSpec(
         "additionalProperties": False,
     },
     handler=_shell_run,
+    secret_env=True,
     contract=RecoveryContract(
         RiskClass.CONTAINABLE,
         intended_effects="whatever the command does, inside the workspace's process group and timeout",
