@@ -182,3 +182,28 @@ async def test_invalid_plan_names_the_bad_field(identity: RunIdentity, host: Fak
     assert result.is_error
     assert texts(result)[0] == "invalid arguments for update_work_plan: plan.steps[1].status: required"
     assert host.plans == {}
+
+
+async def test_vault_placeholder_reaches_the_command_and_never_the_caller(identity: RunIdentity) -> None:
+    token = "tok-0123456789-abcdefXYZ"
+    host = FakeToolHost(secrets={"api": token})
+    script = (
+        'printf "%s" "$API_TOKEN" > got.txt; printf "a=%s b=" "$API_TOKEN"; printf "%s" "$API_TOKEN" | base64'
+    )
+    async with (
+        open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge,
+        connect(bridge.url, bridge.endpoint.token) as client,
+    ):
+        result = await client.call_tool(
+            "shell__run", {"command": script, "env": {"API_TOKEN": "{{secret:api}}"}}
+        )
+        misplaced = await client.call_tool("shell__run", {"command": "echo {{secret:api}} > leak.txt"})
+    assert not result.is_error
+    assert (identity.workspace / "got.txt").read_text() == token  # the program received the value
+    payload = json.loads(texts(result)[0])
+    assert payload["stdout"].startswith("a=[REDACTED:api] b=[REDACTED:api]")
+    assert token not in json.dumps([texts(result), [e.data for e in host.events]])
+    assert host.resolved == [("shell__run", ("api",))]
+    assert misplaced.is_error
+    assert "put the placeholder in env" in texts(misplaced)[0].lower()
+    assert not (identity.workspace / "leak.txt").exists()
