@@ -31,6 +31,7 @@ from octipusd.toolkit import (
     ToolOutcome,
     ToolResult,
 )
+from octipusd.toolkit.secrets import mask_outcome
 
 if TYPE_CHECKING:  # the MCP SDK is imported when a server is first connected (connectors.registry)
     from mcp.client.session import ClientSession
@@ -227,6 +228,6 @@ def make_handler(connection: Connection, tool: str) -> ToolHandler:
     async def handler(
         identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]
     ) -> ToolResult | ToolOutcome:
-        return await _invoke(connection, tool, dict(arguments))
+        return mask_outcome(connection.masker, await _invoke(connection, tool, dict(arguments)))
 
     return handler

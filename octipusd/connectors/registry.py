@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ from octipusd.connectors.transport import (
     url_digest,
 )
 from octipusd.environment import login_environment
-from octipusd.errors import ConnectorUnavailableError, NotFoundError
+from octipusd.errors import ConnectorUnavailableError, NotFoundError, OctipusError
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import (
     RESERVED_IDENTITY_ARGUMENTS,
@@ -50,13 +50,18 @@ from octipusd.toolkit import (
     RecoveryContract,
     ToolSpec,
 )
+from octipusd.toolkit.secrets import PLACEHOLDER, Masker, placeholder_names, substitute
 
 if TYPE_CHECKING:
     from mcp_types import Tool as McpTool
 
     from octipusd.connectors.http_tracking import ConnectTrackingTransport
 
-__all__ = ["BRIDGE_TIMEOUT_MARGIN_SECONDS", "ConnectorRegistry", "ConnectorSet"]
+__all__ = ["BRIDGE_TIMEOUT_MARGIN_SECONDS", "ConnectorRegistry", "ConnectorSecrets", "ConnectorSet"]
+
+#: ``(server, entry names) -> {name: value}``; raises an :class:`~octipusd.errors.OctipusError`
+#: naming an entry it refuses.
+ConnectorSecrets = Callable[[str, Sequence[str]], Awaitable[Mapping[str, str]]]
 
 logger = logging.getLogger("octipusd.connectors")
 
@@ -123,10 +128,17 @@ class ConnectorRegistry:
         servers: Returns the current ``mcpServers`` configuration (name -> settings). Called at
             every new connection (and by :meth:`contract_for`), so an edited configuration -- e.g.
             ``trustRecoveryHints`` -- applies on the next connection (seed 000).
+        secrets: Resolves the vault placeholders (``{{secret:NAME}}``) of a server's ``env`` and
+            ``headers`` values, ``(server, names) -> {name: value}``, each time a connection is
+            opened (None: a server that names one is left out, saying the daemon has no vault).
+            The values reach that connection only, and are masked in its tools' results.
     """
 
-    def __init__(self, servers: Callable[[], Mapping[str, McpServerSettings]]) -> None:
+    def __init__(
+        self, servers: Callable[[], Mapping[str, McpServerSettings]], secrets: ConnectorSecrets | None = None
+    ) -> None:
         self._servers = servers
+        self._secrets = secrets
 
     # ------------------------------------------------------------------ connecting
 
@@ -289,6 +301,7 @@ class ConnectorRegistry:
         from mcp_types import Implementation
 
         cfg = slot.settings
+        env, headers, slot.masker = await self._with_secrets(slot.server, cfg)
         http: ConnectTrackingTransport | None = None
         marker: str | None = None
         if cfg.transport == "stdio":
@@ -296,7 +309,7 @@ class ConnectorRegistry:
             marker = f"connector-{uuid.uuid4().hex}"
             # the login variables (the SDK adds only HOME, LOGNAME, PATH, SHELL, TERM, USER, which
             # are among them), then the server's own configured env
-            env = {**login_environment(os.environ), **cfg.env, RUN_MARKER: marker}
+            env = {**login_environment(os.environ), **env, RUN_MARKER: marker}
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
             read_fd, write_fd = os.pipe()
             slot.stderr_done = anyio.Event()
@@ -315,7 +328,7 @@ class ConnectorRegistry:
 
             http = ConnectTrackingTransport(httpx2.AsyncHTTPTransport())
             client = httpx2.AsyncClient(
-                headers=dict(cfg.headers),
+                headers=headers,
                 timeout=httpx2.Timeout(
                     cfg.connectTimeoutSeconds,
                     read=max(_HTTP_READ_FLOOR_SECONDS, max_call_timeout(cfg) + _HTTP_READ_MARGIN_SECONDS),
@@ -332,7 +345,44 @@ class ConnectorRegistry:
         )
         await session.initialize()
         tools = await list_tools(session)
-        return Connection(slot.server, cfg, session, writer, tuple(tools), http=http, marker=marker)
+        return Connection(
+            slot.server, cfg, session, writer, tuple(tools), http=http, marker=marker, masker=slot.masker
+        )
+
+    async def _with_secrets(
+        self, server: str, cfg: McpServerSettings
+    ) -> tuple[dict[str, str], dict[str, str], Masker]:
+        """The server's ``env`` and ``headers`` with their vault placeholders resolved, and the
+        masker of the values.
+
+        Raises:
+            ConnectorUnavailableError: a placeholder is outside an ``env`` or ``headers`` value, or
+                an entry is refused (the message names it); the server is not started.
+        """
+        fields = {
+            "command": cfg.command or "",
+            "args": " ".join(cfg.args),
+            "cwd": cfg.cwd or "",
+            "url": cfg.url or "",
+        }
+        for key, text in fields.items():
+            if PLACEHOLDER.search(text):
+                raise ConnectorUnavailableError(
+                    f"mcpServers.{server}.{key} holds a vault placeholder, which is refused there; put it "
+                    "in a value of env (stdio) or headers (http)"
+                )
+        names = list(dict.fromkeys(placeholder_names(" ".join([*cfg.env.values(), *cfg.headers.values()]))))
+        if not names:
+            return dict(cfg.env), dict(cfg.headers), Masker({})
+        if self._secrets is None:
+            raise ConnectorUnavailableError(
+                f"MCP server {server!r} names vault entries in its env or headers, and this daemon has no vault"
+            )
+        try:
+            values = await self._secrets(server, names)
+        except OctipusError as exc:
+            raise ConnectorUnavailableError(f"MCP server {server!r} was not started: {exc.message}") from None
+        return substitute(cfg.env, values), substitute(cfg.headers, values), Masker(values)
 
     # ------------------------------------------------------------------ ending a stopped daemon's sessions
 
@@ -377,9 +427,15 @@ class ConnectorRegistry:
         import httpx2
 
         try:
+            _, headers, _ = await self._with_secrets(server, cfg)
+        except ConnectorUnavailableError as exc:
+            return DispatchEnd(
+                False, one_line(f"ending session {ref.session_id} of {server!r} failed: {exc.message}")
+            )
+        try:
             with anyio.fail_after(TERMINATE_TIMEOUT_SECONDS):
                 async with httpx2.AsyncClient(
-                    headers=dict(cfg.headers), timeout=TERMINATE_TIMEOUT_SECONDS, follow_redirects=False
+                    headers=headers, timeout=TERMINATE_TIMEOUT_SECONDS, follow_redirects=False
                 ) as client:
                     response = await client.delete(cfg.url, headers={MCP_SESSION_HEADER: ref.session_id})
         except (httpx2.HTTPError, TimeoutError) as exc:
@@ -443,7 +499,8 @@ class ConnectorRegistry:
         for slot in slots:
             connection = slot.connection
             if connection is None:
-                notices.append(f"MCP server {slot.server!r} is unavailable: {slot.error or 'unknown error'}")
+                error = slot.masker.mask(slot.error or "unknown error")
+                notices.append(f"MCP server {slot.server!r} is unavailable: {error}")
                 continue
             seen: set[str] = set()
             for tool in connection.tools:

@@ -29,6 +29,7 @@ import anyio.abc
 
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import DispatchKind, DispatchRef
+from octipusd.toolkit.secrets import Masker
 
 if TYPE_CHECKING:  # the MCP SDK is imported when a server is first connected
     from mcp.client.session import ClientSession
@@ -162,6 +163,7 @@ class Connection:
     closed: bool = False
     http: ConnectTrackingTransport | None = None
     marker: str | None = None
+    masker: Masker = field(default_factory=lambda: Masker({}))
 
     def dispatch_ref(self) -> DispatchRef | None:
         """Where a call made now goes (recorded with its ``started``)."""
@@ -189,6 +191,7 @@ class Slot:
     stderr_done: anyio.Event | None = None
     settled: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
+    masker: Masker = field(default_factory=lambda: Masker({}))
 
     def stderr_tail(self) -> str:
         """The last non-empty line the server wrote to stderr ('' if none)."""

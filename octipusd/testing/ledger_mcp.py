@@ -49,6 +49,7 @@ means no faults.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -333,6 +334,17 @@ def build_server(ledger: Path, faults: Path | None = None) -> MCPServer[Any]:
             return {"entries": [{"key": k, "text": t} for k, t in entries]}
 
         return await _run(faults, "list_entries", effect)
+
+    @server.tool(
+        description="Show an environment variable of the server and its SHA-256 (a credential check).",
+        annotations=_READ_ONLY,
+    )
+    async def show_env(name: str) -> CallToolResult:
+        async def effect() -> dict[str, Any]:
+            value = os.environ.get(name, "")
+            return {"value": value, "sha256": hashlib.sha256(value.encode()).hexdigest()}
+
+        return await _run(faults, "show_env", effect)
 
     @server.tool(
         description="Claims to only read; actually appends `key<TAB>lying_read`.", annotations=_READ_ONLY

@@ -43,6 +43,7 @@ __all__ = [
     "PlaceholderUse",
     "SecretResolver",
     "find_placeholders",
+    "mask_outcome",
     "mask_result",
     "placeholder_names",
     "redaction",
@@ -352,6 +353,13 @@ async def run_with_secrets(
         if masked is exc:
             raise
         raise masked from None
+    return mask_outcome(masker, result)
+
+
+def mask_outcome(masker: Masker, result: ToolResult | ToolOutcome) -> ToolResult | ToolOutcome:
+    """Mask a tool's return: a result's strings, or an outcome's value, reason and detail."""
+    if not masker:
+        return result
     if isinstance(result, ToolOutcome):
         return ToolOutcome(
             _masked_result(masker, result.value),

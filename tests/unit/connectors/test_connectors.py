@@ -6,11 +6,12 @@ client is the SDK's ``ClientSession``; the ledger file is the evidence of side e
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,13 @@ from mcp_types import TextContent
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.server import open_bridge
 from octipusd.connectors import ConnectorRegistry
-from octipusd.errors import ConnectorCompensationError, ConnectorUnavailableError, NotFoundError
+from octipusd.connectors.registry import ConnectorSecrets
+from octipusd.errors import (
+    ConnectorCompensationError,
+    ConnectorUnavailableError,
+    NotFoundError,
+    VaultAccessError,
+)
 from octipusd.settings import McpServerSettings
 from octipusd.testing import ledger_mcp
 from octipusd.testing.ledger_mcp import count_lines
@@ -74,9 +81,11 @@ class LedgerEnv:
             base["url"] = self.url
         return McpServerSettings.model_validate(base | overrides)
 
-    def registry(self, name: str = "ledger", **overrides: Any) -> ConnectorRegistry:
+    def registry(
+        self, name: str = "ledger", secrets: ConnectorSecrets | None = None, **overrides: Any
+    ) -> ConnectorRegistry:
         self.servers[name] = self.settings(**overrides)
-        return ConnectorRegistry(lambda: self.servers)
+        return ConnectorRegistry(lambda: self.servers, secrets)
 
     def fault(self, tool: str, mode: str, seconds: float = 0) -> None:
         self.faults.write_text(json.dumps({tool: {"mode": mode, "seconds": seconds}}))
@@ -164,6 +173,7 @@ async def test_discovery_untrusted_server_has_no_read_only_tools(
             "ledger__remove_entry",
             "ledger__list_entries",
             "ledger__lying_read",
+            "ledger__show_env",
         }
         append = tools["ledger__append_entry"]
         assert append.identity == "ledger.append_entry" and append.tool_id == "ledger.append_entry"
@@ -189,7 +199,12 @@ async def test_discovery_trusted_server_honours_exact_read_only_hint(env: Ledger
     async with registry.connect_all() as connectors:
         tools = by_name(connectors.tools)
         read_only = {name for name, spec in tools.items() if spec.read_only}
-        assert read_only == {"ledger__find_entry", "ledger__list_entries", "ledger__lying_read"}
+        assert read_only == {
+            "ledger__find_entry",
+            "ledger__list_entries",
+            "ledger__lying_read",
+            "ledger__show_env",
+        }
         assert tools["ledger__find_entry"].contract is None
         assert tools["ledger__append_entry"].mutating
         assert tools["ledger__append_entry"].recovery_contract.risk_class is RiskClass.IRREVERSIBLE
@@ -593,3 +608,56 @@ async def test_connector_tools_through_the_bridge(env: LedgerEnv, identity: RunI
             found = await client.call_tool("ledger__find_entry", {"key": key})
             assert not found.is_error
     assert env.count(key) == 1
+
+
+# ---------------------------------------------------------------------------- vault placeholders
+
+TOKEN = "ledger-tok-0123456789abcdef"
+
+
+async def test_env_and_header_placeholders_reach_the_server_and_are_masked(
+    env: LedgerEnv, identity: RunIdentity
+) -> None:
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    async def secrets(server: str, names: Sequence[str]) -> Mapping[str, str]:
+        asked.append((server, tuple(names)))
+        if names != ["ledger_tok"]:
+            raise VaultAccessError(f"vault entry {names[0]!r} does not exist")
+        return {"ledger_tok": TOKEN}
+
+    mapping: dict[str, Any] = (
+        {"env": {"LEDGER_TOKEN": "{{secret:ledger_tok}}"}}
+        if env.transport == "stdio"
+        else {"headers": {"Authorization": "Bearer {{secret:ledger_tok}}"}}
+    )
+    registry = env.registry(secrets=secrets, **mapping)
+    async with registry.connect_all() as connectors:
+        assert connectors.notices == ()
+        tools = by_name(connectors.tools)
+        if env.transport == "stdio":
+            shown = await call(tools["ledger__show_env"], identity, name="LEDGER_TOKEN")
+            assert shown == {
+                "value": "[REDACTED:ledger_tok]",
+                "sha256": hashlib.sha256(TOKEN.encode()).hexdigest(),
+            }
+    assert asked == [("ledger", ("ledger_tok",))]
+
+    bad = {key: {k: "{{secret:missing}}" for k in value} for key, value in mapping.items()}
+    async with env.registry(secrets=secrets, **bad).connect_all() as connectors:
+        assert connectors.tools == ()
+        assert "vault entry 'missing' does not exist" in connectors.notices[0]
+    async with env.registry(**mapping).connect_all() as connectors:  # no vault at all
+        assert "has no vault" in connectors.notices[0]
+
+
+async def test_a_placeholder_outside_env_or_headers_is_refused(env: LedgerEnv) -> None:
+    async def secrets(server: str, names: Sequence[str]) -> Mapping[str, str]:
+        return {"x": TOKEN}
+
+    field = (
+        {"args": ["{{secret:x}}"]} if env.transport == "stdio" else {"url": f"{env.url}?t={{{{secret:x}}}}"}
+    )
+    async with env.registry(secrets=secrets, **field).connect_all() as connectors:
+        assert connectors.tools == ()
+        assert "put it in a value of env (stdio) or headers (http)" in connectors.notices[0]
