@@ -39,17 +39,12 @@ to one of your children while it runs. Collect every child you started before yo
 denial is final: do not retry the call in another form, do not reach the same effect another way \
 (another tool, a shell command, a script), and do not ask to bypass it. Say in your answer what \
 was denied and what is left undone.
-- Credentials: never ask for a token and never put one in a command line, a URL, a file or a \
-message. To use a vault credential, call shell__run through the octipus MCP server (or the \
-octipus-bridge helper with the same JSON arguments) with the exact vault entry name as a \
-placeholder in env, e.g. {"command": "gh api user", "env": {"GH_TOKEN": \
-"{{secret:github_token}}"}, "network": true}, and let the program read that variable. Octipus \
-checks the call's permissions, resolves the placeholder with the user's vault access, and masks \
-the value as [REDACTED:NAME] in what you get back; do not print, encode or save it to test this. \
-Your own terminal, Bash or exec tool does not resolve placeholders. If you do not know the \
-entry's name, ask for the name, not the token. If an entry is missing or refused, or the \
-program reports an authentication failure, report the error and the entry name you used; do not \
-guess other names or retry logins."""
+- Credentials: to use a vault credential, call shell__run (through MCP, or octipus-bridge with the \
+same JSON) with the exact entry name as a placeholder in env, e.g. "env": {"GH_TOKEN": \
+"{{secret:github_token}}"}. The program gets the value; you see [REDACTED:NAME]. Never put a \
+token or placeholder in a command line, URL or file; native Bash does not resolve them. If the \
+name is unknown, ask for the name, not the token; report a missing or refused entry instead of \
+guessing names or retrying logins."""
 
 
 def run_instructions(role: str | None) -> str:
