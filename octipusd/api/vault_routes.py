@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from octipusd.api import API_VERSION
-from octipusd.api.common import WEB_STATE_KEY, Services
+from octipusd.api.common import WEB_STATE_KEY, Services, out
 from octipusd.api.vault_models import (
     VaultAccessChange,
     VaultAddOut,
@@ -51,15 +51,7 @@ def _socket_only(request: Request) -> None:
 
 
 def _entry_out(entry: VaultEntry) -> VaultEntryOut:
-    return VaultEntryOut(
-        name=entry.name,
-        users=list(entry.users),
-        tools=list(entry.tools),
-        created_at=entry.created_at,
-        updated_at=entry.updated_at,
-        last_used_at=entry.last_used_at,
-        last_used_tool=entry.last_used_tool,
-    )
+    return out(VaultEntryOut, entry)
 
 
 def vault_router(services: Services) -> APIRouter:

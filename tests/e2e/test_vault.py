@@ -7,10 +7,15 @@ listener refuses every vault route. (Tool calls that use the entries are tested 
 from __future__ import annotations
 
 import base64
+import fcntl
 import getpass
 import json
+import os
+import pty
+import select
 import subprocess
 import sys
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -182,3 +187,58 @@ def test_rotate_key_re_encrypts_and_the_entries_still_resolve(tmp_path: Path) ->
         vault.start()
         assert vault.resolve_now(ME, "github.get_user", ["gh"]) == {"gh": TOKEN}
         assert vault.resolve_now(ME, "shell__run", ["other"]) == {"other": "other-value-5678"}
+
+
+def _on_terminal(daemon: DaemonHarness, args: list[str], answers: list[str]) -> tuple[int, str]:
+    """Run octipusctl on a new pseudo-terminal (its controlling terminal, so getpass hides what is
+    typed); type each answer after the prompt that asks for it; return the exit code and all it showed."""
+    master, slave = pty.openpty()
+
+    def take_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        [CTL, *args],
+        env=daemon.env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=take_terminal,
+    )
+    os.close(slave)
+    shown = b""
+    try:
+        for answer in answers:
+            while b": " not in shown.rsplit(b"\n", 1)[-1]:
+                ready, _, _ = select.select([master], [], [], 60)
+                assert ready, shown
+                shown += os.read(master, 4096)
+            os.write(master, answer.encode() + b"\n")
+            shown += b"\n"
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            try:
+                chunk = os.read(master, 4096) if ready else b""
+            except OSError:  # the terminal closed: octipusctl exited
+                chunk = b""
+            if not chunk:
+                break
+            shown += chunk
+        return process.wait(timeout=60), shown.decode(errors="replace")
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            process.kill()
+
+
+def test_add_on_a_terminal_asks_twice_and_never_echoes(daemon: DaemonHarness) -> None:
+    code, shown = _on_terminal(daemon, ["vault", "add", "typed"], [TOKEN, TOKEN])
+    assert code == 0, shown
+    assert "value of vault entry typed (hidden): " in shown and "the same value again: " in shown
+    assert "added vault entry typed" in shown and TOKEN not in shown
+    code, shown = _on_terminal(daemon, ["vault", "add", "typo"], [TOKEN, TOKEN + "x"])
+    assert code == 2 and "the two values differ; nothing was added" in shown and TOKEN not in shown
+    names = [e["name"] for e in json.loads(ctl(daemon, "vault", "list", "--json").stdout)["entries"]]
+    assert "typed" in names and "typo" not in names
+    assert ctl(daemon, "vault", "remove", "typed").returncode == 0
