@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
 from octipusd.store import Store
 from octipusd.testing.harness import DaemonHarness
@@ -242,3 +243,17 @@ def test_add_on_a_terminal_asks_twice_and_never_echoes(daemon: DaemonHarness) ->
     names = [e["name"] for e in json.loads(ctl(daemon, "vault", "list", "--json").stdout)["entries"]]
     assert "typed" in names and "typo" not in names
     assert ctl(daemon, "vault", "remove", "typed").returncode == 0
+
+
+def test_a_key_file_open_to_others_stops_the_start_naming_it(tmp_path: Path) -> None:
+    daemon = DaemonHarness(tmp_path / "d", UNUSED_MODEL)
+    key = data_dir(daemon) / "vault.key"
+    key.parent.mkdir(parents=True, mode=0o700)
+    key.write_bytes(Fernet.generate_key())
+    key.chmod(0o644)
+    with pytest.raises(RuntimeError, match=r"octipusd exited 1") as caught:
+        daemon.start()
+    assert f"the vault key file {key} is open to group or others (mode 0644); run chmod 600 {key}" in str(
+        caught.value
+    )
+    assert not daemon.socket.exists()
