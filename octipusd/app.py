@@ -563,12 +563,12 @@ async def _build_core(
     adapters, resolutions = await _installed_adapters(settings)
     hub = EventHub(store)
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
+    vault = await open_vault(store, data_dir)
     connectors = ConnectorRegistry(mcp_servers)
     journal = ActionJournal(store, owner)
     left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
     operator = RecoveryOperator(store, _contract_lookup(connectors), hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
-    vault = await open_vault(store, data_dir)
     runs, gate = build_runs(
         settings,
         store=store,
