@@ -6,7 +6,8 @@ Start-up order (nothing is bound before settings and the database are known good
 2. the database lock (another daemon -> message naming its pid, exit 1), then migrations;
 3. runs left live by a previous daemon are marked ``interrupted`` (their approvals cancelled);
 4. executables resolved (health reports them);
-5. the page's TCP socket (``web.enabled``) and then the Unix socket bound (0700 folder, 0600
+5. the vault (its key checked, a pending rotation finished) and its log filter;
+6. the page's TCP socket (``web.enabled``) and then the Unix socket bound (0700 folder, 0600
    socket; a failure closes what was bound) and served; while
    ``swarm.worktreeIsolation`` is on, the orphan reaper of child worktrees sweeps at once and
    every ``swarm.orphanReaperIntervalMs`` beside it (:mod:`octipusd.runtime.reaping`); the
@@ -78,11 +79,15 @@ from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import RecoveryContract, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
+from octipusd.vault import SecretLogFilter, Vault, VaultKeys, install_log_filter
 from octipusd.web.access import WebAccess
 from octipusd.web.listener import bind_web_socket, endpoint_of, make_web_server
 from octipusd.web.site import create_site
 
 log = logging.getLogger("octipusd")
+
+#: Masks every vault value resolved in this process in the daemon's log (on each of its handlers).
+LOG_FILTER = SecretLogFilter()
 
 
 def page_links(access: WebAccess | None) -> PageUrl:
@@ -203,9 +208,11 @@ def build_runs(
     config_notices: Callable[[], list[str]] | None,
     launcher: Launcher,
     probe: HostProbe | None = None,
+    vault: Vault | None = None,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
-    reads the host's memory and descriptors: psutil unless given), the run services."""
+    reads the host's memory and descriptors: psutil unless given), the run services (``vault``
+    resolves the runs' placeholders; None refuses them)."""
     registry = RunRegistry()
     admission = Admission(limits_from_settings(settings.agent), probe)
     log.info(
@@ -248,6 +255,7 @@ def build_runs(
         admission=admission,
         swarm=settings.swarm,
         worktrees=WorktreeManager(default_root(base_env)),
+        vault=vault,
     )
     return RunManager(services, registry), gate
 
@@ -555,6 +563,7 @@ async def _build_core(
     adapters, resolutions = await _installed_adapters(settings)
     hub = EventHub(store)
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
+    vault = await open_vault(store, data_dir)
     connectors = ConnectorRegistry(mcp_servers)
     journal = ActionJournal(store, owner)
     left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
@@ -576,6 +585,7 @@ async def _build_core(
         connectors=connectors,
         config_notices=mcp_servers.notices,
         launcher=VendorLauncher(containment),
+        vault=vault,
     )
     actions = ActionService(
         store=store,
@@ -585,6 +595,7 @@ async def _build_core(
         broker=broker,
         resolve=_tool_resolver(connectors, mcp_servers),
         owner=owner,
+        vault=vault,
     )
     journal.on_uncertain = actions.worker.signal_deadline
     reaper = (
@@ -604,8 +615,23 @@ async def _build_core(
         actions=actions,
         containment=containment,
         reaper=reaper,
+        vault=vault,
     )
     return _Core(services, connectors, left_in_flight)
+
+
+async def open_vault(store: Store, data_dir: Path) -> Vault:
+    """The vault, its key under ``data_dir`` (or systemd's credential) checked, a rotation a stopped
+    daemon left pending finished, and the log filter on the daemon's handlers.
+
+    Raises:
+        VaultKeyError: the key file is open to group or others, unreadable or not a key.
+    """
+    vault = Vault(store, VaultKeys(data_dir), daemon_user=getpass.getuser())
+    await in_thread(vault.start)
+    install_log_filter(LOG_FILTER)
+    log.info("vault: key %s", vault.key_source.describe())
+    return vault
 
 
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
@@ -628,6 +654,7 @@ async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> N
         listeners = [(make_server(app), sock)]
         if access is not None and web_sock is not None:
             listeners.append((make_web_server(app, access, settings.web), web_sock))
+        install_log_filter(LOG_FILTER)  # uvicorn's configuration made handlers of its own
         page = f"; the page on {access.origin} (octipusctl web)" if access is not None else ""
         print(
             f"octipusd {__version__} listening on {path}{page} (database {services.store.url_for_display})",

@@ -29,11 +29,14 @@ Routes (all under ``/v1``)::
     GET  /activity                   server-sent events: which runs have new events (see activity_routes)
     GET  /web                        the page's link with its token (Unix socket only: web_routes)
     POST /notify/test                a test notification to every notify.urls target (notify_routes)
+    POST|GET /vault/entries  DELETE /vault/entries/{name}  POST /vault/entries/{name}/allow|revoke
+    POST /vault/rotate-key           the vault's administration (Unix socket only: vault_routes)
 
 Errors are ``{"code": ..., "message": ...}`` with the status of the
 :class:`~octipusd.errors.OctipusError` subclass (:mod:`~octipusd.api.error_handlers`; the schema,
-``GET /v1/openapi.json``, declares them on every route: ``ERROR_RESPONSES``). Under ``/v1/models`` a body that fails
-schema validation is also a 400 ``invalid_request`` naming the field (elsewhere FastAPI's
+``GET /v1/openapi.json``, declares them on every route: ``ERROR_RESPONSES``). Under ``/v1/models`` and
+``/v1/vault`` a body that fails schema validation is also a 400 ``invalid_request`` naming the field,
+never echoing the input (elsewhere FastAPI's
 422 ``{"detail": [...]}``). The app holds no state of its own: it calls the
 :class:`Services` it is given.
 
@@ -83,6 +86,7 @@ from octipusd.api.models import (
     SteerCreate,
     SteerOut,
     TurnCreate,
+    VaultHealth,
     WebHealth,
     WorktreeReaperOut,
 )
@@ -93,6 +97,7 @@ from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.api.sse import EVENT_FRAME_SCHEMA, encode_batch
 from octipusd.api.usage_routes import usage_router
+from octipusd.api.vault_routes import vault_router
 from octipusd.api.web_routes import web_router
 from octipusd.api.worktree_routes import worktree_router
 from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError
@@ -238,6 +243,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(usage_router(services))
     app.include_router(web_router(services))
     app.include_router(notify_router(services))
+    app.include_router(vault_router(services))
 
     @app.get(f"/{API_VERSION}/health")
     async def health() -> Health:
@@ -445,6 +451,7 @@ async def health_out(services: Services) -> Health:
         worktree_reaper=_reaper_out(services),
         web=WebHealth(origin=services.web.origin, tls=services.web.tls) if services.web else None,
         notifier=notifier_health(services),
+        vault=await _vault_health(services),
         adapters=[
             AdapterHealth(
                 adapter=r.adapter,
@@ -457,6 +464,14 @@ async def health_out(services: Services) -> Health:
             for r in services.resolutions.values()
         ],
     )
+
+
+async def _vault_health(services: Services) -> VaultHealth | None:
+    """The vault's key source and entry count, or None when the daemon has no vault."""
+    if services.vault is None:
+        return None
+    status = await in_thread(services.vault.status)
+    return VaultHealth(**dataclasses.asdict(status))
 
 
 def _run_out(run: Any) -> RunOut:

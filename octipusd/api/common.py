@@ -20,6 +20,7 @@ from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.store.repository import Store
+from octipusd.vault import Vault
 
 __all__ = [
     "CLIENT_STATE_KEY",
@@ -88,6 +89,7 @@ class Services:
     reaper: OrphanReaper | None = None
     web: WebEndpoint | None = None
     notifier: Notifier | None = None
+    vault: Vault | None = None
 
 
 def live_action_ids(services: Services) -> set[str]:

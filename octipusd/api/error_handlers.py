@@ -2,7 +2,8 @@
 
 * an :class:`~octipusd.errors.OctipusError`: its status and :meth:`~octipusd.errors.OctipusError.to_dict`;
 * a request that fails its declared schema: FastAPI's 422 ``{"detail": [...]}``, except under
-  ``/v1/models``, where it is a 400 ``invalid_request`` naming the field;
+  ``/v1/models`` and ``/v1/vault``, where it is a 400 ``invalid_request`` naming the field and never
+  the input (FastAPI's body echoes it, and a vault request carries a credential);
 * a refusal of the framework itself (a path no route matches, a method the route does not take, a
   JSON body that does not parse): its status, with a code and a message saying what to do;
 * anything else: a 500 ``internal_error``, logged with its traceback.
@@ -27,6 +28,9 @@ from octipusd.errors import InvalidRequestError, NotFoundError, OctipusError
 __all__ = ["install_error_handlers"]
 
 log = logging.getLogger("octipusd.api")
+
+#: Paths whose schema failures are a 400 naming the field, without FastAPI's echo of the input.
+NAMED_FIELD_PATHS: Final = (f"/{API_VERSION}/models", f"/{API_VERSION}/vault")
 
 #: The code of a framework refusal by its status (any other status: ``http_error``).
 FRAMEWORK_CODES: Final = {
@@ -65,7 +69,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        if request.url.path.startswith(f"/{API_VERSION}/models"):
+        if request.url.path.startswith(NAMED_FIELD_PATHS):
             error = InvalidRequestError(_validation_message(exc))
             return JSONResponse(status_code=error.http_status, content=error.to_dict())
         return await request_validation_exception_handler(request, exc)

@@ -1,5 +1,5 @@
 """Response models of the daemon's state: ``GET /v1/health`` (adapters, notifier, web page, worktree
-reaper), ``GET /v1/web`` and ``POST /v1/notify/test``; re-exported by :mod:`octipusd.api.models`."""
+reaper, vault), ``GET /v1/web`` and ``POST /v1/notify/test``; re-exported by :mod:`octipusd.api.models`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "NotifyTestTarget",
     "ReapActionName",
     "ReapReportOut",
+    "VaultHealth",
     "WebHealth",
     "WebOut",
     "WorktreeReaperOut",
@@ -120,6 +121,17 @@ class Health(ApiModel):
     notifier: NotifierHealth | None = Field(
         default=None, description="notifications through notify.urls (null: no notifier in this daemon)"
     )
+    vault: VaultHealth | None = Field(default=None, description="the vault (null: no vault in this daemon)")
+
+
+class VaultHealth(ApiModel):
+    """The vault: where its key is read from and how many entries it holds (never a value)."""
+
+    key_source: str = Field(description="the key file, or the systemd credential octipus-vault-key")
+    systemd_credential: bool
+    key_present: bool = Field(description="false until the first entry is added (the key is made then)")
+    rotation_pending: bool = Field(description="a key rotation was begun and is finished at the next start")
+    entries: int
 
 
 class WebHealth(ApiModel):

@@ -22,6 +22,7 @@ from octipusd.api.health_models import (  # re-exported
     NotifyTestTarget as NotifyTestTarget,
     ReapActionName as ReapActionName,
     ReapReportOut as ReapReportOut,
+    VaultHealth as VaultHealth,
     WebHealth as WebHealth,
     WebOut as WebOut,
     WorktreeReaperOut as WorktreeReaperOut,

@@ -5,7 +5,7 @@ This module is the typer app: the top-level options, ``health``, ``run``, ``stee
 (``approvals`` and ``rules``: :mod:`octipusd.ctl.policy_cmds`; ``actions``:
 :mod:`octipusd.ctl.action_cmds`; ``spaces``:
 :mod:`octipusd.ctl.space_cmds`; ``models``: :mod:`octipusd.ctl.model_cmds`; ``notify``:
-:mod:`octipusd.ctl.notify_cmds`; ``worktrees`` and the
+:mod:`octipusd.ctl.notify_cmds`; ``vault``: :mod:`octipusd.ctl.vault_cmds`; ``worktrees`` and the
 receipts of ``runs show``: :mod:`octipusd.ctl.worktree_cmds`; the session-reuse
 commands ``sessions clear|compact|reuse|messages|checkpoint``: :mod:`octipusd.ctl.session_cmds`).
 Shared helpers are in
@@ -61,6 +61,7 @@ from octipusd.ctl.session_cmds import (
     sessions_reuse,
 )
 from octipusd.ctl.space_cmds import spaces_app
+from octipusd.ctl.vault_cmds import vault_app, vault_line
 from octipusd.ctl.web_cmds import web_command
 from octipusd.ctl.worktree_cmds import worktrees_app
 from octipusd.errors import OctipusError
@@ -76,7 +77,7 @@ FILE_LIMITS = (
 
 app = typer.Typer(
     help="Control octipusd: sessions, runs, work plans, approvals, rules, spaces, model rows, the action "
-    "journal, child worktrees, the web page.",
+    "journal, child worktrees, the vault, the web page.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -94,6 +95,7 @@ app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(spaces_app, name="spaces")
+app.add_typer(vault_app, name="vault")
 app.add_typer(worktrees_app, name="worktrees")
 app.command("web")(web_command)
 
@@ -165,9 +167,9 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
             + (f"; [red]{safe(reaper['error'])}[/]" if reaper.get("error") else "")
             + " (octipusctl worktrees)"
         )
-    notifier = notifier_line(data.get("notifier"))
-    if notifier is not None:
-        console.print(notifier)
+    for line in (notifier_line(data.get("notifier")), vault_line(data.get("vault"))):
+        if line is not None:
+            console.print(line)
 
 
 # ----------------------------------------------------------------------------- run

@@ -25,6 +25,9 @@ its acknowledged transcript cursor and the checkpoint a cold start carried;
 ``session_messages`` is the session's transcript (``seq`` per session, never reused) and
 ``session_checkpoints`` the published compaction summaries. ``session_messages.session_id`` and
 ``session_checkpoints.session_id`` are served by the unique keys that lead with them.
+
+``vault_entries`` holds the vault's credentials (seed 003): the value only as a Fernet token
+(``ciphertext``; the key never enters the database), the users and tools allowed (JSON lists).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ __all__ = [
     "ToolActionRow",
     "ToolInvocationRow",
     "UTCDateTime",
+    "VaultEntryRow",
     "VendorSessionRow",
     "WorkPlanRow",
 ]
@@ -519,3 +523,23 @@ class ToolInvocationRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class VaultEntryRow(SQLModel, table=True):
+    """Table ``vault_entries``: one named credential of the vault (``octipusd.vault``).
+
+    ``ciphertext`` is the value encrypted with the vault's key (a Fernet token); ``users`` and
+    ``tools`` are JSON lists of strings (the users who may use it, the tool ids or patterns it may
+    be injected into); ``last_used_at``/``last_used_tool``: its latest resolution.
+    """
+
+    __tablename__ = "vault_entries"
+
+    name: str = Field(primary_key=True, sa_type=sa.String(128))
+    ciphertext: str = Field(sa_type=sa.Text)
+    users: str = Field(default="[]", sa_type=sa.Text)
+    tools: str = Field(default="[]", sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_used_tool: str | None = Field(default=None, sa_type=sa.Text)

@@ -24,10 +24,10 @@ The methods live in one module per aggregate, each a mixin of :class:`Store`: se
 (``run_store.py``, ``event_store.py``), approvals (``approval_store.py``), policy and spaces (``policy_store.py``),
 the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``), session reuse
-(``reuse_store.py``), the start of a turn's reads (``turn_store.py``) and usage reports
-(``usage_store.py``). This module holds the class itself: opening, closing, and
-:meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one place a database error becomes
-an Octipus error.
+(``reuse_store.py``), the start of a turn's reads (``turn_store.py``), usage reports
+(``usage_store.py``) and the vault's entries (``vault_store.py``). This module holds the class
+itself: opening, closing, and :meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one
+place a database error becomes an Octipus error.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from octipusd.store.run_store import RUN_UPDATABLE_FIELDS, RunStoreMixin
 from octipusd.store.session_store import SessionStoreMixin
 from octipusd.store.turn_store import TurnStoreMixin
 from octipusd.store.usage_store import UsageStoreMixin
+from octipusd.store.vault_store import VaultStoreMixin
 
 __all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
 
@@ -81,6 +82,7 @@ class Store(
     ReuseStoreMixin,
     TurnStoreMixin,
     UsageStoreMixin,
+    VaultStoreMixin,
 ):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 

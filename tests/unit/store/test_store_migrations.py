@@ -34,6 +34,7 @@ EXPECTED_TABLES = {
     "space_members",
     "session_messages",
     "session_checkpoints",
+    "vault_entries",
 }
 
 
