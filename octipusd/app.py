@@ -42,6 +42,7 @@ from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.common import Services
 from octipusd.api.server import QuietServer, bind_unix_socket, make_server
 from octipusd.connectors import ConnectorRegistry
+from octipusd.connectors.registry import ConnectorSecrets
 from octipusd.environment import vendor_environment
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
@@ -564,7 +565,7 @@ async def _build_core(
     hub = EventHub(store)
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
     vault = await open_vault(store, data_dir)
-    connectors = ConnectorRegistry(mcp_servers)
+    connectors = ConnectorRegistry(mcp_servers, connector_secrets(vault, getpass.getuser()))
     journal = ActionJournal(store, owner)
     left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
     operator = RecoveryOperator(store, _contract_lookup(connectors), hub.emit_optional)
@@ -618,6 +619,17 @@ async def _build_core(
         vault=vault,
     )
     return _Core(services, connectors, left_in_flight)
+
+
+def connector_secrets(vault: Vault, user: str) -> ConnectorSecrets:
+    """Resolve the placeholders of an MCP server's ``env`` and ``headers`` as ``user``, the daemon's
+    (the operator who configured the server), for the tool pattern ``<server>.*``: an entry must list it
+    (or a pattern matching it, e.g. ``*``) in its tool allowlist."""
+
+    async def resolve(server: str, names: Sequence[str]) -> Mapping[str, str]:
+        return await vault.resolve(user, f"{server}.*", names)
+
+    return resolve
 
 
 async def open_vault(store: Store, data_dir: Path) -> Vault:

@@ -186,7 +186,10 @@ def substitute(env: Mapping[str, str], values: Mapping[str, str]) -> dict[str, s
 def _base64_cores(raw: bytes) -> set[str]:
     """The base64 characters that depend only on ``raw``, at each of the 3 byte alignments it can
     have inside a longer encoded stream, standard and URL-safe alphabets."""
-    cores: set[str] = set()
+    whole = base64.b64encode(raw).decode("ascii")  # the value encoded alone, its padding included
+    cores: set[str] = (
+        {whole, whole.replace("+", "-").replace("/", "_")} if len(whole) >= MIN_ENCODED_CHARS else set()
+    )
     for offset in range(3):
         encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii").rstrip("=")
         first = -(-offset * 8 // 6)  # the first character whose 6 bits are all the value's
