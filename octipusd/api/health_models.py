@@ -21,6 +21,7 @@ __all__ = [
     "NotifyTestTarget",
     "ReapActionName",
     "ReapReportOut",
+    "ShellSandboxHealth",
     "WebHealth",
     "WebOut",
     "WorktreeReaperOut",
@@ -95,6 +96,16 @@ class NotifyTestOut(ApiModel):
     results: list[NotifyTestTarget]
 
 
+class ShellSandboxHealth(ApiModel):
+    """The shell sandbox (``security.shellSandbox``) as the daemon found it at start-up."""
+
+    mode: Literal["off", "auto", "required"]
+    in_force: bool = Field(description="shell commands run inside the runner")
+    runner: str | None = Field(description="bwrap or firejail; null when none works here")
+    runner_path: str | None
+    reason: str | None = Field(description="why no runner works here (null when one does)")
+
+
 class Health(ApiModel):
     """``GET /v1/health``."""
 
@@ -119,6 +130,9 @@ class Health(ApiModel):
     web: WebHealth | None = Field(default=None, description="the page's listener (null: web.enabled off)")
     notifier: NotifierHealth | None = Field(
         default=None, description="notifications through notify.urls (null: no notifier in this daemon)"
+    )
+    shell_sandbox: ShellSandboxHealth | None = Field(
+        default=None, description="the shell sandbox of shell__run and gate commands (security.shellSandbox)"
     )
 
 

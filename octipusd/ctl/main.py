@@ -113,6 +113,21 @@ def _main(
 # ----------------------------------------------------------------------------- health
 
 
+def sandbox_line(sandbox: dict[str, Any]) -> str:
+    """The shell sandbox's line of ``octipusctl health``: its mode, and its runner or why none."""
+    mode = f"security.shellSandbox={sandbox['mode']}"
+    if sandbox["in_force"]:
+        return f"shell sandbox: {mode}, in force with {safe(sandbox['runner_path'])}"
+    if sandbox["runner_path"]:
+        return (
+            f"shell sandbox: {mode} (a runner works: {safe(sandbox['runner_path'])}; commands run unconfined)"
+        )
+    if sandbox["mode"] == "off":
+        return f"shell sandbox: {mode}; no runner works here ({safe(sandbox['reason'] or '')})"
+    verdict = "every shell command is refused" if sandbox["mode"] == "required" else "commands run unconfined"
+    return f"shell sandbox: {mode}, [red]no runner[/] ({safe(sandbox['reason'] or '')}): {verdict}"
+
+
 @app.command()
 def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False) -> None:
     """Show the daemon's health and each vendor CLI's resolved path and version."""
@@ -135,6 +150,9 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
         console.print(
             f"process containment: {data['process_containment']} ({data['process_containment_detail']})"
         )
+    sandbox = data.get("shell_sandbox")
+    if sandbox:
+        console.print(sandbox_line(sandbox), soft_wrap=True)
     table = Table("adapter", "binary", "path", "version / error")
     for column in table.columns[:2]:
         column.no_wrap = True
