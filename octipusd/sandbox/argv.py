@@ -22,7 +22,6 @@ Firejail, the second choice, gets the same terms with its own options (``--read-
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -70,21 +69,24 @@ def confine(terms: ShellTerms, *, workspace: Path, cwd: Path, network: bool) -> 
     return firejail_argv(runner, sandbox, workspace=workspace, network=network or host, host=host)
 
 
-def masked_paths(sandbox: ShellSandbox, workspace: Path, *, host: bool) -> Iterator[tuple[Path, bool]]:
+def masked_paths(sandbox: ShellSandbox, workspace: Path, *, host: bool) -> list[tuple[Path, bool]]:
     """``(path, is_folder)`` of each existing path to mask: the hidden ones (a folder holding the
-    workspace excepted), then the Docker sockets unless ``host``; symlinks resolved, each once."""
+    workspace excepted), then the Docker sockets unless ``host``; symlinks resolved, each once, none
+    inside a folder already masked (its mount point could not be made in the read-only tmpfs)."""
     root = workspace.resolve()
-    seen: set[Path] = set()
-    wanted = [*sandbox.hidden, *(() if host else sandbox.docker_sockets)]
-    for path in wanted:
-        if not path.exists():
-            continue
-        real = path.resolve()
-        folder = real.is_dir()
-        if real in seen or (folder and root.is_relative_to(real)):
-            continue
-        seen.add(real)
-        yield real, folder
+    found: dict[Path, bool] = {}
+    for path in [*sandbox.hidden, *(() if host else sandbox.docker_sockets)]:
+        if path.exists():
+            real = path.resolve()
+            folder = real.is_dir()
+            if not (folder and root.is_relative_to(real)):
+                found.setdefault(real, folder)
+    folders = [path for path, folder in found.items() if folder]
+    return [
+        (path, folder)
+        for path, folder in found.items()
+        if not any(path != other and path.is_relative_to(other) for other in folders)
+    ]
 
 
 def bwrap_argv(
