@@ -395,6 +395,14 @@ def run(
         str | None,
         typer.Option("--as", help="post the turn as this space member (default: the daemon's user)"),
     ] = None,
+    host_services: Annotated[
+        bool,
+        typer.Option(
+            "--host-services",
+            help="share the host network and the Docker socket with this run's own shell commands under "
+            "security.shellSandbox (root-equivalent: only for commands you trust; children do not inherit it)",
+        ),
+    ] = False,
     approve: Annotated[
         str,
         typer.Option(
@@ -446,12 +454,14 @@ def run(
             turn["plan"] = True
         if author is not None:
             turn["author"] = author
+        if host_services:
+            turn["host_services"] = True
         posted = client.request("POST", f"/sessions/{part(session)}/turns", json=turn)
         run_id = posted["id"]
         if as_json:
             print_json({"kind": "posted", "session_id": session, "run_id": run_id})
         else:
-            mode = ", plan mode" if plan else ""
+            mode = (", plan mode" if plan else "") + (", host services" if host_services else "")
             console.print(f"[dim]session {session} run {run_id} (turn {posted['turn_index']}{mode})[/]")
         for event in client.stream(run_id):
             if as_json:

@@ -189,6 +189,8 @@ def test_the_runs_host_services_share_the_network_with_its_own_commands(sandboxe
     assert queued == [{"status": "queued", "turn_index": queued[0]["turn_index"], "host_services": True}]
     results = json.dumps([e["data"] for e in events if e["kind"] == "tool_result"])
     assert HELLO in results, results
+    shown = sandboxed.ctl("runs", "show", shared["id"])
+    assert "host services: its own shell commands share the host network" in shown.stdout, shown
 
     plain = env.post(session, "fetch again")
     assert env.wait_final(plain)["status"] == "succeeded"
