@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 from octipus_worktrees import WorktreeManager, default_root
@@ -64,6 +65,7 @@ from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
+from octipusd.sandbox import RunnerSearch
 from octipusd.settings import (
     McpServerSettings,
     Settings,
@@ -78,7 +80,7 @@ from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
-from octipusd.toolkit import RecoveryContract, ToolSpec
+from octipusd.toolkit import NO_SANDBOX, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 from octipusd.vault import SecretLogFilter, Vault, VaultKeys, install_log_filter
 from octipusd.web.access import WebAccess
@@ -210,10 +212,13 @@ def build_runs(
     launcher: Launcher,
     probe: HostProbe | None = None,
     vault: Vault | None = None,
+    sandbox: ShellSandbox = NO_SANDBOX,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
-    resolves the runs' placeholders; None refuses them)."""
+    resolves the runs' placeholders, None refuses them; ``sandbox``: the shell sandbox
+    :func:`find_sandbox` found; while it is in force the flow guard counts a ``network: true``
+    shell call as egress)."""
     registry = RunRegistry()
     admission = Admission(limits_from_settings(settings.agent), probe)
     log.info(
@@ -229,6 +234,7 @@ def build_runs(
         flow_guard=FlowGuardMode(settings.agent.flowGuard),
         plan_tools=frozenset(t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"),
         tool_aliases=tool_aliases(adapters),
+        sandboxed_shell=sandbox.in_force,
     )
     services = RunServices(
         store=store,
@@ -257,6 +263,7 @@ def build_runs(
         swarm=settings.swarm,
         worktrees=WorktreeManager(default_root(base_env)),
         vault=vault,
+        sandbox=sandbox,
     )
     return RunManager(services, registry), gate
 
@@ -384,6 +391,24 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
         raise failed
 
 
+def find_sandbox(settings: Settings, data_dir: Path, config_file: Path | None) -> ShellSandbox:
+    """The shell sandbox of ``security.shellSandbox`` (:class:`~octipusd.sandbox.RunnerSearch`, once
+    per daemon), hiding from commands what the daemon keeps for itself: its socket folder and
+    socket (a command runs as the daemon's user, so the API's peer check would let it in), its data
+    folder (database, vault key), a SQLite database kept elsewhere, its settings file and systemd's
+    credentials folder (``$CREDENTIALS_DIRECTORY``)."""
+    sock = socket_path(settings)
+    hidden = [sock.parent, sock, data_dir, config_file or default_config_path()]
+    url = settings.database.url or ""
+    if url.startswith("sqlite:///"):
+        database = Path(urlsplit(url).path)
+        hidden += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
+    credentials = os.environ.get("CREDENTIALS_DIRECTORY")
+    if credentials:
+        hidden.append(Path(credentials))
+    return RunnerSearch(hidden=hidden).find(settings.security.shellSandbox)
+
+
 async def _serve_settings(settings: Settings, config_file: Path | None, stop: StopSignal) -> None:
     try:
         policy = Policy.from_setting(settings.permissions.rules)
@@ -395,6 +420,7 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
     timeouts = DatabaseTimeouts.from_settings(settings.database)
     containment = await in_thread(choose_containment, settings.agent.processContainment)
     log.info("process containment: %s (%s)", containment.mechanism, containment.detail)
+    sandbox = await in_thread(find_sandbox, settings, data_dir, config_file)
     try:
         lock = DatabaseLock(url, timeouts=timeouts)
         await in_thread(lock.acquire)
@@ -402,7 +428,7 @@ async def _serve_settings(settings: Settings, config_file: Path | None, stop: St
             store = await in_thread(Store.open, url, timeouts=timeouts)
             try:
                 sources = McpServersSource(settings, config_file)
-                await _serve(settings, store, data_dir, policy, sources, stop, containment)
+                await _serve(settings, store, data_dir, policy, sources, stop, containment, sandbox)
             finally:
                 with anyio.CancelScope(shield=True):
                     await in_thread(store.close)
@@ -437,6 +463,7 @@ async def _serve(
     mcp_servers: McpServersSource,
     stop: StopSignal,
     containment: Containment,
+    sandbox: ShellSandbox,
 ) -> None:
     """Settle what a previous daemon left, build the services, serve until ``stop``.
 
@@ -445,7 +472,7 @@ async def _serve(
     """
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     await _settle_previous_daemon(store, owner)
-    core = await _build_core(settings, store, data_dir, policy, mcp_servers, containment, owner)
+    core = await _build_core(settings, store, data_dir, policy, mcp_servers, containment, owner, sandbox)
     await _serve_sockets(settings, core, stop)
 
 
@@ -558,6 +585,7 @@ async def _build_core(
     mcp_servers: McpServersSource,
     containment: Containment,
     owner: str,
+    sandbox: ShellSandbox,
 ) -> _Core:
     """Build the run core over the installed adapters, the action service and the orphan reaper
     (only while ``swarm.worktreeIsolation`` is on, seed 003)."""
@@ -587,6 +615,7 @@ async def _build_core(
         config_notices=mcp_servers.notices,
         launcher=VendorLauncher(containment),
         vault=vault,
+        sandbox=sandbox,
     )
     actions = ActionService(
         store=store,
@@ -597,6 +626,7 @@ async def _build_core(
         resolve=_tool_resolver(connectors, mcp_servers),
         owner=owner,
         vault=vault,
+        sandbox=sandbox,
     )
     journal.on_uncertain = actions.worker.signal_deadline
     reaper = (

@@ -33,6 +33,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     runTimeoutSeconds = 3600                    # active work of one run (approval waits excluded)
     [notify]
     urls = ["ntfy://ntfy.sh/my-topic"]          # Apprise URLs (octipusd.settings_notify); empty: off
+    [security]
+    shellSandbox = "auto"                       # off (default), auto or required (octipusd.settings_security)
     [mcpServers.ledger]                         # an external MCP server; tools published as ledger__<tool>
     transport = "stdio"                         # or "http" with url = "https://..." and headers = {...}
     command = "ledger-mcp"
@@ -93,6 +95,7 @@ from octipusd.paths import (
     xdg_runtime_dir as xdg_runtime_dir,
 )
 from octipusd.settings_notify import NOTIFY_ACCEPTED, NotifySettings
+from octipusd.settings_security import SECURITY_ACCEPTED, SecuritySettings
 from octipusd.settings_swarm import SWARM_ACCEPTED, SWARM_FIRST_BOOT_ENV, SwarmSettings
 from octipusd.settings_web import WEB_ACCEPTED, WebSettings
 
@@ -150,6 +153,7 @@ ACCEPTED: dict[str, str] = {
     **SWARM_ACCEPTED,
     **WEB_ACCEPTED,
     **NOTIFY_ACCEPTED,
+    **SECURITY_ACCEPTED,
     "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
     "transport": "stdio (with command) or http (with url)",
     "trustRecoveryHints": "true or false (default false)",
@@ -551,6 +555,7 @@ class Settings(BaseSettings):
         swarm: Child agents: worktrees, limits per level, contract retries.
         web: The page's loopback listener.
         notify: Notifications through Apprise URLs (:mod:`octipusd.settings_notify`).
+        security: The shell sandbox (:mod:`octipusd.settings_security`).
         config_file: The TOML file that was read, if any (not a setting).
     """
 
@@ -567,6 +572,7 @@ class Settings(BaseSettings):
     swarm: SwarmSettings = Field(default_factory=SwarmSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     @field_validator("mcpServers")
     @classmethod

@@ -83,6 +83,7 @@ from octipusd.api.models import (
     RunStop,
     SessionCreate,
     SessionOut,
+    ShellSandboxHealth,
     SteerCreate,
     SteerOut,
     TurnCreate,
@@ -113,6 +114,7 @@ from octipusd.store.validation import (
     check_permission_mode,
     check_session_options,
 )
+from octipusd.toolkit import ShellSandbox
 
 log = logging.getLogger("octipusd.api")
 M = TypeVar("M", bound=BaseModel)
@@ -314,7 +316,11 @@ def create_app(services: Services) -> FastAPI:
 
     @app.post(f"/{API_VERSION}/sessions/{{session_id}}/turns", status_code=202)
     async def post_turn(session_id: str, body: TurnCreate) -> RunOut:
-        return _run_out(await runs.post_turn(session_id, body.prompt, plan=body.plan, author=body.author))
+        return _run_out(
+            await runs.post_turn(
+                session_id, body.prompt, plan=body.plan, author=body.author, host_services=body.host_services
+            )
+        )
 
     @app.post(f"/{API_VERSION}/sessions/{{session_id}}/steer", status_code=202)
     async def steer(session_id: str, body: SteerCreate) -> SteerOut:
@@ -452,6 +458,7 @@ async def health_out(services: Services) -> Health:
         web=WebHealth(origin=services.web.origin, tls=services.web.tls) if services.web else None,
         notifier=notifier_health(services),
         vault=await _vault_health(services),
+        shell_sandbox=_sandbox_out(services.runs.services.sandbox),
         adapters=[
             AdapterHealth(
                 adapter=r.adapter,
@@ -472,6 +479,18 @@ async def _vault_health(services: Services) -> VaultHealth | None:
         return None
     status = await in_thread(services.vault.status)
     return VaultHealth(**dataclasses.asdict(status))
+
+
+def _sandbox_out(sandbox: ShellSandbox) -> ShellSandboxHealth:
+    """The shell sandbox's mode, its runner or why there is none."""
+    runner = sandbox.runner
+    return ShellSandboxHealth(
+        mode=sandbox.mode.value,
+        in_force=sandbox.in_force,
+        runner=runner.kind.value if runner is not None else None,
+        runner_path=str(runner.path) if runner is not None else None,
+        reason=sandbox.unavailable or None,
+    )
 
 
 def _run_out(run: Any) -> RunOut:

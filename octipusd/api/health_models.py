@@ -21,6 +21,7 @@ __all__ = [
     "NotifyTestTarget",
     "ReapActionName",
     "ReapReportOut",
+    "ShellSandboxHealth",
     "VaultHealth",
     "WebHealth",
     "WebOut",
@@ -96,6 +97,16 @@ class NotifyTestOut(ApiModel):
     results: list[NotifyTestTarget]
 
 
+class ShellSandboxHealth(ApiModel):
+    """The shell sandbox (``security.shellSandbox``) as the daemon found it at start-up."""
+
+    mode: Literal["off", "auto", "required"]
+    in_force: bool = Field(description="shell commands run inside the runner")
+    runner: str | None = Field(description="bwrap or firejail; null when none works here")
+    runner_path: str | None
+    reason: str | None = Field(description="why no runner works here (null when one does)")
+
+
 class Health(ApiModel):
     """``GET /v1/health``."""
 
@@ -122,6 +133,9 @@ class Health(ApiModel):
         default=None, description="notifications through notify.urls (null: no notifier in this daemon)"
     )
     vault: VaultHealth | None = Field(default=None, description="the vault (null: no vault in this daemon)")
+    shell_sandbox: ShellSandboxHealth | None = Field(
+        default=None, description="the shell sandbox of shell__run and gate commands (security.shellSandbox)"
+    )
 
 
 class VaultHealth(ApiModel):

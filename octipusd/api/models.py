@@ -22,6 +22,7 @@ from octipusd.api.health_models import (  # re-exported
     NotifyTestTarget as NotifyTestTarget,
     ReapActionName as ReapActionName,
     ReapReportOut as ReapReportOut,
+    ShellSandboxHealth as ShellSandboxHealth,
     VaultHealth as VaultHealth,
     WebHealth as WebHealth,
     WebOut as WebOut,
@@ -196,11 +197,20 @@ class TurnCreate(_Model):
 
     ``plan`` runs this turn in plan mode (overriding the row's permission mode for this
     invocation only). ``author`` names the space member posting it (default: the daemon's user).
+    ``host_services`` (seed 003's ``hostServices``, until pipelines set it per stage) lets this
+    run's own shell commands (``shell__run``, its children's gate commands) share the host network
+    and ``/var/run/docker.sock`` under the shell sandbox; the children it spawns do not inherit it.
     """
 
     prompt: str = Field(min_length=1)
     plan: bool = False
     author: Name | None = None
+    host_services: bool = Field(
+        default=False,
+        description="share the host network and the Docker socket with this run's own shell commands "
+        "under security.shellSandbox (root-equivalent: only for commands you trust); no effect with "
+        "the sandbox off",
+    )
 
 
 class SteerCreate(_Model):
@@ -250,6 +260,7 @@ class RunOut(_Model):
     role: str | None = None
     resume_key: str | None = None
     receipt: dict[str, Any] | None = None
+    host_services: bool = False
 
 
 class RunStop(_Model):

@@ -22,6 +22,7 @@ from octipusd.toolkit import (
     Executed,
     PlanUpdate,
     RunIdentity,
+    ShellTerms,
     run_unjournaled,
 )
 
@@ -70,6 +71,7 @@ class FakeToolHost:
         secrets: Vault entry name -> value :meth:`resolve_secrets` hands out (any other name is
             refused with :class:`~octipusd.errors.VaultAccessError`).
         resolved: Every ``resolve_secrets`` request, in order: ``(tool id, names)``.
+        shell: What :meth:`shell_terms` answers (default: the sandbox off).
     """
 
     deny: Mapping[str, str] = field(default_factory=dict)
@@ -84,6 +86,7 @@ class FakeToolHost:
     secrets: dict[str, str] = field(default_factory=dict)
     resolved: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     steered: list[tuple[str, str]] = field(default_factory=list)
+    shell: ShellTerms = field(default_factory=ShellTerms)
 
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
@@ -216,6 +219,10 @@ class FakeToolHost:
         if missing:
             raise VaultAccessError(f"vault entry {missing[0]!r} does not exist")
         return {name: self.secrets[name] for name in names}
+
+    def shell_terms(self, identity: RunIdentity) -> ShellTerms:
+        """Return :attr:`shell`."""
+        return self.shell
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Append the event to :attr:`events`."""

@@ -115,6 +115,21 @@ def _main(
 # ----------------------------------------------------------------------------- health
 
 
+def sandbox_line(sandbox: dict[str, Any]) -> str:
+    """The shell sandbox's line of ``octipusctl health``: its mode, and its runner or why none."""
+    mode = f"security.shellSandbox={sandbox['mode']}"
+    if sandbox["in_force"]:
+        return f"shell sandbox: {mode}, in force with {safe(sandbox['runner_path'])}"
+    if sandbox["runner_path"]:
+        return (
+            f"shell sandbox: {mode} (a runner works: {safe(sandbox['runner_path'])}; commands run unconfined)"
+        )
+    if sandbox["mode"] == "off":
+        return f"shell sandbox: {mode}; no runner works here ({safe(sandbox['reason'] or '')})"
+    verdict = "every shell command is refused" if sandbox["mode"] == "required" else "commands run unconfined"
+    return f"shell sandbox: {mode}, [red]no runner[/] ({safe(sandbox['reason'] or '')}): {verdict}"
+
+
 @app.command()
 def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False) -> None:
     """Show the daemon's health and each vendor CLI's resolved path and version."""
@@ -137,6 +152,9 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
         console.print(
             f"process containment: {data['process_containment']} ({data['process_containment_detail']})"
         )
+    sandbox = data.get("shell_sandbox")
+    if sandbox:
+        console.print(sandbox_line(sandbox), soft_wrap=True)
     table = Table("adapter", "binary", "path", "version / error")
     for column in table.columns[:2]:
         column.no_wrap = True
@@ -379,6 +397,14 @@ def run(
         str | None,
         typer.Option("--as", help="post the turn as this space member (default: the daemon's user)"),
     ] = None,
+    host_services: Annotated[
+        bool,
+        typer.Option(
+            "--host-services",
+            help="share the host network and the Docker socket with this run's own shell commands under "
+            "security.shellSandbox (root-equivalent: only for commands you trust; children do not inherit it)",
+        ),
+    ] = False,
     approve: Annotated[
         str,
         typer.Option(
@@ -430,12 +456,14 @@ def run(
             turn["plan"] = True
         if author is not None:
             turn["author"] = author
+        if host_services:
+            turn["host_services"] = True
         posted = client.request("POST", f"/sessions/{part(session)}/turns", json=turn)
         run_id = posted["id"]
         if as_json:
             print_json({"kind": "posted", "session_id": session, "run_id": run_id})
         else:
-            mode = ", plan mode" if plan else ""
+            mode = (", plan mode" if plan else "") + (", host services" if host_services else "")
             console.print(f"[dim]session {session} run {run_id} (turn {posted['turn_index']}{mode})[/]")
         for event in client.stream(run_id):
             if as_json:

@@ -94,6 +94,8 @@ def _print_run(r: dict[str, Any], children: list[dict[str, Any]]) -> None:
     console.print(f"[bold]run {r['id']}[/] ({safe(kind)}, session {r['session_id']})")
     console.print(f"  status: {safe(r['status'])}" + (f" ({safe(r['reason'])})" if r.get("reason") else ""))
     console.print(f"  {usage_text(r)}")
+    if r.get("host_services"):
+        console.print("  host services: its own shell commands share the host network and the Docker socket")
     if r.get("result_text"):
         console.print(f"  result: {safe(str(r['result_text']).strip()[:500])}", soft_wrap=True)
     if r.get("parent_run_id") or r.get("receipt"):

@@ -39,6 +39,13 @@ The guard only ever turns ALLOW into ASK; it never relaxes anything. Vault place
 exemption (FACTS.md §9 "Vault"; never for ``cli-native:*`` tools) is the caller's decision.
 A group-channel session starts ``suspicious``: ``FlowState(flags={FlowFlag.SUSPICIOUS})``.
 
+**The shell sandbox's network.** While the shell sandbox is in force (``security.shellSandbox``
+with a working runner), Octipus's shell commands have no network unless a call sets
+``network: true``; such a call is a write egress whatever its command says (``sandboxed_shell``
+of :func:`classify`), so a session that has read credentials needs a person for it. A run's
+``host_services`` also shares the network; its commands are judged by their text, as with the
+sandbox off.
+
 **Tool ids.** ``cli-native:<Tool>`` (Claude's Read, Grep, Glob, NotebookRead, WebFetch,
 WebSearch, Bash, ...; Codex's shell appears as ``cli-native:Bash`` and its web search as
 ``cli-native:WebSearch``; any other native tool with a ``command``/``cmd`` argument is treated
@@ -242,7 +249,9 @@ def unattended_refusal(reason: str) -> str:
 # ------------------------------------------------------------------------ classify
 
 
-def classify(tool_id: str, arguments: Mapping[str, Any] | None) -> Classification:
+def classify(
+    tool_id: str, arguments: Mapping[str, Any] | None, *, sandboxed_shell: bool = False
+) -> Classification:
     """Return the static contract of one call (FACTS.md §9 "Classification examples").
 
     Args:
@@ -250,6 +259,8 @@ def classify(tool_id: str, arguments: Mapping[str, Any] | None) -> Classificatio
             ``<family>__<action>`` or an MCP connector tool ``<server>.<tool>``.
         arguments: The call's arguments (``{"command": ...}`` for shells, ``{"file_path": ...}``
             for Read, ...); None or a non-mapping counts as empty.
+        sandboxed_shell: The shell sandbox is in force: an Octipus shell call with
+            ``network: true`` is a write egress (see the module docstring).
 
     Returns:
         The flags the call sets, its egress and the reasons. A tool nothing here recognises
@@ -263,6 +274,9 @@ def classify(tool_id: str, arguments: Mapping[str, Any] | None) -> Classificatio
         _classify_native(tool_id, tool_id.removeprefix(CLI_NATIVE_PREFIX), args, found)
     else:
         _classify_named(tool_id, tool_id, args, found)
+        family = tool_id.partition("__")[0]
+        if sandboxed_shell and family in tables.SHELL_FAMILIES and args.get("network") is True:
+            found.send(Egress.WRITE, f"{tool_id} asks for the network (network: true) from the shell sandbox")
     return found.result(tool_id)
 
 

@@ -132,6 +132,9 @@ class PermissionGate:
         tool_aliases: Vendor native tool name -> the Claude native tool it behaves like, which the
             flow guard classifies (the installed adapters' ``Adapter.tool_aliases``, merged by the
             composition root).
+        sandboxed_shell: The shell sandbox is in force (``security.shellSandbox`` with a working
+            runner): Octipus's shell commands have no network unless a call sets ``network: true``,
+            so the flow guard counts such a call as egress (:func:`~octipusd.policy.flowguard.classify`).
         clock: Current time (aware UTC); tests pass a fake one.
     """
 
@@ -145,6 +148,7 @@ class PermissionGate:
         flow_guard: FlowGuardMode = FlowGuardMode.ASK,
         plan_tools: frozenset[str] = frozenset(),
         tool_aliases: Mapping[str, str] | None = None,
+        sandboxed_shell: bool = False,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.store = store
@@ -154,6 +158,7 @@ class PermissionGate:
         self.flow_guard = flow_guard
         self.plan_tools = plan_tools
         self.tool_aliases: Mapping[str, str] = dict(tool_aliases or {})
+        self.sandboxed_shell = sandboxed_shell
         self.live = LivePolicy(store, base, clock)
         self._labelling: dict[str, list[anyio.Event]] = {}
 
@@ -405,7 +410,7 @@ class PermissionGate:
         ASK (None: it would not); ``(None, None)`` with the guard off."""
         if self.flow_guard is FlowGuardMode.OFF:
             return None, None
-        classification = classify(self.flow_id(tool_id), args)
+        classification = classify(self.flow_id(tool_id), args, sandboxed_shell=self.sandboxed_shell)
         return classification, (await self._flow_state(ctx.session_id)).check(classification)
 
     async def ask_recovery(

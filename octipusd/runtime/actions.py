@@ -66,11 +66,14 @@ from octipusd.store.invocation_store import ToolInvocation
 from octipusd.store.records import Approval
 from octipusd.store.repository import Store
 from octipusd.toolkit import (
+    NO_SANDBOX,
     UNDECLARED_CONTRACT,
     ActionOutcome,
     Executed,
     Origin,
     RunIdentity,
+    ShellSandbox,
+    ShellTerms,
     ToolOutcome,
     ToolSpec,
     run_unjournaled,
@@ -115,6 +118,8 @@ class ActionService:
         resolve: Finds the tool spec of a tool id (built-in or connector).
         owner: This daemon instance's id (claims carry it).
         vault: Resolves a call's vault placeholders as the user who started it (None: refused).
+        sandbox: The daemon's shell sandbox (``security.shellSandbox``); a hand-started call has no
+            run, so it never shares the host's services.
     """
 
     def __init__(
@@ -128,6 +133,7 @@ class ActionService:
         resolve: ToolResolver,
         owner: str,
         vault: SecretResolver | None = None,
+        sandbox: ShellSandbox = NO_SANDBOX,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -137,6 +143,7 @@ class ActionService:
         self.resolve = resolve
         self.owner = owner
         self.vault = vault
+        self.sandbox = sandbox
         self.worker = RecoveryWorker(store, operator, self.dispatch)
         self._changed: dict[str, anyio.Event] = {}
         broker.add_listener(self._on_decided)
@@ -472,7 +479,7 @@ class ActionService:
             attended=True,
         )
         args = dict(invocation.arguments or {})
-        host = ManualCallHost(spec.tool_id, reason, self.vault)
+        host = ManualCallHost(spec.tool_id, reason, self.vault, shell=ShellTerms(self.sandbox))
 
         async def body() -> str | dict[str, Any] | ToolOutcome:
             with anyio.fail_after(spec.timeout_seconds):

@@ -23,7 +23,11 @@ Who it runs as (:class:`GateCaller`): the child run's identity with its workspac
 tree, so rules, workspace-scoped grants and the journal treat a gate command as one of the child's
 own ``shell__run`` calls (journal scope: the child's run and worker id; events such as
 ``policy_decision`` land on the child's run). The command's processes carry the child's run
-marker, so a restarted daemon stops a gate's leftovers with the child's.
+marker, so a restarted daemon stops a gate's leftovers with the child's. Under the shell sandbox
+(``security.shellSandbox``) a gate command runs confined like any ``shell__run`` call; it shares the
+host's services when the *parent* run does: gates are the parent's verification of its child's work
+(as a stage's ``verifyCommand`` is the stage's, seed 003 "Host services for gate commands"), while
+the child itself never inherits the parent's ``host_services``.
 
 The verdict (:class:`GateVerdict`): a failure the child can fix is a command that ran and failed
 (a non-zero exit, a timeout, a kill); an environment failure or a refusal is not, and never asks
@@ -46,7 +50,15 @@ from octipusd.runtime.gate_checks import missing_program, switch_problem, tree_r
 from octipusd.runtime.host import action_scope
 from octipusd.runtime.manual_host import ManualCallHost
 from octipusd.runtime.services import RunServices
-from octipusd.toolkit import ActionOutcome, CallContext, Executed, GateSpec, RunIdentity, ToolOutcome
+from octipusd.toolkit import (
+    ActionOutcome,
+    CallContext,
+    Executed,
+    GateSpec,
+    RunIdentity,
+    ShellTerms,
+    ToolOutcome,
+)
 from octipusd.tools import SHELL_RUN
 from octipusd.tools.gate_args import DEFAULT_GATE_TIMEOUT_SECONDS
 from octipusd.tools.shell import (
@@ -101,12 +113,15 @@ class GateCaller:
         on_waiting: Told +1/-1 when an approval wait of a gate command opens/ends (the parent's
             :meth:`~octipusd.runtime.supervisor.RunSupervisor.set_waiting`: it shows
             ``awaiting_approval`` meanwhile); None: nobody is told.
+        host_services: The parent run shares the host's services with its own shell commands, its
+            children's gate and setup commands included (see the module docstring).
     """
 
     identity: RunIdentity
     space: bool = False
     plan: bool = False
     on_waiting: Callable[[int], Awaitable[None]] | None = None
+    host_services: bool = False
 
 
 def caller_of(child: RunSupervisor) -> GateCaller:
@@ -134,6 +149,7 @@ def caller_of(child: RunSupervisor) -> GateCaller:
         space=child.space,
         plan=child.run.plan_mode,
         on_waiting=parent.set_waiting if parent is not None else None,
+        host_services=parent.run.host_services if parent is not None else False,
     )
 
 
@@ -381,7 +397,8 @@ async def _through_shell_tool(
     if not verdict.allowed:
         await services.journal.refused(scope, tool, args, contract, verdict.reason)
         return CommandEnd(command, GateStatus.FAILED, why=f"not run: {verdict.reason}")
-    host = ManualCallHost(tool, verdict.reason)  # the one call decided here; shell__run asks it nothing
+    # the one call decided here; shell__run asks it only how to confine the command
+    host = ManualCallHost(tool, verdict.reason, shell=ShellTerms(services.sandbox, caller.host_services))
 
     async def body() -> str | dict[str, Any] | ToolOutcome:
         with anyio.fail_after(SHELL_RUN.timeout_seconds):

@@ -29,6 +29,7 @@ from octipusd.toolkit import (
     Origin,
     PlanUpdate,
     RunIdentity,
+    ShellTerms,
 )
 
 if TYPE_CHECKING:
@@ -143,6 +144,10 @@ class RunHost:
     ) -> Mapping[str, str]:
         """Resolve a call's vault placeholders as the user the run acts for."""
         return await resolve_for(self._run.services.vault, identity, tool_id, names)
+
+    def shell_terms(self, identity: RunIdentity) -> ShellTerms:
+        """The daemon's shell sandbox, and the run's own ``host_services`` (a child run has none)."""
+        return ShellTerms(self._run.services.sandbox, host_services=self._run.run.host_services)
 
     async def get_work_plan(self, identity: RunIdentity) -> dict[str, Any] | None:
         """The session's durable work plan with its ``revision``, or None."""

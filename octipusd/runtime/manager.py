@@ -78,7 +78,13 @@ class RunManager:
                     await item.done.wait()
 
     async def post_turn(
-        self, session_id: str, prompt: str, *, plan: bool = False, author: str | None = None
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        plan: bool = False,
+        author: str | None = None,
+        host_services: bool = False,
     ) -> Run:
         """Create a run for a new turn of a session and start it in the background.
 
@@ -88,6 +94,9 @@ class RunManager:
             plan: Run this turn in plan mode: it overrides the row's permission mode for this
                 invocation only (seed 003 "Permissions and limits").
             author: Who posts it (a space member's name); None means the daemon's user.
+            host_services: The run's own shell commands share the host's services under the shell
+                sandbox (persisted with the run, shown in its ``run_status`` event; its children do
+                not inherit it).
 
         Raises:
             NotFoundError: no such session, or (in a space) the author is not a member.
@@ -123,6 +132,7 @@ class RunManager:
                 owner=self.services.owner,
                 plan_mode=plan,
                 author=author,
+                host_services=host_services,
             )
             message = await in_thread(
                 store.append_message,
@@ -143,9 +153,10 @@ class RunManager:
             )
             self.registry.add(supervisor)
         try:
-            await self.services.hub.emit(
-                run.id, "run_status", {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index}
-            )
+            queued: dict[str, object] = {"status": str(RunStatus.QUEUED), "turn_index": run.turn_index}
+            if run.host_services:
+                queued["host_services"] = True
+            await self.services.hub.emit(run.id, "run_status", queued)
             self.registry.start_soon(supervisor.execute)
         except BaseException:  # the run never started: it must not block the session's next turn
             await supervisor.abandon("the turn could not be started")

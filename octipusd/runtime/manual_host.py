@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from octipusd.errors import ConflictError, VaultAccessError
@@ -25,6 +25,7 @@ from octipusd.toolkit import (
     Executed,
     PlanUpdate,
     RunIdentity,
+    ShellTerms,
 )
 from octipusd.toolkit.secrets import SecretResolver
 
@@ -61,11 +62,15 @@ class ManualCallHost:
         reason: The permission decision that allowed it (returned by :meth:`authorize`).
         vault: Resolves the call's vault placeholders for the user who started it (None: the
             daemon has no vault, so a placeholder is refused).
+        shell: How its shell commands run: the daemon's sandbox, and the host services of the run a
+            gate command belongs to (none for a call started by hand). Keyword only and required, so
+            no caller forgets the sandbox.
     """
 
     tool_id: str
     reason: str
     vault: SecretResolver | None = None
+    shell: ShellTerms = field(kw_only=True)
 
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None
@@ -106,6 +111,10 @@ class ManualCallHost:
     ) -> Mapping[str, str]:
         """Resolve the call's placeholders as the user who started it, for the decided tool only."""
         return await resolve_for(self.vault, identity, tool_id, names)
+
+    def shell_terms(self, identity: RunIdentity) -> ShellTerms:
+        """The terms it was built with (:attr:`shell`)."""
+        return self.shell
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Log the event: a hand-started call has no run event stream (its record is the invocation)."""

@@ -37,6 +37,7 @@ from octipusd.settings import MAX_FOLLOW_UPS, AgentSettings
 from octipusd.settings_swarm import SwarmSettings
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
+from octipusd.toolkit import NO_SANDBOX, ShellSandbox
 from octipusd.toolkit.secrets import SecretResolver
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class RunServices:
             ``agent.minFreeMemoryMiB``).
         swarm: The ``swarm`` settings (worktrees, limits per level, contract retries).
         worktrees: The child worktrees under ``~/.octipus/worktrees`` (``OCTIPUS_WORKTREES_DIR``).
+        vault: Resolves vault placeholders (None: the daemon has no vault).
+        sandbox: The shell sandbox (``security.shellSandbox`` and the runner found at start-up).
     """
 
     store: Store
@@ -136,6 +139,7 @@ class RunServices:
     swarm: SwarmSettings = field(default_factory=SwarmSettings)
     worktrees: WorktreeManager = field(default_factory=lambda: WorktreeManager(default_root()))
     vault: SecretResolver | None = None
+    sandbox: ShellSandbox = NO_SANDBOX
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
         """Compact a session's transcript now (the caller holds the session's lock)."""

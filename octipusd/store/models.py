@@ -195,6 +195,7 @@ class RunRow(SQLModel, table=True):
     role: str | None = Field(default=None, sa_type=sa.Text)
     resume_key: str | None = Field(default=None, sa_type=sa.Text)
     receipt: str | None = Field(default=None, sa_type=sa.Text)  # a child's receipt (JSON object)
+    host_services: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
 
 class RunEventRow(SQLModel, table=True):

@@ -207,6 +207,8 @@ class Run:
         receipt: For a child agent's run, its receipt once it ended: its worktree (branch, head,
             diff stat, files, merge outcome), why it had none, its gate results and attempts
             (``octipusd.runtime.child_task``); None for a root turn or a child still running.
+        host_services: The run's own shell commands share the host network and the Docker socket
+            under the shell sandbox (seed 003 "Host services for gate commands"); never a child's.
     """
 
     id: str
@@ -236,6 +238,7 @@ class Run:
     role: str | None = None
     resume_key: str | None = None
     receipt: dict[str, Any] | None = None
+    host_services: bool = False
 
 
 @dataclass(frozen=True, slots=True)

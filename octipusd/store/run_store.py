@@ -96,6 +96,7 @@ def _run(row: RunRow) -> Run:
         role=row.role,
         resume_key=row.resume_key,
         receipt=json.loads(row.receipt) if row.receipt else None,
+        host_services=row.host_services,
     )
 
 
@@ -146,6 +147,7 @@ class RunStoreMixin(StoreMixin):
         parent_run_id: str | None = None,
         role: str | None = None,
         resume_key: str | None = None,
+        host_services: bool = False,
     ) -> Run:
         """Queue a new run (turn) in a session, or a child agent's run.
 
@@ -163,6 +165,8 @@ class RunStoreMixin(StoreMixin):
                 session); None for a root turn.
             role: For a child agent's run, its role name.
             resume_key: For a child agent's run, the resume key it was spawned with.
+            host_services: The run's own shell commands share the host's services under the
+                shell sandbox (a root turn's choice; children never inherit it).
 
         Returns:
             The new run, status ``queued``.
@@ -193,6 +197,7 @@ class RunStoreMixin(StoreMixin):
                 parent_run_id=parent_run_id,
                 role=role,
                 resume_key=resume_key,
+                host_services=host_services,
             )
             session_row.updated_at = now
             db.add(session_row)

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -65,6 +65,15 @@ def claude_binary() -> Path:
     return Path(os.environ.get("OCTIPUS_CLAUDE_BINARY") or DEFAULT_CLAUDE)
 
 
+def hiding(*paths: Path) -> tuple[str, ...]:
+    """A :class:`DaemonHarness` launcher that starts the daemon in a mount namespace of its own
+    where each of ``paths`` is ``/dev/null`` (not a file, not executable): a machine without that
+    program, for this daemon only (``unshare --mount`` makes the namespace's mounts private).
+    Needs root (or an unprivileged user namespace with ``unshare -r``)."""
+    mounts = " && ".join(f"mount --bind /dev/null {shlex.quote(str(p))}" for p in paths)
+    return ("unshare", "--mount", "--", "sh", "-c", f'{mounts} && exec "$0"')
+
+
 class DaemonHarness:
     """Runs one octipusd.
 
@@ -73,6 +82,9 @@ class DaemonHarness:
         model_base_url: The scripted Anthropic model (``ANTHROPIC_BASE_URL``).
         claude: The vendor binary (default :func:`claude_binary`).
         extra_env: More environment for the daemon (e.g. ``OCTIPUS_DATABASE_URL``).
+        launcher: A command the daemon is started through, which must end by ``exec``-ing its last
+            argument (the daemon's path) so that the daemon keeps the launcher's pid (e.g. a mount
+            namespace hiding a program: :func:`hiding`); empty: started directly.
 
     Attributes:
         env: The daemon's environment (also right for octipusctl).
@@ -86,8 +98,10 @@ class DaemonHarness:
         model_base_url: str,
         claude: Path | None = None,
         extra_env: Mapping[str, str] | None = None,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.root = root
+        self.launcher = tuple(launcher)
         self.home = root / "home"
         self.workspace = root / "workspace"
         for folder in (self.home, self.workspace, root / "run", root / "data", root / "config"):
@@ -125,7 +139,8 @@ class DaemonHarness:
                 (the message holds its log).
         """
         log = open(self.log_path, "ab")  # noqa: SIM115 - the daemon writes to it until stop()
-        self.process = subprocess.Popen([str(self.bindir / "octipusd")], env=self.env, stdout=log, stderr=log)
+        argv = [*self.launcher, str(self.bindir / "octipusd")]
+        self.process = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

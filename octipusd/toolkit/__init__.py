@@ -1,7 +1,7 @@
 """The tool vocabulary shared by the bridge, the tools, the connectors, policy and the journal.
 
 A foundation (DESIGN.md "Layers": errors < settings < adapter, toolkit < store): it imports
-only :mod:`octipusd.errors`, so every capability room can use these types without importing a
+only :mod:`octipusd.errors` (and the ``security`` setting's mode), so every capability room can use these types without importing a
 sibling. Import the names from here; the modules are its parts:
 
 * :mod:`~octipusd.toolkit.identity` -- :class:`RunIdentity`, identity-override stripping and
@@ -18,6 +18,8 @@ sibling. Import the names from here; the modules are its parts:
 * :mod:`~octipusd.toolkit.plans` -- the work-plan vocabulary (:class:`FeedbackStatus`,
   :class:`FeedbackResponse`, :class:`PlanUpdate`);
 * :mod:`~octipusd.toolkit.gates` -- :class:`GateSpec`, one command scorer gate of a child;
+* :mod:`~octipusd.toolkit.sandbox` -- what a shell tool needs to confine a command
+  (:class:`ShellTerms`, :class:`ShellSandbox`, :class:`SandboxRunner`);
 * :mod:`~octipusd.toolkit.calls` -- what the permission gate is asked (:class:`CallContext`)
   and answers (:class:`GateResult`).
 """
@@ -63,11 +65,13 @@ from octipusd.toolkit.outcomes import (
     run_unjournaled,
 )
 from octipusd.toolkit.plans import FeedbackResponse, FeedbackStatus, PlanUpdate
+from octipusd.toolkit.sandbox import NO_SANDBOX, RunnerKind, SandboxRunner, ShellSandbox, ShellTerms
 from octipusd.toolkit.specs import UNDECLARED_CONTRACT, ToolHandler, ToolResult, ToolSpec, validate_tool_specs
 
 __all__ = [
     "DEFAULT_DEADLINE_SECONDS",
     "DETAIL_CHARS",
+    "NO_SANDBOX",
     "RESERVED_IDENTITY_ARGUMENTS",
     "RUN_MARKER",
     "UNDECLARED_CONTRACT",
@@ -100,6 +104,10 @@ __all__ = [
     "RecoveryState",
     "RiskClass",
     "RunIdentity",
+    "RunnerKind",
+    "SandboxRunner",
+    "ShellSandbox",
+    "ShellTerms",
     "StopCause",
     "ToolHandler",
     "ToolHost",

@@ -19,6 +19,7 @@ from octipusd.toolkit.gates import GateSpec
 from octipusd.toolkit.identity import RunIdentity
 from octipusd.toolkit.outcomes import Body, Executed
 from octipusd.toolkit.plans import PlanUpdate
+from octipusd.toolkit.sandbox import ShellTerms
 
 __all__ = ["AuthorizationResult", "CallStop", "CallWatch", "ChildRequest", "StopCause", "ToolHost"]
 
@@ -247,6 +248,12 @@ class ToolHost(Protocol):
             OctipusError: an entry is unknown, refused to this user, or ``tool_id`` is outside its
                 tool allowlist; the message names that entry (never a guess at another name).
         """
+        ...
+
+    def shell_terms(self, identity: RunIdentity) -> ShellTerms:
+        """How the shell commands of a call of ``identity`` run: the daemon's shell sandbox
+        (``security.shellSandbox`` and the runner it found) and whether this run shares the host's
+        services with its own commands (its ``hostServices``, never inherited by its children)."""
         ...
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:

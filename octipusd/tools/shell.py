@@ -28,6 +28,14 @@ PATH, locale, proxies, CA bundles...), then the call's ``env``, then ``PWD`` and
 The vendor's configuration variables and API keys are not passed: a command that needs a
 credential gets it through ``env``.
 
+Sandbox (``security.shellSandbox``, :mod:`octipusd.sandbox`): the handler asks its host for the
+call's :class:`~octipusd.toolkit.ShellTerms` and, while the sandbox is in force, starts the shell
+inside the runner: no network unless the call sets ``network: true`` (or the run shares the host's
+services), no Docker socket, the workspace read-write as its cwd and the rest read-only, a private
+``/tmp`` (``TMPDIR=/tmp``), the daemon's socket, data folder and settings file out of sight. With
+``required`` and no runner, every call is refused as not executed, naming the setting. The timeout,
+cancellation, the syntax check and the output limits are the same inside the sandbox.
+
 Vault credentials (seed 003 "Authenticate with a vault credential"): the tool declares
 ``secret_env``, so its ``env`` values may carry ``{{secret:NAME}}`` placeholders; the handler
 receives them already resolved (:func:`octipusd.toolkit.secrets.run_with_secrets`), and its result
@@ -42,7 +50,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +60,8 @@ import anyio.abc
 import psutil
 
 from octipusd.environment import login_environment
-from octipusd.errors import InvalidRequestError
+from octipusd.errors import InvalidRequestError, SandboxUnavailableError
+from octipusd.sandbox import SANDBOX_TMPDIR, confine
 from octipusd.toolkit import (
     RUN_MARKER,
     NotExecutedError,
@@ -214,6 +223,7 @@ async def run_shell(
     timeout_seconds: float,
     output_limit: int = OUTPUT_LIMIT_BYTES,
     kill_grace: float = KILL_GRACE_SECONDS,
+    runner: Sequence[str] = (),
 ) -> ShellResult:
     """Run ``/bin/sh -c command`` in its own session and collect its output.
 
@@ -224,6 +234,8 @@ async def run_shell(
         timeout_seconds: Deadline for the whole job (seconds, > 0).
         output_limit: Bytes kept of each of stdout and stderr.
         kill_grace: Seconds between SIGTERM and SIGKILL on timeout or cancellation.
+        runner: The sandbox runner's argv to start the shell with (:func:`octipusd.sandbox.confine`);
+            empty: the shell starts directly. The runner is the process group's leader either way.
 
     Returns:
         The :class:`ShellResult`; a non-zero exit or a timeout is a result, not an exception.
@@ -237,7 +249,7 @@ async def run_shell(
     # where the ``finally`` below stops the whole group.
     with anyio.CancelScope(shield=True):
         process = await anyio.open_process(
-            ["/bin/sh", "-c", command],
+            [*runner, "/bin/sh", "-c", command],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -325,6 +337,13 @@ def _parse_timeout(arguments: Mapping[str, Any]) -> float:
     return float(value)
 
 
+def _parse_network(arguments: Mapping[str, Any]) -> bool:
+    value = arguments.get("network", False)
+    if not isinstance(value, bool):
+        raise InvalidRequestError(f"network: must be true or false, got {type(value).__name__}")
+    return value
+
+
 def _parse_env(arguments: Mapping[str, Any]) -> dict[str, str]:
     value = arguments.get("env")
     if value is None:
@@ -375,38 +394,71 @@ async def check_syntax(command: str, cwd: Path) -> str | None:
     return text[-1] if text else f"sh -n exited {done.returncode}"
 
 
-async def _shell_run(
-    identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]
-) -> ToolResult | ToolOutcome:
+@dataclass(frozen=True)
+class _Call:
+    """One validated ``shell__run`` call, ready to start."""
+
+    command: str
+    cwd: Path
+    timeout: float
+    env: dict[str, str]
+    runner: tuple[str, ...]
+
+
+def _prepare(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> _Call:
+    """Validate the arguments, confine the command (the host's shell terms) and build its environment.
+
+    Raises:
+        NotExecutedError: an invalid argument, or ``security.shellSandbox=required`` with no runner.
+    """
     try:
-        reject_unknown(arguments, ("command", "cwd", "timeout", "env"))
+        reject_unknown(arguments, ("command", "cwd", "timeout", "env", "network"))
         command = require_str(arguments, "command")
         if "\x00" in command:
             raise InvalidRequestError("command: must not contain NUL characters")
         cwd = resolve_cwd(identity.workspace, optional_str(arguments, "cwd"))
         timeout = _parse_timeout(arguments)
-        env = base_environment()
-        env.update(_parse_env(arguments))
+        network = _parse_network(arguments)
+        call_env = _parse_env(arguments)
     except InvalidRequestError as exc:
         raise NotExecutedError(f"invalid arguments for shell__run: {exc.message}") from exc
+    try:
+        runner = confine(host.shell_terms(identity), workspace=identity.workspace, cwd=cwd, network=network)
+    except SandboxUnavailableError as exc:
+        raise NotExecutedError(
+            f"the shell sandbox refused the command, so nothing ran: {exc.message}"
+        ) from exc
+    env = base_environment()
+    if runner:
+        env["TMPDIR"] = SANDBOX_TMPDIR  # the host's TMPDIR is out of reach: the private /tmp is there
+    env.update(call_env)
     env["PWD"] = str(cwd)
     # the run's marker: a daemon that restarts after a crash finds and stops the job with the
     # run's other leftovers, so an orphaned job cannot keep acting while a person reviews it
     env[RUN_MARKER] = identity.run_id
+    return _Call(command, cwd, timeout, env, runner)
+
+
+async def _shell_run(
+    identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]
+) -> ToolResult | ToolOutcome:
+    call = _prepare(identity, host, arguments)
     try:
-        complaint = await check_syntax(command, cwd)
+        complaint = await check_syntax(call.command, call.cwd)
     except (OSError, TimeoutError) as exc:
         raise NotExecutedError(f"the shell could not check the command, so it was not run: {exc}") from exc
     if complaint is not None:
         raise NotExecutedError(f"the shell parser refused the command, so nothing ran: {complaint}")
     try:
-        result = await run_shell(command, cwd=cwd, env=env, timeout_seconds=timeout)
+        result = await run_shell(
+            call.command, cwd=call.cwd, env=call.env, timeout_seconds=call.timeout, runner=call.runner
+        )
     except OSError as exc:  # spawn failed: the job never started
         raise NotExecutedError(f"the shell could not be started, so nothing ran: {exc}") from exc
     if result.timed_out:
         return ToolOutcome(
             result.to_dict(),
-            uncertain=f"timed out after {timeout:g} s; the job was stopped and may have done part of its work",
+            uncertain=f"timed out after {call.timeout:g} s; the job was stopped and may have done part of its work",
             detail="timed_out",
         )
     if result.exit_code is None or result.exit_code < 0:
@@ -426,7 +478,12 @@ SHELL_RUN = ToolSpec(
         "{exit_code, stdout, stderr, timed_out, duration_seconds}. stdout and stderr keep the first "
         "64 KiB each. A non-zero exit is a normal result. On timeout the whole process group "
         "(background jobs included) is terminated. Pass a credential a command needs in env, never "
-        "in the command line."
+        "in the command line. When the daemon's shell sandbox is in force (health shows it), the command "
+        "sees the workspace read-write, the rest of the file system read-only, a private /tmp (keep "
+        "virtual environments and tools in the workspace) and no network: set network: true only when "
+        "it must reach the network (installing packages, calling an API). A network: true call counts as "
+        "sending data out for the flow guard, so in a session that has read credentials it waits for a "
+        "person's approval."
     ),
     input_schema={
         "type": "object",
@@ -447,6 +504,11 @@ SHELL_RUN = ToolSpec(
                 "type": "object",
                 "description": SECRET_ENV_DESCRIPTION,
                 "additionalProperties": {"type": "string"},
+            },
+            "network": {
+                "type": "boolean",
+                "description": "Give the command the network inside the shell sandbox (default false; "
+                "no effect while the sandbox is off). Counts as egress for the flow guard.",
             },
         },
         "required": ["command"],

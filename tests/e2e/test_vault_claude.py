@@ -132,7 +132,7 @@ def add_entries(env: Any) -> None:
 
 
 def shell_call(url: str, **env: str) -> dict[str, Any]:
-    return {"command": f"python3 client.py {url}", "env": env}
+    return {"command": f"python3 client.py {url}", "env": env, "network": True}
 
 
 #: The refused calls, each with what its error must say.

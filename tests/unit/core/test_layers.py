@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[3]
 #: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers;
 #: ``environment`` the allowlist of what child processes inherit; ``paths`` the XDG folders and
 #: the socket; ``questionnaire`` the questions of a questionnaire approval (read by the clients, the
-#: page and notifications alike); ``settings_swarm``, ``settings_web`` and ``settings_notify`` the ``swarm``, ``web`` and ``notify`` settings sections;
+#: page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify`` and ``settings_security`` the ``swarm``,
+#: ``web``, ``notify`` and ``security`` settings sections;
 #: ``adapter_events`` the typed vendor events of the adapter protocol.
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
@@ -41,6 +42,7 @@ FOUNDATIONS: Mapping[str, int] = {
     "settings_swarm": 1,
     "settings_web": 1,
     "settings_notify": 1,
+    "settings_security": 1,
     "settings": 2,
     "adapter_events": 2,
     "adapter": 3,
@@ -71,6 +73,8 @@ CAPABILITY_USES: Mapping[tuple[str, str], str] = {
     "policy's shell guard (policy/shellguard.py) in the vendor's process",
     ("tools", "policy"): "spawn_child's gates (tools/gate_args.py) refuse directory switches outside "
     "the child's tree before dispatch, read with the policy's shell parser (policy/dirswitch.py)",
+    ("tools", "sandbox"): "shell__run (tools/shell.py) wraps each command in the shell sandbox's runner "
+    "(sandbox/), which the daemon hands it through ToolHost.shell_terms",
 }
 
 #: Product modules allowed over :data:`MAX_LINES`, each with its ceiling (its size today).

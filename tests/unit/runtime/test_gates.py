@@ -8,8 +8,11 @@ Real store (SQLite and PostgreSQL), real permission gate, recovery review and jo
 from __future__ import annotations
 
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -36,10 +39,12 @@ from octipusd.runtime.gates import (
 )
 from octipusd.runtime.services import RunRegistry, RunServices
 from octipusd.runtime.supervisor import RunSupervisor
+from octipusd.sandbox import RunnerSearch
 from octipusd.settings import Settings
+from octipusd.settings_security import ShellSandboxMode
 from octipusd.store.records import Run
 from octipusd.store.repository import Store
-from octipusd.toolkit import RunIdentity
+from octipusd.toolkit import NO_SANDBOX, RunIdentity, ShellSandbox
 from octipusd.tools import parse_child_request
 from octipusd.tools.gate_args import parse_gates
 
@@ -95,7 +100,11 @@ def _repo(tmp_path: Path) -> Path:
 
 @asynccontextmanager
 async def _child(
-    store: Store, tmp_path: Path, rules: Mapping[str, Any] | None = ALLOW_SHELL
+    store: Store,
+    tmp_path: Path,
+    rules: Mapping[str, Any] | None = ALLOW_SHELL,
+    sandbox: ShellSandbox = NO_SANDBOX,
+    parent_host_services: bool = False,
 ) -> AsyncIterator[Child]:
     hub = EventHub(store)
     runs, _gate = build_runs(
@@ -114,10 +123,13 @@ async def _child(
         connectors=None,
         config_notices=None,
         launcher=VendorLauncher(),
+        sandbox=sandbox,
     )
     repo = _repo(tmp_path)
     session = store.create_session(workspace=str(repo), adapter="claude-code", attended=False)
-    parent = store.create_run(session_id=session.id, prompt="parent", owner="test-owner")
+    parent = store.create_run(
+        session_id=session.id, prompt="parent", owner="test-owner", host_services=parent_host_services
+    )
     run = store.create_run(
         session_id=session.id, prompt="child", owner="test-owner", parent_run_id=parent.id, role="coding"
     )
@@ -379,3 +391,42 @@ async def test_the_caller_of_a_child_that_has_not_started_is_made_from_its_run(
     assert caller.on_waiting == parent.set_waiting
     assert verdict.passed
     assert [a.run_id for a in store.list_actions(session_id=child.run.session_id)] == [child.run.id]
+
+
+@pytest.mark.parametrize("host_services", [False, True])
+async def test_gate_commands_run_in_the_sandbox_with_the_parents_host_services(
+    store: Store, tmp_path: Path, host_services: bool
+) -> None:
+    """Under ``security.shellSandbox`` a gate command cannot write outside its tree, and it reaches
+    the network only when the parent run shares the host's services (the child never does)."""
+    sandbox = RunnerSearch().find(ShellSandboxMode.REQUIRED)
+    assert sandbox.in_force, sandbox.unavailable
+    elsewhere = Path(tempfile.mkdtemp(prefix="octipus-gate-test-", dir="/var/tmp"))  # not the private /tmp
+    outside = elsewhere / "outside"
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        reach = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5)'"
+        request = parse_child_request(
+            {
+                "role": "coding",
+                "brief": "b",
+                "gates": [
+                    {"name": "net", "command": reach},
+                    {"name": "disk", "command": f"touch inside && ! touch {outside}"},
+                ],
+            }
+        )
+        async with _child(store, tmp_path, sandbox=sandbox, parent_host_services=host_services) as child:
+            parent_run = store.get_run(child.run.parent_run_id or "")
+            parent = RunSupervisor(child.services, RunRegistry(), parent_run, attended=False, generation=0)
+            supervisor = parent.child(child.run, request)
+            caller = caller_of(supervisor)
+            assert caller.host_services is host_services and child.run.host_services is False
+            with anyio.fail_after(DEADLINE_S):
+                verdict = await run_gates(child.services, caller, tree=child.repo, gates=request.gates)
+    net, disk = verdict.results
+    written = outside.exists()
+    shutil.rmtree(elsewhere)
+    assert disk["status"] == "passed", (disk, verdict.reason)
+    assert (child.repo / "inside").exists() and not written
+    assert net["status"] == ("passed" if host_services else "failed"), net

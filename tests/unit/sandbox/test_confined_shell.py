@@ -1,0 +1,218 @@
+"""``shell__run`` inside the real bubblewrap of this machine (issue 17 item 5).
+
+Each test runs the tool's own handler with a :class:`FakeToolHost` answering ``shell_terms`` with a
+sandbox the real :class:`RunnerSearch` found. Paths that must be out of reach live under
+``/var/tmp`` (a path under ``/tmp`` would be hidden by the private ``/tmp`` alone and prove
+nothing about the masks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from octipusd.bridge.fakes import FakeToolHost
+from octipusd.sandbox import RunnerSearch
+from octipusd.settings_security import ShellSandboxMode
+from octipusd.toolkit import NotExecutedError, RunIdentity, ShellSandbox, ShellTerms, ToolOutcome
+from octipusd.tools import SHELL_RUN
+
+pytestmark = pytest.mark.anyio
+
+#: Reads a URL with the system's Python; prints the body, or the error and exits 7.
+FETCH = (
+    "python3 -c 'import sys, urllib.request as u\n"
+    "try: print(u.urlopen(sys.argv[1], timeout=5).read().decode())\n"
+    "except Exception as e: print(type(e).__name__, e); sys.exit(7)' "
+)
+#: Connects to a Unix socket; exits 0 when it accepted.
+CONNECT = "python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder outside /tmp (so the private /tmp does not hide it by itself)."""
+    path = Path(tempfile.mkdtemp(prefix="octipus-sandbox-test-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def listening(outside: Path) -> Iterator[dict[str, Path]]:
+    """Two listening Unix sockets outside the workspace: the daemon's (in its folder) and a Docker
+    socket stand-in."""
+    made: dict[str, Path] = {}
+    sockets = []
+    for name in ("run/octipusd.sock", "docker.sock"):
+        path = outside / name
+        path.parent.mkdir(exist_ok=True)
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.listen()
+        sockets.append(server)
+        made[name.split("/")[-1].split(".")[0]] = path
+    yield made
+    for server in sockets:
+        server.close()
+
+
+@pytest.fixture
+def web() -> Iterator[str]:
+    """A loopback HTTP server outside any sandbox; its URL."""
+
+    class Hello(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"hello from the host"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def workspace(outside: Path) -> Path:
+    path = outside / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def me(identity: RunIdentity, workspace: Path) -> RunIdentity:
+    from dataclasses import replace
+
+    return replace(identity, workspace=workspace)
+
+
+def sandbox_of(listening: dict[str, Path], outside: Path) -> ShellSandbox:
+    search = RunnerSearch(
+        hidden=(listening["octipusd"].parent, listening["octipusd"], outside / "data"),
+        docker_sockets=(listening["docker"],),
+    )
+    found = search.find(ShellSandboxMode.REQUIRED)
+    assert found.in_force, found.unavailable
+    return found
+
+
+async def shell(identity: RunIdentity, terms: ShellTerms, **arguments: Any) -> dict[str, Any]:
+    result = await SHELL_RUN.handler(identity, FakeToolHost(shell=terms), arguments)
+    if isinstance(result, ToolOutcome):
+        result = result.value
+    assert isinstance(result, dict)
+    json.dumps(result)
+    return result
+
+
+async def test_no_network_unless_asked_or_the_run_shares_host_services(
+    me: RunIdentity, listening: dict[str, Path], outside: Path, web: str
+) -> None:
+    sandbox = sandbox_of(listening, outside)
+    unconfined = await shell(me, ShellTerms(), command=FETCH + web)
+    assert unconfined["stdout"].strip() == "hello from the host"  # the server answers outside
+    cut = await shell(me, ShellTerms(sandbox), command=FETCH + web)
+    assert cut["exit_code"] == 7 and "URLError" in cut["stdout"], cut
+    asked = await shell(me, ShellTerms(sandbox), command=FETCH + web, network=True)
+    assert asked["exit_code"] == 0 and asked["stdout"].strip() == "hello from the host", asked
+    host = await shell(me, ShellTerms(sandbox, host_services=True), command=FETCH + web)
+    assert host["exit_code"] == 0 and host["stdout"].strip() == "hello from the host", host
+
+
+async def test_the_file_system_the_daemon_socket_and_the_docker_socket(
+    me: RunIdentity, listening: dict[str, Path], outside: Path
+) -> None:
+    sandbox = sandbox_of(listening, outside)
+    terms = ShellTerms(sandbox)
+    host_tmp = Path(tempfile.mkstemp(prefix="octipus-host-tmp-", dir="/tmp")[1])
+    try:
+        seen = await shell(me, terms, command=f"cat {host_tmp}; echo tmpdir=$TMPDIR; ls -A /tmp | wc -l")
+        assert "No such file" in seen["stderr"] and seen["stdout"].split()[-2:] == ["tmpdir=/tmp", "0"], seen
+        assert (await shell(me, ShellTerms(), command=f"cat {host_tmp}"))["exit_code"] == 0
+    finally:
+        os.unlink(host_tmp)
+    (outside / "data").mkdir()
+    (outside / "data" / "octipus.db").write_text("the store")
+    wrote = await shell(
+        me,
+        terms,
+        command=f"echo in > inside.txt && mkdir -p sub && echo sub > sub/f; echo out > {outside}/outside.txt; "
+        f"cat {outside}/data/octipus.db; ls -A {listening['octipusd'].parent} | wc -l; "
+        f"touch /tmp/private && echo private-tmp-ok",
+    )
+    assert (me.workspace / "inside.txt").read_text() == "in\n" and (me.workspace / "sub" / "f").exists()
+    assert not (outside / "outside.txt").exists() and "private" not in os.listdir("/tmp")
+    assert "Read-only file system" in wrote["stderr"], wrote
+    assert "the store" not in wrote["stdout"] and wrote["stdout"].split() == ["0", "private-tmp-ok"], wrote
+    # the daemon's socket folder is an empty tmpfs; the Docker socket is /dev/null
+    hidden = await shell(me, terms, command=CONNECT + str(listening["octipusd"]))
+    assert hidden["exit_code"] != 0 and "FileNotFoundError" in hidden["stderr"], hidden
+    masked = await shell(me, terms, command=CONNECT + str(listening["docker"]))
+    assert masked["exit_code"] != 0 and "ConnectionRefusedError" in masked["stderr"], masked
+    docker = await shell(
+        me, ShellTerms(sandbox, host_services=True), command=CONNECT + str(listening["docker"])
+    )
+    assert docker["exit_code"] == 0, docker  # host services: the Docker socket is there
+    daemon = await shell(
+        me, ShellTerms(sandbox, host_services=True), command=CONNECT + str(listening["octipusd"])
+    )
+    assert daemon["exit_code"] != 0  # the daemon's socket never is
+
+
+async def test_exit_codes_env_and_syntax_refusal_are_kept(
+    me: RunIdentity, listening: dict[str, Path], outside: Path
+) -> None:
+    terms = ShellTerms(sandbox_of(listening, outside))
+    result = await shell(me, terms, command='echo "$GREETING from $PWD"; exit 3', env={"GREETING": "hi"})
+    assert result["exit_code"] == 3 and result["stdout"] == f"hi from {me.workspace.resolve()}\n"
+    listed = await shell(me, terms, command="env")
+    names = {line.split("=", 1)[0] for line in listed["stdout"].splitlines()}
+    assert not {n for n in names if n.startswith("OCTIPUS_") and n != "OCTIPUS_RUN_ID"}, names
+    with pytest.raises(NotExecutedError, match="the shell parser refused"):
+        await shell(me, terms, command="echo (")
+
+
+async def test_the_timeout_ends_a_background_job_inside_the_sandbox(
+    me: RunIdentity, listening: dict[str, Path], outside: Path
+) -> None:
+    terms = ShellTerms(sandbox_of(listening, outside))
+    marker = "987654.321"
+    result = await shell(me, terms, command=f"sleep {marker} & sleep {marker}", timeout=0.5)
+    assert result["timed_out"] is True
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+    assert left == [], "a process of the sandboxed job outlived its timeout"
+
+
+async def test_required_without_a_runner_refuses_naming_the_setting(me: RunIdentity, tmp_path: Path) -> None:
+    empty = tmp_path / "no-runners"
+    empty.mkdir()
+    sandbox = RunnerSearch([empty]).find(ShellSandboxMode.REQUIRED)
+    with pytest.raises(NotExecutedError) as refused:
+        await shell(me, ShellTerms(sandbox), command="touch ran")
+    assert "security.shellSandbox=required" in refused.value.message
+    assert not (me.workspace / "ran").exists()
+    ran = await shell(me, ShellTerms(RunnerSearch([empty]).find(ShellSandboxMode.AUTO)), command="touch ran")
+    assert ran["exit_code"] == 0 and (me.workspace / "ran").exists()  # auto: unconfined
+
+
+async def test_network_must_be_a_boolean(me: RunIdentity) -> None:
+    with pytest.raises(NotExecutedError, match="network: must be true or false"):
+        await shell(me, ShellTerms(), command="true", network="yes")
