@@ -44,8 +44,8 @@ request = urllib.request.Request(sys.argv[1], headers={"Authorization": "Bearer 
 try:
     with urllib.request.urlopen(request, timeout=10) as answer:
         print("status", answer.status, answer.read().decode())
-except urllib.error.HTTPError as error:
-    print("status", error.code)
+except urllib.error.URLError as error:  # an HTTP error status, or no way to reach the server
+    print("status", getattr(error, "code", "unreachable"))
 # a careless program echoing the credential: what masking must catch
 print("raw:", token, flush=True)
 sys.stdout.write("split: " + token[:9]); sys.stdout.flush(); time.sleep(0.2)
@@ -285,3 +285,43 @@ def test_antigravity_reaches_the_credential_through_octipus_bridge(
         assert refused["exit_code"] == 1 and "no_such_entry" in refused["output"], refused
         assert_no_leak("what agy's terminal printed", json.dumps(records))
         assert_no_leak("the run's events", json.dumps(env.events(run)))
+
+
+def test_under_the_sandbox_the_value_enters_through_env_only(
+    octipus: Callable[..., Env], receiver: Receiver
+) -> None:
+    env = octipus(
+        {"steps": [{"content": [{"type": "text", "text": "unused"}]}]},
+        extra_env={"OCTIPUS_SECURITY__SHELLSANDBOX": "required"},
+    )
+    env.client.request("POST", "/rules", json={"level": "allow", "rule": "shell__run"})
+    add_entries(env)
+    env.daemon.workspace.joinpath("client.py").write_text(CLIENT)
+    session = env.new_session()
+    offline = dict(shell_call(receiver.url, TOKEN="{{secret:api_token}}"), network=False)
+    # the sandbox's own command line (readable by any local user in /proc) never holds the value:
+    # the command prints its sandbox's ancestors' command lines next to what the client prints
+    offline["command"] = "cat /proc/1/cmdline | tr '\\0' ' '; echo; " + offline["command"]
+    for arguments, reached in (
+        (offline, False),
+        (shell_call(receiver.url, TOKEN="{{secret:api_token}}"), True),
+    ):
+        done = ctl(
+            env,
+            "actions",
+            "call",
+            "shell__run",
+            "--session",
+            session,
+            "--args",
+            json.dumps(arguments),
+            "--json",
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = json.loads(done.stdout)["invocation"]["result"]
+        assert "raw: [REDACTED:api_token]" in result, result  # the program had the value in its env
+        assert ("status 200" in result) is reached, result
+        assert_no_leak("the sandboxed call's answer", done.stdout)
+    assert receiver.seen == [f"Bearer {TOKEN}"]  # only the call with network: true reached it
+    health = env.client.request("GET", "/health")
+    assert health["shell_sandbox"]["in_force"] is True, health["shell_sandbox"]
