@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 
 from octipusd.connectors.transport import TRACKER, CallTracker, Connection, Handoff
+from octipusd.errors import OctipusError
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import (
     DETAIL_CHARS,
@@ -31,7 +32,7 @@ from octipusd.toolkit import (
     ToolOutcome,
     ToolResult,
 )
-from octipusd.toolkit.secrets import mask_outcome
+from octipusd.toolkit.secrets import mask_outcome, masking_errors
 
 if TYPE_CHECKING:  # the MCP SDK is imported when a server is first connected (connectors.registry)
     from mcp.client.session import ClientSession
@@ -225,9 +226,27 @@ def _uncertain_failure(tool_id: str, timeout: float, failure: BaseException) -> 
 
 
 def make_handler(connection: Connection, tool: str) -> ToolHandler:
+    """The handler of one tool of ``connection``.
+
+    A server started with vault values (its ``env`` or ``headers``) serves a call only when the
+    call's user and tool may use every entry (:meth:`~octipusd.toolkit.ToolHost.resolve_secrets`,
+    its values discarded: the connection already holds them); its result and errors are masked.
+
+    Raises:
+        NotExecutedError: an entry is refused to the call's user or tool (named); nothing was sent.
+    """
+    tool_id = f"{connection.server}.{tool}"
+
     async def handler(
         identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]
     ) -> ToolResult | ToolOutcome:
-        return mask_outcome(connection.masker, await _invoke(connection, tool, dict(arguments)))
+        masker = connection.masker
+        if masker:
+            try:
+                await host.resolve_secrets(identity, tool_id, masker.names)
+            except OctipusError as exc:
+                raise NotExecutedError(f"{tool_id} was not called: {exc.message}") from None
+        with masking_errors(masker):
+            return mask_outcome(masker, await _invoke(connection, tool, dict(arguments)))
 
     return handler

@@ -40,7 +40,7 @@ from octipusd.connectors.transport import (
     url_digest,
 )
 from octipusd.environment import login_environment
-from octipusd.errors import ConnectorUnavailableError, NotFoundError, OctipusError
+from octipusd.errors import ConnectorUnavailableError, NotExecutedError, NotFoundError, OctipusError
 from octipusd.settings import McpServerSettings
 from octipusd.toolkit import (
     RESERVED_IDENTITY_ARGUMENTS,
@@ -50,7 +50,7 @@ from octipusd.toolkit import (
     RecoveryContract,
     ToolSpec,
 )
-from octipusd.toolkit.secrets import PLACEHOLDER, Masker, placeholder_names, substitute
+from octipusd.toolkit.secrets import Masker, find_placeholders, substitute
 
 if TYPE_CHECKING:
     from mcp_types import Tool as McpTool
@@ -359,19 +359,20 @@ class ConnectorRegistry:
             ConnectorUnavailableError: a placeholder is outside an ``env`` or ``headers`` value, or
                 an entry is refused (the message names it); the server is not started.
         """
-        fields = {
+        layout = {
             "command": cfg.command or "",
-            "args": " ".join(cfg.args),
+            "args": list(cfg.args),
             "cwd": cfg.cwd or "",
             "url": cfg.url or "",
+            "env": {**cfg.env, **cfg.headers},
         }
-        for key, text in fields.items():
-            if PLACEHOLDER.search(text):
-                raise ConnectorUnavailableError(
-                    f"mcpServers.{server}.{key} holds a vault placeholder, which is refused there; put it "
-                    "in a value of env (stdio) or headers (http)"
-                )
-        names = list(dict.fromkeys(placeholder_names(" ".join([*cfg.env.values(), *cfg.headers.values()]))))
+        try:
+            names = list(find_placeholders(f"mcpServers.{server}", layout, env_allowed=True).names)
+        except NotExecutedError as exc:
+            raise ConnectorUnavailableError(
+                "vault placeholders go only in values of env (stdio) or headers (http) of an MCP server; "
+                + exc.message
+            ) from None
         if not names:
             return dict(cfg.env), dict(cfg.headers), Masker({})
         if self._secrets is None:

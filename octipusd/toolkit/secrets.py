@@ -21,9 +21,11 @@ the agent, the journal and the events never see it. A refusal or a failed resolu
 from __future__ import annotations
 
 import base64
+import contextlib
+import copy
 import re
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,6 +47,7 @@ __all__ = [
     "find_placeholders",
     "mask_outcome",
     "mask_result",
+    "masking_errors",
     "placeholder_names",
     "redaction",
     "run_spec",
@@ -95,11 +98,9 @@ class PlaceholderUse:
 
     Attributes:
         names: Every entry named, de-duplicated, in order of appearance.
-        variables: The ``env`` variables whose value holds a placeholder.
     """
 
     names: tuple[str, ...] = ()
-    variables: tuple[str, ...] = ()
 
 
 def _strings(value: Any, path: str) -> Iterable[tuple[str, str]]:
@@ -132,7 +133,7 @@ def find_placeholders(tool_id: str, arguments: Mapping[str, Any], *, env_allowed
         env_allowed: The tool declares that its ``env`` values may carry placeholders.
 
     Returns:
-        The names and ``env`` variables used (empty when the call has none).
+        The names used (empty when the call has none).
 
     Raises:
         NotExecutedError: a placeholder (or a malformed one) is outside an ``env`` value, or in
@@ -140,16 +141,18 @@ def find_placeholders(tool_id: str, arguments: Mapping[str, Any], *, env_allowed
             to put it in ``env``.
     """
     names: list[str] = []
-    variables: list[str] = []
     for key, value in arguments.items():
         if key == ENV_ARGUMENT and env_allowed and isinstance(value, Mapping):
             for variable, item in value.items():
+                if _PLACEHOLDER_LIKE.search(str(variable)):
+                    raise NotExecutedError(
+                        f"{tool_id} env: a vault placeholder in a variable's name is refused; put it in the "
+                        "variable's value"
+                    )
                 if isinstance(item, str):
                     _check_form(f"{tool_id} env.{variable}", item)
                     found = placeholder_names(item)
-                    if found:
-                        names.extend(found)
-                        variables.append(str(variable))
+                    names.extend(found)
                 elif any(PLACEHOLDER.search(text) for _, text in _strings(item, "")):
                     raise NotExecutedError(f"{tool_id} env.{variable}: a placeholder must be a string value")
             continue
@@ -163,7 +166,7 @@ def find_placeholders(tool_id: str, arguments: Mapping[str, Any], *, env_allowed
                     '(e.g. "env": {"GH_TOKEN": "{{secret:github_token}}"}), and refer to that '
                     "variable in the command"
                 )
-    return PlaceholderUse(tuple(dict.fromkeys(names)), tuple(variables))
+    return PlaceholderUse(tuple(dict.fromkeys(names)))
 
 
 def substitute(env: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
@@ -213,30 +216,28 @@ def _forms(value: str) -> set[str]:
 class Masker:
     """Replaces injected values (and their common encodings) with ``[REDACTED:NAME]``.
 
+    Memory is linear in the values' length (a handful of forms each), whatever their size.
+
     Args:
         values: Entry name -> value injected into one invocation (empty values are ignored).
     """
 
     def __init__(self, values: Mapping[str, str]) -> None:
+        self._values = {name: value for name, value in values.items() if value}
         self._names: dict[str, str] = {}
-        self._prefixes: dict[str, str] = {}
-        for name, value in values.items():
-            if not value:
-                continue
+        for name, value in self._values.items():
             for form in _forms(value):
                 self._names.setdefault(form, name)
-            for size in range(MIN_PARTIAL_CHARS, len(value)):
-                self._prefixes.setdefault(value[:size], name)
         ordered = sorted(self._names, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(form) for form in ordered)) if ordered else None
 
-    @property
-    def longest(self) -> int:
-        """Characters of the longest masked form (a stream holds back one less)."""
-        return max((len(form) for form in self._names), default=0)
-
     def __bool__(self) -> bool:
         return self._pattern is not None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The entries whose values this masker redacts."""
+        return tuple(self._values)
 
     def mask(self, text: str) -> str:
         """Return ``text`` with every whole masked form replaced."""
@@ -245,35 +246,28 @@ class Masker:
         return self._pattern.sub(lambda match: redaction(self._names[match.group(0)]), text)
 
     def mask_cut(self, text: str, cut: int) -> str:
-        """Mask ``text``, and a value's beginning that ends exactly at ``cut`` (where an output was
-        truncated: the rest of the value was never kept)."""
+        """Mask ``text``, and a value's beginning (at least :data:`MIN_PARTIAL_CHARS` characters)
+        that ends exactly at ``cut``, where an output was truncated: its rest was never kept."""
         head, tail = self.mask(text[:cut]), self.mask(text[cut:])
-        for size in range(min(len(head), max((len(p) for p in self._prefixes), default=0)), 0, -1):
-            name = self._prefixes.get(head[-size:])
-            if name is not None:
-                head = head[:-size] + redaction(name)
-                break
+        for name, value in self._values.items():
+            start = max(len(head) - len(value) + 1, 0)  # the longest beginning first
+            while (start := head.find(value[:MIN_PARTIAL_CHARS], start)) != -1:
+                if value.startswith(head[start:]):
+                    return head[:start] + redaction(name) + tail
+                start += 1
         return head + tail
 
-    def mask_value(self, value: Any) -> Any:
-        """Mask every string inside a JSON value (dict keys included); other values as they are."""
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, Mapping):
-            return {self.mask(str(key)): self.mask_value(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.mask_value(item) for item in value]
-        return value
-
-    def mask_error(self, exc: BaseException) -> BaseException:
-        """Return ``exc``, or an error of the same Octipus kind with its message masked."""
+    def mask_error(self, exc: Exception) -> Exception:
+        """Return ``exc``, or a copy of it (same type, code and status) with its message masked."""
         text = exc.message if isinstance(exc, OctipusError) else str(exc)
         masked = self.mask(text)
         if masked == text:
             return exc
-        if isinstance(exc, OctipusError):
-            return type(exc)(masked) if type(exc).__init__ is OctipusError.__init__ else OctipusError(masked)
-        return RuntimeError(f"{type(exc).__name__}: {masked}")
+        twin = copy.copy(exc)
+        twin.args = (masked,)
+        if isinstance(twin, OctipusError):
+            twin.message = masked
+        return twin
 
 
 #: How a tool marks where it cut an output it kept only the beginning of (``shell__run``): the text
@@ -297,14 +291,21 @@ def _mask_text(masker: Masker, text: str) -> str:
     return masker.mask_cut(text, cut.start()) if cut else masker.mask(text)
 
 
-def mask_result(masker: Masker, value: Any) -> Any:
-    """Mask every string of a tool's result (a truncated output's cut value included)."""
+def mask_result(masker: Masker, value: ToolResult) -> ToolResult:
+    """Mask every string value of a tool's result (a truncated output's cut value included); the
+    result's field names are its own and are left as they are."""
+    masked: ToolResult = _mask_json(masker, value)
+    return masked
+
+
+def _mask_json(masker: Masker, value: Any) -> Any:
     if isinstance(value, str):
         return _mask_text(masker, value)
     if isinstance(value, Mapping):
-        return {masker.mask(str(key)): mask_result(masker, item) for key, item in value.items()}
+        # keys are the tool's own field names (``exit_code``, ``stdout``): only values carry output
+        return {key: _mask_json(masker, item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [mask_result(masker, item) for item in value]
+        return [_mask_json(masker, item) for item in value]
     return value
 
 
@@ -349,14 +350,21 @@ async def run_with_secrets(
     call = dict(arguments)
     call[ENV_ARGUMENT] = substitute(arguments[ENV_ARGUMENT], values)
     masker = Masker(values)
-    try:
+    with masking_errors(masker):
         result = await handler(call)
+    return mask_outcome(masker, result)
+
+
+@contextlib.contextmanager
+def masking_errors(masker: Masker) -> Iterator[None]:
+    """Re-raise an exception of the block with its message masked (same type, code and status)."""
+    try:
+        yield
     except Exception as exc:
         masked = masker.mask_error(exc)
         if masked is exc:
             raise
         raise masked from None
-    return mask_outcome(masker, result)
 
 
 def mask_outcome(masker: Masker, result: ToolResult | ToolOutcome) -> ToolResult | ToolOutcome:
@@ -365,18 +373,13 @@ def mask_outcome(masker: Masker, result: ToolResult | ToolOutcome) -> ToolResult
         return result
     if isinstance(result, ToolOutcome):
         return ToolOutcome(
-            _masked_result(masker, result.value),
+            mask_result(masker, result.value),
             uncertain=masker.mask(result.uncertain) if result.uncertain is not None else None,
             is_error=result.is_error,
             detail=masker.mask(result.detail) if result.detail is not None else None,
             in_flight=result.in_flight,
         )
-    return _masked_result(masker, result)
-
-
-def _masked_result(masker: Masker, value: ToolResult) -> ToolResult:
-    masked: ToolResult = mask_result(masker, value)
-    return masked
+    return mask_result(masker, result)
 
 
 async def run_spec(

@@ -635,12 +635,19 @@ async def test_env_and_header_placeholders_reach_the_server_and_are_masked(
     async with registry.connect_all() as connectors:
         assert connectors.notices == ()
         tools = by_name(connectors.tools)
+        show = tools["ledger__show_env"]
+        # every call is checked against the call's user and tool (here: a host that grants it)
+        granting = FakeToolHost(secrets={"ledger_tok": "unused"})
+        shown = await show.handler(identity, granting, {"name": "LEDGER_TOKEN"})
         if env.transport == "stdio":
-            shown = await call(tools["ledger__show_env"], identity, name="LEDGER_TOKEN")
-            assert shown == {
-                "value": "[REDACTED:ledger_tok]",
-                "sha256": hashlib.sha256(TOKEN.encode()).hexdigest(),
-            }
+            digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+            assert shown == {"value": "[REDACTED:ledger_tok]", "sha256": digest}
+        refusing = FakeToolHost()  # a user or tool the entry is not for: nothing is sent
+        with pytest.raises(
+            NotExecutedError, match=r"ledger\.show_env was not called: vault entry 'ledger_tok'"
+        ):
+            await show.handler(identity, refusing, {"name": "LEDGER_TOKEN"})
+        assert refusing.resolved == [("ledger.show_env", ("ledger_tok",))]
     assert asked == [("ledger", ("ledger_tok",))]
 
     bad = {key: {k: "{{secret:missing}}" for k in value} for key, value in mapping.items()}
@@ -660,4 +667,6 @@ async def test_a_placeholder_outside_env_or_headers_is_refused(env: LedgerEnv) -
     )
     async with env.registry(secrets=secrets, **field).connect_all() as connectors:
         assert connectors.tools == ()
-        assert "put it in a value of env (stdio) or headers (http)" in connectors.notices[0]
+        assert (
+            "vault placeholders go only in values of env (stdio) or headers (http)" in connectors.notices[0]
+        )

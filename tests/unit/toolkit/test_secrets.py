@@ -14,6 +14,7 @@ from octipusd.toolkit import ToolOutcome
 from octipusd.toolkit.secrets import (
     Masker,
     find_placeholders,
+    mask_result,
     placeholder_names,
     redaction,
     run_with_secrets,
@@ -41,7 +42,6 @@ def test_env_values_may_carry_placeholders() -> None:
         env_allowed=True,
     )
     assert use.names == ("gh", "o")
-    assert use.variables == ("GH_TOKEN", "X")
     assert substitute({"A": "x{{secret:gh}}y", "B": "plain"}, {"gh": TOKEN}) == {
         "A": f"x{TOKEN}y",
         "B": "plain",
@@ -167,3 +167,30 @@ async def test_an_error_raised_by_the_handler_is_masked() -> None:
             handler=handler,
         )
     assert caught.value.message == "could not start with [REDACTED:gh]"
+
+
+def test_a_large_value_masks_in_linear_memory() -> None:
+    value = "".join(chr(0x41 + (i * 7) % 26) for i in range(64 * 1024))  # the vault's largest value
+    masker = Masker({"cert": value})
+    text = "head " + value + " mid " + value[:5000] + "\n[stdout truncated: 1 bytes]"
+    masked = masker.mask_cut(text, text.index("\n[stdout"))
+    assert masked == "head [REDACTED:cert] mid [REDACTED:cert]\n[stdout truncated: 1 bytes]"
+
+
+def test_a_masked_error_keeps_its_type_and_code() -> None:
+    masker = Masker({"gh": TOKEN})
+    error = masker.mask_error(VaultAccessError(f"saw {TOKEN}"))
+    assert isinstance(error, VaultAccessError) and error.code == "vault_access_denied"
+    assert error.message == "saw [REDACTED:gh]" and str(error) == "saw [REDACTED:gh]"
+    plain = masker.mask_error(TimeoutError(f"slow {TOKEN}"))
+    assert isinstance(plain, TimeoutError) and str(plain) == "slow [REDACTED:gh]"
+    unchanged = KeyError("x")
+    assert masker.mask_error(unchanged) is unchanged
+
+
+def test_a_result_keeps_its_own_field_names() -> None:
+    masker = Masker({"word": "code"})
+    assert mask_result(masker, {"exit_code": 0, "stdout": "the code is code"}) == {
+        "exit_code": 0,
+        "stdout": "the [REDACTED:word] is [REDACTED:word]",
+    }
