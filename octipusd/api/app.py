@@ -65,7 +65,7 @@ from octipusd import __version__
 from octipusd.adapter import Adapter, CapabilityRow
 from octipusd.api.action_routes import action_router
 from octipusd.api.activity_routes import activity_router
-from octipusd.api.common import Services, dump, out
+from octipusd.api.common import Services, dump, out, via_web
 from octipusd.api.error_handlers import install_error_handlers
 from octipusd.api.limits import After, Limit, RequestGuard
 from octipusd.api.models import (
@@ -101,7 +101,7 @@ from octipusd.api.usage_routes import usage_router
 from octipusd.api.vault_routes import vault_router
 from octipusd.api.web_routes import web_router
 from octipusd.api.worktree_routes import worktree_router
-from octipusd.errors import AdapterError, InvalidRequestError, NotFoundError
+from octipusd.errors import AdapterError, ForbiddenError, InvalidRequestError, NotFoundError
 from octipusd.policy.spaces import check_space_model
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ModelRow, RunStatus
@@ -315,7 +315,9 @@ def create_app(services: Services) -> FastAPI:
         return out(SessionOut, await in_thread(store.get_session, session_id))
 
     @app.post(f"/{API_VERSION}/sessions/{{session_id}}/turns", status_code=202)
-    async def post_turn(session_id: str, body: TurnCreate) -> RunOut:
+    async def post_turn(session_id: str, body: TurnCreate, request: Request) -> RunOut:
+        if body.host_services:
+            _may_grant_host_services(request, body.author, services.user)
         return _run_out(
             await runs.post_turn(
                 session_id, body.prompt, plan=body.plan, author=body.author, host_services=body.host_services
@@ -471,6 +473,25 @@ async def health_out(services: Services) -> Health:
             for r in services.resolutions.values()
         ],
     )
+
+
+def _may_grant_host_services(request: Request, author: str | None, user: str) -> None:
+    """Refuse ``host_services`` unless the daemon's own user asks on the Unix socket: it shares the
+    host's network and Docker socket (root-equivalent) with the run's shell commands.
+
+    Raises:
+        ForbiddenError: asked through the web listener, or by a space member other than the daemon's
+            user.
+    """
+    if via_web(request):
+        raise ForbiddenError(
+            "host_services is granted only on the daemon's Unix socket (octipusctl run --host-services): "
+            "it shares the host's network and Docker socket with the run's shell commands"
+        )
+    if author is not None and author != user:
+        raise ForbiddenError(
+            f"host_services is granted only by the daemon's user ({user}), not by the space member {author!r}"
+        )
 
 
 async def _vault_health(services: Services) -> VaultHealth | None:

@@ -32,6 +32,7 @@ __all__ = [
     "dump",
     "live_action_ids",
     "out",
+    "via_web",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -47,6 +48,13 @@ CSRF_STATE_KEY = "csrf_token"
 CLIENT_STATE_KEY = "client"
 #: The header a client of the Unix socket names itself in (``octipusctl`` sends "octipusctl").
 CLIENT_HEADER = "x-octipus-client"
+
+
+def via_web(request: Request) -> bool:
+    """True when ``request`` came through the web listener (its guard marked it), False on the Unix
+    socket."""
+    state: dict[str, Any] = request.scope.get("state", {})
+    return bool(state.get(WEB_STATE_KEY))
 
 
 def client_name(request: Request) -> str:

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from octipusd.api import API_VERSION
-from octipusd.api.common import WEB_STATE_KEY, Services, out
+from octipusd.api.common import Services, out, via_web
 from octipusd.api.vault_models import (
     VaultAccessChange,
     VaultAddOut,
@@ -43,7 +43,7 @@ VAULT_PREFIX = f"/{API_VERSION}/vault"
 
 def _socket_only(request: Request) -> None:
     """Refuse a request that came through the web listener (403)."""
-    if request.scope.get("state", {}).get(WEB_STATE_KEY):
+    if via_web(request):
         raise ForbiddenError(
             "the vault is administered only on the daemon's Unix socket: run octipusctl vault on the "
             "daemon's machine, as its user"

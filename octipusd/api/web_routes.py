@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from octipusd.api import API_VERSION
-from octipusd.api.common import WEB_STATE_KEY, Services
+from octipusd.api.common import Services, via_web
 from octipusd.api.models import WebOut
 from octipusd.errors import ConflictError, ForbiddenError
 
@@ -24,7 +24,7 @@ def web_router(services: Services) -> APIRouter:
     @router.get("/web")
     async def web_link(request: Request) -> WebOut:
         """The page's link with its token (Unix socket only: the web listener refuses it, 403)."""
-        if request.scope.get("state", {}).get(WEB_STATE_KEY):
+        if via_web(request):
             raise ForbiddenError(
                 "the page's link is given only on the daemon's Unix socket: run octipusctl web"
             )

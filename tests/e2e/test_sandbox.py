@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import psutil
@@ -238,3 +239,18 @@ def test_auto_without_a_runner_runs_unconfined_and_warns_once(no_runner: dict[st
         line for line in daemon.daemon.log().splitlines() if "shellSandbox=auto found no runner" in line
     ]
     assert len(warnings) == 1 and "WARNING" in warnings[0], warnings
+
+
+def test_host_services_is_granted_only_by_the_daemons_user_on_its_socket(sandboxed: Daemon) -> None:
+    link = urlsplit(sandboxed.daemon.web_url())
+    origin, token = f"{link.scheme}://{link.netloc}", parse_qs(link.query)["token"][0]
+    turn = {"prompt": "fetch", "host_services": True}
+    path = f"/v1/sessions/{sandboxed.session}/turns"
+    web = httpx.post(origin + path, json=turn, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert web.status_code == 403, web.text
+    assert "only on the daemon's Unix socket" in web.json()["message"]
+    member = sandboxed.http.post(path.removeprefix("/v1"), json={**turn, "author": "mallory"})
+    assert member.status_code == 403, member.text
+    assert "not by the space member 'mallory'" in member.json()["message"]
+    runs = sandboxed.http.get("/runs", params={"session_id": sandboxed.session}).json()
+    assert not any(run["host_services"] for run in runs), runs
