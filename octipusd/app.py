@@ -82,7 +82,7 @@ from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import NO_SANDBOX, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
-from octipusd.vault import SecretLogFilter, Vault, VaultKeys, install_log_filter
+from octipusd.vault import RESOLVED, SecretLogFilter, Vault, VaultKeys, install_log_filter
 from octipusd.web.access import WebAccess
 from octipusd.web.listener import bind_web_socket, endpoint_of, make_web_server
 from octipusd.web.site import create_site
@@ -590,7 +590,7 @@ async def _build_core(
     """Build the run core over the installed adapters, the action service and the orphan reaper
     (only while ``swarm.worktreeIsolation`` is on, seed 003)."""
     adapters, resolutions = await _installed_adapters(settings)
-    hub = EventHub(store)
+    hub = EventHub(store, scrub=RESOLVED.mask_data)  # defence in depth: no resolved value in an event
     broker = ApprovalBroker(store, settings.daemon.approvalTimeoutSeconds)
     vault = await open_vault(store, data_dir)
     connectors = ConnectorRegistry(mcp_servers, connector_secrets(vault, getpass.getuser()))

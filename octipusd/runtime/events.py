@@ -184,10 +184,15 @@ class EventHub:
         limits: The fan-out's bounds.
     """
 
-    def __init__(self, store: Store, limits: EventLimits | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        limits: EventLimits | None = None,
+        scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         self._store = store
         self._limits = limits or EventLimits()
-        self._writer = EventWriter(store, self._publish)
+        self._writer = EventWriter(store, self._publish, scrub)
         self._followers: dict[str, set[_Follower]] = {}
         self._listeners: list[Callable[[list[RunEvent]], None]] = []
         #: Set by :meth:`close`: the daemon is stopping; followers without an end of their own stop.

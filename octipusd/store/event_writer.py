@@ -60,9 +60,15 @@ class EventWriter:
             the batch's callers return; it must not block or raise.
     """
 
-    def __init__(self, store: Store, published: Callable[[list[RunEvent]], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        published: Callable[[list[RunEvent]], None],
+        scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         self._store = store
         self._published = published
+        self._scrub = scrub
         self._queue: collections.deque[PendingEvent] = collections.deque()
         self._committing = False
         self._elected: PendingEvent | None = None
@@ -100,6 +106,8 @@ class EventWriter:
         Raises:
             InvalidRequestError: ``data`` is not a JSON-serialisable dict (nothing is queued).
         """
+        if self._scrub is not None:
+            data = self._scrub(data)
         item = PendingEvent(NewEvent.of(run_id, kind, data, self._store.now()))
         self._queue.append(item)
         return item

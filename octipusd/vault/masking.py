@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from octipusd.toolkit.secrets import Masker
 
@@ -58,6 +59,23 @@ class ResolvedValues:
         for masker in self._maskers:
             text = masker.mask(text)
         return text
+
+    def mask_data(self, data: dict[str, Any]) -> dict[str, Any]:
+        """An event's data with every remembered value replaced in its strings (keys included);
+        ``data`` itself when nothing was ever resolved (the common case costs nothing)."""
+        if not self._maskers:
+            return data
+        scrubbed: dict[str, Any] = self._walk(data)
+        return scrubbed
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, Mapping):
+            return {self.mask(str(key)): self._walk(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._walk(item) for item in value]
+        return value
 
     def clear(self) -> None:
         """Forget every value (tests)."""

@@ -8,9 +8,12 @@ import base64
 import io
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from octipusd.runtime.events import EventHub
+from octipusd.store.repository import Store
 from octipusd.vault import ResolvedValues, SecretLogFilter, install_log_filter
 
 TOKEN = "ghp_S3cretValue-0123456789abcdef"
@@ -112,3 +115,24 @@ def test_install_reaches_every_configured_handler_once() -> None:
         ]
         for handler in (h for logger in loggers for h in logger.handlers):
             handler.removeFilter(log_filter)
+
+
+def test_event_data_is_scrubbed_only_once_something_was_resolved() -> None:
+    fresh = ResolvedValues()
+    data = {"content": "plain"}
+    assert fresh.mask_data(data) is data  # nothing resolved: not even copied
+    fresh.remember({"api": "tok-0123456789abcdef"})
+    scrubbed = fresh.mask_data({"content": ["read back: tok-0123456789abcdef"], "n": 1})
+    assert scrubbed == {"content": ["read back: [REDACTED:api]"], "n": 1}
+
+
+@pytest.mark.anyio
+async def test_the_event_hub_stores_and_publishes_scrubbed_events(store: Store, tmp_path: Path) -> None:
+    values = ResolvedValues()
+    values.remember({"api": "tok-0123456789abcdef"})
+    session = store.create_session(workspace=str(tmp_path), adapter="claude-code")
+    run = store.create_run(session_id=session.id, prompt="p", owner="test")
+    hub = EventHub(store, scrub=values.mask_data)
+    event = await hub.emit(run.id, "tool_result", {"content": "cat leak.txt: tok-0123456789abcdef"})
+    assert event.data == {"content": "cat leak.txt: [REDACTED:api]"}
+    assert [e.data for e in store.list_events(run.id)] == [{"content": "cat leak.txt: [REDACTED:api]"}]
