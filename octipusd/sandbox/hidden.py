@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
-from urllib.parse import urlsplit
 
 from octipusd.toolkit import NO_SANDBOX
 
@@ -74,7 +73,7 @@ def daemon_hidden_paths(
     """
     hidden = [socket.parent, socket, data_dir, settings_file, *secrets]
     if database_url.startswith("sqlite:///"):
-        database = Path(urlsplit(database_url).path)
+        database = Path(database_url.removeprefix("sqlite:///").split("?", 1)[0])  # sqlite:////abs/path
         hidden += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
     runtime = environ.get("XDG_RUNTIME_DIR")
     if runtime:
