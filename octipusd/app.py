@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import anyio
 from octipus_worktrees import WorktreeManager, default_root
@@ -65,7 +64,7 @@ from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
-from octipusd.sandbox import RunnerSearch
+from octipusd.sandbox import RunnerSearch, daemon_hidden_paths, docker_sockets
 from octipusd.settings import (
     McpServerSettings,
     Settings,
@@ -83,6 +82,7 @@ from octipusd.store.repository import Store
 from octipusd.toolkit import NO_SANDBOX, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 from octipusd.vault import RESOLVED, SecretLogFilter, Vault, VaultKeys, install_log_filter
+from octipusd.vault.keys import CREDENTIALS_ENV, KEY_FILE_NAME, NEXT_SUFFIX
 from octipusd.web.access import WebAccess
 from octipusd.web.listener import bind_web_socket, endpoint_of, make_web_server
 from octipusd.web.site import create_site
@@ -393,20 +393,20 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
 
 def find_sandbox(settings: Settings, data_dir: Path, config_file: Path | None) -> ShellSandbox:
     """The shell sandbox of ``security.shellSandbox`` (:class:`~octipusd.sandbox.RunnerSearch`, once
-    per daemon), hiding from commands what the daemon keeps for itself: its socket folder and
-    socket (a command runs as the daemon's user, so the API's peer check would let it in), its data
-    folder (database, vault key), a SQLite database kept elsewhere, its settings file and systemd's
-    credentials folder (``$CREDENTIALS_DIRECTORY``)."""
-    sock = socket_path(settings)
-    hidden = [sock.parent, sock, data_dir, config_file or default_config_path()]
-    url = settings.database.url or ""
-    if url.startswith("sqlite:///"):
-        database = Path(urlsplit(url).path)
-        hidden += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
-    credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-    if credentials:
-        hidden.append(Path(credentials))
-    return RunnerSearch(hidden=hidden).find(settings.security.shellSandbox)
+    per daemon), hiding from commands what :func:`~octipusd.sandbox.daemon_hidden_paths` lists, the
+    vault key files and systemd's credentials folder each on their own (a workspace inside the data
+    folder leaves that folder unmasked)."""
+    key, credentials = data_dir / KEY_FILE_NAME, os.environ.get(CREDENTIALS_ENV)
+    hidden = daemon_hidden_paths(
+        socket=socket_path(settings),
+        data_dir=data_dir,
+        settings_file=config_file or default_config_path(),
+        database_url=settings.database.url or default_sqlite_url(),
+        secrets=[key, Path(f"{key}{NEXT_SUFFIX}"), *([Path(credentials)] if credentials else [])],
+        environ=os.environ,
+    )
+    search = RunnerSearch(hidden=hidden, docker_sockets=docker_sockets(os.environ))
+    return search.find(settings.security.shellSandbox)
 
 
 async def _serve_settings(settings: Settings, config_file: Path | None, stop: StopSignal) -> None:

@@ -5,10 +5,12 @@ no network, its own PIDs, IPC and host name), the host's network only with ``net
 run's host services (``--share-net``); the whole file system read-only (``--ro-bind / /``), a fresh
 ``/dev``, its own ``/proc`` and a private ``/tmp`` (tmpfs); the workspace bound read-write and its
 cwd; the Docker sockets masked (``/dev/null`` bound over them) unless the run shares the host's
-services; and what the daemon keeps for itself masked even read-only (its socket folder and socket,
-its data folder with the database and the vault key, its settings file): an empty read-only tmpfs
-over a folder, ``/dev/null`` over a file. A folder that holds the workspace is not masked (the
-command must reach its workspace); the socket file in it still is. ``--die-with-parent`` and the
+services; and the hidden paths (:func:`~octipusd.sandbox.daemon_hidden_paths`: what the daemon
+keeps for itself, the user's runtime folder and the host's buses) masked even read-only: an empty
+read-only tmpfs over a folder, ``/dev/null`` over a file. A folder that holds the workspace is not
+masked (the command must reach its workspace); the files listed in it still are. A Docker socket
+inside a masked folder (rootless Docker's in the runtime folder) is bound back into the tmpfs for a
+run that shares the host's services. ``--die-with-parent`` and the
 PID namespace end every process of the command when the runner ends: stopping the runner's process
 group (the shell tool's timeout and cancellation) ends its background jobs too.
 
@@ -17,7 +19,8 @@ reading ``/proc/PID/cmdline``): the caller starts the runner with exactly the co
 which bubblewrap hands on unchanged; :data:`SANDBOX_TMPDIR` replaces ``TMPDIR``.
 
 Firejail, the second choice, gets the same terms with its own options (``--read-only=/``,
-``--read-write``, ``--private-tmp``, ``--net=none``, ``--blacklist``).
+``--read-write``, ``--private-tmp``, ``--net=none``, ``--blacklist``), except that a Docker socket
+inside a masked folder stays masked for a run sharing the host's services.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from octipusd.errors import SandboxUnavailableError
 from octipusd.settings_security import ShellSandboxMode
 from octipusd.toolkit import RunnerKind, SandboxRunner, ShellSandbox, ShellTerms
 
-__all__ = ["SANDBOX_TMPDIR", "bwrap_argv", "confine", "firejail_argv", "masked_paths"]
+__all__ = ["SANDBOX_TMPDIR", "bwrap_argv", "confine", "firejail_argv", "masked_paths", "passed_sockets"]
 
 #: ``TMPDIR`` of a confined command: its private ``/tmp``.
 SANDBOX_TMPDIR: Final = "/tmp"
@@ -72,14 +75,16 @@ def confine(terms: ShellTerms, *, workspace: Path, cwd: Path, network: bool) -> 
 def masked_paths(sandbox: ShellSandbox, workspace: Path, *, host: bool) -> list[tuple[Path, bool]]:
     """``(path, is_folder)`` of each existing path to mask: the hidden ones (a folder holding the
     workspace excepted), then the Docker sockets unless ``host``; symlinks resolved, each once, none
-    inside a folder already masked (its mount point could not be made in the read-only tmpfs)."""
+    inside a folder already masked (its mount point could not be made in the read-only tmpfs) nor
+    in the host's ``/tmp`` outside the workspace (the private ``/tmp`` hides it already)."""
     root = workspace.resolve()
     found: dict[Path, bool] = {}
     for path in [*sandbox.hidden, *(() if host else sandbox.docker_sockets)]:
         if path.exists():
             real = path.resolve()
             folder = real.is_dir()
-            if not (folder and root.is_relative_to(real)):
+            private = real.is_relative_to(SANDBOX_TMPDIR) and not real.is_relative_to(root)
+            if not private and not (folder and root.is_relative_to(real)):
                 found.setdefault(real, folder)
     folders = [path for path, folder in found.items() if folder]
     return [
@@ -87,6 +92,15 @@ def masked_paths(sandbox: ShellSandbox, workspace: Path, *, host: bool) -> list[
         for path, folder in found.items()
         if not any(path != other and path.is_relative_to(other) for other in folders)
     ]
+
+
+def passed_sockets(sandbox: ShellSandbox, folder: Path, *, host: bool) -> list[Path]:
+    """The Docker sockets inside the masked ``folder`` that a run sharing the host's services gets
+    back (rootless Docker's and podman's live in the masked runtime folder); none unless ``host``."""
+    if not host:
+        return []
+    found = [path.resolve() for path in sandbox.docker_sockets if path.exists()]
+    return [path for path in dict.fromkeys(found) if path.is_relative_to(folder)]
 
 
 def bwrap_argv(
@@ -97,11 +111,14 @@ def bwrap_argv(
     argv = [str(runner.path), "--die-with-parent", "--unshare-all"]
     if network:
         argv.append("--share-net")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", SANDBOX_TMPDIR]
     argv += ["--bind", root, root]
     for path, folder in masked_paths(sandbox, workspace, host=host):
         if folder:
-            argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            argv += ["--tmpfs", str(path)]
+            for socket in passed_sockets(sandbox, path, host=host):
+                argv += ["--bind", str(socket), str(socket)]
+            argv += ["--remount-ro", str(path)]
         else:
             argv += ["--ro-bind", "/dev/null", str(path)]
     argv += ["--chdir", str(cwd), "--"]

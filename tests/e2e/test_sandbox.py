@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,8 @@ FETCH = (
     "except Exception as e: print(type(e).__name__, e); sys.exit(7)' "
 )
 HELLO = "hello from the host"
+#: Connects to a Unix socket; exits 0 when it accepted.
+CONNECT = "python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "
 
 
 @pytest.fixture(scope="module")
@@ -154,10 +157,9 @@ def test_host_tmp_the_rest_of_the_disk_and_the_daemon_stay_out_of_reach(sandboxe
         host_tmp.write_text("host secret")
         database = root / "data" / "octipus" / "octipus.db"
         assert database.exists() and daemon.socket.exists()
-        connect = "python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "
         seen = sandboxed.call(
             f"cat {host_tmp}; echo made > mine.txt; echo out > {root}/outside.txt; cat {database} | wc -c; "
-            f"ls -A {daemon.socket.parent} | wc -l; {connect}{daemon.socket} && echo CONNECTED"
+            f"ls -A {daemon.socket.parent} | wc -l; {CONNECT}{daemon.socket} && echo CONNECTED"
         )
         out = seen["out"]
         assert "host secret" not in out["stdout"] and "No such file" in out["stderr"], out
@@ -169,12 +171,35 @@ def test_host_tmp_the_rest_of_the_disk_and_the_daemon_stay_out_of_reach(sandboxe
         host_tmp.unlink()
 
 
+def test_the_user_runtime_folder_is_out_of_reach(sandboxed: Daemon) -> None:
+    runtime = Path(sandboxed.daemon.env["XDG_RUNTIME_DIR"])  # the runtime folder given to the daemon
+    bus = runtime / "bus"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(bus))
+        server.listen()
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(bus))  # reachable outside the sandbox
+        seen = sandboxed.call(f"{CONNECT}{bus} && echo CONNECTED; ls -A {runtime} | wc -l")
+    bus.unlink()
+    out = seen["out"]
+    assert "CONNECTED" not in out["stdout"] and "FileNotFoundError" in out["stderr"], out
+    assert out["stdout"].split() == ["0"], out  # the whole folder is an empty tmpfs
+
+
+def _setsid_jobs(marker: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+
+#: A background job leaving the command's process group: only the sandbox's PID namespace ends it.
+SETSID_JOB = "setsid sleep {0} & sleep {0}"
+
+
 def test_the_timeout_ends_a_background_job_inside_the_sandbox(sandboxed: Daemon) -> None:
     marker = "876543.21"
     # its own session: the uncertain call would make the next mutation of a session wait for a review
-    ended = sandboxed.call(f"sleep {marker} & sleep {marker}", sandboxed.env.new_session(), timeout=0.5)
+    ended = sandboxed.call(SETSID_JOB.format(marker), sandboxed.env.new_session(), timeout=0.5)
     assert ended["status"] == "uncertain", ended
-    left = [p.pid for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+    _, left = psutil.wait_procs(_setsid_jobs(marker), timeout=5)
     assert left == []
 
 
@@ -254,3 +279,12 @@ def test_host_services_is_granted_only_by_the_daemons_user_on_its_socket(sandbox
     assert "not by the space member 'mallory'" in member.json()["message"]
     runs = sandboxed.http.get("/runs", params={"session_id": sandboxed.session}).json()
     assert not any(run["host_services"] for run in runs), runs
+
+
+def test_unconfined_a_setsid_job_outlives_the_timeout(no_runner: dict[str, Daemon]) -> None:
+    daemon, marker = no_runner["auto"], "876543.22"
+    ended = daemon.call(SETSID_JOB.format(marker), daemon.env.new_session(), timeout=0.5)
+    survivors = _setsid_jobs(marker)
+    for process in survivors:
+        process.kill()
+    assert ended["status"] == "uncertain" and len(survivors) == 1, ended  # what the sandbox is for

@@ -5,16 +5,37 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from octipusd.errors import SandboxUnavailableError
-from octipusd.sandbox import RUNNER_DIRS, RunnerSearch, bwrap_argv, confine, firejail_argv
+from octipusd.sandbox import (
+    RUNNER_DIRS,
+    RunnerSearch,
+    bwrap_argv,
+    confine,
+    daemon_hidden_paths,
+    docker_sockets,
+    firejail_argv,
+    masked_paths,
+    passed_sockets,
+)
 from octipusd.settings_security import ShellSandboxMode
 from octipusd.toolkit import RunnerKind, SandboxRunner, ShellSandbox, ShellTerms
 
 BWRAP = SandboxRunner(RunnerKind.BWRAP, Path("/usr/bin/bwrap"))
+
+
+@pytest.fixture
+def var_tmp() -> Iterator[Path]:
+    """A folder outside /tmp: a path under the host's /tmp is not masked (the private /tmp hides it)."""
+    path = Path(tempfile.mkdtemp(prefix="octipus-argv-test-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def program(folder: Path, name: str, body: str = "exit 0", *, executable: bool = True) -> Path:
@@ -122,7 +143,8 @@ def _pairs(argv: tuple[str, ...], option: str) -> list[str]:
     return [argv[i + 1] for i, word in enumerate(argv) if word == option]
 
 
-def test_bwrap_argv(tmp_path: Path) -> None:
+def test_bwrap_argv(var_tmp: Path) -> None:
+    tmp_path = var_tmp
     ws = tmp_path / "ws"
     (ws / "sub").mkdir(parents=True)
     sock_dir, data = tmp_path / "run", tmp_path / "data"
@@ -168,7 +190,8 @@ def test_network_and_host_services_through_confine(tmp_path: Path) -> None:
         assert ("--share-net" in argv) is shared
 
 
-def test_firejail_argv(tmp_path: Path) -> None:
+def test_firejail_argv(var_tmp: Path) -> None:
+    tmp_path = var_tmp
     runner = SandboxRunner(RunnerKind.FIREJAIL, Path("/usr/bin/firejail"))
     docker = tmp_path / "docker.sock"
     docker.touch()
@@ -185,3 +208,72 @@ def test_firejail_argv(tmp_path: Path) -> None:
     assert f"--blacklist={tmp_path / 'data'}" in argv and f"--blacklist={docker}" in argv
     host = confine(ShellTerms(sandbox, host_services=True), workspace=ws, cwd=ws, network=False)
     assert "--net=none" not in host and f"--blacklist={docker}" not in host
+
+
+def test_the_daemon_hidden_list() -> None:
+    run, data = Path("/run/user/1000"), Path("/home/a/.local/share/octipus")
+    hidden = daemon_hidden_paths(
+        socket=run / "octipus" / "octipusd.sock",
+        data_dir=data,
+        settings_file=Path("/home/a/.config/octipus/config.toml"),
+        database_url=f"sqlite:///{data}/octipus.db",
+        secrets=[data / "vault.key"],
+        environ={
+            "XDG_RUNTIME_DIR": str(run),
+            "SSH_AUTH_SOCK": "/home/a/.ssh/agent/s.sock",
+            "HOME": "/home/a",
+        },
+    )
+    assert hidden[:5] == (
+        run / "octipus",
+        run / "octipus" / "octipusd.sock",
+        data,
+        hidden[3],
+        data / "vault.key",
+    )
+    assert {data / "octipus.db", data / "octipus.db-wal", data / "octipus.db-shm"} <= set(hidden)
+    assert {run, run / "bus", run / "systemd", run / "docker.sock", run / "gnupg"} <= set(hidden)
+    assert {Path("/run/user"), Path("/run/dbus"), Path("/var/run/dbus")} <= set(hidden)
+    assert {Path("/home/a/.ssh/agent"), Path("/home/a/.ssh/agent/s.sock")} <= set(hidden)
+    assert Path("/run") not in hidden  # resolv.conf may live in /run/systemd/resolve
+    bare = daemon_hidden_paths(
+        socket=Path("/tmp/octipus-1/octipus/octipusd.sock"),
+        data_dir=data,
+        settings_file=Path("/c.toml"),
+        database_url="postgresql://db/octipus",
+        environ={},
+    )
+    assert not [p for p in bare if p.name.startswith("octipus.db") or p == run or "ssh" in str(p)]
+    assert docker_sockets({}) == (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
+    assert docker_sockets({"XDG_RUNTIME_DIR": str(run)})[2:] == (
+        run / "docker.sock",
+        run / "podman/podman.sock",
+    )
+
+
+def test_masks_skip_the_host_tmp_and_bind_back_a_docker_socket_for_host_services(
+    tmp_path: Path, var_tmp: Path
+) -> None:
+    run, ws = var_tmp / "run", var_tmp / "ws"
+    (run / "podman").mkdir(parents=True)
+    ws.mkdir()
+    rootless = run / "podman" / "podman.sock"
+    rootless.touch()
+    in_tmp = tmp_path / "agent"  # under the host's /tmp: the private /tmp hides it already
+    in_tmp.mkdir()
+    sandbox = ShellSandbox(ShellSandboxMode.REQUIRED, BWRAP, hidden=(run, in_tmp), docker_sockets=(rootless,))
+    assert masked_paths(sandbox, ws, host=False) == [(run, True)]  # the socket is inside the folder
+    plain = bwrap_argv(BWRAP, sandbox, workspace=ws, cwd=ws, network=False, host=False)
+    assert str(in_tmp) not in plain and str(rootless) not in plain
+    host = bwrap_argv(BWRAP, sandbox, workspace=ws, cwd=ws, network=True, host=True)
+    at = host.index(str(run))
+    assert host[at - 1 : at + 6] == (
+        "--tmpfs",
+        str(run),
+        "--bind",
+        str(rootless),
+        str(rootless),
+        "--remount-ro",
+        str(run),
+    )
+    assert passed_sockets(sandbox, run, host=False) == []
