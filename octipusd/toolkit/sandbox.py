@@ -46,9 +46,11 @@ class ShellSandbox:
         mode: ``security.shellSandbox``.
         runner: The runner commands are wrapped in; None when none was found or none works here.
         unavailable: Why there is no runner (empty when there is one); health shows it.
-        hidden: Folders and files a command must not reach even read-only (the daemon's socket
-            folder and socket, its data folder, its settings file); each is masked when it exists,
-            except a folder that holds the command's workspace.
+        hidden: Folders and files a command must not reach even read-only
+            (:func:`octipusd.sandbox.hidden.daemon_hidden_paths`: the daemon's runtime folder and
+            socket, its data folder, the vault key and database files, its settings file, the user
+            and system buses, the ssh agent); each is masked when it exists, except a folder that
+            holds the command's workspace (its known sockets and files are then masked one by one).
         docker_sockets: The Docker sockets masked unless a run shares the host's services.
     """
 
