@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import anyio
 from octipus_worktrees import WorktreeManager, default_root
@@ -54,6 +53,7 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.policy.gate import PermissionGate
+from octipusd.policy.protected import ProtectedPaths
 from octipusd.runner.containment import Containment, choose_containment
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
@@ -63,6 +63,7 @@ from octipusd.runtime.admission import Admission, HostProbe, limits_from_setting
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
+from octipusd.runtime.private import daemon_private_paths
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
 from octipusd.sandbox import RunnerSearch
@@ -218,7 +219,8 @@ def build_runs(
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
     resolves the runs' placeholders, None refuses them; ``sandbox``: the shell sandbox
     :func:`find_sandbox` found; while it is in force the flow guard counts a ``network: true``
-    shell call as egress)."""
+    shell call as egress; the gate refuses every call reaching the daemon's private paths, the
+    ones the sandbox hides, whether or not it is in force)."""
     registry = RunRegistry()
     admission = Admission(limits_from_settings(settings.agent), probe)
     log.info(
@@ -235,6 +237,7 @@ def build_runs(
         plan_tools=frozenset(t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"),
         tool_aliases=tool_aliases(adapters),
         sandboxed_shell=sandbox.in_force,
+        protected=ProtectedPaths(sandbox.hidden),
     )
     services = RunServices(
         store=store,
@@ -393,19 +396,10 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
 
 def find_sandbox(settings: Settings, data_dir: Path, config_file: Path | None) -> ShellSandbox:
     """The shell sandbox of ``security.shellSandbox`` (:class:`~octipusd.sandbox.RunnerSearch`, once
-    per daemon), hiding from commands what the daemon keeps for itself: its socket folder and
-    socket (a command runs as the daemon's user, so the API's peer check would let it in), its data
-    folder (database, vault key), a SQLite database kept elsewhere, its settings file and systemd's
-    credentials folder (``$CREDENTIALS_DIRECTORY``)."""
-    sock = socket_path(settings)
-    hidden = [sock.parent, sock, data_dir, config_file or default_config_path()]
-    url = settings.database.url or ""
-    if url.startswith("sqlite:///"):
-        database = Path(urlsplit(url).path)
-        hidden += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
-    credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-    if credentials:
-        hidden.append(Path(credentials))
+    per daemon), hiding from commands what the daemon keeps for itself
+    (:func:`~octipusd.runtime.private.daemon_private_paths`; the permission gate refuses calls that
+    name them, :func:`build_runs`)."""
+    hidden = daemon_private_paths(settings, data_dir, config_file)
     return RunnerSearch(hidden=hidden).find(settings.security.shellSandbox)
 
 
