@@ -11,10 +11,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
-from urllib.parse import urlsplit
 
 from octipusd.settings import Settings, default_config_path, socket_path
-from octipusd.store.engine import default_sqlite_url
+from octipusd.store.engine import default_sqlite_url, sqlite_file
 from octipusd.vault import key_files
 
 __all__ = ["daemon_private_paths"]
@@ -47,9 +46,8 @@ def daemon_private_paths(
     env = os.environ if environ is None else environ
     sock = socket_path(settings, env)
     paths = [sock.parent, sock, data_dir, *key_files(data_dir, env)]
-    url = settings.database.url or default_sqlite_url()
-    if url.startswith("sqlite:///"):
-        database = Path(urlsplit(url).path)
+    database = sqlite_file(settings.database.url or default_sqlite_url())
+    if database is not None:
         paths += [database, *(Path(f"{database}{suffix}") for suffix in SQLITE_COMPANIONS)]
     paths.append(config_file or default_config_path(env))
     return tuple(dict.fromkeys(paths))
