@@ -53,6 +53,7 @@ from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
 from octipusd.policy.gate import PermissionGate
+from octipusd.policy.protected import ProtectedPaths
 from octipusd.runner.containment import Containment, choose_containment
 from octipusd.runner.executables import Resolution, login_path, resolve_executable
 from octipusd.runner.process import kill_run_tree
@@ -62,6 +63,7 @@ from octipusd.runtime.admission import Admission, HostProbe, limits_from_setting
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
+from octipusd.runtime.private import daemon_private_paths
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
 from octipusd.sandbox import RunnerSearch, daemon_hidden_paths, docker_sockets
@@ -82,7 +84,6 @@ from octipusd.store.repository import Store
 from octipusd.toolkit import NO_SANDBOX, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 from octipusd.vault import RESOLVED, SecretLogFilter, Vault, VaultKeys, install_log_filter
-from octipusd.vault.keys import CREDENTIALS_ENV, KEY_FILE_NAME, NEXT_SUFFIX
 from octipusd.web.access import WebAccess
 from octipusd.web.listener import bind_web_socket, endpoint_of, make_web_server
 from octipusd.web.site import create_site
@@ -218,7 +219,8 @@ def build_runs(
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
     resolves the runs' placeholders, None refuses them; ``sandbox``: the shell sandbox
     :func:`find_sandbox` found; while it is in force the flow guard counts a ``network: true``
-    shell call as egress)."""
+    shell call as egress; the gate refuses every call reaching what the sandbox hides, in force or
+    not: the daemon's private files, its runtime folder, the buses)."""
     registry = RunRegistry()
     admission = Admission(limits_from_settings(settings.agent), probe)
     log.info(
@@ -235,6 +237,7 @@ def build_runs(
         plan_tools=frozenset(t.name for t in DEFAULT_TOOLS if t.read_only or t.name == "update_work_plan"),
         tool_aliases=tool_aliases(adapters),
         sandboxed_shell=sandbox.in_force,
+        protected=ProtectedPaths(sandbox.hidden),
     )
     services = RunServices(
         store=store,
@@ -393,18 +396,10 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
 
 def find_sandbox(settings: Settings, data_dir: Path, config_file: Path | None) -> ShellSandbox:
     """The shell sandbox of ``security.shellSandbox`` (:class:`~octipusd.sandbox.RunnerSearch`, once
-    per daemon), hiding from commands what :func:`~octipusd.sandbox.daemon_hidden_paths` lists, the
-    vault key files and systemd's credentials folder each on their own (a workspace inside the data
-    folder leaves that folder unmasked)."""
-    key, credentials = data_dir / KEY_FILE_NAME, os.environ.get(CREDENTIALS_ENV)
-    hidden = daemon_hidden_paths(
-        socket=socket_path(settings),
-        data_dir=data_dir,
-        settings_file=config_file or default_config_path(),
-        database_url=settings.database.url or default_sqlite_url(),
-        secrets=[key, Path(f"{key}{NEXT_SUFFIX}"), *([Path(credentials)] if credentials else [])],
-        environ=os.environ,
-    )
+    per daemon), hiding from commands the daemon's private paths
+    (:func:`~octipusd.runtime.private.daemon_private_paths`, which the permission gate protects too)
+    and what else :func:`~octipusd.sandbox.daemon_hidden_paths` adds (the runtime folder, the buses)."""
+    hidden = daemon_hidden_paths(daemon_private_paths(settings, data_dir, config_file), os.environ)
     search = RunnerSearch(hidden=hidden, docker_sockets=docker_sockets(os.environ))
     return search.find(settings.security.shellSandbox)
 

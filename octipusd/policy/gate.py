@@ -54,6 +54,7 @@ from octipusd.policy.flowguard import (
 )
 from octipusd.policy.live import LivePolicy
 from octipusd.policy.native import READ_ONLY_CLI_TOOLS
+from octipusd.policy.protected import ProtectedPaths
 from octipusd.policy.questionnaire import (
     CANCEL_MESSAGE,
     answered_input,
@@ -135,6 +136,10 @@ class PermissionGate:
         sandboxed_shell: The shell sandbox is in force (``security.shellSandbox`` with a working
             runner): Octipus's shell commands have no network unless a call sets ``network: true``,
             so the flow guard counts such a call as egress (:func:`~octipusd.policy.flowguard.classify`).
+        protected: The daemon's private paths (data folder, vault key, database, settings file,
+            socket folder, ``$CREDENTIALS_DIRECTORY``), composed by the composition root: a call
+            reaching one is refused before the rules (:mod:`octipusd.policy.protected`); the default
+            protects nothing.
         clock: Current time (aware UTC); tests pass a fake one.
     """
 
@@ -149,6 +154,7 @@ class PermissionGate:
         plan_tools: frozenset[str] = frozenset(),
         tool_aliases: Mapping[str, str] | None = None,
         sandboxed_shell: bool = False,
+        protected: ProtectedPaths | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.store = store
@@ -159,6 +165,7 @@ class PermissionGate:
         self.plan_tools = plan_tools
         self.tool_aliases: Mapping[str, str] = dict(tool_aliases or {})
         self.sandboxed_shell = sandboxed_shell
+        self.protected = protected or ProtectedPaths()
         self.live = LivePolicy(store, base, clock)
         self._labelling: dict[str, list[anyio.Event]] = {}
 
@@ -392,8 +399,11 @@ class PermissionGate:
     async def _refusal_before_rules(
         self, ctx: CallContext, tool_id: str, args: dict[str, Any]
     ) -> GateResult | None:
-        """A plan-mode turn's or a space's refusal, judged before the rules (emitted), or None."""
-        refusal = self.plan_refusal(tool_id) if ctx.plan else None
+        """A call reaching the daemon's private paths, a plan-mode turn's or a space's refusal, judged
+        before the rules (emitted), or None."""
+        refusal = self.protected.refusal(self.flow_id(tool_id), args, ctx.workspace)
+        if refusal is None and ctx.plan:
+            refusal = self.plan_refusal(tool_id)
         if refusal is None and ctx.space and tool_id in SPACE_GUARDED_TOOLS:
             refusal = _space_guard(args, ctx.workspace)
         if refusal is None:

@@ -48,33 +48,20 @@ RUNTIME_SOCKETS: Final[tuple[str, ...]] = (
 RUNTIME_DOCKER_SOCKETS: Final[tuple[str, ...]] = ("docker.sock", "podman/podman.sock")
 
 
-def daemon_hidden_paths(
-    *,
-    socket: Path,
-    data_dir: Path,
-    settings_file: Path,
-    database_url: str,
-    secrets: Iterable[Path] = (),
-    environ: Mapping[str, str],
-) -> tuple[Path, ...]:
+def daemon_hidden_paths(private: Iterable[Path], environ: Mapping[str, str]) -> tuple[Path, ...]:
     """The :attr:`~octipusd.toolkit.ShellSandbox.hidden` list of a daemon (pure: nothing is read).
 
     Args:
-        socket: The daemon's API socket (its folder is hidden too).
-        data_dir: The daemon's data folder.
-        settings_file: The daemon's settings file.
-        database_url: The store's URL; a SQLite file is hidden with its ``-wal`` and ``-shm``.
-        secrets: Further files or folders hidden one by one (the vault key files, systemd's
-            credentials folder): the caller names them, this module knows no vault.
+        private: The daemon's private folders and files (its socket folder and socket, data folder,
+            vault key files, database files, settings file:
+            :func:`octipusd.runtime.private.daemon_private_paths`), hidden first, each on its own.
         environ: The daemon's environment: ``XDG_RUNTIME_DIR`` and ``SSH_AUTH_SOCK`` are read.
 
     Returns:
-        Folders and files, most of them possibly absent (only existing ones are masked).
+        Folders and files, most of them possibly absent (only existing ones are masked): ``private``,
+        then the runtime folder and its known sockets, the host's buses, the ssh agent.
     """
-    hidden = [socket.parent, socket, data_dir, settings_file, *secrets]
-    if database_url.startswith("sqlite:///"):
-        database = Path(database_url.removeprefix("sqlite:///").split("?", 1)[0])  # sqlite:////abs/path
-        hidden += [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
+    hidden = list(private)
     runtime = environ.get("XDG_RUNTIME_DIR")
     if runtime:
         hidden += [Path(runtime), *(Path(runtime) / name for name in RUNTIME_SOCKETS)]
@@ -82,7 +69,7 @@ def daemon_hidden_paths(
     agent = environ.get("SSH_AUTH_SOCK")
     if agent:
         hidden += [Path(agent).parent, Path(agent)]
-    return tuple(hidden)
+    return tuple(dict.fromkeys(hidden))
 
 
 def docker_sockets(environ: Mapping[str, str]) -> tuple[Path, ...]:

@@ -43,6 +43,7 @@ __all__ = [
     "is_sqlite",
     "make_engine",
     "parse_url",
+    "sqlite_file",
     "sqlite_path",
 ]
 
@@ -170,6 +171,16 @@ def sqlite_path(url: URL) -> Path | None:
     if not database or database == ":memory:":
         return None
     return Path(database).expanduser().absolute()
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file ``url`` names when it is a SQLite URL with a file, else None (another
+    backend, an in-memory database, or not a URL at all: opening the store reports that one)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    return sqlite_path(parsed) if is_sqlite(parsed) else None
 
 
 def make_engine(url: str, *, timeouts: DatabaseTimeouts | None = None) -> Engine:

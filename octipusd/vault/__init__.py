@@ -14,7 +14,7 @@ the tool vocabulary's (:mod:`octipusd.toolkit.secrets`).
 
 from __future__ import annotations
 
-from octipusd.vault.keys import CREDENTIAL_NAME, KEY_FILE_NAME, KeySource, VaultKeys
+from octipusd.vault.keys import CREDENTIAL_NAME, KEY_FILE_NAME, KeySource, VaultKeys, key_files
 from octipusd.vault.masking import RESOLVED, ResolvedValues, SecretLogFilter, install_log_filter
 from octipusd.vault.vault import (
     DEFAULT_TOOLS,
@@ -39,5 +39,6 @@ __all__ = [
     "VaultKeys",
     "VaultStatus",
     "install_log_filter",
+    "key_files",
     "tool_allowed",
 ]

@@ -34,7 +34,15 @@ from cryptography.fernet import Fernet, MultiFernet
 
 from octipusd.errors import VaultKeyError
 
-__all__ = ["CREDENTIALS_ENV", "CREDENTIAL_NAME", "KEY_FILE_NAME", "NEXT_SUFFIX", "KeySource", "VaultKeys"]
+__all__ = [
+    "CREDENTIALS_ENV",
+    "CREDENTIAL_NAME",
+    "KEY_FILE_NAME",
+    "NEXT_SUFFIX",
+    "KeySource",
+    "VaultKeys",
+    "key_files",
+]
 
 #: The key file in the daemon's data directory.
 KEY_FILE_NAME: Final = "vault.key"
@@ -129,6 +137,16 @@ def _read_key(path: Path, what: str) -> Fernet:
             f"the vault key {what} does not hold a Fernet key (32 bytes in URL-safe base64, 44 "
             "characters); restore the right file"
         ) from None
+
+
+def key_files(data_dir: Path, environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Every file the key may be read from, existing or not: ``vault.key`` and ``vault.key.next``
+    in ``data_dir``, and systemd's credentials folder when ``$CREDENTIALS_DIRECTORY`` is set (the
+    paths the permission gate keeps agents away from)."""
+    env = os.environ if environ is None else environ
+    key = data_dir / KEY_FILE_NAME
+    folder = env.get(CREDENTIALS_ENV)
+    return (key, key.with_name(KEY_FILE_NAME + NEXT_SUFFIX), *((Path(folder),) if folder else ()))
 
 
 class VaultKeys:

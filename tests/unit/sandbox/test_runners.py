@@ -212,38 +212,18 @@ def test_firejail_argv(var_tmp: Path) -> None:
 
 def test_the_daemon_hidden_list() -> None:
     run, data = Path("/run/user/1000"), Path("/home/a/.local/share/octipus")
+    private = (run / "octipus", run / "octipus" / "octipusd.sock", data, data / "vault.key")
     hidden = daemon_hidden_paths(
-        socket=run / "octipus" / "octipusd.sock",
-        data_dir=data,
-        settings_file=Path("/home/a/.config/octipus/config.toml"),
-        database_url=f"sqlite:///{data}/octipus.db",
-        secrets=[data / "vault.key"],
-        environ={
-            "XDG_RUNTIME_DIR": str(run),
-            "SSH_AUTH_SOCK": "/home/a/.ssh/agent/s.sock",
-            "HOME": "/home/a",
-        },
+        private,
+        {"XDG_RUNTIME_DIR": str(run), "SSH_AUTH_SOCK": "/home/a/.ssh/agent/s.sock", "HOME": "/home/a"},
     )
-    assert hidden[:5] == (
-        run / "octipus",
-        run / "octipus" / "octipusd.sock",
-        data,
-        hidden[3],
-        data / "vault.key",
-    )
-    assert {data / "octipus.db", data / "octipus.db-wal", data / "octipus.db-shm"} <= set(hidden)
+    assert hidden[:4] == private
     assert {run, run / "bus", run / "systemd", run / "docker.sock", run / "gnupg"} <= set(hidden)
     assert {Path("/run/user"), Path("/run/dbus"), Path("/var/run/dbus")} <= set(hidden)
     assert {Path("/home/a/.ssh/agent"), Path("/home/a/.ssh/agent/s.sock")} <= set(hidden)
     assert Path("/run") not in hidden  # resolv.conf may live in /run/systemd/resolve
-    bare = daemon_hidden_paths(
-        socket=Path("/tmp/octipus-1/octipus/octipusd.sock"),
-        data_dir=data,
-        settings_file=Path("/c.toml"),
-        database_url="postgresql://db/octipus",
-        environ={},
-    )
-    assert not [p for p in bare if p.name.startswith("octipus.db") or p == run or "ssh" in str(p)]
+    bare = daemon_hidden_paths(private, {})
+    assert not [p for p in bare if p == run or "ssh" in str(p)]
     assert docker_sockets({}) == (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
     assert docker_sockets({"XDG_RUNTIME_DIR": str(run)})[2:] == (
         run / "docker.sock",
