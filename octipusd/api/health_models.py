@@ -146,6 +146,11 @@ class VaultHealth(ApiModel):
     key_present: bool = Field(description="false until the first entry is added (the key is made then)")
     rotation_pending: bool = Field(description="a key rotation was begun and is finished at the next start")
     entries: int
+    problem: str | None = Field(
+        default=None,
+        description="entries the key cannot decrypt (the key is missing or not theirs) and what to do; "
+        "null when it decrypts every entry",
+    )
 
 
 class WebHealth(ApiModel):

@@ -35,6 +35,19 @@ ToolsOpt = Annotated[
     typer.Option("--tool", help="a tool id, or a pattern such as github.* (repeatable)"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the raw JSON")]
+#: Whatever else is on the command line of ``vault add``: refused here, so that a value given as an
+#: argument is never echoed back by typer's "unexpected extra argument" error.
+ExtraArgs = Annotated[list[str] | None, typer.Argument(hidden=True, show_default=False)]
+
+
+def _check_options(user: list[str] | None, tool: list[str] | None) -> None:
+    """Exit 2 naming the option when a ``--user`` or ``--tool`` is empty."""
+    for option, values, what in (
+        ("--user", user, "a user name"),
+        ("--tool", tool, "a tool id or a pattern such as github.*"),
+    ):
+        if any(not v for v in values or []):
+            bad_input(f"{option} must not be empty: give {what}")
 
 
 def _read_value(name: str) -> str:
@@ -58,13 +71,19 @@ def _read_value(name: str) -> str:
     return value
 
 
-def _listing(values: list[str]) -> str:
-    return ", ".join(safe(v) for v in values) or "[dim]nobody[/]"
+def _listing(values: list[str], what: str) -> str:
+    """An allowlist for a person; an empty one as ``(no users)`` or ``(no tools)``."""
+    return ", ".join(safe(v) for v in values) or f"[dim](no {what})[/]"
 
 
-@vault_app.command("add")
+def _entry_line(entry: dict[str, Any]) -> str:
+    return f"users {_listing(entry['users'], 'users')}; tools {_listing(entry['tools'], 'tools')}"
+
+
+@vault_app.command("add", context_settings={"ignore_unknown_options": True})
 def vault_add(
     name: NameArg,
+    extra: ExtraArgs = None,
     user: UsersOpt = None,
     tool: ToolsOpt = None,
     replace: Annotated[
@@ -73,6 +92,12 @@ def vault_add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add an entry; its value is read from a hidden prompt or from standard input, never an argument."""
+    if extra:
+        bad_input(
+            f"{len(extra)} unexpected argument(s) after the name, not shown: the value is never an "
+            "argument: type it at the prompt or pipe it on stdin (options: --user, --tool, --replace, --json)"
+        )
+    _check_options(user, tool)
     body: dict[str, Any] = {"name": name, "value": _read_value(name), "replace": replace}
     if user:
         body["users"] = user
@@ -84,10 +109,7 @@ def vault_add(
         return
     entry = added["entry"]
     verb = "added" if added["created"] else "replaced the value of"
-    console.print(
-        f"{verb} vault entry {safe(entry['name'])}: users {_listing(entry['users'])}; "
-        f"tools {_listing(entry['tools'])}"
-    )
+    console.print(f"{verb} vault entry {safe(entry['name'])}: {_entry_line(entry)}")
     if "users" in added["defaulted"]:
         console.print("  users: the daemon's user, by default (--user U to choose; octipusctl vault allow)")
     if "tools" in added["defaulted"]:
@@ -110,7 +132,13 @@ def vault_list(as_json: JsonOpt = False) -> None:
     table = Table("name", "users", "tools", "updated", "last used")
     for e in found["entries"]:
         used = f"{e['last_used_at']} by {safe(e['last_used_tool'])}" if e["last_used_at"] else "never"
-        table.add_row(safe(e["name"]), _listing(e["users"]), _listing(e["tools"]), str(e["updated_at"]), used)
+        table.add_row(
+            safe(e["name"]),
+            _listing(e["users"], "users"),
+            _listing(e["tools"], "tools"),
+            str(e["updated_at"]),
+            used,
+        )
     console.print(table)
     console.print(f"key: {safe(found['key_source'])}")
 
@@ -125,12 +153,11 @@ def vault_remove(name: NameArg) -> None:
 def _change(name: str, verb: str, user: list[str] | None, tool: list[str] | None) -> None:
     if not user and not tool:
         bad_input(f"nothing to {verb}: give --user U and/or --tool T")
+    _check_options(user, tool)
     entry = request(
         "POST", f"/vault/entries/{part(name)}/{verb}", json={"users": user or [], "tools": tool or []}
     )
-    console.print(
-        f"vault entry {safe(entry['name'])}: users {_listing(entry['users'])}; tools {_listing(entry['tools'])}"
-    )
+    console.print(f"vault entry {safe(entry['name'])}: {_entry_line(entry)}")
 
 
 @vault_app.command("allow")
@@ -166,4 +193,6 @@ def vault_line(vault: dict[str, Any] | None) -> str | None:
     line = f"vault: {vault['entries']} entries; key {key}"
     if vault.get("rotation_pending"):
         line += "; [yellow]a key rotation is pending (finished at the next start or rotate-key)[/]"
+    if vault.get("problem"):
+        line += f"\n[red]vault: {safe(vault['problem'])}[/]"
     return line

@@ -20,7 +20,7 @@ from sqlalchemy import func, select as core_select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, load_strings
 from octipusd.store.models import VaultEntryRow
 
@@ -85,6 +85,17 @@ def _missing(name: str) -> NotFoundError:
     return NotFoundError(f"vault entry {name!r} does not exist; octipusctl vault list shows the entries")
 
 
+def _check_held(name: str, what: str, removed: Sequence[str], held: Sequence[str]) -> None:
+    """InvalidRequestError naming the first of ``removed`` that is not in ``held``."""
+    missing = [item for item in removed if item not in held]
+    if missing:
+        listed = ", ".join(held) or f"no {what}s"
+        raise InvalidRequestError(
+            f"vault entry {name!r} has no {what} {missing[0]!r} to revoke (its {what}s: {listed}); "
+            "nothing was changed"
+        )
+
+
 class VaultStoreMixin(StoreMixin):
     """The vault's entries; see the module docstring."""
 
@@ -120,6 +131,7 @@ class VaultStoreMixin(StoreMixin):
 
         Raises:
             ConflictError: The entry exists and ``replace`` is False (nothing changed).
+            NotFoundError: ``replace`` is True and the entry does not exist (nothing added).
             StoreError: The database failed.
         """
         now = self._clock()
@@ -130,6 +142,11 @@ class VaultStoreMixin(StoreMixin):
                 raise ConflictError(
                     f"vault entry {name!r} already exists; replace its value with "
                     f"octipusctl vault add {name} --replace, or remove it first"
+                )
+            if row is None and replace:
+                raise NotFoundError(
+                    f"vault entry {name!r} does not exist, so it has no value to replace; add it "
+                    f"without --replace (octipusctl vault list shows the entries)"
                 )
             defaulted: list[str] = []
             created = row is None
@@ -173,6 +190,18 @@ class VaultStoreMixin(StoreMixin):
         with self._core("counting the vault's entries", single=True) as conn:
             return int(conn.execute(core_select(func.count()).select_from(VaultEntryRow)).scalar_one())
 
+    def vault_ciphertexts(self) -> dict[str, str]:
+        """Every entry's ciphertext by name (to check that the key decrypts them).
+
+        Raises:
+            StoreError: The database failed.
+        """
+        query = core_select(col(VaultEntryRow.name), col(VaultEntryRow.ciphertext)).order_by(
+            col(VaultEntryRow.name)
+        )
+        with self._core("reading the vault's ciphertexts", single=True) as conn:
+            return {name: ciphertext for name, ciphertext in conn.execute(query).all()}
+
     def vault_secrets(self, names: Sequence[str]) -> dict[str, tuple[VaultEntry, str]]:
         """The entries named (those that exist) with their ciphertext, read in one transaction.
 
@@ -206,10 +235,14 @@ class VaultStoreMixin(StoreMixin):
 
         Raises:
             NotFoundError: No such entry (nothing changed).
+            InvalidRequestError: A user or tool to remove is not on the entry's list (named;
+                nothing changed).
             StoreError: The database failed.
         """
         with self._tx(f"changing the access to vault entry {name!r}", write=True) as db:
             row = self._vault_row(db, name)
+            _check_held(name, "user", remove_users, load_strings(row.users))
+            _check_held(name, "tool", remove_tools, load_strings(row.tools))
             users = [u for u in (*load_strings(row.users), *add_users) if u not in set(remove_users)]
             tools = [t for t in (*load_strings(row.tools), *add_tools) if t not in set(remove_tools)]
             row.users, row.tools, row.updated_at = _dump(users), _dump(tools), self._clock()

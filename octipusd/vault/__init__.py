@@ -19,6 +19,7 @@ from octipusd.vault.masking import RESOLVED, ResolvedValues, SecretLogFilter, in
 from octipusd.vault.vault import (
     DEFAULT_TOOLS,
     MAX_VALUE_BYTES,
+    MIN_VALUE_CHARS,
     NAME_PATTERN,
     Vault,
     VaultStatus,
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_TOOLS",
     "KEY_FILE_NAME",
     "MAX_VALUE_BYTES",
+    "MIN_VALUE_CHARS",
     "NAME_PATTERN",
     "RESOLVED",
     "KeySource",

@@ -16,7 +16,10 @@ Rotation (the data-dir key only; a systemd credential is rotated where it is def
 
 While ``vault.key.next`` exists the keys are ``MultiFernet([next, current])``: it decrypts what
 either key encrypted and encrypts with the new one, so a crash between any two steps loses nothing,
-and the next start (or rotation) re-encrypts again (idempotent) and finishes the rename.
+and the next start (or rotation) re-encrypts again (idempotent) and finishes the rename. A rotation
+that fails before its transaction committed (an entry the current key does not decrypt) removes the
+``vault.key.next`` it wrote (:meth:`VaultKeys.discard_rotation`), and so does a start that finds one
+no entry is encrypted with (see :meth:`octipusd.vault.Vault.start`).
 """
 
 from __future__ import annotations
@@ -198,6 +201,42 @@ class VaultKeys:
         if self.source.path.exists() or self.source.systemd:
             keys.append(_read_key(self.source.path, self._what()))
         return MultiFernet(keys) if keys else None
+
+    def split(self) -> tuple[Fernet | None, Fernet | None]:
+        """The current key and a pending rotation's new key, each read from disk (None: absent).
+
+        Raises:
+            VaultKeyError: as :meth:`load`.
+        """
+        with self._lock:
+            current = (
+                _read_key(self.source.path, self._what())
+                if self.source.path.exists() or self.source.systemd
+                else None
+            )
+            new = (
+                _read_key(self.next_path, f"file {self.next_path} (a rotation's new key)")
+                if self.pending()
+                else None
+            )
+            return current, new
+
+    def discard_rotation(self) -> None:
+        """Remove ``vault.key.next`` (no entry is encrypted with it); the keys in memory become the
+        current key alone.
+
+        Raises:
+            VaultKeyError: the file cannot be removed, or the current key cannot be read.
+        """
+        with self._lock:
+            try:
+                self.next_path.unlink(missing_ok=True)
+                _fsync_dir(self.next_path.parent)
+            except OSError as exc:
+                raise VaultKeyError(
+                    f"cannot remove the unused vault key file {self.next_path}: {exc}"
+                ) from None
+            self._crypto = self._read()
 
     def _what(self) -> str:
         return self.source.describe() if self.source.systemd else f"file {self.source.path}"

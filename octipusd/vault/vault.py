@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from cryptography.fernet import InvalidToken, MultiFernet
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from octipusd.errors import InvalidRequestError, VaultAccessError, VaultKeyError
 from octipusd.store.aio import in_thread
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_ACCESS_CHARS",
     "MAX_ACCESS_ITEMS",
     "MAX_VALUE_BYTES",
+    "MIN_VALUE_CHARS",
     "NAME_PATTERN",
     "Vault",
     "VaultStatus",
@@ -45,6 +46,11 @@ log = logging.getLogger("octipusd.vault")
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 #: Largest value of an entry (bytes, UTF-8): a token, a key, a small certificate.
 MAX_VALUE_BYTES: Final = 64 * 1024
+#: Shortest value of an entry (characters): a shorter one would be masked wherever those characters
+#: appear in an output (a 1-character value: every such letter).
+MIN_VALUE_CHARS: Final = 4
+#: Most entry names one message lists (the rest are counted).
+MAX_NAMED_ENTRIES: Final = 10
 #: Most users, and most tools, one entry lists.
 MAX_ACCESS_ITEMS: Final = 256
 #: Longest user name or tool id (pattern) in an allowlist (characters).
@@ -68,6 +74,8 @@ class VaultStatus:
         key_present: The key exists (a data-dir key is created when the first entry is added).
         rotation_pending: A rotation was begun and not finished (finished at the next start).
         entries: How many entries the vault holds.
+        problem: Why entries cannot be decrypted (the key is missing or not theirs) and what to do;
+            None when the key decrypts every entry.
     """
 
     key_source: str
@@ -75,6 +83,7 @@ class VaultStatus:
     key_present: bool
     rotation_pending: bool
     entries: int
+    problem: str | None
 
 
 def check_name(name: str) -> str:
@@ -90,6 +99,11 @@ def _check_value(value: str) -> bytes:
     """The value's bytes; InvalidRequestError (never quoting the value) when it is refused."""
     if not value:
         raise InvalidRequestError("the vault value is empty; give the credential's value")
+    if len(value) < MIN_VALUE_CHARS:
+        raise InvalidRequestError(
+            f"the vault value is {len(value)} characters, under the minimum of {MIN_VALUE_CHARS}: a "
+            "shorter value would be masked wherever those characters appear in a tool's output"
+        )
     if "\x00" in value:
         raise InvalidRequestError(
             "the vault value holds a NUL character, which a process environment cannot carry"
@@ -115,6 +129,22 @@ def _check_access(items: Sequence[str] | None, what: str) -> list[str] | None:
                 "without spaces or control characters"
             )
     return list(dict.fromkeys(items))
+
+
+def _named(names: Sequence[str]) -> str:
+    """``names`` for a message: the first :data:`MAX_NAMED_ENTRIES`, then how many more."""
+    shown = ", ".join(names[:MAX_NAMED_ENTRIES])
+    more = len(names) - MAX_NAMED_ENTRIES
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _opens(crypto: MultiFernet | Fernet, ciphertext: str) -> bool:
+    """Whether ``crypto`` decrypts ``ciphertext``."""
+    try:
+        crypto.decrypt(ciphertext.encode("ascii"))
+    except (InvalidToken, UnicodeError):
+        return False
+    return True
 
 
 def tool_allowed(tool_id: str, allowlist: Sequence[str]) -> bool:
@@ -152,6 +182,8 @@ class Vault:
         # one administration (or one resolution's read and decryption) at a time: a resolution
         # never sees entries re-encrypted under a key it does not hold yet
         self._lock = threading.Lock()
+        # what start (and every change of the entries since) found wrong with the key
+        self._problem: str | None = None
 
     @property
     def key_source(self) -> KeySource:
@@ -159,22 +191,76 @@ class Vault:
         return self._keys.source
 
     def start(self) -> None:
-        """Check the key before the daemon serves, and finish a rotation a crash left pending.
+        """Check the key before the daemon serves, and settle a rotation a stopped daemon left.
+
+        Every entry is decrypted once (entries are few): when the key is missing or does not
+        decrypt some, an error naming them is logged and kept for health (:attr:`VaultStatus.problem`),
+        and the daemon starts (resolutions of those entries fail, naming the key). A pending
+        rotation (``vault.key.next``) is finished when every entry decrypts with one of the two
+        keys; its new key is removed, with a warning, when no entry is under it and the current key
+        decrypts entries.
 
         Raises:
-            VaultKeyError: a key file is open to group or others, unreadable or not a key, or the
-                pending rotation cannot be finished.
+            VaultKeyError: a key file is open to group or others, unreadable or not a key, or a
+                rotation is pending and some entries decrypt with neither key (nothing changed).
             StoreError: The database failed.
         """
         crypto = self._keys.load()
-        if crypto is not None and self._keys.pending():
+        with self._lock:
+            if crypto is not None and self._keys.pending():
+                self._settle_rotation(crypto)
+            self._problem = self._key_problem()
+            if self._problem is not None:
+                log.error("vault: %s", self._problem)
+
+    def _settle_rotation(self, crypto: MultiFernet) -> None:
+        """Finish a pending rotation, discard its unused new key, or refuse (see :meth:`start`)."""
+        ciphertexts = self._store.vault_ciphertexts()
+        unreadable = [n for n, c in ciphertexts.items() if not _opens(crypto, c)]
+        if not unreadable:
             log.warning("vault: finishing the key rotation a stopped octipusd left pending")
-            with self._lock:
-                self._reencrypt(crypto)
-                self._keys.finish_rotation()
+            self._reencrypt(crypto)
+            self._keys.finish_rotation()
+            return
+        current, new = self._keys.split()
+        under_new = new is not None and any(_opens(new, c) for c in ciphertexts.values())
+        if not under_new and current is not None and len(unreadable) < len(ciphertexts):
+            log.warning(
+                "vault: removing %s: a rotation left it, no entry is encrypted with it, and the "
+                "current key %s decrypts the entries it was meant to re-encrypt",
+                self._keys.next_path,
+                self._keys.source.describe(),
+            )
+            self._keys.discard_rotation()
+            return
+        raise VaultKeyError(
+            f"a vault key rotation is pending, and neither the key {self._keys.source.describe()} nor "
+            f"{self._keys.next_path} decrypts {len(unreadable)} entries ({_named(unreadable)}); nothing "
+            "was changed: restore the key they were stored with (see the README's vault section)"
+        )
+
+    def _key_problem(self) -> str | None:
+        """Why some entries cannot be decrypted (the key missing or not theirs), or None."""
+        ciphertexts = self._store.vault_ciphertexts()
+        if not ciphertexts:
+            return None
+        source = self._keys.source.describe()
+        crypto = self._keys.crypto()
+        if crypto is None:
+            return (
+                f"the vault key {source} is missing while the vault holds {len(ciphertexts)} entries "
+                f"({_named(list(ciphertexts))}): restore it from a backup and restart octipusd"
+            )
+        unreadable = [n for n, c in ciphertexts.items() if not _opens(crypto, c)]
+        if not unreadable:
+            return None
+        return (
+            f"the vault key {source} does not decrypt {len(unreadable)} entries ({_named(unreadable)}): "
+            "restore the key they were stored with and restart octipusd"
+        )
 
     def status(self) -> VaultStatus:
-        """The vault's key source and entry count (for health).
+        """The vault's key source, entry count and key problem (for health).
 
         Raises:
             StoreError: The database failed.
@@ -185,6 +271,7 @@ class Vault:
             key_present=self._keys.exists(),
             rotation_pending=self._keys.pending(),
             entries=self._store.count_vault_entries(),
+            problem=self._problem,
         )
 
     # resolution ------------------------------------------------------------------------------
@@ -276,7 +363,9 @@ class Vault:
         Raises:
             InvalidRequestError: a bad name, value, user or tool (the value is never quoted).
             ConflictError: the entry exists and ``replace`` is False.
-            VaultKeyError: the key cannot be read or created, or it is missing while entries exist.
+            NotFoundError: ``replace`` is True and the entry does not exist.
+            VaultKeyError: the key cannot be read or created, it is missing while entries exist, or
+                it does not decrypt another entry (a new value under it would mix two keys).
             StoreError: The database failed.
         """
         check_name(name)
@@ -284,8 +373,9 @@ class Vault:
         checked_users, checked_tools = _check_access(users, "users"), _check_access(tools, "tools")
         with self._lock:
             crypto = self._keys.crypto() or self._create_key()
+            self._refuse_mixed_keys(crypto, name, replace)
             ciphertext = crypto.encrypt(raw).decode("ascii")
-            return self._store.put_vault_entry(
+            put = self._store.put_vault_entry(
                 name,
                 ciphertext,
                 users=checked_users,
@@ -293,6 +383,21 @@ class Vault:
                 default_users=[self._daemon_user],
                 default_tools=DEFAULT_TOOLS,
                 replace=replace,
+            )
+            self._problem = None  # every other entry decrypts, and this one is under the key now
+            return put
+
+    def _refuse_mixed_keys(self, crypto: MultiFernet, name: str, replace: bool) -> None:
+        """VaultKeyError when the key does not decrypt an existing entry (but the one replaced)."""
+        ciphertexts = self._store.vault_ciphertexts()
+        unreadable = [
+            n for n, c in ciphertexts.items() if not (replace and n == name) and not _opens(crypto, c)
+        ]
+        if unreadable:
+            raise VaultKeyError(
+                f"vault entry {name!r} was not stored: the vault key {self._keys.source.describe()} does "
+                f"not decrypt {len(unreadable)} entries ({_named(unreadable)}), and a value under it "
+                "would mix two keys; restore the key they were stored with (or remove those entries)"
             )
 
     def _create_key(self) -> MultiFernet:
@@ -322,7 +427,9 @@ class Vault:
             NotFoundError: No such entry.
             StoreError: The database failed.
         """
-        self._store.remove_vault_entry(name)
+        with self._lock:
+            self._store.remove_vault_entry(name)
+            self._problem = self._key_problem() if self._problem is not None else None
 
     def allow(self, name: str, *, users: Sequence[str] = (), tools: Sequence[str] = ()) -> VaultEntry:
         """Add users and tools to an entry's allowlists.
@@ -339,7 +446,8 @@ class Vault:
         """Remove users and tools from an entry's allowlists.
 
         Raises:
-            InvalidRequestError: neither given, or a bad user or tool.
+            InvalidRequestError: neither given, a bad user or tool, or one the entry does not have
+                (named; nothing changed).
             NotFoundError: No such entry.
             StoreError: The database failed.
         """
@@ -363,18 +471,26 @@ class Vault:
 
         Raises:
             VaultKeyError: the key is the systemd credential (rotate it there), it does not decrypt
-                an entry (nothing changed), or a key file cannot be written.
+                an entry (nothing changed: the new key file this call wrote is removed), or a key
+                file cannot be written.
             StoreError: The database failed (nothing changed; the rotation stays pending).
         """
         with self._lock:
             if not self._keys.exists() and not self._keys.source.systemd:
                 self._create_key()
                 return 0
+            fresh = not self._keys.pending()
             crypto = self._keys.begin_rotation()
             self._step("next_written")
-            count = self._reencrypt(crypto)
+            try:
+                count = self._reencrypt(crypto)
+            except VaultKeyError:
+                if fresh:  # the transaction rolled back: no entry is under the new key
+                    self._keys.discard_rotation()
+                raise
             self._step("reencrypted")
             self._keys.finish_rotation()
+            self._problem = None
         log.info("vault: key rotated, %d entries re-encrypted", count)
         return count
 

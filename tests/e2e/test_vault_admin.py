@@ -96,6 +96,7 @@ def test_add_list_allow_revoke_remove_and_the_value_is_never_stored_or_shown(dae
         "key_present": True,
         "rotation_pending": False,
         "entries": 1,
+        "problem": None,
     }
     assert f"vault: 1 entries; key {key}" in ctl(daemon, "health").stdout
     assert_nowhere(
@@ -117,12 +118,43 @@ def test_bad_input_is_refused_with_its_exit_code_and_never_echoes_the_value(daem
         (("vault", "remove", "nope"), None, 2, "vault entry 'nope' does not exist"),
         (("vault", "allow", "dup"), None, 2, "nothing to allow: give --user U and/or --tool T"),
         (("vault", "revoke", "nope", "--user", "x"), None, 2, "vault entry 'nope' does not exist"),
+        (("vault", "allow", "nope", "--user", "x"), None, 2, "vault entry 'nope' does not exist"),
+        (
+            ("vault", "add", "nope", "--replace"),
+            TOKEN,
+            2,
+            "vault entry 'nope' does not exist, so it has no value",
+        ),
+        (
+            ("vault", "revoke", "dup", "--user", "bob"),
+            None,
+            2,
+            f"vault entry 'dup' has no user 'bob' to revoke (its users: {ME})",
+        ),
+        (("vault", "add", "short"), "abc\n", 2, "the vault value is 3 characters, under the minimum of 4"),
+        (("vault", "allow", "dup", "--tool", ""), None, 2, "--tool must not be empty: give a tool id"),
+        (("vault", "add", "x", "--user", ""), TOKEN, 2, "--user must not be empty: give a user name"),
+        (
+            ("vault", "add", "x", TOKEN, "--user", "ann"),
+            None,
+            2,
+            "1 unexpected argument(s) after the name, not shown: the value is never an argument: type it "
+            "at the prompt or pipe it on stdin",
+        ),
+        (("vault", "add", "x", "-" + TOKEN), None, 2, "the value is never an argument"),
     ]
     for args, stdin, code, message in cases:
         done = ctl(daemon, *args, stdin=stdin)
         assert done.returncode == code, (args, done.stdout, done.stderr)
         assert message in " ".join(done.stderr.split()), (args, done.stderr)
         assert TOKEN not in done.stdout + done.stderr
+        assert "pydantic" not in done.stderr and "tools.0" not in done.stderr
+    assert "x" not in [
+        e["name"] for e in json.loads(ctl(daemon, "vault", "list", "--json").stdout)["entries"]
+    ]
+    assert ctl(daemon, "vault", "revoke", "dup", "--user", ME, "--tool", "shell__run").returncode == 0
+    listed = ctl(daemon, "vault", "list").stdout
+    assert "(no users)" in listed and "(no tools)" in listed and "nobody" not in listed
     replaced = ctl(daemon, "vault", "add", "dup", "--replace", stdin="another-value-1234\r\n")
     assert replaced.returncode == 0 and "replaced the value of vault entry dup" in replaced.stdout
     # schema failures of the API name the field and never echo what was sent
@@ -188,6 +220,36 @@ def test_rotate_key_re_encrypts_and_the_entries_still_resolve(tmp_path: Path) ->
         vault.start()
         assert vault.resolve_now(ME, "github.get_user", ["gh"]) == {"gh": TOKEN}
         assert vault.resolve_now(ME, "shell__run", ["other"]) == {"other": "other-value-5678"}
+
+
+def test_a_key_that_does_not_decrypt_the_entries_or_is_missing_shows_in_health(tmp_path: Path) -> None:
+    daemon = DaemonHarness(tmp_path / "d", UNUSED_MODEL).start()
+    key = data_dir(daemon) / "vault.key"
+    try:
+        assert ctl(daemon, "vault", "add", "gh", stdin=TOKEN).returncode == 0
+        assert daemon.stop() == 0
+        key.write_bytes(Fernet.generate_key())  # someone restored the wrong key
+        daemon.start()  # the daemon starts all the same
+        problem = (
+            f"the vault key {key} does not decrypt 1 entries (gh): restore the key they were stored "
+            "with and restart octipusd"
+        )
+        assert json.loads(ctl(daemon, "health", "--json").stdout)["vault"]["problem"] == problem
+        assert f"vault: {problem}" in " ".join(ctl(daemon, "health").stdout.split())
+        assert f"vault: {problem}" in daemon.log_path.read_text()
+        refused = ctl(daemon, "vault", "add", "other", stdin="other-value-5678")
+        assert refused.returncode == 1 and "would mix two keys" in " ".join(refused.stderr.split())
+        assert daemon.stop() == 0
+        key.unlink()
+        daemon.start()
+        health = " ".join(ctl(daemon, "health").stdout.split())
+        assert (
+            f"the vault key {key} is missing while the vault holds 1 entries (gh): restore it from a backup"
+            in health
+        )
+        assert daemon.stop() == 0
+    finally:
+        daemon.stop()
 
 
 def _on_terminal(daemon: DaemonHarness, args: list[str], answers: list[str]) -> tuple[int, str]:

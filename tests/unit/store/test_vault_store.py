@@ -4,6 +4,7 @@ listing never carries it, access changes and uses are recorded, a re-encryption 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store import Store, make_engine
 from octipusd.store.engine import WRITE_OPTION
 from octipusd.store.migrate import alembic_config, current_revision, upgrade
@@ -83,13 +84,32 @@ def test_an_existing_name_is_a_conflict_unless_replace_which_keeps_the_allowlist
         "gh", "newer", users=["bob"], tools=None, default_users=[], default_tools=[], replace=True
     )
     assert again.entry.users == ("bob",) and again.entry.tools == ("github.*",)
+    with pytest.raises(
+        NotFoundError, match=r"^vault entry 'nope' does not exist, so it has no value to replace"
+    ):
+        store.put_vault_entry(
+            "nope", "c", users=None, tools=None, default_users=[], default_tools=[], replace=True
+        )
+    assert store.vault_ciphertexts() == {"gh": "newer"}
 
 
 def test_access_changes_uses_and_removal(store: Store, clock: Clock) -> None:
     store.put_vault_entry("gh", "c", users=["ann"], tools=["shell__run"], default_users=[], default_tools=[])
     entry = store.change_vault_access("gh", add_users=["bob", "ann"], add_tools=["github.*"])
     assert entry.users == ("ann", "bob") and entry.tools == ("shell__run", "github.*")
-    entry = store.change_vault_access("gh", remove_users=["ann"], remove_tools=["shell__run", "absent"])
+    for users, tools, message in (
+        (
+            ["ann"],
+            ["shell__run", "absent"],
+            "has no tool 'absent' to revoke (its tools: shell__run, github.*)",
+        ),
+        (["carol", "ann"], [], "has no user 'carol' to revoke (its users: ann, bob)"),
+    ):
+        with pytest.raises(InvalidRequestError, match=rf"^vault entry 'gh' {re.escape(message)}; nothing"):
+            store.change_vault_access("gh", remove_users=users, remove_tools=tools)
+    (unchanged,) = store.list_vault_entries()
+    assert unchanged.users == ("ann", "bob") and unchanged.tools == ("shell__run", "github.*")
+    entry = store.change_vault_access("gh", remove_users=["ann"], remove_tools=["shell__run"])
     assert entry.users == ("bob",) and entry.tools == ("github.*",)
     assert entry.last_used_at is None
     used_at = clock.now + timedelta(seconds=3)

@@ -43,10 +43,10 @@ def _ciphertexts(store: Store) -> dict[str, str]:
 @pytest.mark.anyio
 async def test_resolve_returns_the_values_and_records_the_use(vault: Vault, store: Store) -> None:
     vault.add("github_token", TOKEN, users=["me", "ann"], tools=["shell__run", "github.*"])
-    vault.add("other", "v2", users=["ann"], tools=["github.*"])
+    vault.add("other", "value-v2", users=["ann"], tools=["github.*"])
     assert await vault.resolve("ann", "github.create_issue", ["github_token", "other"]) == {
         "github_token": TOKEN,
-        "other": "v2",
+        "other": "value-v2",
     }
     used = {e.name: e for e in vault.list_entries()}
     assert used["github_token"].last_used_tool == "github.create_issue"
@@ -108,11 +108,20 @@ def test_add_applies_the_defaults_and_refuses_bad_input_without_quoting_the_valu
     with pytest.raises(ConflictError, match=r"already exists"):
         vault.add("gh", "other")
     assert not vault.add("gh", "other", replace=True).created
+    assert vault.add("gh", "abcd", replace=True).entry.name == "gh"  # 4 characters: the minimum
+    with pytest.raises(
+        NotFoundError, match=r"^vault entry 'nope' does not exist, so it has no value to replace"
+    ):
+        vault.add("nope", TOKEN, replace=True)
     bad: list[tuple[dict[str, object], str]] = [
         ({"name": "has space", "value": "v"}, r"vault entry name 'has space' is not valid: use 1 to 128"),
         ({"name": "x" * 129, "value": "v"}, r"is not valid: use 1 to 128 letters"),
         ({"name": "{{secret:x}}", "value": "v"}, r"is not valid"),
         ({"name": "ok", "value": ""}, r"^the vault value is empty"),
+        (
+            {"name": "ok", "value": "abc"},
+            r"^the vault value is 3 characters, under the minimum of 4: a shorter value would be masked",
+        ),
         ({"name": "ok", "value": TOKEN + "\x00"}, r"^the vault value holds a NUL character"),
         (
             {"name": "ok", "value": TOKEN + "é" * MAX_VALUE_BYTES},
@@ -151,6 +160,10 @@ def test_allow_and_revoke(vault: Vault) -> None:
         vault.allow("gh")
     with pytest.raises(NotFoundError, match=r"vault entry 'nope' does not exist"):
         vault.revoke("nope", users=["ann"])
+    with pytest.raises(
+        InvalidRequestError, match=r"^vault entry 'gh' has no user 'bob' to revoke \(its users: ann\)"
+    ):
+        vault.revoke("gh", users=["bob"])
     vault.remove("gh")
     with pytest.raises(NotFoundError):
         vault.remove("gh")
@@ -189,6 +202,9 @@ async def test_a_lost_or_wrong_key_is_a_key_error_and_never_replaced_while_entri
     with pytest.raises(VaultKeyError, match=r"nothing was re-encrypted"):
         wrong.rotate_key()
     assert _ciphertexts(store) == before
+    # the failed rotation left no pending rotation behind (which would stop the next start)
+    assert not (tmp_path / "data" / "vault.key.next").exists()
+    assert make_vault(store, tmp_path / "data").status().rotation_pending is False
     for leftover in (tmp_path / "data").glob("vault.key*"):
         leftover.unlink()
     lost = make_vault(store, tmp_path / "data")
@@ -263,3 +279,95 @@ def test_a_rotation_killed_between_its_steps_loses_nothing_and_is_finished_later
         "b": b"value-b",
     }
     assert later.resolve_now("me", "shell__run", ["a"]) == {"a": "value-a"}
+
+
+def _write_key(path: Path, key: bytes) -> None:
+    path.write_bytes(key + b"\n")
+    path.chmod(0o600)
+
+
+def _put_under(store: Store, name: str, value: str, key: bytes) -> None:
+    """An entry encrypted with another key than the vault's (as a restored wrong key leaves them)."""
+    cipher = Fernet(key).encrypt(value.encode()).decode()
+    store.put_vault_entry(
+        name, cipher, users=["me"], tools=None, default_users=[], default_tools=["shell__run"]
+    )
+
+
+@pytest.mark.anyio
+async def test_a_key_that_does_not_decrypt_entries_is_reported_at_start_and_add_refuses_to_mix_keys(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    vault = make_vault(store, data)
+    vault.add("good", "value-good")
+    assert vault.status().problem is None
+    _put_under(store, "lost_a", "value-a", Fernet.generate_key())
+    _put_under(store, "lost_b", "value-b", Fernet.generate_key())
+    with caplog.at_level("ERROR", logger="octipusd.vault"):
+        started = make_vault(store, data)  # the daemon starts: other work goes on
+    problem = (
+        f"the vault key {data / 'vault.key'} does not decrypt 2 entries (lost_a, lost_b): restore the key "
+        "they were stored with and restart octipusd"
+    )
+    assert started.status().problem == problem
+    assert [r.getMessage() for r in caplog.records] == [f"vault: {problem}"]
+    assert await started.resolve("me", "shell__run", ["good"]) == {"good": "value-good"}
+    before = _ciphertexts(store)
+    with pytest.raises(VaultKeyError) as caught:
+        started.add("new", TOKEN)
+    assert caught.value.message == (
+        f"vault entry 'new' was not stored: the vault key {data / 'vault.key'} does not decrypt 2 entries "
+        "(lost_a, lost_b), and a value under it would mix two keys; restore the key they were stored "
+        "with (or remove those entries)"
+    )
+    with pytest.raises(VaultKeyError, match=r"does not decrypt 1 entries \(lost_b\)"):
+        started.add("lost_a", "value-a-again", replace=True)  # replacing one still leaves the other
+    assert _ciphertexts(store) == before
+    started.remove("lost_b")
+    assert started.status().problem == problem.replace("2 entries (lost_a, lost_b)", "1 entries (lost_a)")
+    started.add("lost_a", "value-a-again", replace=True)  # its value, under the key now
+    assert started.status().problem is None
+    assert await started.resolve("me", "shell__run", ["lost_a"]) == {"lost_a": "value-a-again"}
+
+
+def test_a_missing_key_while_entries_exist_is_reported_at_start(store: Store, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    make_vault(store, data).add("gh", TOKEN)
+    (data / "vault.key").unlink()
+    status = make_vault(store, data).status()
+    assert status.problem == (
+        f"the vault key {data / 'vault.key'} is missing while the vault holds 1 entries (gh): restore it "
+        "from a backup and restart octipusd"
+    )
+    assert not status.key_present and not (data / "vault.key").exists()
+
+
+def test_a_start_discards_a_new_key_no_entry_is_under_and_refuses_when_neither_key_decrypts(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    make_vault(store, data).add("good", "value-good")
+    _put_under(store, "lost", "value-lost", Fernet.generate_key())
+    key = (data / "vault.key").read_bytes()
+    next_path = data / "vault.key.next"
+    _write_key(next_path, Fernet.generate_key())  # a rotation that failed on "lost" left it
+    with caplog.at_level("WARNING", logger="octipusd.vault"):
+        started = make_vault(store, data)
+    assert not next_path.exists() and (data / "vault.key").read_bytes() == key
+    assert f"vault: removing {next_path}: a rotation left it, no entry is encrypted with it" in caplog.text
+    status = started.status()
+    assert not status.rotation_pending and status.problem is not None and "1 entries (lost)" in status.problem
+    assert started.resolve_now("me", "shell__run", ["good"]) == {"good": "value-good"}
+    # neither the current key nor the new one decrypts "good": nothing is touched, the start refused
+    _write_key(data / "vault.key", Fernet.generate_key())
+    _write_key(next_path, Fernet.generate_key())
+    before = _ciphertexts(store)
+    with pytest.raises(VaultKeyError) as caught:
+        make_vault(store, data)
+    assert caught.value.message == (
+        f"a vault key rotation is pending, and neither the key {data / 'vault.key'} nor {next_path} "
+        "decrypts 2 entries (good, lost); nothing was changed: restore the key they were stored with "
+        "(see the README's vault section)"
+    )
+    assert next_path.exists() and _ciphertexts(store) == before
