@@ -41,8 +41,8 @@ from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.common import Services
 from octipusd.api.server import QuietServer, bind_unix_socket, make_server
+from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
-from octipusd.connectors.registry import ConnectorSecrets
 from octipusd.environment import vendor_environment
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
@@ -63,10 +63,8 @@ from octipusd.runtime.admission import Admission, HostProbe, limits_from_setting
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
-from octipusd.runtime.private import daemon_private_paths
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
-from octipusd.sandbox import RunnerSearch, daemon_hidden_paths, docker_sockets
 from octipusd.settings import (
     McpServerSettings,
     Settings,
@@ -83,7 +81,7 @@ from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
 from octipusd.toolkit import NO_SANDBOX, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
-from octipusd.vault import RESOLVED, SecretLogFilter, Vault, VaultKeys, install_log_filter
+from octipusd.vault import RESOLVED, Vault, install_log_filter
 from octipusd.web.access import WebAccess
 from octipusd.web.listener import bind_web_socket, endpoint_of, make_web_server
 from octipusd.web.site import create_site
@@ -91,7 +89,6 @@ from octipusd.web.site import create_site
 log = logging.getLogger("octipusd")
 
 #: Masks every vault value resolved in this process in the daemon's log (on each of its handlers).
-LOG_FILTER = SecretLogFilter()
 
 
 def page_links(access: WebAccess | None) -> PageUrl:
@@ -394,16 +391,6 @@ async def serve(settings: Settings, config_file: Path | None = None) -> None:
         raise failed
 
 
-def find_sandbox(settings: Settings, data_dir: Path, config_file: Path | None) -> ShellSandbox:
-    """The shell sandbox of ``security.shellSandbox`` (:class:`~octipusd.sandbox.RunnerSearch`, once
-    per daemon), hiding from commands the daemon's private paths
-    (:func:`~octipusd.runtime.private.daemon_private_paths`, which the permission gate protects too)
-    and what else :func:`~octipusd.sandbox.daemon_hidden_paths` adds (the runtime folder, the buses)."""
-    hidden = daemon_hidden_paths(daemon_private_paths(settings, data_dir, config_file), os.environ)
-    search = RunnerSearch(hidden=hidden, docker_sockets=docker_sockets(os.environ))
-    return search.find(settings.security.shellSandbox)
-
-
 async def _serve_settings(settings: Settings, config_file: Path | None, stop: StopSignal) -> None:
     try:
         policy = Policy.from_setting(settings.permissions.rules)
@@ -644,31 +631,6 @@ async def _build_core(
         vault=vault,
     )
     return _Core(services, connectors, left_in_flight)
-
-
-def connector_secrets(vault: Vault, user: str) -> ConnectorSecrets:
-    """Resolve the placeholders of an MCP server's ``env`` and ``headers`` as ``user``, the daemon's
-    (the operator who configured the server), for the tool pattern ``<server>.*``: an entry must list it
-    (or a pattern matching it, e.g. ``*``) in its tool allowlist."""
-
-    async def resolve(server: str, names: Sequence[str]) -> Mapping[str, str]:
-        return await vault.resolve(user, f"{server}.*", names)
-
-    return resolve
-
-
-async def open_vault(store: Store, data_dir: Path) -> Vault:
-    """The vault, its key under ``data_dir`` (or systemd's credential) checked, a rotation a stopped
-    daemon left pending finished, and the log filter on the daemon's handlers.
-
-    Raises:
-        VaultKeyError: the key file is open to group or others, unreadable or not a key.
-    """
-    vault = Vault(store, VaultKeys(data_dir), daemon_user=getpass.getuser())
-    await in_thread(vault.start)
-    install_log_filter(LOG_FILTER)
-    log.info("vault: key %s", vault.key_source.describe())
-    return vault
 
 
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:

@@ -216,7 +216,7 @@ async def test_the_timeout_ends_a_background_job_inside_the_sandbox(
 @pytest.fixture
 def daemon_like(outside: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
     """The folders of a daemon under ``outside`` (runtime, data) and the sandbox its
-    :func:`octipusd.app.find_sandbox` finds; a listening socket in the runtime folder (its session
+    :func:`octipusd.app_security.find_sandbox` finds; a listening socket in the runtime folder (its session
     bus) and a rootless Docker socket there."""
     runtime, data_home = outside / "rt", outside / "share"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
@@ -238,7 +238,7 @@ def daemon_like(outside: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
 
 
 def daemon_sandbox(folders: dict[str, Path]) -> ShellSandbox:
-    from octipusd.app import find_sandbox
+    from octipusd.app_security import find_sandbox
     from octipusd.settings import load_settings
 
     settings = load_settings(environ={"OCTIPUS_SECURITY__SHELLSANDBOX": "required"})
