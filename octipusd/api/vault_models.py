@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr
 
 from octipusd.api.health_models import ApiModel
 from octipusd.api.limits import API_LIMITS
+from octipusd.vault import MIN_VALUE_CHARS
 
 __all__ = [
     "VaultAccessChange",
@@ -36,7 +37,9 @@ class VaultEntryCreate(ApiModel):
 
     name: str = Field(description="1 to 128 letters, digits, '_' or '-'")
     value: SecretStr = Field(
-        description="the credential (write-only: never in a response, an error or a log)"
+        description="the credential (write-only: never in a response, an error or a log)",
+        # documented here, checked by the vault (whose refusal names the limit and why it exists)
+        json_schema_extra={"minLength": MIN_VALUE_CHARS},
     )
     users: list[AccessName] | None = None
     tools: list[AccessName] | None = Field(

@@ -125,7 +125,8 @@ def _sample(spec: dict[str, Any], name: str, schema: dict[str, Any], known: dict
     if kind == "object":
         props = schema.get("properties", {})
         return {k: _sample(spec, k, v, known) for k, v in props.items() if k in schema.get("required", ())}
-    return {"string": "x", "integer": 1, "number": 1.0, "boolean": True, "array": []}.get(str(kind), "x")
+    text = "x" * int(schema.get("minLength", 1))
+    return {"string": text, "integer": 1, "number": 1.0, "boolean": True, "array": []}.get(str(kind), text)
 
 
 def _body_fields(spec: dict[str, Any], schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
