@@ -88,8 +88,6 @@ from octipusd.web.site import create_site
 
 log = logging.getLogger("octipusd")
 
-#: Masks every vault value resolved in this process in the daemon's log (on each of its handlers).
-
 
 def page_links(access: WebAccess | None) -> PageUrl:
     """The link builder of notifications: the page's origin + a path, never its token; with the

@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+from octipusd.policy.shellwords import is_operator, tokens
 
 __all__ = ["PATH_FIELDS", "RECURSIVE_SEARCH_TOOLS", "ProtectedPaths"]
 
@@ -229,12 +230,7 @@ def _search_root(arguments: Mapping[str, Any]) -> str:
 
 
 def _words(command: str) -> list[str]:
-    """The words of ``command`` (shell quoting removed, operators apart, ``--opt=value`` as
-    ``value``); split at white space when its quoting is unbalanced."""
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        words = list(lexer)
-    except ValueError:
-        words = command.split()
-    return [w.rsplit("=", 1)[-1] for w in words if w.rsplit("=", 1)[-1]]
+    """The words of ``command`` (shell quoting removed, operators left out, ``--opt=value`` as
+    ``value``), split by the policy's shell tokenizer (:func:`~octipusd.policy.shellwords.tokens`)."""
+    words = (word.rsplit("=", 1)[-1] for word in tokens(command) if not is_operator(word))
+    return [word for word in words if word]

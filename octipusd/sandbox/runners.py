@@ -27,6 +27,8 @@ log = logging.getLogger("octipusd.sandbox")
 RUNNER_DIRS: Final[tuple[Path, ...]] = (Path("/usr/bin"), Path("/usr/local/bin"), Path("/bin"))
 #: Deadline of a runner's probe (seconds).
 PROBE_TIMEOUT_SECONDS: Final = 10.0
+#: Why no runner is named while the sandbox is off (health shows it).
+OFF_REASON: Final = "not looked for: security.shellSandbox is off"
 #: Characters of a failed probe's output kept in the reason.
 _PROBE_OUTPUT_CHARS: Final = 300
 
@@ -80,11 +82,15 @@ class RunnerSearch:
     def find(self, mode: ShellSandboxMode) -> ShellSandbox:
         """The daemon's :class:`~octipusd.toolkit.ShellSandbox` for ``mode``.
 
-        The first runner (bwrap, then firejail) that is an executable file in one of the folders
-        and passes its probe is taken. With ``auto`` and none, one warning is logged here (once per
+        With ``off`` nothing is looked for (no probe at start-up). Otherwise the first runner (bwrap,
+        then firejail) that is an executable file in one of the folders and passes its probe is
+        taken. With ``auto`` and none, one warning is logged here (once per
         daemon): commands then run unconfined. Nothing is raised: ``required`` without a runner
         refuses each command (:func:`octipusd.sandbox.confine`).
         """
+        docker = NO_SANDBOX.docker_sockets if self.docker_sockets is None else self.docker_sockets
+        if mode is ShellSandboxMode.OFF:  # nothing to confine: no probe at start-up
+            return ShellSandbox(mode, None, OFF_REASON, self.hidden, docker)
         reasons: list[str] = []
         runner: SandboxRunner | None = None
         for kind in RunnerKind:
@@ -98,7 +104,6 @@ class RunnerSearch:
                 break
             reasons.append(f"{path} cannot work here: {problem}")
         unavailable = "" if runner is not None else "; ".join(reasons)
-        docker = NO_SANDBOX.docker_sockets if self.docker_sockets is None else self.docker_sockets
         found = ShellSandbox(mode, runner, unavailable, self.hidden, docker)
         self._announce(found)
         return found

@@ -38,6 +38,7 @@ from octipusd.toolkit.specs import ToolResult, ToolSpec
 __all__ = [
     "ENV_ARGUMENT",
     "MIN_ENCODED_CHARS",
+    "NAME_CHARS",
     "PLACEHOLDER",
     "SECRET_ENV_DESCRIPTION",
     "TRUNCATION_NOTE",
@@ -45,6 +46,7 @@ __all__ = [
     "PlaceholderUse",
     "SecretResolver",
     "find_placeholders",
+    "map_strings",
     "mask_outcome",
     "mask_result",
     "masking_errors",
@@ -57,8 +59,10 @@ __all__ = [
 
 #: The argument whose values may carry placeholders (an object of environment variables).
 ENV_ARGUMENT = "env"
+#: A character of a vault entry's name (the placeholder grammar, FACTS.md §10).
+NAME_CHARS = "[A-Za-z0-9_-]"
 #: ``{{secret:NAME}}``; group 1 is the entry name.
-PLACEHOLDER = re.compile(r"\{\{secret:([A-Za-z0-9_-]+)\}\}")
+PLACEHOLDER = re.compile(r"\{\{secret:(" + NAME_CHARS + r"+)\}\}")
 #: Anything that looks like an attempt at a placeholder (to refuse a malformed one by name).
 _PLACEHOLDER_LIKE = re.compile(r"\{\{\s*secret\s*:", re.IGNORECASE)
 #: Fewest characters of an encoded form (base64, URL-encoding) that is masked: shorter forms would
@@ -219,13 +223,16 @@ class Masker:
     Memory is linear in the values' length (a handful of forms each), whatever their size.
 
     Args:
-        values: Entry name -> value injected into one invocation (empty values are ignored).
+        values: Entry name -> value injected into one invocation, or ``(name, value)`` pairs (an
+            entry may then have several values: a replaced one's old value stays masked). Empty
+            values are ignored.
     """
 
-    def __init__(self, values: Mapping[str, str]) -> None:
-        self._values = {name: value for name, value in values.items() if value}
+    def __init__(self, values: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
+        pairs = values.items() if isinstance(values, Mapping) else values
+        self._pairs = tuple((name, value) for name, value in pairs if value)
         self._names: dict[str, str] = {}
-        for name, value in self._values.items():
+        for name, value in self._pairs:
             for form in _forms(value):
                 self._names.setdefault(form, name)
         ordered = sorted(self._names, key=len, reverse=True)
@@ -237,7 +244,7 @@ class Masker:
     @property
     def names(self) -> tuple[str, ...]:
         """The entries whose values this masker redacts."""
-        return tuple(self._values)
+        return tuple(dict.fromkeys(name for name, _ in self._pairs))
 
     def mask(self, text: str) -> str:
         """Return ``text`` with every whole masked form replaced."""
@@ -249,7 +256,7 @@ class Masker:
         """Mask ``text``, and a value's beginning (at least :data:`MIN_PARTIAL_CHARS` characters)
         that ends exactly at ``cut``, where an output was truncated: its rest was never kept."""
         head, tail = self.mask(text[:cut]), self.mask(text[cut:])
-        for name, value in self._values.items():
+        for name, value in self._pairs:
             start = max(len(head) - len(value) + 1, 0)  # the longest beginning first
             while (start := head.find(value[:MIN_PARTIAL_CHARS], start)) != -1:
                 if value.startswith(head[start:]):
@@ -294,18 +301,23 @@ def _mask_text(masker: Masker, text: str) -> str:
 def mask_result(masker: Masker, value: ToolResult) -> ToolResult:
     """Mask every string value of a tool's result (a truncated output's cut value included); the
     result's field names are its own and are left as they are."""
-    masked: ToolResult = _mask_json(masker, value)
+    # keys are the tool's own field names (``exit_code``, ``stdout``): only values carry output
+    masked: ToolResult = map_strings(value, lambda text: _mask_text(masker, text))
     return masked
 
 
-def _mask_json(masker: Masker, value: Any) -> Any:
+def map_strings(value: Any, change: Callable[[str], str], *, keys: bool = False) -> Any:
+    """A JSON value with ``change`` applied to each of its strings (and its objects' keys with
+    ``keys``); other values as they are."""
     if isinstance(value, str):
-        return _mask_text(masker, value)
+        return change(value)
     if isinstance(value, Mapping):
-        # keys are the tool's own field names (``exit_code``, ``stdout``): only values carry output
-        return {key: _mask_json(masker, item) for key, item in value.items()}
+        return {
+            (change(str(key)) if keys else key): map_strings(item, change, keys=keys)
+            for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [_mask_json(masker, item) for item in value]
+        return [map_strings(item, change, keys=keys) for item in value]
     return value
 
 

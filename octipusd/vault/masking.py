@@ -15,7 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from octipusd.toolkit.secrets import Masker
+from octipusd.toolkit.secrets import Masker, map_strings
 
 __all__ = ["RESOLVED", "ResolvedValues", "SecretLogFilter", "install_log_filter"]
 
@@ -31,7 +31,7 @@ class ResolvedValues:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._names: dict[str, str] = {}  # value -> entry name
-        self._maskers: tuple[Masker, ...] = ()
+        self._masker = Masker({})
 
     def remember(self, values: Mapping[str, str]) -> None:
         """Remember ``{name: value}`` (empty values are ignored)."""
@@ -40,48 +40,29 @@ class ResolvedValues:
             if not fresh:
                 return
             self._names.update(fresh)
-            # a Masker takes one value per name: an entry with several values (replaced) gets a
-            # layer of its own for each older value
-            layers: list[dict[str, str]] = []
-            for value, name in self._names.items():
-                layer = next((one for one in layers if name not in one), None)
-                if layer is None:
-                    layer = {}
-                    layers.append(layer)
-                layer[name] = value
-            self._maskers = tuple(Masker(layer) for layer in layers)
+            self._masker = Masker((name, value) for value, name in self._names.items())
 
     def __bool__(self) -> bool:
-        return bool(self._maskers)
+        return bool(self._masker)
 
     def mask(self, text: str) -> str:
         """``text`` with every remembered value (and its common encodings) replaced."""
-        for masker in self._maskers:
-            text = masker.mask(text)
-        return text
+        return self._masker.mask(text)
 
     def mask_data(self, data: dict[str, Any]) -> dict[str, Any]:
         """An event's data with every remembered value replaced in its strings (keys included);
         ``data`` itself when nothing was ever resolved (the common case costs nothing)."""
-        if not self._maskers:
+        masker = self._masker
+        if not masker:
             return data
-        scrubbed: dict[str, Any] = self._walk(data)
+        scrubbed: dict[str, Any] = map_strings(data, masker.mask, keys=True)
         return scrubbed
-
-    def _walk(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, Mapping):
-            return {self.mask(str(key)): self._walk(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [self._walk(item) for item in value]
-        return value
 
     def clear(self) -> None:
         """Forget every value (tests)."""
         with self._lock:
             self._names.clear()
-            self._maskers = ()
+            self._masker = Masker({})
 
 
 #: The values resolved in this process.

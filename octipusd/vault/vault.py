@@ -24,6 +24,7 @@ from octipusd.errors import InvalidRequestError, VaultAccessError, VaultKeyError
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
 from octipusd.store.vault_store import VaultEntry, VaultPut
+from octipusd.toolkit.secrets import NAME_CHARS
 from octipusd.vault.keys import KeySource, VaultKeys
 from octipusd.vault.masking import RESOLVED, ResolvedValues
 
@@ -43,7 +44,7 @@ __all__ = [
 log = logging.getLogger("octipusd.vault")
 
 #: An entry's name: letters, digits, ``_`` and ``-``, 1 to 128 characters (the placeholder grammar).
-NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
+NAME_PATTERN: Final = re.compile(NAME_CHARS + "{1,128}")
 #: Largest value of an entry (bytes, UTF-8): a token, a key, a small certificate.
 MAX_VALUE_BYTES: Final = 64 * 1024
 #: Shortest value of an entry (characters): a shorter one would be masked wherever those characters
@@ -108,7 +109,12 @@ def _check_value(value: str) -> bytes:
         raise InvalidRequestError(
             "the vault value holds a NUL character, which a process environment cannot carry"
         )
-    raw = value.encode("utf-8", errors="strict")
+    try:
+        raw = value.encode("utf-8", errors="strict")
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): never quote the value
+        raise InvalidRequestError(
+            "the vault value is not valid Unicode text (it holds a lone surrogate); give the credential's text"
+        ) from None
     if len(raw) > MAX_VALUE_BYTES:
         raise InvalidRequestError(
             f"the vault value is {len(raw)} bytes, over the limit of {MAX_VALUE_BYTES} bytes"

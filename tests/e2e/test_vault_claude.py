@@ -172,6 +172,15 @@ def store_bytes(env: Any, database_url: str | None) -> bytes:
     return dump.stdout
 
 
+def assert_nothing_on_disk(root: Path) -> None:
+    """No file under the daemon's root holds the value: its database, log, prompt dumps
+    (``~/.octipus/prompts``), the vendor's own session files and settings (its login store)."""
+    files = [path for path in root.rglob("*") if path.is_file() and not path.is_symlink()]
+    assert any(".octipus/prompts" in str(path) for path in files)  # the prompt dumps are searched too
+    for path in files:
+        assert_no_leak(str(path.relative_to(root)), path.read_bytes())
+
+
 def _tool_results(env: Env, run: str) -> list[dict[str, Any]]:
     return [e["data"] for e in env.events(run) if e["kind"] == "tool_result"]
 
@@ -221,6 +230,7 @@ def test_claude_uses_a_credential_it_never_sees(
     env.daemon.stop()
     assert_no_leak("the daemon's log", env.daemon.log())
     assert_no_leak("the store", store_bytes(env, database_url))
+    assert_nothing_on_disk(env.daemon.root)
 
 
 def test_a_call_started_by_hand_resolves_as_the_calling_user(
@@ -267,6 +277,7 @@ def test_antigravity_reaches_the_credential_through_octipus_bridge(
     steps = [
         kit.bridge_call("shell__run", shell_call(receiver.url, TOKEN="{{secret:api_token}}")),
         kit.bridge_call("shell__run", shell_call(receiver.url, TOKEN="{{secret:no_such_entry}}")),
+        kit.shell("env"),  # the vendor's own environment: the credential was never installed there
         kit.text("done"),
     ]
     with conformance_octipus(kit, tmp_path, steps) as env:
@@ -280,7 +291,8 @@ def test_antigravity_reaches_the_credential_through_octipus_bridge(
         assert isinstance(env.model, AgyScript)
         records = env.model.records()
         [end] = [r for r in records if r["event"] == "end"]
-        used, refused = (a for a in end["actions"] if a["action"] == "run")
+        used, refused, environment = (a for a in end["actions"] if a["action"] == "run")
+        assert environment["exit_code"] == 0 and "OCTIPUS_BRIDGE_URL=" in environment["output"]
         assert used["exit_code"] == 0 and "raw: [REDACTED:api_token]" in used["output"], used
         assert refused["exit_code"] == 1 and "no_such_entry" in refused["output"], refused
         assert_no_leak("what agy's terminal printed", json.dumps(records))

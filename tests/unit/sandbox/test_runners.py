@@ -24,6 +24,7 @@ from octipusd.sandbox import (
     masked_paths,
     passed_sockets,
 )
+from octipusd.sandbox.runners import OFF_REASON
 from octipusd.settings_security import ShellSandboxMode
 from octipusd.toolkit import RunnerKind, SandboxRunner, ShellSandbox, ShellTerms
 
@@ -93,6 +94,15 @@ def test_a_runner_that_cannot_work_here_counts_as_absent_with_its_reason(tmp_pat
     assert RunnerSearch([folder]).find(ShellSandboxMode.AUTO).runner == SandboxRunner(
         RunnerKind.FIREJAIL, folder / "firejail"
     )
+
+
+def test_with_the_sandbox_off_no_runner_is_probed_at_start_up(tmp_path: Path) -> None:
+    folder, probed = tmp_path / "bin", tmp_path / "probed"
+    program(folder, "bwrap", f"touch {probed}")
+    found = RunnerSearch([folder]).find(ShellSandboxMode.OFF)
+    assert found.runner is None and found.unavailable == OFF_REASON and not found.in_force
+    assert not probed.exists()
+    assert RunnerSearch([folder]).find(ShellSandboxMode.AUTO).runner is not None and probed.exists()
 
 
 def test_a_probe_that_hangs_is_a_reason(tmp_path: Path) -> None:

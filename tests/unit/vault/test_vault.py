@@ -123,6 +123,7 @@ def test_add_applies_the_defaults_and_refuses_bad_input_without_quoting_the_valu
             r"^the vault value is 3 characters, under the minimum of 4: a shorter value would be masked",
         ),
         ({"name": "ok", "value": TOKEN + "\x00"}, r"^the vault value holds a NUL character"),
+        ({"name": "ok", "value": TOKEN + "\ud800"}, r"^the vault value is not valid Unicode text"),
         (
             {"name": "ok", "value": TOKEN + "é" * MAX_VALUE_BYTES},
             rf"^the vault value is {len(TOKEN) + 2 * MAX_VALUE_BYTES} bytes, over the limit of {MAX_VALUE_BYTES} bytes$",
