@@ -9,7 +9,8 @@ call needs a recovery review it cannot get (``review_required``), and when a roo
 path); :func:`compose` turns one into a :class:`Notification` from the event and the rows it names
 (run, session, approval), read by the notifier's worker. A notification says what the person must
 judge (the session, the run, the tool and its subject, the questions) and links to the page; it
-never carries a tool's whole input (file contents), a token or a capability.
+never carries a tool's whole input (file contents), a token or a capability, nor a control
+character (an escape sequence an agent wrote shows as ``\x1b[...``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from octipusd.inert import inert
 from octipusd.questionnaire import questions_of
 from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
 
@@ -93,7 +95,9 @@ def _terminal(status: Any) -> RunStatus | None:
 
 
 def _cut(text: Any, limit: int = LIMITS.field_chars) -> str:
-    value = " ".join(str(text).split())
+    """``text`` on one line, its control characters visible (:func:`~octipusd.inert.inert`), cut
+    at ``limit`` characters: every field of a notification that the agent or a vendor wrote."""
+    value = inert(" ".join(str(text).split()))
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
@@ -102,7 +106,7 @@ def _where(session: Session | None) -> str:
     if session is None:
         return "a session"
     name = session.title or os.path.basename(session.workspace.rstrip("/")) or session.workspace
-    return f"session {_cut(name, 80)!r}"
+    return f"session '{_cut(name, 80)}'"
 
 
 def _questions(approval: Approval | None) -> list[str]:
