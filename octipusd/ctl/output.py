@@ -100,7 +100,12 @@ def confirm(question: str, default: bool = False) -> bool:
     return typer.confirm(inert(question), default=default)
 
 
-def write_plain(text: str) -> None:
-    """Write ``text`` (of any origin) on stdout as it is but inert, ending with a newline."""
-    shown = inert(text)
+def write_plain(text: str, *, unchanged: bool = False) -> None:
+    """Write ``text`` (of any origin) on stdout, inert, ending with a newline.
+
+    Args:
+        text: The text, e.g. a diff.
+        unchanged: Write it as it is (only where the caller made sure that stdout is no terminal).
+    """
+    shown = text if unchanged else inert(text)
     sys.stdout.write(shown if not shown or shown.endswith("\n") else shown + "\n")

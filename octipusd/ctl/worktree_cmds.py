@@ -117,10 +117,7 @@ def worktrees_diff(
         text = new_client().request_text("GET", f"/worktrees/{part(worktree_id)}/diff", timeout=DIFF_WAIT_S)
     except OctipusError as exc:
         raise fail(exc) from None
-    if raw:
-        sys.stdout.write(text)
-    else:
-        write_plain(text)
+    write_plain(text, unchanged=raw)
     if not text:
         console.print(f"[dim]worktree {safe(worktree_id)}: no difference from its base[/]")
 
