@@ -7,21 +7,17 @@ each is shown visibly (``\\x1b[2J``), markup as written; ``--json`` stays exact 
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import select
 import subprocess
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from octipusd.testing.stub_cli import CLAUDE_INIT, claude_result
 from tests.e2e.conftest import Env
+from tests.e2e.terminal import CTL, on_terminal
 from tests.e2e.test_stream_framing import stub_binary
 
-CTL = str(Path(sys.executable).parent / "octipusctl")
 #: Seconds one octipusctl command may take here.
 CTL_TIMEOUT_S = 120.0
 
@@ -35,8 +31,9 @@ HOSTILE = (
 VISIBLE_CSI = "\\x1b[2J"
 #: rich's own styles on a terminal (SGR): the only escape sequences octipusctl may write there.
 SGR = re.compile(r"\x1b\[[0-9;]*m")
-#: A terminal's answer to "Allow ...?" (typer.confirm).
+#: What octipusctl run asks on a terminal (typer.confirm), and how the question ends.
 ASKED = "Allow cli-native:Bash"
+CONFIRM = "[y/N]: "
 
 
 def _assistant(*content: dict[str, Any]) -> dict[str, Any]:
@@ -107,41 +104,13 @@ def piped(env: Env, *args: str, code: int = 0) -> str:
     return done.stdout
 
 
-def on_terminal(env: Env, *args: str, answer: tuple[str, bytes] | None = None) -> str:
-    """Run octipusctl on a pseudo-terminal that takes colours; type ``answer[1]`` once
-    ``answer[0]`` shows. Returns everything it wrote (checked with :func:`assert_inert`)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [CTL, *args],
-        env={**env.daemon.env, "TERM": "xterm-256color", "COLUMNS": "200"},
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        close_fds=True,
-    )
-    os.close(slave)
-    seen = b""
-    try:
-        while True:
-            ready, _, _ = select.select([master], [], [], CTL_TIMEOUT_S)
-            assert ready, f"octipusctl {' '.join(args)} wrote nothing for {CTL_TIMEOUT_S} s:\n{seen!r}"
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal's other end closed: octipusctl is done
-                chunk = b""
-            if not chunk:
-                break
-            seen += chunk
-            if answer is not None and answer[0].encode() in seen:
-                os.write(master, answer[1])
-                answer = None
-        assert proc.wait(timeout=CTL_TIMEOUT_S) == 0, seen.decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    text = seen.decode()
+def shown_on_terminal(env: Env, *args: str, answers: Sequence[tuple[str, str]] = ()) -> str:
+    """Run octipusctl on a pseudo-terminal that takes colours (answering ``answers``); return what it
+    wrote, checked with :func:`assert_inert`."""
+    terminal_env = {**env.daemon.env, "TERM": "xterm-256color", "COLUMNS": "200"}
+    code, shown = on_terminal(args, terminal_env, answers)
+    text = shown.decode(errors="replace")
+    assert code == 0, text
     assert SGR.search(text), "no colours: the terminal test would not tell rich's escapes from the agent's"
     assert_inert(text, f"octipusctl {' '.join(args)} (terminal)")
     return text
@@ -164,11 +133,11 @@ def test_agent_text_with_escape_sequences_and_markup_is_shown_inert(
     for args in (*shows, ("approvals", "list", "--all")):
         assert VISIBLE_CSI in piped(env, *args), args
 
-    asked = on_terminal(env, "run", "go", "--workspace", workspace, answer=(ASKED, b"y\n"))
+    asked = shown_on_terminal(env, "run", "go", "--workspace", workspace, answers=[(CONFIRM, "y")])
     assert f"{ASKED} {VISIBLE_CSI}" in SGR.sub("", asked)  # the question quotes the command, inert
     assert "succeeded" in asked
     for args in shows:
-        assert VISIBLE_CSI in SGR.sub("", on_terminal(env, *args)), args
+        assert VISIBLE_CSI in SGR.sub("", shown_on_terminal(env, *args)), args
 
     exact = piped(env, "runs", "show", run_id, "--json", "--events")
     events = [json.loads(line) for line in exact.splitlines()][1:]
