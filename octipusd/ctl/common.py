@@ -21,6 +21,7 @@ from rich.table import Table
 
 from octipusd.ctl.client import Client
 from octipusd.errors import OctipusError
+from octipusd.money import format_usd, usd
 from octipusd.paths import default_socket_path
 
 __all__ = [
@@ -143,8 +144,9 @@ def usage_text(figures: dict[str, Any]) -> str:
         text += f" (cache read {cache[0]}, written {cache[1]})"
     if figures.get("usage_estimated") or figures.get("estimated"):
         text += ", estimated"
-    if figures.get("cost_usd") is not None:
-        text += f"; cost {figures['cost_usd']:.4f} USD"
+    cost = usd(figures.get("cost_usd"))
+    if cost is not None:
+        text += f"; cost {format_usd(cost)}"
     return text
 
 
