@@ -23,6 +23,7 @@ from rich.table import Table
 from octipusd.ctl.client import Client
 from octipusd.ctl.output import confirm, console, err, inert, safe, write_plain
 from octipusd.errors import OctipusError
+from octipusd.money import format_usd, usd
 from octipusd.paths import default_socket_path
 
 __all__ = [
@@ -139,8 +140,9 @@ def usage_text(figures: dict[str, Any]) -> str:
         text += f" (cache read {cache[0]}, written {cache[1]})"
     if figures.get("usage_estimated") or figures.get("estimated"):
         text += ", estimated"
-    if figures.get("cost_usd") is not None:
-        text += f"; cost {figures['cost_usd']:.4f} USD"
+    cost = usd(figures.get("cost_usd"))
+    if cost is not None:
+        text += f"; cost {format_usd(cost)}"
     return text
 
 

@@ -66,6 +66,7 @@ from octipusd.ctl.vault_cmds import vault_app, vault_line
 from octipusd.ctl.web_cmds import web_command
 from octipusd.ctl.worktree_cmds import worktrees_app
 from octipusd.errors import OctipusError
+from octipusd.money import format_usd, usd
 from octipusd.paths import default_socket_path
 
 __all__ = ["app", "main"]
@@ -269,9 +270,11 @@ def _render(event: dict[str, Any]) -> None:
             f"[dim]vendor session {safe(data.get('session_id'))}{safe(model)} mcp: {safe(servers)}[/]"
         )
     elif kind == "result":  # its tokens are in the run's one figure, printed at the end
-        cost = data.get("cost_usd")
+        cost = usd(data.get("cost_usd"))
         console.print(
-            f"[dim]result {safe(data.get('subtype'))}" + (f" (cost {cost:.4f} USD)" if cost else "") + "[/]"
+            f"[dim]result {safe(data.get('subtype'))}"
+            + (f" (cost {format_usd(cost)})" if cost else "")
+            + "[/]"
         )
     elif kind in ("notice", "bridge_call"):
         detail = " ".join(str(x) for x in (data.get("message") or data.get("event"), data.get("tool")) if x)

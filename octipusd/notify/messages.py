@@ -3,7 +3,8 @@
 A run needs a person when it raises an approval or a questionnaire (``approval_requested``), when a
 call needs a recovery review it cannot get (``review_required``), and when a root run ends: a
 ``failed`` run always notifies, any other ending only when the run took longer than
-``notify.finishedAfterSeconds``; a child agent's run never notifies its ending (its parent hears it).
+``notify.finishedAfterSeconds`` (with its cost when the vendor reported one, shown as every client
+shows it); a child agent's run never notifies its ending (its parent hears it).
 
 :func:`wanted` picks those events out of a committed batch (cheap, no I/O: it runs on the event
 path); :func:`compose` turns one into a :class:`Notification` from the event and the rows it names
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from octipusd.inert import inert
+from octipusd.money import format_usd
 from octipusd.questionnaire import questions_of
 from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
 
@@ -205,4 +207,6 @@ def compose(
     ]
     if data.get("reason"):
         lines.append(f"Reason: {_cut(data['reason'])}")
+    if run is not None and run.cost_usd is not None:
+        lines.append(f"Cost: {format_usd(run.cost_usd)}")
     return _message(f"Octipus: run {status}", lines, event, run_link)

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from octipusd.money import usd
 from octipusd.web.present import money
 from tests.e2e.conftest import TERMINAL, Env
 from tests.e2e.test_ctl_policy import QUESTIONS as E2E_QUESTIONS
@@ -78,7 +79,7 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert "tool Bash" in run_page and "approval answered" in run_page and "run succeeded" in run_page
         assert "data-approval=" not in run_page  # nothing waits any more
         assert f"prompt {ESCAPED}" in run_page
-        assert f'<span class="cost">{money(final["cost_usd"])}</span>' in run_page
+        assert f'<span class="cost">{money(usd(final["cost_usd"]))}</span>' in run_page
 
         # the transcript fragment: the same entries, after a seq, with the last seq covered
         events = env.events(run_id)
@@ -224,12 +225,14 @@ def test_the_activity_feed_names_each_run_that_changed(octipus: Callable[..., En
     assert all("data" not in f for f in frames)  # no event data: pages re-fetch what they show
 
 
-def test_money_shows_cents_or_four_decimals_below_a_cent() -> None:
-    assert [money(v) for v in (1.75, 1234.5, 0.25, 0.0042, 0.0, None)] == [
-        "$1.75",
-        "$1,234.50",
-        "$0.25",
+def test_money_shows_every_amount_to_four_decimals() -> None:
+    """One rule for every amount (issue 26 item 4): $0.0245 is not shown as $0.02 beside $0.0042."""
+    amounts = [usd(v) for v in ("1.75", "1234.5", "0.0245", "0.0042", "0")]
+    assert [money(v) for v in (*amounts, None)] == [
+        "$1.7500",
+        "$1,234.5000",
+        "$0.0245",
         "$0.0042",
-        "$0.00",
+        "$0.0000",
         "unknown",
     ]

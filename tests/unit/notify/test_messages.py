@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -183,6 +184,16 @@ def test_a_run_that_ended_notifies_when_it_failed_or_ran_long(
     assert f"{status} after" in message.body and message.link == f"{PAGE}/runs/{run.id}"
     if status is RunStatus.FAILED:
         assert "Reason: the vendor exited with 1" in message.body
+
+
+def test_a_finished_run_states_its_cost_as_every_client_shows_it(store: Store, tmp_path: Any) -> None:
+    """Issue 26 item 4: the cost the vendor reported, by the one rule (``$0.0245``, not ``$0.02``)."""
+    session, run = rows(store, tmp_path)
+    store.update_run(run.id, status=RunStatus.RUNNING, started_at=datetime.now(UTC) - timedelta(seconds=400))
+    ended = store.finish_run(run.id, status=RunStatus.SUCCEEDED, accounting={"cost_usd": Decimal("0.0245")})
+    data = {"status": "succeeded", "final": True}
+    message = message_of(event(run.id, "run_status", data), ended, session)
+    assert message is not None and "Cost: $0.0245" in message.body.splitlines()
 
 
 def test_wanted_keeps_only_what_may_notify() -> None:
