@@ -51,7 +51,7 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
             ]
         }
     )
-    session = env.new_session(title="<i>title</i>")
+    session = env.new_session(title="<i>title</i>\x1b]0;pwned\x07")  # markup, and a terminal title
     run_id = env.post(session, f"prompt {EVIL}")
     approval = env.wait_approval(run_id)
     with pages(env) as web:
@@ -99,6 +99,8 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert f'href="/sessions/{session}"' in home and "&lt;i&gt;title&lt;/i&gt;" in home
         assert f'href="/runs/{run_id}"' in home and "<i>title" not in home
         session_page = _ok(web, f"/sessions/{session}")
+        # the window's title shows the control characters as escapes, never passes them on
+        assert "<title>&lt;i&gt;title&lt;/i&gt;\\x1b]0;pwned\\x07 · Octipus</title>" in session_page
         assert f'href="/runs/{run_id}"' in session_page and "1 run ·" in session_page
         # no run is live: the session page offers the next turn, the run page nothing to steer
         assert f'data-api="POST /v1/sessions/{session}/turns"' in session_page

@@ -437,16 +437,29 @@ function notificationButton() {
   });
 }
 
-/** Show one notification: what waits (tool and subject), opening its approval page on a click. */
-function showNotification(title, body, path, tag) {
+/** Control characters (C0 but newline and tab, DEL, C1, lone surrogates) shown as escapes, a CRLF
+ * as a newline: the rule of octipusd/inert.py, for text an agent or a vendor wrote. */
+function inert(text) {
+  return String(text)
+    .replace(/\r\n/g, "\n")
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\ud800-\udfff]/gu, (c) => {
+      const code = c.charCodeAt(0);
+      return code >= 0xd800 ? `\\u${code.toString(16)}` : `\\x${code.toString(16).padStart(2, "0")}`;
+    });
+}
+
+/** Show one notification: what waits (tool and subject), opening its approval page on a click.
+ * Its title and body may quote the agent (a command): they are made inert first. */
+function showNotification(title, text, path, tag) {
   const url = window.location.origin + path; // no token: the page's cookie session opens it
-  const note = new Notification(title, { body, tag, data: { url } });
+  const [heading, body] = [inert(title), inert(text)];
+  const note = new Notification(heading, { body, tag, data: { url } });
   note.addEventListener("click", () => {
     window.focus();
     window.location.href = url;
   });
   window.octipusNotifications = (window.octipusNotifications || 0) + 1;
-  window.octipusLastNotification = { title, body, url };
+  window.octipusLastNotification = { title: heading, body, url };
 }
 
 /** A frame says a run needs a person: notify each of its pending approvals once (or the inbox). */
