@@ -15,9 +15,9 @@ A daemon can die after recording a call and before deciding it (while a grant's 
 counted, say). At start-up, :meth:`CallDecisions.recover_undecided` settles every such call the
 way every other recorded, not-started request is settled: it takes the call's decision claim
 exactly (a conditional ``UPDATE``: of two recoverers, or a recoverer and a cancellation, one
-wins) and decides it again under the current policy (a fresh approval where the policy asks);
-one whose session is gone ends ``not_executed`` with the reason. A retry of its request id then
-gets that answer instead of a call left undecided for ever.
+wins) and decides it again under the current policy (a fresh approval where the policy asks, a
+denial with its reason, or a run). A retry of its request id then gets that answer instead of a
+call left undecided for ever. (Deleting a session deletes its invocations with it.)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError
 from octipusd.journal.executor import ActionJournal, ActionScope
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import PolicyDecision
@@ -203,8 +203,7 @@ class CallDecisions:
         """Decide again the calls a stopped daemon recorded but never decided (start-up, seed 001).
 
         Each is claimed exactly and decided under the current policy as its request would have
-        been (see the module docstring); one whose session is gone ends ``not_executed`` with the
-        reason.
+        been (see the module docstring).
 
         Returns:
             How many undecided invocations were found.
@@ -227,17 +226,6 @@ class CallDecisions:
                 invocation.id,
                 invocation.tool,
             )
-            try:
-                session = await in_thread(self.store.get_session, invocation.session_id)
-            except NotFoundError:
-                gone = functools.partial(
-                    self.store.settle_invocation,
-                    invocation.id,
-                    "not_executed",
-                    token=token,
-                    reason="not run: octipusd stopped before deciding it, and its session no longer exists",
-                )
-                await in_thread(gone)
-                continue
+            session = await in_thread(self.store.get_session, invocation.session_id)
             await self.decide(invocation, session.workspace, token, again=True)
         return len(left)

@@ -250,8 +250,7 @@ class InvocationStoreMixin(StoreMixin):
 
         A hand-started call is recorded ``awaiting_approval`` with no approval before it is
         decided, so a retry of its request finds it and decides nothing (seed 001); its decision
-        then sets ``approved`` (owed an execution), ``denied`` or ``not_executed`` (ended, with
-        ``reason``) here. An ALLOW resting on a grant counts the grant's use in the same
+        then sets ``approved`` (owed an execution) or ``denied`` (ended, with ``reason``) here. An ALLOW resting on a grant counts the grant's use in the same
         transaction (``grant_id``): a daemon that stops before the commit leaves neither the use
         nor the decision, so deciding again later spends exactly one use.
 
@@ -263,8 +262,8 @@ class InvocationStoreMixin(StoreMixin):
             ConflictError: the claim no longer holds (the call was cancelled, or another daemon
                 took it over); nothing was written and no use was counted.
         """
-        if status not in ("approved", "denied", "not_executed"):
-            raise ValueError(f"a decided invocation is approved, denied or not_executed, got {status!r}")
+        if status not in ("approved", "denied"):
+            raise ValueError(f"a decided invocation is approved or denied, got {status!r}")
         now = self._clock()
         values: dict[str, Any] = {
             "status": status,
@@ -273,10 +272,8 @@ class InvocationStoreMixin(StoreMixin):
             "claimed_by": None,
             "updated_at": now,
         }
-        if status != "approved":
+        if status == "denied":
             values.update(error=reason, is_error=True, arguments=None, finished_at=now)
-            if status == "not_executed":
-                values["result"] = reason
         with (
             self._policy_change(
                 f"deciding invocation {invocation_id}", needed=grant_id is not None
