@@ -139,14 +139,21 @@ async def test_run_now_runs_the_approved_repeat_at_once(bench: Bench) -> None:
     assert done.status == "completed" and bench.lines() == 1
 
 
-async def test_the_wait_survives_a_restart(bench: Bench, clock: Clock) -> None:
+async def approved_and_waiting(bench: Bench) -> tuple[ActionService, ToolInvocation, str]:
+    """The repeat approved through its review (without run now) and dispatched once: it waits."""
     service = bench.service()
-    repeat, _ = await reviewed_repeat(bench, service)
+    repeat, earlier_id = await reviewed_repeat(bench, service)
     assert repeat.approval_id is not None
     await bench.broker.answer(repeat.approval_id, approve=True, decided_by="alice")
     assert await service.dispatch(repeat.id) is True
     held = waiting(bench, repeat.id)
     assert held is not None and bench.lines() == 0
+    return service, held, earlier_id
+
+
+async def test_the_wait_survives_a_restart(bench: Bench, clock: Clock) -> None:
+    _, held, _ = await approved_and_waiting(bench)
+    repeat = held
 
     bench.store.close()  # the daemon stops; the next one opens the same database
     bench.store = Store.open(bench.url, clock=clock)
@@ -167,24 +174,14 @@ async def test_the_wait_survives_a_restart(bench: Bench, clock: Clock) -> None:
 async def test_an_ended_transport_ends_the_wait(bench: Bench) -> None:
     """Once Octipus has ended the earlier request's transport (e.g. terminated its MCP session at
     restart), nothing can land beside the repeat: it runs without waiting for the bound."""
-    service = bench.service()
-    repeat, earlier_id = await reviewed_repeat(bench, service)
-    assert repeat.approval_id is not None
-    await bench.broker.answer(repeat.approval_id, approve=True, decided_by="alice")
-    assert await service.dispatch(repeat.id) is True
-    assert waiting(bench, repeat.id) is not None
+    service, repeat, earlier_id = await approved_and_waiting(bench)
     bench.store.end_dispatch(earlier_id, data={"evidence": "ended session"})
     assert await service.dispatch(repeat.id) is True
     assert bench.store.get_invocation(repeat.id).status == "completed" and bench.lines() == 1
 
 
 async def test_a_waiting_repeat_can_be_cancelled(bench: Bench) -> None:
-    service = bench.service()
-    repeat, _ = await reviewed_repeat(bench, service)
-    assert repeat.approval_id is not None
-    await bench.broker.answer(repeat.approval_id, approve=True, decided_by="alice")
-    assert await service.dispatch(repeat.id) is True
-    assert waiting(bench, repeat.id) is not None
+    service, repeat, _ = await approved_and_waiting(bench)
     cancelled = bench.store.cancel_invocation(repeat.id, by="alice")
     assert cancelled.status == "cancelled"
     assert await service.dispatch(repeat.id) is False and bench.lines() == 0
