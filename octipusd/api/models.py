@@ -441,13 +441,17 @@ class ApprovalAnswer(_Model):
     """``POST /v1/approvals/{id}``: approve or deny; a questionnaire needs ``answers``.
 
     ``answers`` maps each question's exact text to the answer: one string (an option label or
-    free text) or, for a multiple-selection question, a list of strings.
+    free text) or, for a multiple-selection question, a list of strings. ``run_now`` (with an
+    approval of a recovery review): the call it reviews runs at once, even while a request of a
+    reviewed action may still land (its input's ``waits_until``); without it, the call waits
+    until then. Kept in the approval's ``answers`` as ``{"run_now": true}``.
     """
 
     decision: Literal["approve", "deny"]
     reason: str | None = None
     answers: dict[str, str | list[str]] | None = None
     remember: Remember | None = None
+    run_now: bool = False
 
 
 class RuleCreate(_Model):

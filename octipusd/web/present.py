@@ -11,7 +11,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
@@ -78,10 +78,18 @@ def money(value: Decimal | None) -> str:
     return "unknown" if value is None else format_usd(value)
 
 
-def short_time(moment: datetime | None) -> str:
+def short_time(moment: datetime | str | None) -> str:
     """``2024-05-01 12:03:04 UTC`` (the store keeps UTC; to the second), or "" for none: every page
-    shows times this one way."""
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+    shows times this one way. An ISO 8601 text (a time inside a record's JSON) is read first; text
+    that is not one is shown as it is."""
+    if isinstance(moment, str):
+        try:
+            parsed: datetime | None = datetime.fromisoformat(moment).astimezone(UTC)
+        except ValueError:
+            return moment
+    else:
+        parsed = moment
+    return parsed.strftime("%Y-%m-%d %H:%M:%S UTC") if parsed else ""
 
 
 def session_name(title: str | None, workspace: str, session_id: str) -> str:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 
 from octipusd.money import usd
+from octipusd.web.pages import templates
 from octipusd.web.present import money
 from tests.e2e.conftest import TERMINAL, Env
 from tests.e2e.test_ctl_policy import QUESTIONS as E2E_QUESTIONS
@@ -236,3 +238,26 @@ def test_money_shows_every_amount_to_four_decimals() -> None:
         "$0.0000",
         "unknown",
     ]
+
+
+def test_a_recovery_review_that_holds_its_call_back_shows_until_when_and_offers_run_now() -> None:
+    """Issue 26: the approval card of a review whose call waits says until when (one time format)
+    and offers "Approve and run now" (the answer's ``run_now``); another review offers neither."""
+    card = templates.env.get_template("macros.html").module.approval_card
+    base: dict[str, Any] = {
+        "id": "p" * 32,
+        "kind": "action_recovery",
+        "tool_id": "ledger.append_entry",
+        "subject": "Check earlier",
+        "reason": "action_recovery · retry",
+        "explanation": "1 earlier action(s) have uncertain effects",
+        "expires_at": None,
+        "input": {"actions": [], "note": "Check earlier.", "waits_until": "2026-01-01T00:01:05+00:00"},
+    }
+    waits = str(card(SimpleNamespace(**base), lambda a: []))
+    assert "Runs after" in waits and "2026-01-01 00:01:05 UTC" in waits
+    assert 'data-run-now="1"' in waits and "Approve and run now" in waits
+    plain = str(
+        card(SimpleNamespace(**{**base, "input": {"actions": [], "waits_until": None}}), lambda a: [])
+    )
+    assert "Runs after" not in plain and "data-run-now" not in plain

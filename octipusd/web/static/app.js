@@ -19,7 +19,8 @@
 // - a 401 from the daemon (restarted, or this page's session ended) shows one banner and stops the
 //   activity stream's retries.
 // - approval forms (form.approval) send a decision (a click on a data-decision button; Enter
-//   decides nothing), "remember" and questionnaire answers.
+//   decides nothing), "remember", questionnaire answers, and a recovery review's run now
+//   (data-run-now on its button).
 "use strict";
 
 /** The CSRF token of this web session (empty on the Unix socket). */
@@ -357,8 +358,9 @@ function answersOf(form) {
   return answers;
 }
 
-async function submitApproval(form, decision) {
+async function submitApproval(form, decision, runNow) {
   const body = { decision };
+  if (runNow) body.run_now = true; // a recovery review: the reviewed call runs at once
   const reason = form.elements.reason ? form.elements.reason.value.trim() : "";
   if (reason) body.reason = reason;
   try {
@@ -405,7 +407,7 @@ document.addEventListener("submit", (event) => {
 document.addEventListener("click", (event) => {
   const decision = event.target.closest("form.approval button[data-decision]");
   if (decision) {
-    submitApproval(decision.form, decision.value === "deny" ? "deny" : "approve");
+    submitApproval(decision.form, decision.value === "deny" ? "deny" : "approve", decision.dataset.runNow === "1");
     return;
   }
   const button = event.target.closest("button[data-api]");
