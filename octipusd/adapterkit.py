@@ -24,14 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from octipusd.adapter import (
-    BRIDGE_HELPER_NAME,
-    JSON,
-    RunFailureEvent,
-    SessionEvent,
-    Usage,
-    bridge_helper_path,
-)
+from octipusd.adapter import JSON, RunFailureEvent, SessionEvent, Usage
+from octipusd.adapter_launch import BRIDGE_HELPER_NAME, bridge_helper_path
 from octipusd.errors import AdapterError
 
 __all__ = [

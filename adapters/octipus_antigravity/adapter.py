@@ -92,7 +92,7 @@ class AntigravityAdapter(AdapterDefaults):
           written to ``<run_dir>/agy-prompt.md`` and argv points the agent at it.
         * The bridge capability is never on argv: the runtime gives the child's environment
           ``OCTIPUS_BRIDGE_URL`` and ``OCTIPUS_BRIDGE_TOKEN`` and appends the helper's folder to
-          ``PATH``, as for every vendor (:func:`octipusd.adapter.with_bridge_helper`); the token is in
+          ``PATH``, as for every vendor (:func:`octipusd.adapter_launch.with_bridge_helper`); the token is in
           ``secrets``.
         * Permission modes: see :data:`octipus_antigravity.launch.PERMISSION_ARGS`; in a shared
           space (``request.space``) always ``--mode plan``.

@@ -22,7 +22,7 @@ Facts and their sources (``/work/shared/protocols/sources.md`` §4, seed 003):
 * No MCP for Octipus: the agent reaches the run's bridge from its terminal with the
   ``octipus-bridge`` helper; the bridge URL and capability are inherited privately through the
   environment, never on the command line (seed 003 "How tools and context work"), which the runtime
-  gives every vendor's launch (:func:`octipusd.adapter.with_bridge_helper`).
+  gives every vendor's launch (:func:`octipusd.adapter_launch.with_bridge_helper`).
 * System instructions: print mode has no system-prompt flag, so Octipus's instructions are
   folded into the prompt text (seed 003: "System instructions are passed with the invocation";
   AGENTS.md/GEMINI.md are never rewritten).
@@ -51,17 +51,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from octipusd import adapterkit
-from octipusd.adapter import (
-    BRIDGE_HELPER_NAME,
-    BRIDGE_TOKEN_ENV,
-    BRIDGE_URL_ENV,
-    BridgeEndpoint,
-    LaunchRequest,
-    LaunchSpec,
-    PermissionMode,
-    StdinMode,
-    bridge_helper_path,
-)
+from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapter_launch import BRIDGE_HELPER_NAME, BRIDGE_TOKEN_ENV, BRIDGE_URL_ENV, bridge_helper_path
 from octipusd.errors import AdapterError
 
 #: Environment variables the ``octipus-bridge`` helper reads (the adapter protocol's names).
@@ -288,7 +279,7 @@ def child_env(base: Mapping[str, str]) -> dict[str, str]:
     """Return the child's environment: ``base`` plus :data:`QUIET_ENV`.
 
     The bridge helper's variables and ``PATH`` entry are the runtime's to add, as for every vendor
-    (:func:`octipusd.adapter.with_bridge_helper`).
+    (:func:`octipusd.adapter_launch.with_bridge_helper`).
 
     Args:
         base: The runtime's (already filtered) environment for the child.

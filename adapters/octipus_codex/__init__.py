@@ -56,7 +56,7 @@ Public API: :class:`CodexAdapter`, :class:`CodexStreamParser` and the helpers be
 
 from __future__ import annotations
 
-from octipusd.adapter import BRIDGE_TOKEN_ENV
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
 
 from .adapter import CodexAdapter
 from .control import (

@@ -23,15 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from octipusd import adapterkit
-from octipusd.adapter import (
-    BRIDGE_TOKEN_ENV,
-    JSON,
-    BridgeEndpoint,
-    LaunchRequest,
-    LaunchSpec,
-    PermissionMode,
-    StdinMode,
-)
+from octipusd.adapter import JSON, BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
 from octipusd.errors import AdapterError
 
 from . import rpc
@@ -242,8 +235,8 @@ def bridge_server_config(bridge: BridgeEndpoint) -> JSON:
     "default_tools_approval_mode": "approve", "tool_timeout_sec": <seconds>}``:
 
     * the token travels in the child's environment only (Codex sends ``Authorization: Bearer``), in
-      the adapter protocol's :data:`~octipusd.adapter.BRIDGE_TOKEN_ENV`, which the runtime sets on
-      every launch with a bridge (:func:`~octipusd.adapter.with_bridge_helper`);
+      the adapter protocol's :data:`~octipusd.adapter_launch.BRIDGE_TOKEN_ENV`, which the runtime sets on
+      every launch with a bridge (:func:`~octipusd.adapter_launch.with_bridge_helper`);
     * ``required`` makes a bridge that cannot start fail the thread at once (exec: rc 1 with
       ``required MCP servers failed to initialize``; app-server: the ``thread/start`` error says the
       same), instead of a run silently without Octipus tools;

@@ -48,7 +48,7 @@ Public API: :class:`VibeAdapter`, :class:`VibeParser` and the helpers below.
 
 from __future__ import annotations
 
-from octipusd.adapter import BRIDGE_TOKEN_ENV
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
 
 from .acp import (
     INITIALIZE_ID,

@@ -38,14 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from octipusd.adapter import (
-    BRIDGE_TOKEN_ENV,
-    BridgeEndpoint,
-    LaunchRequest,
-    LaunchSpec,
-    PermissionMode,
-    StdinMode,
-)
+from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
 from octipusd.errors import AdapterError
 
 from .acp import (
@@ -269,7 +263,7 @@ def child_env(request: LaunchRequest, extra: Mapping[str, str] | None = None) ->
         request: The launch request (``env``: the runtime's filtered environment; ``model``: a
             Vibe model alias, set as :data:`MODEL_ENV`).
         extra: Transport-specific variables (headless: the bridge's server list; its token is the
-            adapter protocol's :data:`~octipusd.adapter.BRIDGE_TOKEN_ENV`, which the runtime sets on
+            adapter protocol's :data:`~octipusd.adapter_launch.BRIDGE_TOKEN_ENV`, which the runtime sets on
             every launch with a bridge).
 
     Returns:

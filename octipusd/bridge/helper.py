@@ -3,7 +3,7 @@
 Seed 003 ("How tools and context work"): "Antigravity can reach the same bridge through a
 supplied terminal helper. The helper supports listing tools and calling a named tool with
 JSON arguments; credentials are inherited privately through the environment." Every vendor's
-launch carries that environment (:func:`octipusd.adapter.with_bridge_helper`), so any agent's own
+launch carries that environment (:func:`octipusd.adapter_launch.with_bridge_helper`), so any agent's own
 shell can fall back to the helper when MCP is unavailable ("use the run's provided bridge helper to
 call shell__run with the same JSON arguments").
 
@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS, BRIDGE_TOKEN_ENV, BRIDGE_URL_ENV
+from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV, BRIDGE_URL_ENV
 from octipusd.policy import shellguard
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 # made, so usage errors and ``--help`` answer at once.
 
 #: The variables the helper reads; every vendor launch with a bridge carries them
-#: (:func:`octipusd.adapter.with_bridge_helper`).
+#: (:func:`octipusd.adapter_launch.with_bridge_helper`).
 ENV_URL = BRIDGE_URL_ENV
 ENV_TOKEN = BRIDGE_TOKEN_ENV
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from octipusd.adapter import Adapter, LaunchRequest, ResultEvent, StreamParser, Usage, vendor_launch
+from octipusd.adapter import Adapter, LaunchRequest, ResultEvent, StreamParser, Usage
+from octipusd.adapter_launch import vendor_launch
 from octipusd.errors import ExecutableNotFoundError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.outcome import result_failed, result_failure

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from octipusd.adapter import BRIDGE_HELPER_ENV
+from octipusd.adapter_launch import BRIDGE_HELPER_ENV
 from octipusd.errors import ApiError
 from octipusd.runner.process import RUN_MARKER
 from tests.e2e.conftest import Env
@@ -50,7 +50,7 @@ def _assert_nothing_of_the_daemon(
     env: Mapping[str, str], *, api_key: bool = False, vendor: bool = False
 ) -> None:
     """None of the daemon's settings or credentials; a vendor also has its run's bridge helper
-    variables (``octipusd.adapter.with_bridge_helper``), which a command never gets."""
+    variables (``octipusd.adapter_launch.with_bridge_helper``), which a command never gets."""
     dump = "\n".join(f"{k}={v}" for k, v in env.items())
     assert PG_PASSWORD not in dump
     for name, value in CREDENTIALS.items():

@@ -21,15 +21,8 @@ from octipus_antigravity import (
 )
 from octipus_antigravity.launch import INLINE_PROMPT_MAX_BYTES, PROMPT_FILE_NAME
 
-from octipusd.adapter import (
-    Adapter,
-    BridgeEndpoint,
-    LaunchRequest,
-    LaunchSpec,
-    PermissionMode,
-    StdinMode,
-    vendor_launch,
-)
+from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapter_launch import vendor_launch
 from octipusd.bridge import helper as bridge_helper
 from octipusd.errors import AdapterError
 

@@ -20,15 +20,8 @@ import anyio
 import pytest
 from octipus_antigravity import AntigravityAdapter
 
-from octipusd.adapter import (
-    LaunchRequest,
-    PermissionMode,
-    ResultEvent,
-    StdinMode,
-    TextEvent,
-    VendorEvent,
-    vendor_launch,
-)
+from octipusd.adapter import LaunchRequest, PermissionMode, ResultEvent, StdinMode, TextEvent, VendorEvent
+from octipusd.adapter_launch import vendor_launch
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge

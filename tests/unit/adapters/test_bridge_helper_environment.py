@@ -1,7 +1,7 @@
 """Every registered adapter gives its vendor the bridge helper's environment (issue 26 item 3).
 
 Seed 003: "If MCP is unavailable, use the run's provided bridge helper to call shell__run with the
-same JSON arguments." The runtime starts :func:`octipusd.adapter.vendor_launch`, which completes
+same JSON arguments." The runtime starts :func:`octipusd.adapter_launch.vendor_launch`, which completes
 each adapter's launch with the helper's variables under one set of names and its folder on
 ``PATH``; the capability stays off argv. The real binaries' own shells run the helper in the
 conformance scenario ``bridge_helper`` (``octipusd.testing.conformance``).
@@ -15,15 +15,11 @@ from typing import Any
 
 import pytest
 
-from octipusd.adapter import (
+from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, LaunchSpec, load_adapters
+from octipusd.adapter_launch import (
     BRIDGE_HELPER_ENV,
     BRIDGE_TOKEN_ENV,
     BRIDGE_URL_ENV,
-    Adapter,
-    BridgeEndpoint,
-    LaunchRequest,
-    LaunchSpec,
-    load_adapters,
     vendor_launch,
     with_bridge_helper,
 )

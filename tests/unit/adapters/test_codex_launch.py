@@ -30,8 +30,8 @@ from octipusd.adapter import (
     PermissionMode,
     StdinMode,
     load_adapters,
-    vendor_launch,
 )
+from octipusd.adapter_launch import vendor_launch
 from octipusd.errors import AdapterError
 
 TOKEN = "capability-Zx9_-secret-token-value"

@@ -25,14 +25,8 @@ from octipus_vibe import (
 )
 from octipus_vibe.launch import SPACE_REFUSAL
 
-from octipusd.adapter import (
-    Adapter,
-    BridgeEndpoint,
-    LaunchRequest,
-    PermissionMode,
-    StdinMode,
-    with_bridge_helper,
-)
+from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, PermissionMode, StdinMode
+from octipusd.adapter_launch import with_bridge_helper
 from octipusd.errors import AdapterError
 
 TOKEN = "tok_" + "A" * 43

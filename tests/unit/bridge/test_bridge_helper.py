@@ -11,7 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from octipusd.adapter import BridgeEndpoint, LaunchSpec, with_bridge_helper
+from octipusd.adapter import BridgeEndpoint, LaunchSpec
+from octipusd.adapter_launch import with_bridge_helper
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.helper import ENV_TOKEN, ENV_URL
 from octipusd.bridge.queue import WorkerQueues

@@ -22,13 +22,8 @@ import pytest
 from octipus_claude_code import ClaudeCodeAdapter
 from octipus_codex import CodexAdapter
 
-from octipusd.adapter import (
-    BRIDGE_CALL_TIMEOUT_SECONDS,
-    LaunchRequest,
-    LaunchSpec,
-    PermissionMode,
-    vendor_launch,
-)
+from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS, LaunchRequest, LaunchSpec, PermissionMode
+from octipusd.adapter_launch import vendor_launch
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import BridgeLimits, open_bridge

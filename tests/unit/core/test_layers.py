@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[3]
 #: the socket; ``questionnaire`` the questions of a questionnaire approval (read by the clients, the
 #: page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify`` and ``settings_security`` the ``swarm``,
 #: ``web``, ``notify`` and ``security`` settings sections;
-#: ``adapter_events`` the typed vendor events of the adapter protocol.
+#: ``adapter_events`` the typed vendor events of the adapter protocol; ``adapter_launch`` the launch as
+#: the runtime starts it (an adapter's launch plus the bridge helper's environment).
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
     "errors": 1,
@@ -47,8 +48,9 @@ FOUNDATIONS: Mapping[str, int] = {
     "adapter_events": 2,
     "adapter": 3,
     "toolkit": 3,
-    "adapterkit": 4,
-    "store": 5,
+    "adapter_launch": 4,
+    "adapterkit": 5,
+    "store": 6,
 }
 CLIENTS = frozenset({"ctl", "tui"})
 #: ``web`` is the page the API application itself serves, server-rendered from the same services
