@@ -361,6 +361,13 @@ class Adapter(Protocol):
     def build_launch(self, request: LaunchRequest) -> LaunchSpec:
         """Build argv, env and files for one invocation.
 
+        Every vendor gets the bridge helper's environment (seed 003: "If MCP is unavailable, use
+        the run's provided bridge helper"): the runtime starts
+        :func:`octipusd.adapter_launch.vendor_launch`, this launch completed with the helper's
+        variables, so an adapter sets none of them itself (it may name
+        :data:`~octipusd.adapter_launch.BRIDGE_TOKEN_ENV` to its vendor's MCP client) and never puts
+        the capability on argv.
+
         Raises:
             AdapterError: the request cannot be honoured (e.g. a disallowed additive flag).
         """

@@ -10,26 +10,23 @@ Also the check of the Octipus bridge in a vendor's session announcement
 :class:`~octipusd.adapter.RunFailureEvent` unless the bridge is ``connected``), the check of a model
 row's additive flags (:func:`normalize_additive_flags`: a few boolean
 switches and one flag with a closed set of values, per vendor), and the location of the
-``octipus-bridge`` helper as a vendor process must call it
-(:func:`bridge_helper_path`, :func:`shell_guard_command`), shared by the adapters that hand it to
-their vendor: Antigravity (the terminal bridge) and the Claude-binary adapters (the shell guard hook
-of space mode).
+``octipus-bridge`` helper as a vendor process must call it (:func:`bridge_helper_path`, whose home
+is the adapter protocol, which gives every launch the helper's environment; :func:`shell_guard_command`,
+the Claude-binary adapters' shell guard hook of space mode).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import shlex
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Final
 
 from octipusd.adapter import JSON, RunFailureEvent, SessionEvent, Usage
+from octipusd.adapter_launch import BRIDGE_HELPER_NAME, bridge_helper_path
 from octipusd.errors import AdapterError
 from octipusd.money import usd
 
@@ -53,9 +50,6 @@ __all__ = [
     "shell_guard_command",
     "to_text",
 ]
-
-#: Command name of the terminal helper (``[project.scripts]`` in pyproject.toml).
-BRIDGE_HELPER_NAME: Final = "octipus-bridge"
 
 #: The helper's subcommand that runs the shell guard hook (:mod:`octipusd.policy.shellguard`).
 SHELL_GUARD_SUBCOMMAND: Final = "shell-guard"
@@ -218,21 +212,6 @@ def to_text(value: object) -> str:
         return str(value)
     except RecursionError:
         return "<value nested too deeply to render>"
-
-
-def bridge_helper_path() -> str:
-    """Return the ``octipus-bridge`` path next to the running interpreter.
-
-    ``octipus-bridge`` is a console script of the ``octipus`` distribution, installed in the same
-    ``bin`` folder as the interpreter running the daemon (``sys.executable`` is not resolved: in a
-    virtual environment it is the environment's ``bin/python``). An absolute path works inside a
-    vendor process whatever its ``PATH``. No file-system access: a missing helper is noticed only
-    when the vendor runs it.
-
-    Returns:
-        An absolute path string (``<dirname(sys.executable)>/octipus-bridge``).
-    """
-    return str(Path(os.path.abspath(sys.executable)).parent / BRIDGE_HELPER_NAME)
 
 
 def shell_guard_command(helper: str | None = None) -> str:

@@ -51,7 +51,7 @@ class AntigravityAdapter(AdapterDefaults):
             a new conversation, so Octipus never resumes agy (seed 003 "Session reuse").
         config_env: :data:`octipus_antigravity.launch.CONFIG_ENV`.
         api_key_env: :data:`octipus_antigravity.launch.API_KEY_ENV`.
-        bridge_helper: The helper path used in the environment and the instructions.
+        bridge_helper: The helper path the instructions name (the runtime puts its folder on ``PATH``).
         space_mode: The declared space mode (seed 003 "In shared spaces"; read by
             ``octipusd.policy.spaces.check_space_model``): ``--mode plan`` whatever the row says.
     """
@@ -90,9 +90,10 @@ class AntigravityAdapter(AdapterDefaults):
         * The prompt is Octipus's instructions, the ``octipus-bridge`` guide (with a bridge) and
           the user's text (:func:`octipus_antigravity.launch.compose_prompt`); above 100 KiB it is
           written to ``<run_dir>/agy-prompt.md`` and argv points the agent at it.
-        * The bridge capability is never on argv: the child's environment carries
-          ``OCTIPUS_BRIDGE_URL`` and ``OCTIPUS_BRIDGE_TOKEN``, and the helper's folder is appended to
-          ``PATH`` (:func:`octipus_antigravity.launch.child_env`); the token is in ``secrets``.
+        * The bridge capability is never on argv: the runtime gives the child's environment
+          ``OCTIPUS_BRIDGE_URL`` and ``OCTIPUS_BRIDGE_TOKEN`` and appends the helper's folder to
+          ``PATH``, as for every vendor (:func:`octipusd.adapter_launch.with_bridge_helper`); the token is in
+          ``secrets``.
         * Permission modes: see :data:`octipus_antigravity.launch.PERMISSION_ARGS`; in a shared
           space (``request.space``) always ``--mode plan``.
         * No resume flag is ever passed; stdin is ``/dev/null``; nothing is written to stdin.

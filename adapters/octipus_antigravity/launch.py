@@ -21,7 +21,8 @@ Facts and their sources (``/work/shared/protocols/sources.md`` §4, seed 003):
   vendor (sources.md §6).
 * No MCP for Octipus: the agent reaches the run's bridge from its terminal with the
   ``octipus-bridge`` helper; the bridge URL and capability are inherited privately through the
-  environment, never on the command line (seed 003 "How tools and context work").
+  environment, never on the command line (seed 003 "How tools and context work"), which the runtime
+  gives every vendor's launch (:func:`octipusd.adapter_launch.with_bridge_helper`).
 * System instructions: print mode has no system-prompt flag, so Octipus's instructions are
   folded into the prompt text (seed 003: "System instructions are passed with the invocation";
   AGENTS.md/GEMINI.md are never rewritten).
@@ -44,7 +45,6 @@ grant and no ``--dangerously-skip-permissions``.
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -52,14 +52,12 @@ from typing import Any, Final
 
 from octipusd import adapterkit
 from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
-from octipusd.adapterkit import BRIDGE_HELPER_NAME, bridge_helper_path
+from octipusd.adapter_launch import BRIDGE_HELPER_NAME, BRIDGE_TOKEN_ENV, BRIDGE_URL_ENV, bridge_helper_path
 from octipusd.errors import AdapterError
 
-#: Environment variables the ``octipus-bridge`` helper reads (the same names as
-#: ``octipusd.bridge.helper.ENV_URL`` / ``ENV_TOKEN``; re-declared so this pure adapter does not
-#: import the helper, which imports anyio and the MCP client machinery).
-ENV_BRIDGE_URL: Final = "OCTIPUS_BRIDGE_URL"
-ENV_BRIDGE_TOKEN: Final = "OCTIPUS_BRIDGE_TOKEN"
+#: Environment variables the ``octipus-bridge`` helper reads (the adapter protocol's names).
+ENV_BRIDGE_URL: Final = BRIDGE_URL_ENV
+ENV_BRIDGE_TOKEN: Final = BRIDGE_TOKEN_ENV
 
 #: Command name of the terminal helper (``[project.scripts]`` in pyproject.toml).
 HELPER_NAME: Final = BRIDGE_HELPER_NAME
@@ -277,36 +275,19 @@ def prompt_pointer(path: Path) -> str:
     )
 
 
-def child_env(base: Mapping[str, str], bridge: BridgeEndpoint | None, helper: str) -> dict[str, str]:
-    """Return the child's environment.
+def child_env(base: Mapping[str, str]) -> dict[str, str]:
+    """Return the child's environment: ``base`` plus :data:`QUIET_ENV`.
 
-    ``base`` without inherited ``OCTIPUS_BRIDGE_*`` variables (a parent run's capability must not
-    leak into this one), plus :data:`QUIET_ENV`; with a bridge, ``OCTIPUS_BRIDGE_URL`` and
-    ``OCTIPUS_BRIDGE_TOKEN`` (``octipusd.bridge.helper.helper_environment`` semantics) and the
-    helper's folder **appended** to ``PATH`` so ``octipus-bridge`` resolves by name. It is appended,
-    not prefixed: that folder is the daemon's virtual environment ``bin``, whose ``python`` and
-    ``pip`` must not shadow the user's in the agent's terminal; the instructions give the helper's
-    absolute path anyway.
+    The bridge helper's variables and ``PATH`` entry are the runtime's to add, as for every vendor
+    (:func:`octipusd.adapter_launch.with_bridge_helper`).
 
     Args:
         base: The runtime's (already filtered) environment for the child.
-        bridge: The run's bridge, or None.
-        helper: Absolute path of ``octipus-bridge``.
 
     Returns:
         A new dict.
     """
-    env = {k: v for k, v in base.items() if k not in (ENV_BRIDGE_URL, ENV_BRIDGE_TOKEN)}
-    env.update(QUIET_ENV)
-    if bridge is not None:
-        env[ENV_BRIDGE_URL] = bridge.url
-        env[ENV_BRIDGE_TOKEN] = bridge.token
-        folder = os.path.dirname(helper)
-        parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p]
-        if folder and folder not in parts:
-            parts.append(folder)
-        env["PATH"] = os.pathsep.join(parts)
-    return env
+    return {**base, **QUIET_ENV}
 
 
 def _value_flag(name: str, value: str) -> str:
@@ -368,7 +349,7 @@ def build_launch(request: LaunchRequest, *, helper: str) -> LaunchSpec:
     argv.append(_value_flag(PRINT_FLAG, prompt))
     return LaunchSpec(
         argv=tuple(argv),
-        env=child_env(request.env, request.bridge, helper),
+        env=child_env(request.env),
         cwd=request.cwd,
         files=files,
         stdin_mode=StdinMode.DEVNULL,

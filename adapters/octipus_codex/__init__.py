@@ -34,7 +34,8 @@ driven offline against :mod:`octipusd.testing.responses_server` and a real Octip
   each off (names with dots too), so an app-server run sees only the Octipus bridge. exec cannot
   do this without reading config.toml: user-configured MCP servers stay loaded under exec.
 * Approvals: ``item/commandExecution/requestApproval`` (untrusted policy: every command), with
-  ``command`` ``/bin/bash -lc '<cmd>'``, ``cwd``, ``itemId`` = the model's ``call_id``; answers
+  ``command`` ``/bin/bash -c '<cmd>'`` (``-lc`` where a login shell is allowed), ``cwd``, ``itemId``
+  = the model's ``call_id``; answers
   ``{"decision":"accept"|"decline"}`` (decline: item ``declined``, turn continues);
   ``mcpServer/elicitation/request`` with ``_meta.codex_approval_kind == "mcp_tool_call"`` when the
   server has no ``default_tools_approval_mode`` (answers ``{"action":"accept"|"decline",...}``);
@@ -55,6 +56,8 @@ Public API: :class:`CodexAdapter`, :class:`CodexStreamParser` and the helpers be
 
 from __future__ import annotations
 
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
+
 from .adapter import CodexAdapter
 from .control import (
     INVALID_SESSION_TEXT,
@@ -69,7 +72,6 @@ from .items import command_input
 from .launch import (
     ALLOWED_ADDITIVE_FLAGS,
     APPROVAL_POLICIES,
-    BRIDGE_TOKEN_ENV,
     QUIET_FLAGS,
     SANDBOX_MODES,
     TRANSPORT_APP_SERVER,

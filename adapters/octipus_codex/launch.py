@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from octipusd import adapterkit
 from octipusd.adapter import JSON, BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
 from octipusd.errors import AdapterError
 
 from . import rpc
@@ -45,9 +46,6 @@ QUIET_FLAGS: Final[tuple[str, ...]] = (
     "-c",
     "check_for_update_on_startup=false",
 )
-
-#: The environment variable holding the bridge capability in the child (never on argv).
-BRIDGE_TOKEN_ENV: Final = "OCTIPUS_BRIDGE_TOKEN"
 
 #: Codex's own configuration variables passed from the daemon's environment (sources.md §2.1, §2.4):
 #: ``CODEX_HOME`` (config, auth, sessions) and the other ``CODEX_*`` switches, and the built-in
@@ -89,6 +87,15 @@ _COLOR_FLAG: Final = adapterkit.ValuedFlag("--color", COLOR_VALUES, noun="value"
 ALLOWED_ADDITIVE_FLAGS: Final[tuple[str, ...]] = adapterkit.allowed_additive_flags(
     _ADDITIVE_SWITCHES, _COLOR_FLAG
 )
+
+#: Codex's setting of whether its shell tool starts login shells (``bash -lc``), turned off for a run
+#: with a bridge (:func:`bridge_config`): a login shell re-reads ``/etc/profile``, which on Debian
+#: and Ubuntu sets ``PATH`` afresh, so the bridge helper's folder the runtime appended to the launch's
+#: ``PATH`` was lost and ``octipus-bridge`` was "command not found" (checked on 0.171.0). The launch's
+#: ``PATH`` already is the login shell's (``octipusd.runner.executables.login_path``), so commands
+#: keep the user's tools; what a login shell adds besides ``PATH`` (a profile's other exports) is not
+#: read.
+LOGIN_SHELL_KEY: Final = "allow_login_shell"
 
 #: Above this many UTF-8 bytes a value cannot go on exec's command line (one argv entry is limited
 #: to 128 KiB on Linux); the app-server transport sends it over stdin instead and has no limit.
@@ -227,7 +234,9 @@ def bridge_server_config(bridge: BridgeEndpoint) -> JSON:
     ``{"url": <url>, "bearer_token_env_var": "OCTIPUS_BRIDGE_TOKEN", "required": true,
     "default_tools_approval_mode": "approve", "tool_timeout_sec": <seconds>}``:
 
-    * the token travels in the child's environment only (Codex sends ``Authorization: Bearer``);
+    * the token travels in the child's environment only (Codex sends ``Authorization: Bearer``), in
+      the adapter protocol's :data:`~octipusd.adapter_launch.BRIDGE_TOKEN_ENV`, which the runtime sets on
+      every launch with a bridge (:func:`~octipusd.adapter_launch.with_bridge_helper`);
     * ``required`` makes a bridge that cannot start fail the thread at once (exec: rc 1 with
       ``required MCP servers failed to initialize``; app-server: the ``thread/start`` error says the
       same), instead of a run silently without Octipus tools;
@@ -251,14 +260,6 @@ def bridge_server_config(bridge: BridgeEndpoint) -> JSON:
         "default_tools_approval_mode": "approve",
         "tool_timeout_sec": float(timeout),
     }
-
-
-def child_env(request: LaunchRequest) -> dict[str, str]:
-    """The child's environment: the request's, plus ``OCTIPUS_BRIDGE_TOKEN`` when there is a bridge."""
-    env = dict(request.env)
-    if request.bridge is not None:
-        env[BRIDGE_TOKEN_ENV] = request.bridge.token
-    return env
 
 
 def _check_text(name: str, value: str) -> str:
@@ -288,7 +289,8 @@ def exec_argv(request: LaunchRequest, extra: Sequence[str]) -> list[str]:
             --sandbox=<read-only|workspace-write|danger-full-access>
             [--model=<model>]
             [-c mcp_servers.<name>.url="<url>" -c mcp_servers.<name>.bearer_token_env_var="OCTIPUS_BRIDGE_TOKEN"
-             -c mcp_servers.<name>.required=true -c mcp_servers.<name>.default_tools_approval_mode="approve"]
+             -c mcp_servers.<name>.required=true -c mcp_servers.<name>.default_tools_approval_mode="approve"
+             -c allow_login_shell=false]
             [-c developer_instructions="<system prompt>"]
             [--strict-config] [--color=<v>]
             [resume <thread uuid>] -- <prompt>
@@ -311,6 +313,7 @@ def exec_argv(request: LaunchRequest, extra: Sequence[str]) -> list[str]:
         for key, value in bridge_server_config(request.bridge).items():
             encoded = toml_value(value)
             argv += ["-c", f"mcp_servers.{name}.{key}={encoded}"]
+        argv += ["-c", f"{LOGIN_SHELL_KEY}=false"]
     if request.system_prompt:
         encoded = toml_string(_check_text("system prompt", request.system_prompt))
         if len(encoded.encode()) > EXEC_INLINE_MAX_BYTES:
@@ -347,7 +350,8 @@ def app_server_plan(request: LaunchRequest) -> rpc.Plan:
         {"cwd": <cwd>, "approvalPolicy": <untrusted|never>, "approvalsReviewer": "user",
          "sandbox": <read-only|workspace-write|danger-full-access>,
          "config": {"mcp_servers": {<bridge>: {url, bearer_token_env_var, required,
-                                               default_tools_approval_mode}}},
+                                               default_tools_approval_mode}},
+                    "allow_login_shell": false},
          ["model": <model>], ["developerInstructions": <system prompt>]}
         (+ "threadId": <id>, "excludeTurns": true on a resume)
 
@@ -366,7 +370,10 @@ def app_server_plan(request: LaunchRequest) -> rpc.Plan:
         "sandbox": SANDBOX_MODES[mode],
     }
     if request.bridge is not None:
-        params["config"] = {"mcp_servers": {request.bridge.server_name: bridge_server_config(request.bridge)}}
+        params["config"] = {
+            "mcp_servers": {request.bridge.server_name: bridge_server_config(request.bridge)},
+            LOGIN_SHELL_KEY: False,
+        }
     if request.model:
         params["model"] = _check_text("model name", request.model)
     if request.system_prompt:
@@ -417,7 +424,7 @@ def build_launch(request: LaunchRequest, *, version: str) -> LaunchSpec:
     if transport == TRANSPORT_EXEC:
         return LaunchSpec(
             argv=tuple(exec_argv(request, extra)),
-            env=child_env(request),
+            env=request.env,
             cwd=request.cwd,
             stdin_mode=StdinMode.DEVNULL,
             secrets=secrets,
@@ -425,7 +432,7 @@ def build_launch(request: LaunchRequest, *, version: str) -> LaunchSpec:
     flags = [f for f in extra if not f.startswith("--color")]
     return LaunchSpec(
         argv=(request.binary, "app-server", *QUIET_FLAGS, *flags),
-        env=child_env(request),
+        env=request.env,
         cwd=request.cwd,
         stdin_mode=StdinMode.STREAM,
         initial_input=app_server_initial_input(request, version),

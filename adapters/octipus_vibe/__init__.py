@@ -48,6 +48,8 @@ Public API: :class:`VibeAdapter`, :class:`VibeParser` and the helpers below.
 
 from __future__ import annotations
 
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
+
 from .acp import (
     INITIALIZE_ID,
     PROMPT_ID,
@@ -62,7 +64,6 @@ from .acp_parser import AcpParser
 from .adapter import VibeAdapter
 from .headless import HEADER_TYPE, WRAPPER, HeadlessHeader, HeadlessParser
 from .launch import (
-    BRIDGE_TOKEN_ENV,
     DEFAULT_TOKEN_LIMIT,
     DEFAULT_TRANSPORT,
     DEFAULT_TURN_LIMIT,

@@ -103,8 +103,8 @@ class VibeAdapter(AdapterDefaults):
             stdin  DEVNULL
             files  <run_dir>/vibe-prompt.txt (the prompt; kept off argv and ``ps``)
             env    VIBE_MCP_SERVERS=[{"name":"octipus","transport":"streamable-http","url":...,
-                   "auth":{"type":"static","api_key_env":"OCTIPUS_VIBE_BRIDGE_TOKEN"}}],
-                   OCTIPUS_VIBE_BRIDGE_TOKEN=<token>
+                   "auth":{"type":"static","api_key_env":"OCTIPUS_BRIDGE_TOKEN"}}]
+                   (the runtime sets OCTIPUS_BRIDGE_TOKEN, as on every launch with a bridge)
 
         Both: permission mode -> Vibe mode (:data:`octipus_vibe.VIBE_MODES`); ``turn_limit`` /
         ``token_limit`` (defaults :data:`octipus_vibe.DEFAULT_TURN_LIMIT`,

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Final
 
 from octipusd.adapter import BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV
 from octipusd.errors import AdapterError
 
 from .acp import (
@@ -97,8 +98,6 @@ API_KEY_ENV: Final[frozenset[str]] = frozenset({"MISTRAL_API_KEY"})
 MODEL_ENV: Final = "VIBE_ACTIVE_MODEL"
 #: Environment variable holding Vibe's extra MCP servers (JSON list; headless only).
 MCP_SERVERS_ENV: Final = "VIBE_MCP_SERVERS"
-#: Environment variable holding the bridge token in headless runs (named by ``api_key_env``).
-BRIDGE_TOKEN_ENV: Final = "OCTIPUS_VIBE_BRIDGE_TOKEN"
 
 #: Files and folders written in the run directory (headless).
 PROMPT_FILE_NAME: Final = "vibe-prompt.txt"
@@ -263,7 +262,9 @@ def child_env(request: LaunchRequest, extra: Mapping[str, str] | None = None) ->
     Args:
         request: The launch request (``env``: the runtime's filtered environment; ``model``: a
             Vibe model alias, set as :data:`MODEL_ENV`).
-        extra: Transport-specific variables (headless: the bridge).
+        extra: Transport-specific variables (headless: the bridge's server list; its token is the
+            adapter protocol's :data:`~octipusd.adapter_launch.BRIDGE_TOKEN_ENV`, which the runtime sets on
+            every launch with a bridge).
 
     Returns:
         A new dict. ``VIBE_HOME`` and the provider key variables pass through unchanged: the run uses
@@ -333,7 +334,7 @@ def headless_mcp_servers(bridge: BridgeEndpoint) -> str:
     Shape (Vibe's ``[[mcp_servers]]`` schema as JSON; observed.md §3.2)::
 
         [{"name": "<server_name>", "transport": "streamable-http", "url": "<url>",
-          "auth": {"type": "static", "api_key_env": "OCTIPUS_VIBE_BRIDGE_TOKEN"},
+          "auth": {"type": "static", "api_key_env": "OCTIPUS_BRIDGE_TOKEN"},
           "tool_timeout_sec": <seconds>}]
 
     ``tool_timeout_sec`` (Vibe's default: 60 s) is the bridge's
@@ -341,7 +342,7 @@ def headless_mcp_servers(bridge: BridgeEndpoint) -> str:
     transport has no such field: ACP's ``mcpServers`` entry carries none, and Vibe 3.0.2 gives a
     session's servers its 60 s default.
 
-    Vibe sends ``Authorization: Bearer <$OCTIPUS_VIBE_BRIDGE_TOKEN>`` (its default
+    Vibe sends ``Authorization: Bearer <$OCTIPUS_BRIDGE_TOKEN>`` (its default
     ``api_key_header`` / ``api_key_format``); checked on 3.0.2: the bridge received the call. The
     list is merged with the user's config.toml servers by name (Vibe's union merge), so a user
     server named like the bridge is replaced by it.
@@ -405,7 +406,6 @@ def build_headless_launch(request: LaunchRequest) -> LaunchSpec:
     if request.bridge is not None:
         check_bridge(request.bridge)
         extra[MCP_SERVERS_ENV] = headless_mcp_servers(request.bridge)
-        extra[BRIDGE_TOKEN_ENV] = request.bridge.token
         secrets = (request.bridge.token,)
     header = HeadlessHeader(
         bridge=request.bridge.server_name if request.bridge is not None else None,

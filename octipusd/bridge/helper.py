@@ -2,7 +2,10 @@
 
 Seed 003 ("How tools and context work"): "Antigravity can reach the same bridge through a
 supplied terminal helper. The helper supports listing tools and calling a named tool with
-JSON arguments; credentials are inherited privately through the environment."
+JSON arguments; credentials are inherited privately through the environment." Every vendor's
+launch carries that environment (:func:`octipusd.adapter_launch.with_bridge_helper`), so any agent's own
+shell can fall back to the helper when MCP is unavailable ("use the run's provided bridge helper to
+call shell__run with the same JSON arguments").
 
 Usage::
 
@@ -34,7 +37,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS, BridgeEndpoint
+from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS
+from octipusd.adapter_launch import BRIDGE_TOKEN_ENV, BRIDGE_URL_ENV
 from octipusd.policy import shellguard
 
 if TYPE_CHECKING:
@@ -45,8 +49,10 @@ if TYPE_CHECKING:
 # The MCP SDK takes about a second to import; it is imported only once a call is about to be
 # made, so usage errors and ``--help`` answer at once.
 
-ENV_URL = "OCTIPUS_BRIDGE_URL"
-ENV_TOKEN = "OCTIPUS_BRIDGE_TOKEN"
+#: The variables the helper reads; every vendor launch with a bridge carries them
+#: (:func:`octipusd.adapter_launch.with_bridge_helper`).
+ENV_URL = BRIDGE_URL_ENV
+ENV_TOKEN = BRIDGE_TOKEN_ENV
 
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 1
@@ -65,19 +71,6 @@ class UsageError(Exception):
 
 class BridgeUnreachableError(Exception):
     """The bridge could not be reached or refused the capability (exit 3)."""
-
-
-def helper_environment(endpoint: BridgeEndpoint) -> dict[str, str]:
-    """Return the environment variables that point ``octipus-bridge`` at a bridge.
-
-    Args:
-        endpoint: The run's bridge endpoint.
-
-    Returns:
-        ``{OCTIPUS_BRIDGE_URL: url, OCTIPUS_BRIDGE_TOKEN: capability}`` to merge into the
-        vendor CLI's environment (mark the token as a secret of the launch).
-    """
-    return {ENV_URL: endpoint.url, ENV_TOKEN: endpoint.token}
 
 
 def _config_from_env(environ: dict[str, str]) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from octipusd.adapter import Adapter, LaunchRequest, ResultEvent, StreamParser, Usage
+from octipusd.adapter_launch import vendor_launch
 from octipusd.errors import ExecutableNotFoundError
 from octipusd.runner.transport import Transport
 from octipusd.runtime.outcome import result_failed, result_failure
@@ -170,7 +171,8 @@ class Invocation:
                 if self._count == 1:
                     raise
                 await self._run.notice(f"the prompt of invocation {self._count} could not be dumped: {exc}")
-        spec = adapter.build_launch(request)  # AdapterError surfaces with its own message
+        # AdapterError surfaces with its own message; every vendor gets the bridge helper's environment
+        spec = vendor_launch(adapter, request)
         for message in spec.notices:
             await self._run.notice(message)
         if self._run.stop_status is not None:

@@ -5,8 +5,8 @@ speaks its API, the configuration that points the real binary at it (written und
 daemon's HOME, the way a user's own login/configuration would be), and how that vendor's model
 asks for a reply, an Octipus bridge tool and a native shell command. The suite functions
 (:data:`SCENARIOS`) take a kit and a started :class:`Octipus` and assert what every adapter
-must do: start, stream, bridge call, permission relay (where the vendor has one), resume,
-the unknown-resume signal, usage, stop.
+must do: start, stream, bridge call, the bridge helper from the vendor's own shell, permission relay
+(where the vendor has one), resume, the unknown-resume signal, usage, stop.
 
 ``tests/e2e/test_conformance.py`` runs every scenario for every kit against the pinned
 binaries; ``scripts/conformance-latest`` runs the same against the newest published versions.
@@ -15,11 +15,14 @@ binaries; ``scripts/conformance-latest`` runs the same against the newest publis
 from __future__ import annotations
 
 import contextlib
+import json
+import shlex
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from octipusd.adapter_launch import BRIDGE_HELPER_NAME, BRIDGE_TOKEN_ENV, BRIDGE_URL_ENV
 from octipusd.ctl.client import Client
 from octipusd.runner.process import run_processes
 from octipusd.store.repository import Store
@@ -201,6 +204,82 @@ def bridge_call(kit: VendorKit, root: Path) -> None:
         ), calls
 
 
+def _capability(pid: int) -> str:
+    """The bridge capability in a running vendor's environment (``/proc/PID/environ``), after
+    checking that the helper's URL is there too and the capability is not on its command line."""
+    environ = dict(
+        item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in item
+    )
+    assert environ.get(BRIDGE_URL_ENV.encode(), b"").startswith(b"http://127.0.0.1:"), sorted(environ)
+    token = environ[BRIDGE_TOKEN_ENV.encode()].decode()
+    assert len(token) >= 32
+    return token
+
+
+def _approve_all(env: Octipus, run: str, seen: list[dict[str, Any]], tokens: set[str]) -> dict[str, Any]:
+    """Approve every approval the run raises until it ends; return the final run. While the vendor
+    waits on an approval, its processes' command lines are checked for its capability."""
+
+    def step() -> dict[str, Any] | None:
+        record = env.run(run)
+        if record["status"] in TERMINAL:
+            return record
+        for approval in env.client.request("GET", "/approvals", params={"status": "pending", "run_id": run}):
+            if record.get("pid"):
+                tokens.add(_capability(int(record["pid"])))
+            for process in run_processes(run):
+                argv: list[str] = []
+                with contextlib.suppress(Exception):  # a process that just ended has no command line
+                    argv = process.cmdline()
+                assert not [t for t in tokens if t in " ".join(argv)], argv
+            seen.append(approval)
+            env.answer(approval["id"], "approve")
+        return None
+
+    return dict(env.wait(step, 180, f"run {run} to end, approving what it asks"))
+
+
+def bridge_helper(kit: VendorKit, root: Path) -> None:
+    """The vendor's own shell reaches the run's tools through ``octipus-bridge`` (seed 003: "If MCP is
+    unavailable, use the run's provided bridge helper to call shell__run with the same JSON
+    arguments"): it lists the tools and calls ``shell__run``, and the call goes through Octipus's
+    policy (an approval), the journal and the bridge's events like an MCP call. The capability is in
+    the vendor's environment only: never on a command line, in the stored events, the prompt dump or
+    the daemon's log.
+
+    The helper reaches the bridge on the loopback network. A vendor that relays its commands runs an
+    approved one as the person approved it; one without a relay runs it in its own sandbox, which may
+    hold no network (Codex exec's ``workspace-write``), so its session runs in permission mode
+    ``full``."""
+    arguments = json.dumps({"command": "echo through-the-helper > helper.txt"})
+    steps = [
+        kit.shell(f"{BRIDGE_HELPER_NAME} list > tools.txt"),
+        kit.shell(f"{BRIDGE_HELPER_NAME} call shell__run {shlex.quote(arguments)}"),
+        kit.text("helper done"),
+    ]
+    with octipus(kit, root, steps) as env:
+        session = env.new_session(**({} if kit.relay else {"permission_mode": "full"}))
+        run = env.post(session, "use the bridge helper")
+        approvals: list[dict[str, Any]] = []
+        tokens: set[str] = set()
+        final = _approve_all(env, run, approvals, tokens)
+        assert final["status"] == "succeeded", (final, env.daemon.log()[-3000:])
+        workspace = env.daemon.workspace
+        assert "shell__run" in (workspace / "tools.txt").read_text()
+        assert (workspace / "helper.txt").read_text().strip() == "through-the-helper"
+        # the policy asked (shell__run needs a person by default), the journal holds the call
+        asked = [a for a in approvals if a["tool_id"] == "shell__run"]
+        assert len(asked) == 1 and "through-the-helper" in json.dumps(asked[0]), approvals
+        (action,) = env.client.request("GET", "/actions", params={"session_id": session})["actions"]
+        assert action["tool"] == "shell__run" and action["outcome"] == "completed", action
+        calls = env.kinds(run, "bridge_call")
+        assert any(c.get("tool") == "shell__run" and c.get("event") == "tool_call_finished" for c in calls)
+        assert tokens, "no approval was raised while the vendor ran"
+        dumps = list((env.daemon.home / ".octipus" / "prompts").glob(f"{run}*"))
+        stored = [json.dumps(env.events(run)), env.daemon.log(), *(d.read_text() for d in dumps)]
+        assert dumps and not [t for t in tokens for text in stored if t in text]
+
+
 def permission_relay(kit: VendorKit, root: Path) -> None:
     """A native command needing permission becomes an Octipus approval; approved, it runs."""
     command = "bash -c 'echo relayed > relayed.txt'"
@@ -308,6 +387,7 @@ def stop(kit: VendorKit, root: Path) -> None:
 SCENARIOS: dict[str, Callable[[VendorKit, Path], None]] = {
     "start_and_stream": start_and_stream,
     "bridge_call": bridge_call,
+    "bridge_helper": bridge_helper,
     "permission_relay": permission_relay,
     "resume": resume,
     "unknown_resume": unknown_resume,

@@ -29,6 +29,10 @@ MODEL_NAME: Final = "mock-model"
 KEY_VALUE: Final = "sk-mock-codex"
 
 
+#: How long the scripted model lets Codex wait for a shell command before answering (milliseconds).
+SHELL_YIELD_MS: Final = 60_000
+
+
 def codex_binary() -> Path:
     """Return the Codex binary to drive: ``$OCTIPUS_CODEX_BINARY`` or the project-local one."""
     return Path(os.environ.get("OCTIPUS_CODEX_BINARY") or DEFAULT_CODEX)
@@ -128,8 +132,11 @@ class CodexKit:
         return {"content": [{"type": "tool_use", "name": f"mcp__octipus__{tool}", "input": dict(arguments)}]}
 
     def shell(self, command: str) -> Step:
-        """Run ``command`` with Codex's shell tool ``exec_command`` (observed.md §2.2)."""
-        return {"content": [{"type": "tool_use", "name": "exec_command", "input": {"cmd": command}}]}
+        """Run ``command`` with Codex's shell tool ``exec_command`` (observed.md §2.2), waiting up to
+        :data:`SHELL_YIELD_MS` for it: after Codex's own 10 s the model would get a still-running
+        session instead of the output and go on (checked on 0.171.0), which a loaded machine reaches."""
+        step_input = {"cmd": command, "yield_time_ms": SHELL_YIELD_MS}
+        return {"content": [{"type": "tool_use", "name": "exec_command", "input": step_input}]}
 
     def session_options(self) -> dict[str, Any]:
         """Default session fields: the default transport (app-server), workspace permission mode."""

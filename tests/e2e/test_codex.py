@@ -81,7 +81,8 @@ def test_command_approval_approved(tmp_path: Path) -> None:
         assert request["tool_name"] == "commandExecution"
         assert request["input"]["command"] == command
         assert request["input"]["cwd"] == str(env.daemon.workspace)
-        assert request["input"]["rawCommand"].startswith("/bin/bash -lc ")
+        # not a login shell, which would reset PATH (octipus_codex.launch.LOGIN_SHELL_KEY)
+        assert request["input"]["rawCommand"].startswith("/bin/bash -c ")
         results = _kinds(env, run, "tool_result")
         assert any(r["content"].strip() == "" and not r["is_error"] for r in results), results
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
+from octipusd.adapter_launch import BRIDGE_HELPER_ENV
 from octipusd.errors import ApiError
 from octipusd.runner.process import RUN_MARKER
 from tests.e2e.conftest import Env
@@ -45,13 +46,18 @@ def _read_env(path: Path) -> dict[str, str]:
     return dict(e.partition("=")[::2] for e in entries)
 
 
-def _assert_nothing_of_the_daemon(env: Mapping[str, str], *, api_key: bool = False) -> None:
+def _assert_nothing_of_the_daemon(
+    env: Mapping[str, str], *, api_key: bool = False, vendor: bool = False
+) -> None:
+    """None of the daemon's settings or credentials; a vendor also has its run's bridge helper
+    variables (``octipusd.adapter_launch.with_bridge_helper``), which a command never gets."""
     dump = "\n".join(f"{k}={v}" for k, v in env.items())
     assert PG_PASSWORD not in dump
     for name, value in CREDENTIALS.items():
         if not (api_key and name == "ANTHROPIC_API_KEY"):
             assert value not in dump, name
-    assert {k for k in env if k.upper().startswith("OCTIPUS_")} <= {RUN_MARKER}, sorted(env)
+    allowed = {RUN_MARKER, *BRIDGE_HELPER_ENV} if vendor else {RUN_MARKER}
+    assert {k for k in env if k.upper().startswith("OCTIPUS_")} <= allowed, sorted(env)
     assert "PYTHONPATH" not in env and "VIRTUAL_ENV" not in env
 
 
@@ -100,7 +106,7 @@ def test_a_stub_vendor_gets_the_login_its_config_and_the_rows_variables_only(
         assert final["status"] == "succeeded", (final, env.daemon.log()[-3000:])
 
     plain = _read_env(plain_out)
-    _assert_nothing_of_the_daemon(plain)
+    _assert_nothing_of_the_daemon(plain, vendor=True)
     assert "ANTHROPIC_API_KEY" not in plain
     assert plain["PASSED_ON_PURPOSE"] == "passed-value" and plain["ROW_VAR"] == "from-row"
     # the login and the configuration Claude Code declares (the harness's own settings)
@@ -110,7 +116,7 @@ def test_a_stub_vendor_gets_the_login_its_config_and_the_rows_variables_only(
     assert plain["CLAUDE_CODE_MAX_RETRIES"] == "0"
 
     inherit = _read_env(inherit_out)
-    _assert_nothing_of_the_daemon(inherit, api_key=True)
+    _assert_nothing_of_the_daemon(inherit, api_key=True, vendor=True)
     assert inherit["ANTHROPIC_API_KEY"] == CREDENTIALS["ANTHROPIC_API_KEY"]
     assert "PASSED_ON_PURPOSE" not in inherit and "ROW_VAR" not in inherit
 
@@ -175,7 +181,7 @@ def test_the_real_claude_and_shell_run_see_none_of_the_daemons_secrets(
     assert final["status"] == "succeeded", (final, env.daemon.log()[-3000:])
 
     vendor = _read_env(env.daemon.workspace / vendor_out)
-    _assert_nothing_of_the_daemon(vendor)
+    _assert_nothing_of_the_daemon(vendor, vendor=True)
     assert vendor["PASSED_ON_PURPOSE"] == "passed-value"
     assert vendor["CLAUDE_CONFIG_DIR"] == env.daemon.env["CLAUDE_CONFIG_DIR"]
 

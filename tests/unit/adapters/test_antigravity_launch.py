@@ -21,7 +21,8 @@ from octipus_antigravity import (
 )
 from octipus_antigravity.launch import INLINE_PROMPT_MAX_BYTES, PROMPT_FILE_NAME
 
-from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, PermissionMode, StdinMode
+from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, LaunchSpec, PermissionMode, StdinMode
+from octipusd.adapter_launch import vendor_launch
 from octipusd.bridge import helper as bridge_helper
 from octipusd.errors import AdapterError
 
@@ -52,6 +53,11 @@ def request_(tmp_path: Path) -> LaunchRequest:
 
 def adapter() -> AntigravityAdapter:
     return AntigravityAdapter(bridge_helper=HELPER)
+
+
+def launch(request: LaunchRequest) -> LaunchSpec:
+    """The launch as the runtime starts it (with the bridge helper's environment)."""
+    return vendor_launch(adapter(), request, helper=HELPER)
 
 
 def prompt_of(argv: tuple[str, ...]) -> str:
@@ -92,8 +98,7 @@ def test_default_helper_is_next_to_the_interpreter() -> None:
 
 def test_bridge_variable_names_match_the_helper() -> None:
     # re-declared in the adapter so it does not import the helper; they must stay equal
-    endpoint = BridgeEndpoint(url=URL, token=TOKEN)
-    assert bridge_helper.helper_environment(endpoint) == {ENV_BRIDGE_URL: URL, ENV_BRIDGE_TOKEN: TOKEN}
+    assert (ENV_BRIDGE_URL, ENV_BRIDGE_TOKEN) == (bridge_helper.ENV_URL, bridge_helper.ENV_TOKEN)
 
 
 def test_no_relay_and_no_control_protocol() -> None:
@@ -112,7 +117,7 @@ def test_no_relay_and_no_control_protocol() -> None:
 
 
 def test_workspace_launch(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(request_)
+    spec = launch(request_)
     assert spec.argv[:4] == (BINARY, "--mode", "accept-edits", f"--add-dir={request_.cwd}")
     assert spec.argv[4] == f"--print-timeout={DEFAULT_PRINT_TIMEOUT_SECONDS}s"
     assert len(spec.argv) == 6
@@ -136,7 +141,7 @@ def test_workspace_launch(request_: LaunchRequest) -> None:
     ],
 )
 def test_permission_modes(request_: LaunchRequest, mode: PermissionMode, head: tuple[str, ...]) -> None:
-    spec = adapter().build_launch(replace(request_, permission_mode=mode))
+    spec = launch(replace(request_, permission_mode=mode))
     expected = tuple(h.replace("WS", str(request_.cwd)) for h in head)
     assert spec.argv[1 : 1 + len(expected)] == expected
     assert spec.argv[1 + len(expected)].startswith("--print-timeout=")
@@ -147,19 +152,19 @@ def test_permission_modes(request_: LaunchRequest, mode: PermissionMode, head: t
 
 def test_unknown_permission_mode(request_: LaunchRequest) -> None:
     with pytest.raises(AdapterError, match="unknown permission mode 'yolo'"):
-        adapter().build_launch(replace(request_, permission_mode="yolo"))  # type: ignore[arg-type]
+        launch(replace(request_, permission_mode="yolo"))  # type: ignore[arg-type]
 
 
 def test_capability_never_on_argv(request_: LaunchRequest) -> None:
     for mode in PermissionMode:
-        spec = adapter().build_launch(replace(request_, permission_mode=mode, system_prompt="be brief"))
+        spec = launch(replace(request_, permission_mode=mode, system_prompt="be brief"))
         assert not any(TOKEN in a for a in spec.argv)
         assert not any(TOKEN in text for text in spec.files.values())
         assert spec.env[ENV_BRIDGE_TOKEN] == TOKEN
 
 
 def test_model_and_additive_flags(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(
+    spec = launch(
         replace(
             request_,
             model="gemini-3-pro",
@@ -176,13 +181,11 @@ def test_model_and_additive_flags(request_: LaunchRequest) -> None:
 
 def test_model_with_nul_is_refused(request_: LaunchRequest) -> None:
     with pytest.raises(AdapterError, match="NUL"):
-        adapter().build_launch(replace(request_, model="a\x00b"))
+        launch(replace(request_, model="a\x00b"))
 
 
 def test_value_that_looks_like_a_flag_stays_bound(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(
-        replace(request_, model="--mode=full", prompt="--dangerously-skip-permissions")
-    )
+    spec = launch(replace(request_, model="--mode=full", prompt="--dangerously-skip-permissions"))
     assert "--model=--mode=full" in spec.argv
     assert "--dangerously-skip-permissions" not in spec.argv
     assert prompt_of(spec.argv).endswith("\n--dangerously-skip-permissions")
@@ -230,43 +233,43 @@ def test_check_additive_flags_and_allowed_list() -> None:
 
 def test_bad_additive_flag_fails_the_launch(request_: LaunchRequest) -> None:
     with pytest.raises(AdapterError, match="--resume"):
-        adapter().build_launch(replace(request_, additive_flags=("--resume",)))
+        launch(replace(request_, additive_flags=("--resume",)))
 
 
 # ------------------------------------------------------------------ resume
 
 
 def test_never_resumes(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(replace(request_, vendor_session_id="old-conversation"))
+    spec = launch(replace(request_, vendor_session_id="old-conversation"))
     assert not any("old-conversation" in a for a in spec.argv)
     assert not any(a.startswith(("--conversation", "-c", "--continue")) for a in spec.argv)
     with pytest.raises(AdapterError, match="cannot resume"):
-        adapter().build_launch(replace(request_, vendor_session_id="old", resume=True))
+        launch(replace(request_, vendor_session_id="old", resume=True))
 
 
 # ------------------------------------------------------------------ print timeout option
 
 
 def test_print_timeout_option(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(replace(request_, options={"printTimeoutSeconds": 90}))
+    spec = launch(replace(request_, options={"printTimeoutSeconds": 90}))
     assert "--print-timeout=90s" in spec.argv
-    spec = adapter().build_launch(replace(request_, options={"printTimeoutSeconds": 0}))
+    spec = launch(replace(request_, options={"printTimeoutSeconds": 0}))
     assert not any(a.startswith("--print-timeout") for a in spec.argv)
     for bad in (-1, "60", 1.5, True, 10**9):
         with pytest.raises(AdapterError, match="printTimeoutSeconds"):
-            adapter().build_launch(replace(request_, options={"printTimeoutSeconds": bad}))
+            launch(replace(request_, options={"printTimeoutSeconds": bad}))
 
 
 def test_unknown_options_are_ignored(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(replace(request_, options={"inheritApiKeys": True, "transport": "x"}))
-    assert spec.argv == adapter().build_launch(request_).argv
+    spec = launch(replace(request_, options={"inheritApiKeys": True, "transport": "x"}))
+    assert spec.argv == launch(request_).argv
 
 
 # ------------------------------------------------------------------ environment
 
 
 def test_environment(request_: LaunchRequest) -> None:
-    env = adapter().build_launch(request_).env
+    env = launch(request_).env
     assert env[ENV_BRIDGE_URL] == URL and env[ENV_BRIDGE_TOKEN] == TOKEN  # the stale parent values are gone
     assert env["HOME"] == "/home/u"
     for key, value in QUIET_ENV.items():
@@ -276,12 +279,12 @@ def test_environment(request_: LaunchRequest) -> None:
 
 
 def test_environment_helper_dir_already_on_path(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(replace(request_, env={"PATH": "/opt/octipus/venv/bin:/usr/bin"}))
+    spec = launch(replace(request_, env={"PATH": "/opt/octipus/venv/bin:/usr/bin"}))
     assert spec.env["PATH"] == "/opt/octipus/venv/bin:/usr/bin"
 
 
 def test_without_bridge(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(replace(request_, bridge=None))
+    spec = launch(replace(request_, bridge=None))
     assert ENV_BRIDGE_URL not in spec.env and ENV_BRIDGE_TOKEN not in spec.env
     assert spec.env["PATH"] == "/usr/local/bin:/usr/bin"
     assert spec.secrets == ()
@@ -298,7 +301,7 @@ def test_without_bridge(request_: LaunchRequest) -> None:
 )
 def test_invalid_bridge(request_: LaunchRequest, bridge: BridgeEndpoint, message: str) -> None:
     with pytest.raises(AdapterError, match=message) as info:
-        adapter().build_launch(replace(request_, bridge=bridge))
+        launch(replace(request_, bridge=bridge))
     assert TOKEN not in str(info.value)
 
 
@@ -324,7 +327,7 @@ def test_helper_path_with_spaces_is_quoted(request_: LaunchRequest) -> None:
 
 def test_long_prompt_goes_to_a_file(request_: LaunchRequest) -> None:
     big = "x" * (INLINE_PROMPT_MAX_BYTES + 1)
-    spec = adapter().build_launch(replace(request_, prompt=big, permission_mode=PermissionMode.PLAN))
+    spec = launch(replace(request_, prompt=big, permission_mode=PermissionMode.PLAN))
     path = request_.run_dir / PROMPT_FILE_NAME
     assert spec.files[path].endswith("# Task\n" + big)
     assert f"--add-dir={request_.run_dir}" in spec.argv
@@ -333,7 +336,7 @@ def test_long_prompt_goes_to_a_file(request_: LaunchRequest) -> None:
 
 
 def test_prompt_with_nul_goes_to_a_file(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(replace(request_, prompt="a\x00b"))
+    spec = launch(replace(request_, prompt="a\x00b"))
     assert "\x00" not in "".join(spec.argv)
     assert spec.files[request_.run_dir / PROMPT_FILE_NAME].endswith("a\x00b")
 
@@ -350,7 +353,7 @@ def test_input_text_matches_the_prompt_handed_to_agy(request_: LaunchRequest) ->
 @pytest.mark.parametrize("mode", list(PermissionMode))
 def test_space_runs_in_plan_mode(request_: LaunchRequest, mode: PermissionMode) -> None:
     """Seed 003 "In shared spaces": Antigravity runs with --mode plan whatever the row says."""
-    spec = adapter().build_launch(replace(request_, permission_mode=mode, space=True))
+    spec = launch(replace(request_, permission_mode=mode, space=True))
     assert spec.argv[1:3] == ("--mode", "plan")
     assert spec.argv[3].startswith("--print-timeout=")
     assert not any(a.startswith("--add-dir") for a in spec.argv)
@@ -360,7 +363,7 @@ def test_space_runs_in_plan_mode(request_: LaunchRequest, mode: PermissionMode) 
 
 
 def test_space_long_prompt_still_grants_the_run_folder(request_: LaunchRequest) -> None:
-    spec = adapter().build_launch(
+    spec = launch(
         replace(
             request_,
             permission_mode=PermissionMode.FULL,

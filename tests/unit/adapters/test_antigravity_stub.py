@@ -21,6 +21,7 @@ import pytest
 from octipus_antigravity import AntigravityAdapter
 
 from octipusd.adapter import LaunchRequest, PermissionMode, ResultEvent, StdinMode, TextEvent, VendorEvent
+from octipusd.adapter_launch import vendor_launch
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
@@ -329,10 +330,10 @@ async def test_adapter_drives_the_stub_through_the_bridge(stub: Stub) -> None:
             run_dir=stub.root,
             prompt="save a plan",
             bridge=bridge.endpoint,
-            env=stub.env({"PATH": "/usr/bin:/bin"}),  # the helper is found only through the adapter's PATH
+            env=stub.env({"PATH": "/usr/bin:/bin"}),  # the helper is found only through the launch's PATH
             permission_mode=PermissionMode.WORKSPACE,
         )
-        spec = adapter.build_launch(request)
+        spec = vendor_launch(adapter, request)  # as the runtime starts it
         assert spec.stdin_mode is StdinMode.DEVNULL
         code, out, err = await _run_spec(spec.argv, spec.env, spec.cwd)
     assert code == 0, err

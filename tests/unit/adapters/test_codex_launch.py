@@ -31,6 +31,7 @@ from octipusd.adapter import (
     StdinMode,
     load_adapters,
 )
+from octipusd.adapter_launch import vendor_launch
 from octipusd.errors import AdapterError
 
 TOKEN = "capability-Zx9_-secret-token-value"
@@ -126,7 +127,8 @@ def test_plan_carries_thread_start_with_sandbox_bridge_and_prompt(request_: Laun
                     "default_tools_approval_mode": "approve",
                     "tool_timeout_sec": 7200.0,  # Codex's own default is 60 s
                 }
-            }
+            },
+            "allow_login_shell": False,  # a login shell would lose the bridge helper's PATH entry
         },
         "model": "gpt-x",
         "developerInstructions": "be brief",
@@ -175,7 +177,7 @@ def test_no_bridge_means_no_mcp_config_and_no_token(request_: LaunchRequest) -> 
     assert "config" not in plan.thread_params and plan.bridge is None
     assert BRIDGE_TOKEN_ENV not in spec.env and spec.secrets == ()
     exec_spec = CodexAdapter().build_launch(exec_request(request_, bridge=None))
-    assert not any("mcp_servers" in a for a in exec_spec.argv)
+    assert not any("mcp_servers" in a or "login_shell" in a for a in exec_spec.argv)
 
 
 def test_thread_request_switches_off_the_users_other_mcp_servers(request_: LaunchRequest) -> None:
@@ -201,6 +203,7 @@ def test_exec_argv(request_: LaunchRequest) -> None:
     assert "mcp_servers.octipus.required=true" in configs
     assert 'mcp_servers.octipus.default_tools_approval_mode="approve"' in configs
     assert "mcp_servers.octipus.tool_timeout_sec=7200.0" in configs
+    assert "allow_login_shell=false" in configs
     assert spec.argv[-2:] == ("--", "fix the bug")
     assert "resume" not in spec.argv
     assert spec.stdin_mode is StdinMode.DEVNULL and spec.initial_input == ()
@@ -242,9 +245,9 @@ def test_exec_system_prompt_is_developer_instructions_as_toml(request_: LaunchRe
 @pytest.mark.parametrize("transport", [None, "app-server", "exec"])
 def test_token_only_in_the_child_environment(request_: LaunchRequest, transport: str | None) -> None:
     options = {} if transport is None else {"transport": transport}
-    spec = CodexAdapter().build_launch(replace(request_, options=options))
+    spec = vendor_launch(CodexAdapter(), replace(request_, options=options), helper="/opt/octipus/bin/x")
     assert spec.env[BRIDGE_TOKEN_ENV] == TOKEN
-    assert spec.env["PATH"] == "/usr/bin" and spec.env["HOME"] == "/home/u"
+    assert spec.env["PATH"] == "/usr/bin:/opt/octipus/bin" and spec.env["HOME"] == "/home/u"
     assert all(TOKEN not in a for a in spec.argv)
     assert all(TOKEN not in line for line in spec.initial_input)
     assert spec.files == {}

@@ -100,7 +100,8 @@ def test_shell_approved_stream() -> None:
     (use,) = of(events, ToolUseEvent)
     assert use.name == "commandExecution"
     assert use.input["command"] == "echo hello-from-mock > out.txt && cat out.txt"
-    assert use.input["rawCommand"] == "/bin/bash -lc 'echo hello-from-mock > out.txt && cat out.txt'"
+    # not a login shell (``allow_login_shell = false``), which would reset PATH (octipus_codex.launch)
+    assert use.input["rawCommand"] == "/bin/bash -c 'echo hello-from-mock > out.txt && cat out.txt'"
     (tool_result,) = of(events, ToolResultEvent)
     assert (tool_result.tool_use_id, tool_result.content, tool_result.is_error) == (
         use.tool_use_id,
@@ -226,7 +227,7 @@ def test_mcp_tool_elicitation_is_a_permission_request() -> None:
 
 
 def test_warnings_are_not_failures() -> None:
-    events = replay("app_shell_approved")
+    events = replay("app_shell_declined")  # recorded where bubblewrap was not installed
     warnings = of(events, ErrorEvent)
     assert any("Model metadata for `mock-model` not found" in w.message for w in warnings)
     assert any("bubblewrap" in w.message for w in warnings)

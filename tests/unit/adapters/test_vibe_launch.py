@@ -26,6 +26,7 @@ from octipus_vibe import (
 from octipus_vibe.launch import SPACE_REFUSAL
 
 from octipusd.adapter import Adapter, BridgeEndpoint, LaunchRequest, PermissionMode, StdinMode
+from octipusd.adapter_launch import with_bridge_helper
 from octipusd.errors import AdapterError
 
 TOKEN = "tok_" + "A" * 43
@@ -298,8 +299,9 @@ def test_headless_full_mode_has_no_notice_and_defaults(tmp_path: Path) -> None:
 
 
 def test_headless_bridge_through_env_never_argv(tmp_path: Path) -> None:
-    spec = headless(tmp_path)
+    spec = with_bridge_helper(headless(tmp_path), BRIDGE)  # as the runtime starts it
     env = dict(spec.env)
+    assert BRIDGE_TOKEN_ENV == "OCTIPUS_BRIDGE_TOKEN"  # the bridge helper's name, not one of Vibe's own
     assert env[BRIDGE_TOKEN_ENV] == TOKEN
     servers = json.loads(env[MCP_SERVERS_ENV])
     assert servers == [

@@ -11,8 +11,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from octipusd.adapter import BridgeEndpoint, LaunchSpec
+from octipusd.adapter_launch import with_bridge_helper
 from octipusd.bridge.fakes import FakeToolHost
-from octipusd.bridge.helper import ENV_TOKEN, ENV_URL, helper_environment
+from octipusd.bridge.helper import ENV_TOKEN, ENV_URL
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import open_bridge
 from octipusd.toolkit import RunIdentity
@@ -34,6 +36,12 @@ def _base_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in (ENV_URL, ENV_TOKEN)}
 
 
+def _vendor_env(endpoint: BridgeEndpoint) -> dict[str, str]:
+    """The environment a vendor's launch gets with this bridge (what its shell passes the helper)."""
+    spec = LaunchSpec(argv=("vendor",), env=_base_env(), cwd=Path.cwd())
+    return dict(with_bridge_helper(spec, endpoint).env)
+
+
 async def _run(
     args: Sequence[str], env: Mapping[str, str], stdin: bytes | None = None
 ) -> tuple[int, str, str]:
@@ -45,7 +53,7 @@ async def _run(
 async def test_list_and_call(identity: RunIdentity) -> None:
     host = FakeToolHost(deny={"update_work_plan": "plans are read-only here"})
     async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
-        env = {**_base_env(), **helper_environment(bridge.endpoint)}
+        env = _vendor_env(bridge.endpoint)
 
         code, out, err = await _run(["list"], env)
         assert code == 0, err
@@ -116,6 +124,6 @@ async def test_missing_environment_is_a_usage_error() -> None:
 
 async def test_ended_run_is_unreachable(identity: RunIdentity, host: FakeToolHost) -> None:
     async with open_bridge(identity, host, DEFAULT_TOOLS, queues=WorkerQueues()) as bridge:
-        env = {**_base_env(), **helper_environment(bridge.endpoint)}
+        env = _vendor_env(bridge.endpoint)
     code, _out, err = await _run(["call", "get_work_plan", "{}"], env)
     assert code == 3 and "cannot use the bridge" in err

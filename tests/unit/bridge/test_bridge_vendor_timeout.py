@@ -23,6 +23,7 @@ from octipus_claude_code import ClaudeCodeAdapter
 from octipus_codex import CodexAdapter
 
 from octipusd.adapter import BRIDGE_CALL_TIMEOUT_SECONDS, LaunchRequest, LaunchSpec, PermissionMode
+from octipusd.adapter_launch import vendor_launch
 from octipusd.bridge.fakes import FakeToolHost
 from octipusd.bridge.queue import WorkerQueues
 from octipusd.bridge.server import BridgeLimits, open_bridge
@@ -86,7 +87,7 @@ async def _codex_call(
                 options={"transport": "exec"},
                 permission_mode=PermissionMode.FULL,
             )
-            spec = CodexAdapter().build_launch(request)
+            spec = vendor_launch(CodexAdapter(), request)  # as the runtime starts it
             with anyio.fail_after(60):
                 done = await anyio.run_process(
                     list(spec.argv), env=dict(spec.env), cwd=spec.cwd, stdin=subprocess.DEVNULL, check=False
@@ -145,7 +146,7 @@ async def _claude_result(
                 },
                 permission_mode=PermissionMode.FULL,
             )
-            spec = adapter.build_launch(request)
+            spec = vendor_launch(adapter, request)  # as the runtime starts it
             _write_files(spec)
             stdin = "".join(line + "\n" for line in spec.initial_input).encode()
             with anyio.fail_after(60):

@@ -33,8 +33,10 @@ ROOT = Path(__file__).resolve().parents[3]
 #: page and notifications alike); ``inert`` the one rule that makes agent text inert for a terminal,
 #: a title or a notification (clients, page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify`` and ``settings_security`` the ``swarm``,
 #: ``web``, ``notify`` and ``security`` settings sections;
-#: ``adapter_events`` the typed vendor events of the adapter protocol; ``money`` exact amounts in US
-#: dollars, read, stored, sent and shown by one rule (by the clients, the page and notifications alike).
+#: ``adapter_events`` the typed vendor events of the adapter protocol; ``adapter_launch`` the launch as
+#: the runtime starts it (an adapter's launch plus the bridge helper's environment); ``money`` exact
+#: amounts in US dollars, read, stored, sent and shown by one rule (by the clients, the page and
+#: notifications alike).
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
     "errors": 1,
@@ -51,8 +53,9 @@ FOUNDATIONS: Mapping[str, int] = {
     "adapter_events": 2,
     "adapter": 3,
     "toolkit": 3,
-    "adapterkit": 4,
-    "store": 5,
+    "adapter_launch": 4,
+    "adapterkit": 5,
+    "store": 6,
 }
 CLIENTS = frozenset({"ctl", "tui"})
 #: ``web`` is the page the API application itself serves, server-rendered from the same services
