@@ -28,7 +28,7 @@ from octipusd.api.health_models import (  # re-exported
     WebOut as WebOut,
     WorktreeReaperOut as WorktreeReaperOut,
 )
-from octipusd.api.limits import API_LIMITS
+from octipusd.api.limits import API_LIMITS, MAX_GRANT_USES
 
 #: A name or an id in a request (a session, a space, a user, a tool id...).
 Name = Annotated[str, Field(max_length=API_LIMITS.max_name_chars)]
@@ -37,7 +37,7 @@ FsPath = Annotated[str, Field(max_length=API_LIMITS.max_path_chars)]
 #: A grant's lifetime (seconds).
 TtlSeconds = Annotated[float, Field(gt=0, le=API_LIMITS.max_ttl_seconds)]
 #: A grant's usage limit (calls).
-MaxUses = Annotated[int, Field(ge=1, le=API_LIMITS.max_grant_uses)]
+MaxUses = Annotated[int, Field(ge=1, le=MAX_GRANT_USES)]
 
 
 class _Model(BaseModel):
