@@ -49,8 +49,9 @@ from tests.contract.unix_http import BASE_URL, unix_session
 
 #: The stores the fuzz runs on, each with the seed of its cases (so the two see different ones).
 SEEDS = {"sqlite": 0, "postgresql": 1}
-#: Cases per operation and store, valid and invalid ones together (about 25 in all).
-MAX_EXAMPLES = 13
+#: Cases per operation and store, valid and invalid ones together (with the edges, about as many
+#: requests in all as 25 on one store).
+MAX_EXAMPLES = 12
 #: Tests the operations are dealt into per store (each starts its own daemon; xdist runs them in
 #: parallel).
 SHARDS = 3
