@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 __all__ = [
@@ -240,9 +241,10 @@ class ResultEvent(VendorEvent):
         text: Final assistant text, if any.
         session_id: Vendor session id the turn ran in.
         usage: Usage of this turn as the vendor reports it (per turn for Claude).
-        cost_usd: Vendor-computed cost of this turn, if reported (USD). A parser whose vendor reports a
-            cumulative figure reports its increase (Claude's ``total_cost_usd`` is cumulative per
-            process: 0.01, 0.03, 0.06 over three turns are turns of 0.01, 0.02, 0.03).
+        cost_usd: Vendor-computed cost of this turn, if reported (USD, an exact decimal read with
+            :func:`~octipusd.adapterkit.as_cost`). A parser whose vendor reports a cumulative figure
+            reports its increase (Claude's ``total_cost_usd`` is cumulative per process: 0.01, 0.03,
+            0.06 over three turns are turns of 0.01, 0.02, 0.03).
         errors: Vendor error strings (e.g. ``No conversation found with session ID: ...``).
         turns: The turn's iterations, if reported (Claude ``num_turns``), for the turn budget.
     """
@@ -252,7 +254,7 @@ class ResultEvent(VendorEvent):
     text: str | None = None
     session_id: str | None = None
     usage: Usage | None = None
-    cost_usd: float | None = None
+    cost_usd: Decimal | None = None
     errors: tuple[str, ...] = ()
     turns: int | None = None
 

@@ -25,11 +25,13 @@ import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
 from octipusd.adapter import JSON, RunFailureEvent, SessionEvent, Usage
 from octipusd.errors import AdapterError
+from octipusd.money import usd
 
 __all__ = [
     "BRIDGE_CONNECTED",
@@ -171,14 +173,13 @@ def as_tokens(value: object) -> int:
     return 0
 
 
-def as_cost(value: object) -> float | None:
-    """Read a USD amount: a finite number, else None (bools are not numbers here)."""
-    if isinstance(value, bool):
+def as_cost(value: object) -> Decimal | None:
+    """Read a vendor's USD figure exactly (:func:`octipusd.money.usd`): a JSON number within
+    :data:`~octipusd.money.MAX_FIGURE_USD`, taken by its decimal text and kept to the nano-dollar;
+    else None (bools and strings are not figures here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if isinstance(value, int | float):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    return None
+    return usd(value)
 
 
 def is_zero(usage: Usage) -> bool:

@@ -64,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from decimal import Decimal
 
 from octipusd.adapter import (
     JSON,
@@ -165,7 +166,7 @@ class ClaudeStreamParser(StreamParserDefaults):
         self._seen_message_ids: set[str] = set()
         self._completed = Usage()  # reconciled usage of turns that ended with a result
         self._turn = Usage()  # de-duplicated assistant usage since the last result
-        self._cost_reported = 0.0  # total_cost_usd of the last result: cumulative per process
+        self._cost_reported = Decimal(0)  # total_cost_usd of the last result: cumulative per process
         self._handlers: dict[str, Callable[[JSON], list[VendorEvent]]] = {
             "system": self._system,
             "assistant": self._assistant,
@@ -393,8 +394,8 @@ class ClaudeStreamParser(StreamParserDefaults):
         self._completed = self._completed + turn_total
         self._turn = Usage()
         total_cost = as_cost(obj.get("total_cost_usd"))
-        turn_cost = None if total_cost is None else max(total_cost - self._cost_reported, 0.0)
-        self._cost_reported = max(self._cost_reported, total_cost or 0.0)
+        turn_cost = None if total_cost is None else max(total_cost - self._cost_reported, Decimal(0))
+        self._cost_reported = max(self._cost_reported, total_cost or Decimal(0))
         events.append(
             ResultEvent(
                 raw=obj,

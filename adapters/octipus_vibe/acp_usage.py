@@ -9,6 +9,8 @@ excludes cached prompt tokens (``cache_read_input_tokens``). See
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from octipusd.adapter import JSON, Usage, UsageEvent, VendorEvent
 
 from ._coerce import as_cost, as_dict, as_int, as_tokens, field_max, is_zero, usage_from_totals
@@ -24,10 +26,10 @@ class SessionUsage:
 
     def __init__(self) -> None:
         self._baseline = Usage()
-        self._baseline_cost: float | None = None
+        self._baseline_cost: Decimal | None = None
         self._baseline_frozen = False
         self.emitted = Usage()
-        self._cost: float | None = None
+        self._cost: Decimal | None = None
         self._steps = 0  # Vibe's ``_meta.steps`` (lags behind the model calls)
         self._model_calls = 0  # rises of the session's prompt-token total seen in this run
         self._prompt_seen = 0
@@ -100,8 +102,8 @@ class SessionUsage:
             )
         return self.cancel_reason is not None
 
-    def run_cost(self) -> float | None:
-        """The run's cost (USD): the session's cost now less its cost before the run, or None."""
+    def run_cost(self) -> Decimal | None:
+        """The run's cost (USD, exact): the session's cost now less its cost before the run, or None."""
         if self._cost is None:
             return None
-        return max(self._cost - (self._baseline_cost or 0.0), 0.0)
+        return max(self._cost - (self._baseline_cost or Decimal(0)), Decimal(0))

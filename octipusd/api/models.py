@@ -7,9 +7,10 @@ Request fields take their bounds from :data:`~octipusd.api.limits.API_LIMITS` (n
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainSerializer
 
 from octipusd.api import API_VERSION as API_VERSION
 from octipusd.api.health_models import (  # re-exported
@@ -29,11 +30,20 @@ from octipusd.api.health_models import (  # re-exported
     WorktreeReaperOut as WorktreeReaperOut,
 )
 from octipusd.api.limits import API_LIMITS, MAX_GRANT_USES
+from octipusd.money import usd_text
 
 #: A name or an id in a request (a session, a space, a user, a tool id...).
 Name = Annotated[str, Field(max_length=API_LIMITS.max_name_chars)]
 #: A file-system path in a request.
 FsPath = Annotated[str, Field(max_length=API_LIMITS.max_path_chars)]
+#: An amount in US dollars (a cost): exact, and sent as a decimal string (``"0.0245"``: no exponent,
+#: no trailing zeros) so that no client's JSON parser turns it into a binary float
+#: (:mod:`octipusd.money`).
+UsdAmount = Annotated[
+    Decimal,
+    PlainSerializer(usd_text, return_type=str, when_used="json"),
+    Field(description="US dollars, an exact decimal string such as 0.0245"),
+]
 #: A grant's lifetime (seconds).
 TtlSeconds = Annotated[float, Field(gt=0, le=API_LIMITS.max_ttl_seconds)]
 #: A grant's usage limit (calls).
@@ -75,8 +85,8 @@ class SessionCreate(_Model):
 class UsageTotalsOut(_Model):
     """``GET /v1/sessions/{id}/usage``: what the session's runs used, summed over all of them.
 
-    ``cost_usd`` sums the costs the vendors reported (null: none did); ``runs_without_cost`` runs
-    are not in it. ``estimated``: some run's tokens were estimated by Octipus, not reported.
+    ``cost_usd`` sums the costs the vendors reported (an exact decimal string, null: none did);
+    ``runs_without_cost`` runs are not in it. ``estimated``: some run's tokens were estimated by Octipus, not reported.
     """
 
     runs: int
@@ -84,7 +94,7 @@ class UsageTotalsOut(_Model):
     output_tokens: int
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
-    cost_usd: float | None
+    cost_usd: UsdAmount | None
     runs_without_cost: int
     estimated: bool
 
@@ -248,7 +258,7 @@ class RunOut(_Model):
     output_tokens: int
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
-    cost_usd: float | None
+    cost_usd: UsdAmount | None
     usage_estimated: bool
     result_text: str | None
     created_at: datetime
@@ -431,13 +441,17 @@ class ApprovalAnswer(_Model):
     """``POST /v1/approvals/{id}``: approve or deny; a questionnaire needs ``answers``.
 
     ``answers`` maps each question's exact text to the answer: one string (an option label or
-    free text) or, for a multiple-selection question, a list of strings.
+    free text) or, for a multiple-selection question, a list of strings. ``run_now`` (with an
+    approval of a recovery review): the call it reviews runs at once, even while a request of a
+    reviewed action may still land (its input's ``waits_until``); without it, the call waits
+    until then. Kept in the approval's ``answers`` as ``{"run_now": true}``.
     """
 
     decision: Literal["approve", "deny"]
     reason: str | None = None
     answers: dict[str, str | list[str]] | None = None
     remember: Remember | None = None
+    run_now: bool = False
 
 
 class RuleCreate(_Model):

@@ -11,7 +11,10 @@ An approval of kind ``questionnaire`` (Claude's AskUserQuestion, seed 003) is an
 cancels it. ``remember`` with an answer creates a scoped grant in the same transaction as the
 decision, so a second answer racing the first can create neither a decision nor a grant. A
 recovery review (kind ``action_recovery`` or ``pipeline_replay``) answered with ``remember`` is a
-400: it never becomes a permanent tool permission (seed 000).
+400: it never becomes a permanent tool permission (seed 000). ``run_now`` approves a recovery
+review and has the call it reviews run at once, even while a request of a reviewed action may
+still land (the review's ``waits_until``; the call waits until then otherwise); with anything
+else it is a 400.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from octipusd.api.models import (
     RulesOut,
 )
 from octipusd.errors import ApprovalError, InvalidRequestError, QuestionnaireError
+from octipusd.journal.review import RUN_NOW
 from octipusd.policy.flowguard import FlowState, classify, from_label
 from octipusd.policy.questionnaire import (
     BARE_ALLOW_ERROR,
@@ -88,7 +92,15 @@ def _grant_for(approval: Approval, body: ApprovalAnswer, workspace: str) -> dict
 
 
 def _answers_for(approval: Approval, body: ApprovalAnswer) -> dict[str, Any] | None:
-    """Validated questionnaire answers, or None; refuses a bare approve of a questionnaire."""
+    """Validated questionnaire answers, a recovery review's run now, or None; refuses a bare
+    approve of a questionnaire, and run now anywhere but in the approval of a recovery review."""
+    if body.run_now:
+        if approval.kind != "action_recovery" or body.decision != "approve":
+            raise InvalidRequestError(
+                f"approval {approval.id} ({approval.kind}): run_now goes only with approving a recovery "
+                "review (it runs the reviewed call at once, while an earlier request may still land)"
+            )
+        return {RUN_NOW: True}
     if approval.kind != "questionnaire":
         if body.answers is not None:
             raise InvalidRequestError(

@@ -12,6 +12,7 @@ An unknown ``by`` is a 400 listing the accepted values.
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -74,7 +75,7 @@ async def usage_report(services: Services, by: By, limit: int) -> UsageReportOut
         output_tokens=sum(g.output_tokens for g in groups),
         cache_creation_input_tokens=sum(g.cache_creation_input_tokens for g in groups),
         cache_read_input_tokens=sum(g.cache_read_input_tokens for g in groups),
-        cost_usd=sum(costs) if costs else None,
+        cost_usd=sum(costs, Decimal(0)) if costs else None,
         runs_without_cost=sum(g.runs_without_cost for g in groups),
         estimated=any(g.estimated for g in groups),
     )

@@ -1,5 +1,8 @@
 """What every octipusctl command module shares: consoles, the API client, errors, parsing helpers.
 
+The consoles and :func:`safe` come from :mod:`octipusd.ctl.output`: every value that did not
+originate in Octipus goes into a markup string through :func:`safe`.
+
 Exit codes (every command): 0 success; 1 the run (or request) failed; 2 bad input (or something
 named was not found); 3 octipusd is not running.
 """
@@ -15,12 +18,12 @@ from typing import Any, NoReturn
 from urllib.parse import quote
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from octipusd.ctl.client import Client
+from octipusd.ctl.output import confirm, console, err, inert, safe, write_plain
 from octipusd.errors import OctipusError
+from octipusd.money import format_usd, usd
 from octipusd.paths import default_socket_path
 
 __all__ = [
@@ -28,10 +31,12 @@ __all__ = [
     "EXIT_FAILED",
     "State",
     "bad_input",
+    "confirm",
     "console",
     "err",
     "fail",
     "full_ids",
+    "inert",
     "key_value",
     "new_client",
     "on_command_line",
@@ -44,16 +49,13 @@ __all__ = [
     "text_input",
     "unset_path",
     "usage_text",
+    "write_plain",
 ]
 
 #: Exit code of a failed run or request.
 EXIT_FAILED = 1
 #: Exit code of bad input (an option out of range, something named that does not exist).
 EXIT_BAD_INPUT = 2
-
-# not a terminal (pipes, logs): wide enough that whole ids and paths fit in tables
-console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class State:
@@ -69,13 +71,13 @@ def new_client() -> Client:
 
 def fail(exc: OctipusError) -> typer.Exit:
     """Print ``exc``'s message on stderr and return the ``typer.Exit`` carrying its exit code."""
-    err.print(f"octipusctl: {escape(exc.message)}")
+    err.print(f"octipusctl: {safe(exc.message)}")
     return typer.Exit(exc.exit_code)
 
 
 def bad_input(message: str) -> NoReturn:
     """Print ``octipusctl: message`` on stderr and exit 2 (bad input)."""
-    err.print(f"octipusctl: {escape(message)}")
+    err.print(f"octipusctl: {safe(message)}")
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -122,11 +124,6 @@ def part(value: str) -> str:
     return quote(value, safe="")
 
 
-def safe(value: object) -> str:
-    """``value`` as text with rich markup escaped (daemon data may hold ``[...]``)."""
-    return escape("" if value is None else str(value))
-
-
 def full_ids(table: Table, *columns: int) -> None:
     """Never shorten id columns: every command takes the whole id."""
     for index in columns:
@@ -143,8 +140,9 @@ def usage_text(figures: dict[str, Any]) -> str:
         text += f" (cache read {cache[0]}, written {cache[1]})"
     if figures.get("usage_estimated") or figures.get("estimated"):
         text += ", estimated"
-    if figures.get("cost_usd") is not None:
-        text += f"; cost {figures['cost_usd']:.4f} USD"
+    cost = usd(figures.get("cost_usd"))
+    if cost is not None:
+        text += f"; cost {format_usd(cost)}"
     return text
 
 

@@ -33,6 +33,7 @@ from octipusd.ctl.client import Client
 from octipusd.ctl.common import (
     State,
     bad_input,
+    confirm,
     console,
     err,
     fail,
@@ -65,6 +66,7 @@ from octipusd.ctl.vault_cmds import vault_app, vault_line
 from octipusd.ctl.web_cmds import web_command
 from octipusd.ctl.worktree_cmds import worktrees_app
 from octipusd.errors import OctipusError
+from octipusd.money import format_usd, usd
 from octipusd.paths import default_socket_path
 
 __all__ = ["app", "main"]
@@ -166,11 +168,14 @@ def health(as_json: Annotated[bool, typer.Option("--json", help="print the raw J
         if not a["path"] and a["searched_path"] not in searched:
             searched.append(a["searched_path"])
         table.add_row(
-            a["adapter"], a["binary"], a["path"] or "[red]not found[/]", a["version"] or a["error"] or ""
+            safe(a["adapter"]),
+            safe(a["binary"]),
+            safe(a["path"]) if a["path"] else "[red]not found[/]",
+            safe(a["version"] or a["error"] or ""),  # the vendor binary's own words
         )
     console.print(table)
     for path in searched:  # the same PATH for every binary not found: said once, below the table
-        console.print(f"not found on the PATH searched: {path}", soft_wrap=True)
+        console.print(f"not found on the PATH searched: {safe(path)}", soft_wrap=True)
     for warning in data.get("warnings", []):  # stored rows skipped because they cannot be loaded
         console.print(f"[yellow]warning:[/] {safe(warning)}", soft_wrap=True)
     reaper = data.get("worktree_reaper")
@@ -261,11 +266,15 @@ def _render(event: dict[str, Any]) -> None:
     elif kind == "session":
         servers = ", ".join(f"{k}={v}" for k, v in (data.get("mcp_servers") or {}).items())
         model = f" model {data['model']}" if data.get("model") else ""
-        console.print(f"[dim]vendor session {data.get('session_id')}{safe(model)} mcp: {safe(servers)}[/]")
-    elif kind == "result":  # its tokens are in the run's one figure, printed at the end
-        cost = data.get("cost_usd")
         console.print(
-            f"[dim]result {data.get('subtype')}" + (f" (cost {cost:.4f} USD)" if cost else "") + "[/]"
+            f"[dim]vendor session {safe(data.get('session_id'))}{safe(model)} mcp: {safe(servers)}[/]"
+        )
+    elif kind == "result":  # its tokens are in the run's one figure, printed at the end
+        cost = usd(data.get("cost_usd"))
+        console.print(
+            f"[dim]result {safe(data.get('subtype'))}"
+            + (f" (cost {format_usd(cost)})" if cost else "")
+            + "[/]"
         )
     elif kind in ("notice", "bridge_call"):
         detail = " ".join(str(x) for x in (data.get("message") or data.get("event"), data.get("tool")) if x)
@@ -338,7 +347,7 @@ def _answer_inline(client: Client, event: dict[str, Any], approve: str) -> None:
         why = data.get("explanation") or data.get("reason")
         if why:
             console.print(f"[dim]{safe(why)}[/]")
-        ok = typer.confirm(f"Allow {data.get('tool_id')} {data.get('subject') or ''}?", default=False)
+        ok = confirm(f"Allow {data.get('tool_id')} {data.get('subject') or ''}?", default=False)
         decision = "approve" if ok else "deny"
     else:
         err.print(
@@ -534,7 +543,7 @@ def sessions_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     table = Table("id", "adapter", "mode", "workspace", "created")
     full_ids(table, 0)
     for s in items:
-        table.add_row(s["id"], s["adapter"], s["permission_mode"], s["workspace"], s["created_at"])
+        table.add_row(s["id"], s["adapter"], s["permission_mode"], safe(s["workspace"]), s["created_at"])
     console.print(table)
 
 

@@ -9,7 +9,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from octipusd.ctl.common import console, err, fail, key_value, new_client, print_json, set_path, unset_path
+from octipusd.ctl.common import (
+    console,
+    err,
+    fail,
+    key_value,
+    new_client,
+    print_json,
+    safe,
+    set_path,
+    unset_path,
+)
 from octipusd.errors import OctipusError
 
 __all__ = ["models_app"]
@@ -21,13 +31,13 @@ models_app = typer.Typer(
 
 
 def _row_table(row: dict[str, Any]) -> Table:
-    table = Table("field", "value", title=f"model row {row['name']}")
+    table = Table("field", "value", title=f"model row {safe(row['name'])}")
     table.columns[1].overflow = "fold"
     for key in ("id", "name", "adapter", "binary", "model", "permission_mode"):
         value = row.get(key)
-        table.add_row(key, "" if value is None else str(value))
-    table.add_row("additive_flags", " ".join(row.get("additive_flags") or []))
-    table.add_row("metadata", json.dumps(row.get("metadata") or {}))
+        table.add_row(key, safe(value))
+    table.add_row("additive_flags", safe(" ".join(row.get("additive_flags") or [])))
+    table.add_row("metadata", safe(json.dumps(row.get("metadata") or {})))
     table.add_row("created_at", str(row.get("created_at")))
     table.add_row("updated_at", str(row.get("updated_at")))
     return table
@@ -80,12 +90,12 @@ def models_list(as_json: Annotated[bool, typer.Option("--json", help="print the 
     table.columns[0].no_wrap = True
     for r in items:
         table.add_row(
-            r["name"],
-            r["adapter"],
-            r.get("model") or "",
+            safe(r["name"]),
+            safe(r["adapter"]),
+            safe(r.get("model")),
             r["permission_mode"],
-            r.get("binary") or "",
-            " ".join(r.get("additive_flags") or []),
+            safe(r.get("binary")),
+            safe(" ".join(r.get("additive_flags") or [])),
         )
     console.print(table)
 

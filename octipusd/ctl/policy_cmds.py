@@ -67,7 +67,12 @@ def _print_review(a: dict[str, Any]) -> None:
         console.print(f"  {'proposed call:':<16}{safe(shown)}")
     if data.get("note"):
         console.print(f"  {'note:':<16}{safe(data['note'])}")
-    extra = {k: v for k, v in data.items() if k not in ("proposed", "actions", "note")}
+    if data.get("waits_until"):
+        console.print(
+            f"  [yellow]{'runs after:':<16}{safe(data['waits_until'])}[/] (a request of a covered action may "
+            "still land until then; approve with --run-now to run the call at once)"
+        )
+    extra = {k: v for k, v in data.items() if k not in ("proposed", "actions", "note", "waits_until")}
     if extra:
         console.print(f"  {'input:':<16}{safe(json.dumps(extra))}")
     actions = [x for x in data.get("actions") or [] if isinstance(x, dict)]
@@ -98,8 +103,9 @@ def _print_review(a: dict[str, Any]) -> None:
             "idempotency key of an action still in flight is refused until its time); denying refuses the "
             "proposed call and keeps the evidence. Details: octipusctl actions show ACTION_ID"
         )
+        run_now = " [--run-now]" if data.get("waits_until") else ""
         console.print(
-            f"answer: octipusctl approvals approve {a['id']} | octipusctl approvals deny {a['id']} "
+            f"answer: octipusctl approvals approve {a['id']}{run_now} | octipusctl approvals deny {a['id']} "
             "[--reason TEXT] (a recovery review is never remembered)"
         )
 
@@ -259,6 +265,13 @@ def _answer(approval_id: str, body: dict[str, Any]) -> None:
         )
     else:
         console.print(f"{a['id']}: {a['status']} ({safe(what)})")
+    until = (a.get("input") or {}).get("waits_until") if a.get("kind") == "action_recovery" else None
+    if until and a["status"] == "approved" and not (a.get("answers") or {}).get("run_now"):
+        console.print(
+            f"the reviewed call waits until {safe(until)}, when no request of the covered actions can land any "
+            "more; check meanwhile whether the earlier request landed, and cancel the call if it did "
+            f"(octipusctl actions calls --session {safe(a['session_id'])})"
+        )
     if a.get("grant_id"):
         console.print(f"remembered as grant {a['grant_id']} (octipusctl rules revoke {a['grant_id']})")
     if recheck is not None and not recheck["allowed"]:
@@ -273,9 +286,23 @@ def approvals_approve(
     match: MatchOption = None,
     ttl: TtlOption = None,
     uses: UsesOption = None,
+    run_now: Annotated[
+        bool,
+        typer.Option(
+            "--run-now",
+            help="with a recovery review: run the reviewed call at once, even while a request of a covered "
+            "action may still land (it waits until then otherwise)",
+        ),
+    ] = False,
 ) -> None:
     """Approve a pending tool request (a questionnaire needs `approvals answer`)."""
-    body = {"decision": "approve", "reason": reason, "remember": _remember(remember, match, ttl, uses)}
+    body: dict[str, Any] = {
+        "decision": "approve",
+        "reason": reason,
+        "remember": _remember(remember, match, ttl, uses),
+    }
+    if run_now:
+        body["run_now"] = True
     _answer(approval_id, body)
 
 

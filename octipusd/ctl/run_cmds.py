@@ -53,10 +53,10 @@ def runs_list(
             r["session_id"],
             str(r["turn_index"])
             if not r.get("parent_run_id")
-            else f"{r['turn_index']} ({r.get('role')} child)",
+            else f"{r['turn_index']} ({safe(r.get('role'))} child)",
             r["status"],
             f"{r['input_tokens']}/{r['output_tokens']}",
-            (r.get("reason") or "")[:60],
+            safe((r.get("reason") or "")[:60]),
         )
     console.print(table)
 
@@ -115,7 +115,7 @@ def runs_stop(run_id: str) -> None:
         r = new_client().request("POST", f"/runs/{run_id}/stop", json={"reason": "stopped with octipusctl"})
     except OctipusError as exc:
         raise fail(exc) from None
-    console.print(f"{r['id']}: {r['status']}" + (f" ({r['reason']})" if r.get("reason") else ""))
+    console.print(f"{r['id']}: {r['status']}" + (f" ({safe(r['reason'])})" if r.get("reason") else ""))
 
 
 # ----------------------------------------------------------------------------- sessions

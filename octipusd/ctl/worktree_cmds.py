@@ -27,6 +27,7 @@ from octipusd.ctl.common import (
     print_json,
     request,
     safe,
+    write_plain,
 )
 from octipusd.errors import OctipusError
 
@@ -94,15 +95,29 @@ def worktrees_list(
 
 
 @worktrees_app.command("diff")
-def worktrees_diff(worktree_id: IdArg) -> None:
-    """Print the kept branch's diff against the commit its worktree started from."""
+def worktrees_diff(
+    worktree_id: IdArg,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="write the diff unchanged (for git apply): only into a pipe or a file, never a terminal",
+        ),
+    ] = False,
+) -> None:
+    """Print the kept branch's diff against the commit its worktree started from.
+
+    Its control characters (a child's file may hold terminal escape sequences) are shown as
+    escapes, and a CRLF line end as a line end; ``--raw`` writes the diff unchanged instead,
+    refused (exit 2) when standard output is a terminal.
+    """
+    if raw and sys.stdout.isatty():
+        bad_input("--raw writes the diff's control characters as they are: redirect it to a file or a pipe")
     try:
         text = new_client().request_text("GET", f"/worktrees/{part(worktree_id)}/diff", timeout=DIFF_WAIT_S)
     except OctipusError as exc:
         raise fail(exc) from None
-    if sys.stdout.isatty():  # a child's file may hold terminal escape sequences: show them inert
-        text = "".join(c if c.isprintable() or c in "\n\t" else f"\\x{ord(c):02x}" for c in text)
-    sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+    write_plain(text, unchanged=raw)
     if not text:
         console.print(f"[dim]worktree {safe(worktree_id)}: no difference from its base[/]")
 

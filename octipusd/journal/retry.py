@@ -34,7 +34,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.journal_store import ActionReceipt, ToolAction
 from octipusd.toolkit import ProbeStatus, RecoveryContract, RecoveryState
 
-__all__ = ["duplicate_refusal", "retry_refusal"]
+__all__ = ["duplicate_refusal", "idempotency_key_of", "retry_refusal"]
 
 log = logging.getLogger("octipusd.journal")
 
@@ -66,16 +66,26 @@ async def duplicate_refusal(
     Returns:
         The refusal for the model or person, or None.
     """
-    if contract.idempotency_key is None:
+    key = idempotency_key_of(tool_id, contract, arguments)
+    if key is None:
+        return None
+    return await retry_refusal(operator, user=scope.user, tool_id=tool_id, key=key, live=live, fresh=fresh)
+
+
+def idempotency_key_of(
+    tool_id: str, contract: RecoveryContract | None, arguments: Mapping[str, Any]
+) -> str | None:
+    """The idempotency key a call of ``tool_id`` with ``arguments`` declares, or None (no contract,
+    no key declared, an empty key, or a key function that fails: logged, and the call counts as
+    one without a key)."""
+    if contract is None or contract.idempotency_key is None:
         return None
     try:
         key = contract.idempotency_key(arguments)
     except Exception:  # a broken key function: the call proceeds as one without a key
         log.warning("the idempotency key of %s could not be read", tool_id, exc_info=True)
         return None
-    if not key:
-        return None
-    return await retry_refusal(operator, user=scope.user, tool_id=tool_id, key=key, live=live, fresh=fresh)
+    return key or None
 
 
 async def retry_refusal(

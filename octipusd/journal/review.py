@@ -24,7 +24,7 @@ not prove the earlier action failed, relabel it, or become a permanent permissio
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -40,9 +40,12 @@ from octipusd.toolkit import CallContext, GateResult, RecoveryContract, RiskClas
 __all__ = [
     "REVIEW_BATCH",
     "REVIEW_NOTE",
+    "RUN_NOW",
     "RecoveryAsker",
     "RecoveryGate",
     "describe_actions",
+    "landing_until",
+    "wait_note",
 ]
 
 log = logging.getLogger("octipusd.journal")
@@ -101,6 +104,28 @@ def describe_actions(actions: list[ToolAction], now: datetime) -> list[dict[str,
             }
         )
     return out
+
+
+def landing_until(actions: Iterable[ToolAction], now: datetime) -> datetime | None:
+    """Until when a dispatched request of one of ``actions`` may still land: the latest in-flight
+    bound of those that may (None: none may, or no bound is known for those that may; then a
+    person decides)."""
+    bounds = [a.in_flight_until for a in actions if a.may_still_land(now) and a.in_flight_until is not None]
+    return max(bounds) if bounds else None
+
+
+#: The answer (a key of the approval's ``answers``) of a person who approves a recovery review and
+#: has the reviewed call run at once, while a request of a reviewed action may still land.
+RUN_NOW = "run_now"
+
+
+def wait_note(tool_id: str, until: datetime) -> str:
+    """What approving a review means for a call that waits until ``until`` (:func:`landing_until`)."""
+    return (
+        f"Approving runs {tool_id} only after {in_flight_time(until)}, once no request of these actions "
+        "can land any more (both would land otherwise): check meanwhile whether the earlier request "
+        "landed, and cancel the call if it did. Approve with run now (`--run-now`) to run it at once."
+    )
 
 
 #: What approving a recovery review means, shown with every review.

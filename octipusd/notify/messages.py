@@ -3,13 +3,15 @@
 A run needs a person when it raises an approval or a questionnaire (``approval_requested``), when a
 call needs a recovery review it cannot get (``review_required``), and when a root run ends: a
 ``failed`` run always notifies, any other ending only when the run took longer than
-``notify.finishedAfterSeconds``; a child agent's run never notifies its ending (its parent hears it).
+``notify.finishedAfterSeconds`` (with its cost when the vendor reported one, shown as every client
+shows it); a child agent's run never notifies its ending (its parent hears it).
 
 :func:`wanted` picks those events out of a committed batch (cheap, no I/O: it runs on the event
 path); :func:`compose` turns one into a :class:`Notification` from the event and the rows it names
 (run, session, approval), read by the notifier's worker. A notification says what the person must
 judge (the session, the run, the tool and its subject, the questions) and links to the page; it
-never carries a tool's whole input (file contents), a token or a capability.
+never carries a tool's whole input (file contents), a token or a capability, nor a control
+character (an escape sequence an agent wrote shows as ``\x1b[...``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from octipusd.inert import inert
+from octipusd.money import format_usd
 from octipusd.questionnaire import questions_of
 from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
 
@@ -93,7 +97,9 @@ def _terminal(status: Any) -> RunStatus | None:
 
 
 def _cut(text: Any, limit: int = LIMITS.field_chars) -> str:
-    value = " ".join(str(text).split())
+    """``text`` on one line, its control characters visible (:func:`~octipusd.inert.inert`), cut
+    at ``limit`` characters: every field of a notification that the agent or a vendor wrote."""
+    value = inert(" ".join(str(text).split()))
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
@@ -102,7 +108,7 @@ def _where(session: Session | None) -> str:
     if session is None:
         return "a session"
     name = session.title or os.path.basename(session.workspace.rstrip("/")) or session.workspace
-    return f"session {_cut(name, 80)!r}"
+    return f"session '{_cut(name, 80)}'"
 
 
 def _questions(approval: Approval | None) -> list[str]:
@@ -201,4 +207,6 @@ def compose(
     ]
     if data.get("reason"):
         lines.append(f"Reason: {_cut(data['reason'])}")
+    if run is not None and run.cost_usd is not None:
+        lines.append(f"Cost: {format_usd(run.cost_usd)}")
     return _message(f"Octipus: run {status}", lines, event, run_link)

@@ -126,13 +126,16 @@ class ApprovalBroker:
         kind: str = "tool",
         questions: dict[str, Any] | None = None,
         action_ids: list[str] | None = None,
+        invocation: tuple[str, str] | None = None,
     ) -> Approval:
         """Store a pending approval (committed before return) and register its waiter.
 
         ``kind`` is ``tool``, ``questionnaire`` (then ``questions`` holds what people are
         shown: every question, option label and description), ``action_recovery`` (then
         ``action_ids`` are the journal records it covers) or ``pipeline_replay``. ``run_id`` is
-        None for a request that belongs to no run.
+        None for a request that belongs to no run; ``invocation`` (id, decision claim) names the
+        undecided hand-started call that waits for it, linked in the same transaction
+        (:meth:`~octipusd.store.Store.create_approval`).
 
         Returns:
             The pending approval, whose ``expires_at`` is now + ``timeout_seconds``.
@@ -152,6 +155,7 @@ class ApprovalBroker:
             kind=kind,
             questions=questions,
             action_ids=action_ids or (),
+            invocation=invocation,
         )
         self._waiters[approval.id] = anyio.Event()
         self._runs[approval.id] = approval.run_id

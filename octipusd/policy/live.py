@@ -26,12 +26,16 @@ from octipusd.store.policy_view import PolicyEntries
 from octipusd.store.records import PermissionGrant, PermissionRule
 from octipusd.store.repository import Store
 
-__all__ = ["GRANT_RETRIES", "LivePolicy"]
+__all__ = ["GRANT_RETRIES", "LivePolicy", "UseGrant"]
 
 log = logging.getLogger("octipusd.policy")
 
 #: How many times a decision is re-taken when the grant it rested on was used up meanwhile.
 GRANT_RETRIES = 3
+
+#: ``async (grant id) -> counted``: count one use of a grant, exactly once; False when the grant no
+#: longer applies (used up, expired or revoked).
+UseGrant = Callable[[str], Awaitable[bool]]
 
 
 def _rule(record: PermissionRule) -> Rule:
@@ -146,8 +150,9 @@ class LivePolicy:
             tool_id, dict(arguments), action, session_id=session_id, workspace=workspace, now=now
         )
 
-    async def spend(self, decision: PolicyDecision) -> bool:
-        """Count one use of the grant ``decision`` rests on, exactly once.
+    async def spend(self, decision: PolicyDecision, use: UseGrant | None = None) -> bool:
+        """Count one use of the grant ``decision`` rests on, exactly once (with ``use``, by default
+        :meth:`~octipusd.store.Store.use_grant`).
 
         Returns:
             True when the decision stands (it rests on no grant, or the use was counted); False
@@ -158,6 +163,8 @@ class LivePolicy:
         """
         if decision.level is not Level.ALLOW or decision.grant_id is None:
             return True
+        if use is not None:
+            return await use(decision.grant_id)
         return await in_thread(self.store.use_grant, decision.grant_id)
 
     async def decide_and_spend(
@@ -170,6 +177,7 @@ class LivePolicy:
         workspace: str,
         spend: bool = True,
         record: Callable[[PolicyDecision], Awaitable[None]] | None = None,
+        use: UseGrant | None = None,
     ) -> PolicyDecision:
         """The rules' decision for a call about to be made, with its grant's use counted.
 
@@ -196,9 +204,12 @@ class LivePolicy:
                 the flow guard's ASK): the decision is taken once and nothing is spent.
             record: Called with every decision taken, in order, before its use is counted (the
                 gate emits each as a ``policy_decision`` event), and with the final ASK.
+            use: Counts the grant's use instead of :meth:`~octipusd.store.Store.use_grant` (a
+                hand-started call counts it in the transaction that records its decision).
 
         Raises:
             StoreError: the rules could not be read or the use could not be written.
+            Whatever ``use`` raises.
         """
         for _ in range(GRANT_RETRIES + 1):
             decision = await self.evaluate(
@@ -206,7 +217,7 @@ class LivePolicy:
             )
             if record is not None:
                 await record(decision)
-            if not spend or await self.spend(decision):
+            if not spend or await self.spend(decision, use):
                 return decision
         asked = replace(
             decision,

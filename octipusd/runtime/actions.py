@@ -5,23 +5,27 @@ client (seed 001's "Test-tab" call; ``POST /v1/actions/calls``). :class:`ActionS
 
 * keys each request by the client's ``request_id`` (unique per user): a client that lost the
   acknowledgement and retries gets the stored invocation back; nothing runs twice, and nothing is
-  decided twice: the invocation is recorded before its decision, so only the request that
-  recorded it decides it (and spends a grant use);
-* decides it with the permission rules: DENY refuses it (journal ``not_executed``); ALLOW
-  dispatches it at once (an ALLOW resting on a scoped grant spends one use of it, as an agent's
-  call does, so a grant with ``--uses 1`` allows one call, whoever makes it); ASK stores an approval (kind ``tool``, no run) and the invocation
-  then *owes an execution*: when someone approves it (the approval's decision moves the
-  invocation to ``approved`` in its own transaction), the committed decision signals the
-  recovery worker with the user's scope;
+  decided twice: the invocation is recorded before its decision, under the decision claim of the
+  request that recorded it, so only that request decides it (and spends a grant use);
+* decides it with the permission rules (:class:`~octipusd.runtime.call_decisions.CallDecisions`):
+  DENY refuses it (journal ``not_executed``); ALLOW dispatches it at once (an ALLOW resting on a
+  scoped grant spends one use of it, as an agent's call does, so a grant with ``--uses 1`` allows
+  one call, whoever makes it; the use and the decision commit together); ASK stores an approval
+  (kind ``tool``, no run) and the invocation then *owes an execution*: when someone approves it
+  (the approval's decision moves the invocation to ``approved`` in its own transaction), the
+  committed decision signals the recovery worker with the user's scope. A call the daemon
+  recorded but did not decide before it stopped is decided again at start-up
+  (:meth:`ActionService.recover_undecided`);
 * dispatches with an exact claim (token + timestamp) taken before dispatch and checked again,
   atomically, when ``started`` is written; the call runs outside any database transaction;
   its outcome and the invocation's status commit together.
 
 Preparation (the claim re-check, the rules read fresh, the recovery review of the user's and
-session's uncertain actions, connecting to the connector) can fail. A validation or policy
-rejection ends the invocation (``not_executed``); a dependency failure (a timeout, a server
-that cannot be reached, a database error) releases only its own claim, leaves the invocation
-``approved`` and retries it for that user after
+session's uncertain actions and the wait of an approved repeat for a reviewed request that may
+still land (:class:`~octipusd.runtime.call_review.CallReview`), connecting to the connector) can
+fail. A validation or policy rejection ends the invocation (``not_executed``); a dependency
+failure (a timeout, a server that cannot be reached, a database error) releases only its own
+claim, leaves the invocation ``approved`` and retries it for that user after
 :data:`~octipusd.runtime.recovery.RETRY_SECONDS` (30 s). A call that may have run is never
 dispatched again: after a restart, an invocation claimed by the stopped daemon whose action had
 started becomes ``uncertain`` (see ``Store.quarantine_invocations``).
@@ -52,13 +56,14 @@ from octipusd.errors import (
     describe_error,
     traceback_of,
 )
-from octipusd.journal.executor import ActionJournal, ActionScope, args_hash
+from octipusd.journal.executor import ActionJournal, args_hash
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.retry import duplicate_refusal
-from octipusd.journal.review import REVIEW_BATCH, REVIEW_NOTE, describe_actions
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
-from octipusd.policy.rules import Level, subject_of
+from octipusd.policy.rules import Level
+from octipusd.runtime.call_decisions import CallDecisions, manual_scope, record_refusal
+from octipusd.runtime.call_review import CallReview
 from octipusd.runtime.manual_host import ManualCallHost
 from octipusd.runtime.recovery import RecoveryWorker
 from octipusd.store.aio import in_thread
@@ -67,10 +72,8 @@ from octipusd.store.records import Approval
 from octipusd.store.repository import Store
 from octipusd.toolkit import (
     NO_SANDBOX,
-    UNDECLARED_CONTRACT,
     ActionOutcome,
     Executed,
-    Origin,
     RunIdentity,
     ShellSandbox,
     ShellTerms,
@@ -144,7 +147,17 @@ class ActionService:
         self.owner = owner
         self.vault = vault
         self.sandbox = sandbox
-        self.worker = RecoveryWorker(store, operator, self.dispatch)
+        self.worker = RecoveryWorker(store, operator, self.dispatch, redecide=self.recover_undecided)
+        self.decisions = CallDecisions(
+            store=store,
+            gate=gate,
+            broker=broker,
+            journal=journal,
+            owner=owner,
+            worker=self.worker,
+            dispatch=self.dispatch,
+        )
+        self.reviews = CallReview(store, journal, operator, broker, self.worker)
         self._changed: dict[str, anyio.Event] = {}
         broker.add_listener(self._on_decided)
 
@@ -200,7 +213,10 @@ class ActionService:
             raise InvalidRequestError(
                 f"{tool!r} cannot be started by hand; use shell__run or an MCP connector tool (server.tool)"
             )
-        # recorded undecided first: a retry racing this request finds it and decides (spends) nothing
+        # recorded undecided first, under this daemon's decision claim: a retry racing this request
+        # finds it and decides (spends) nothing, and a daemon that stops before deciding it leaves it
+        # to the next one's start-up recovery (recover_undecided)
+        token = uuid.uuid4().hex
         invocation, created = await in_thread(
             lambda: self.store.create_invocation(
                 user=user,
@@ -210,67 +226,28 @@ class ActionService:
                 args_hash=args_hash(args),
                 request_id=request_id,
                 status="awaiting_approval",
+                claim=(token, self.owner),
             )
         )
         if not created:
             return invocation, False
-        await self._decide(invocation, session.workspace)
+        await self.decisions.decide(invocation, session.workspace, token)
         return await in_thread(self.store.get_invocation, invocation.id), True
 
-    async def _decide(self, invocation: ToolInvocation, workspace: str) -> None:
-        """Decide a just-recorded invocation (only its first request does): refuse it, ask for an
-        approval, or dispatch it now.
-
-        An ALLOW resting on a grant spends one use of it, exactly as an agent's call does
-        (:meth:`LivePolicy.decide_and_spend <octipusd.policy.live.LivePolicy.decide_and_spend>`).
-        An invocation cancelled before it was decided stays cancelled.
-
-        Raises:
-            StoreError: the rules could not be read or a write failed; an invocation that could not
-                be decided is cancelled (best effort), so it never waits undecided.
+    async def recover_undecided(self) -> int:
+        """Decide again the calls a stopped daemon recorded but never decided (start-up; see
+        :meth:`CallDecisions.recover_undecided <octipusd.runtime.call_decisions.CallDecisions.recover_undecided>`).
         """
-        args = invocation.arguments or {}
-        try:
-            decision = await self.gate.live.decide_and_spend(
-                invocation.tool, args, action=None, session_id=invocation.session_id, workspace=workspace
-            )
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._withdraw_undecided(invocation)
-            raise
-        status = {Level.ALLOW: "approved", Level.ASK: "awaiting_approval"}.get(decision.level, "denied")
-        if status != "awaiting_approval" and not await in_thread(
-            self.store.settle_invocation, invocation.id, status
-        ):
-            return  # cancelled before it was decided
-        if status == "denied":
-            await self._refuse(invocation, f"denied by Octipus policy: {decision.explanation}")
-        elif status == "awaiting_approval":
-            approval = await self.broker.create(
-                run_id=None,
-                session_id=invocation.session_id,
-                tool_id=invocation.tool,
-                subject=subject_of(args, "") or None,
-                reason=f"started by hand by {invocation.user}",
-                input=args,
-                explanation=decision.explanation,
-                vendor_request_id=None,
-            )
-            await in_thread(self.store.set_invocation_approval, invocation.id, approval.id)
-            self.worker.signal_deadline()  # nobody waits on it: the worker expires it in time
-        else:
-            await self.dispatch(invocation.id)
+        return await self.decisions.recover_undecided()
 
-    async def _withdraw_undecided(self, invocation: ToolInvocation) -> None:
-        """Cancel an invocation whose decision failed (logged with its traceback if that fails too)."""
-        try:
-            await in_thread(
-                lambda: self.store.cancel_invocation(
-                    invocation.id, by="octipusd (the call could not be decided)"
-                )
-            )
-        except Exception:
-            log.exception("invocation %s could not be decided and could not be cancelled", invocation.id)
+    async def review(
+        self, *, user: str, session_id: str, approve: bool, decided_by: str, reason: str | None
+    ) -> Approval:
+        """A person reviews the session's next batch of unresolved actions without a pending call
+        (:meth:`CallReview.review <octipusd.runtime.call_review.CallReview.review>`)."""
+        return await self.reviews.review(
+            user=user, session_id=session_id, approve=approve, decided_by=decided_by, reason=reason
+        )
 
     async def wait(self, invocation_id: str, timeout_seconds: float) -> ToolInvocation:
         """Wait until the invocation is terminal or ``timeout_seconds`` pass; return it."""
@@ -283,42 +260,6 @@ class ActionService:
                 with anyio.move_on_after(WAIT_RECHECK_SECONDS):
                     await event.wait()
         return await in_thread(self.store.get_invocation, invocation_id)
-
-    async def review(
-        self, *, user: str, session_id: str, approve: bool, decided_by: str, reason: str | None
-    ) -> Approval:
-        """A person reviews the session's next batch of unresolved actions without a pending call.
-
-        Creates a recovery review (kind ``action_recovery``, no run) covering up to 20 records
-        and decides it at once. Approving acknowledges them (their outcome is unchanged);
-        denying records the refusal and keeps them unresolved.
-
-        Raises:
-            NotFoundError: no such session.
-            ConflictError: nothing is unresolved there.
-        """
-        session = await in_thread(self.store.get_session, session_id)
-        live = set(self.journal.live)
-        batch = await in_thread(
-            lambda: self.store.blocking_actions(
-                user=user, session_id=session.id, live=live, limit=REVIEW_BATCH
-            )
-        )
-        if not batch:
-            raise ConflictError(f"session {session.id} has no unresolved actions of {user}")
-        approval = await self.broker.create(
-            run_id=None,
-            session_id=session.id,
-            tool_id="action_recovery",
-            subject="Check earlier",
-            reason="action_recovery · review of uncertain actions",
-            input={"actions": describe_actions(batch, self.store.now()), "note": REVIEW_NOTE},
-            explanation=f"{len(batch)} action(s) with uncertain effects",
-            vendor_request_id=None,
-            kind="action_recovery",
-            action_ids=[a.id for a in batch],
-        )
-        return await self.broker.answer(approval.id, approve=approve, decided_by=decided_by, reason=reason)
 
     # ------------------------------------------------------------------ dispatch
 
@@ -345,13 +286,15 @@ class ActionService:
                     ready = await self._prepare(invocation, token)
                     if ready is None:  # ended, or handed to a recovery review
                         return True
+                    if await self.reviews.waits_for_landing(invocation, token):
+                        return True  # handed back until no reviewed request can land any more
                     spec = await stack.enter_async_context(ready[0])  # e.g. connecting to the server
                     # reading tools stay available while a recovery review is owed (seed 000)
-                    if spec.mutating and not await self._recovery_clear(invocation, token):
+                    if spec.mutating and not await self.reviews.clear(invocation, token):
                         return True  # handed to a recovery review
                     duplicate = await duplicate_refusal(
                         self.operator,
-                        self._scope(invocation),
+                        manual_scope(invocation),
                         spec.tool_id,
                         invocation.arguments or {},
                         spec.recovery_contract,
@@ -416,58 +359,6 @@ class ActionService:
             return None
         return self.resolve(invocation.tool), decision.explanation
 
-    async def _recovery_clear(self, invocation: ToolInvocation, token: str) -> bool:
-        """The recovery review gate for a hand-started mutation (seed 000): True when no earlier
-        action of the user and session is unresolved (after probing them); otherwise a review is
-        asked and the invocation waits for it (False)."""
-        live = set(self.journal.live)
-        blocking = await in_thread(
-            lambda: self.store.blocking_actions(
-                user=invocation.user, session_id=invocation.session_id, live=live, limit=REVIEW_BATCH
-            )
-        )
-        for action in blocking:
-            await self.operator.probe(action)
-        if blocking:
-            blocking = await in_thread(
-                lambda: self.store.blocking_actions(
-                    user=invocation.user, session_id=invocation.session_id, live=live, limit=REVIEW_BATCH
-                )
-            )
-        if blocking:
-            approval = await self.broker.create(
-                run_id=None,
-                session_id=invocation.session_id,
-                tool_id=invocation.tool,
-                subject="Check earlier",
-                reason="action_recovery · retry: earlier actions of this session have uncertain effects",
-                input={
-                    "proposed": {
-                        "tool": invocation.tool,
-                        "subject": subject_of(invocation.arguments or {}, ""),
-                    },
-                    "actions": describe_actions(blocking, self.store.now()),
-                    "note": REVIEW_NOTE,
-                },
-                explanation=f"{len(blocking)} earlier action(s) have uncertain effects",
-                vendor_request_id=None,
-                kind="action_recovery",
-                action_ids=[a.id for a in blocking],
-            )
-            requeued = await in_thread(
-                self.store.requeue_invocation_for_review, invocation.id, token, approval.id
-            )
-            self.worker.signal_deadline()
-            if not requeued:
-                await in_thread(
-                    self.store.resolve_approval_if_pending,
-                    approval.id,
-                    status="cancelled",
-                    reason="the invocation changed meanwhile",
-                )
-            return False
-        return True
-
     async def _execute(self, invocation: ToolInvocation, token: str, spec: ToolSpec, reason: str) -> None:
         session = await in_thread(self.store.get_session, invocation.session_id)
         identity = RunIdentity(
@@ -513,7 +404,7 @@ class ActionService:
             return
         try:
             await self.journal.execute(
-                self._scope(invocation, token),
+                manual_scope(invocation, token),
                 spec.tool_id,
                 args,
                 spec.recovery_contract,
@@ -531,31 +422,11 @@ class ActionService:
         self, invocation: ToolInvocation, token: str, reason: str, *, refused: bool = False
     ) -> None:
         if refused:
-            await self._record_refusal(invocation, reason)
+            await record_refusal(self.journal, invocation, reason)
         await in_thread(
             lambda: self.store.finish_invocation(
                 invocation.id, token, status="not_executed", result=reason, is_error=True, error=reason
             )
-        )
-
-    async def _refuse(self, invocation: ToolInvocation, reason: str) -> None:
-        await self._record_refusal(invocation, reason)
-        await in_thread(lambda: self.store.refuse_invocation(invocation.id, reason))
-
-    async def _record_refusal(self, invocation: ToolInvocation, reason: str) -> None:
-        await self.journal.refused(
-            self._scope(invocation), invocation.tool, invocation.arguments or {}, UNDECLARED_CONTRACT, reason
-        )
-
-    @staticmethod
-    def _scope(invocation: ToolInvocation, token: str | None = None) -> ActionScope:
-        return ActionScope(
-            user=invocation.user,
-            session_id=invocation.session_id,
-            run_id=None,
-            agent=f"manual:{invocation.user}",
-            origin=Origin.MANUAL,
-            invocation=(invocation.id, token) if token is not None else None,
         )
 
     @staticmethod

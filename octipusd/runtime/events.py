@@ -17,12 +17,14 @@ import enum
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import anyio
 
 from octipusd.adapter import EventKind, VendorEvent
 from octipusd.errors import OctipusError
+from octipusd.money import usd_text
 from octipusd.store.aio import in_thread
 from octipusd.store.event_writer import EventWriter, PendingEvent
 from octipusd.store.records import RunEvent
@@ -93,6 +95,8 @@ def _plain(value: Any) -> Any:
         return value.value
     if isinstance(value, _SCALARS):
         return value
+    if isinstance(value, Decimal):  # an amount (a result's cost): exact text, as the API sends it
+        return usd_text(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {name: _plain(getattr(value, name)) for name in _names(type(value))}
     if isinstance(value, dict):
@@ -105,7 +109,8 @@ def _plain(value: Any) -> Any:
 def event_data(event: VendorEvent) -> dict[str, Any]:
     """Return the JSON-able dict stored for a vendor event.
 
-    Typed fields are kept; ``raw`` (the vendor's whole JSON object) is kept for session,
+    Typed fields are kept (an amount as its exact decimal string, :func:`~octipusd.money.usd_text`);
+    ``raw`` (the vendor's whole JSON object) is kept for session,
     result, status, unknown and unparsed events, where the typed fields do not hold it all.
     """
     data = {name: _plain(getattr(event, name)) for name in _names(type(event)) if name != "raw"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import anyio
@@ -50,8 +51,8 @@ class Attempt:
         usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
         discarded: Events printed after the stop began, dropped.
         bridge_pending: The failure reason while the vendor reports its bridge as still connecting.
-        cost_usd: The cost of the results accepted from this invocation (USD), None while no result
-            reported one.
+        cost_usd: The cost of the results accepted from this invocation (USD, exact), None while no
+            result reported one.
         answers: The texts of the run's accepted successful results, in order: a steered process
             answers more than once, and a follow-up invocation starts with the earlier ones.
     """
@@ -69,7 +70,7 @@ class Attempt:
     usage_at_stop: Usage | None = None
     discarded: int = 0
     bridge_pending: str | None = None
-    cost_usd: float | None = None
+    cost_usd: Decimal | None = None
     answers: list[str] = field(default_factory=list)
 
     def accept_result(self, result: ResultEvent) -> None:
@@ -78,7 +79,7 @@ class Attempt:
         self.result = result
         self.results_seen += 1
         if result.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
+            self.cost_usd = (self.cost_usd or Decimal(0)) + result.cost_usd
         if result.text and not result_failed(result):
             self.answers.append(result.text)
 
@@ -106,7 +107,7 @@ class Invocation:
     def __init__(self, supervisor: RunSupervisor) -> None:
         self._run = supervisor
         self._spent = Usage()  # the run's invocations that ended: tokens
-        self._spent_cost: float | None = None  # and the cost their vendors reported (USD)
+        self._spent_cost: Decimal | None = None  # and the cost their vendors reported (USD)
         self._spent_by_thread: dict[str, Usage] = {}  # tokens per vendor session id
         self._count = 0  # invocations started
 
@@ -255,7 +256,7 @@ class Invocation:
         if thread is not None:
             self._spent_by_thread[thread] = self.spent_in(thread) + usage
         if attempt.cost_usd is not None:
-            self._spent_cost = (self._spent_cost or 0.0) + attempt.cost_usd
+            self._spent_cost = (self._spent_cost or Decimal(0)) + attempt.cost_usd
         # stored with the final status (one commit), or before a retry (_keep_accounting)
         self._run.accounting = {
             "exit_code": process.returncode,

@@ -4,8 +4,10 @@
 any) and after committed decisions (signalled per user), paging each user's approved
 invocations in id order and dispatching each through the action service
 (:meth:`octipusd.runtime.actions.ActionService.dispatch`); it also hands uncertain actions past
-their deadline to their owners (seed 004) and expires approvals of no run left unanswered. Once
-nothing is owed and no deadline is pending it waits for a signal: no periodic scan.
+their deadline to their owners (seed 004) and expires approvals of no run left unanswered. At
+start-up, before that discovery, it has the calls a stopped daemon recorded but never decided
+decided again (:meth:`octipusd.runtime.actions.ActionService.recover_undecided`). Once nothing is
+owed and no deadline is pending it waits for a signal: no periodic scan.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ DEADLINE_MARGIN_SECONDS = 0.05
 #: ``async (invocation id) -> dispatched``: claim and run one approved invocation; raises
 #: :class:`~octipusd.errors.PreparationError` when a dependency failed before dispatch.
 Dispatch = Callable[[str], Awaitable[bool]]
+#: ``async () -> found``: decide again the invocations a stopped daemon recorded but never decided;
+#: raises :class:`~octipusd.errors.OctipusError` when the store failed (tried again later).
+Redecide = Callable[[], Awaitable[int]]
 
 
 class RecoveryWorker:
@@ -47,6 +52,8 @@ class RecoveryWorker:
         store: The store (owed invocations, deadlines, approvals of no run).
         operator: Hands overdue uncertain actions to their owners.
         dispatch: Claims and runs one owed invocation (the action service's).
+        redecide: Decides again, at start-up, the invocations a stopped daemon left undecided
+            (None: nothing to do).
         retry_seconds: Delay before a user's failed preparation is retried (seconds).
     """
 
@@ -56,12 +63,16 @@ class RecoveryWorker:
         operator: RecoveryOperator,
         dispatch: Dispatch,
         *,
+        redecide: Redecide | None = None,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         self.store = store
         self.operator = operator
         self.dispatch = dispatch
+        self.redecide = redecide
         self.retry_seconds = retry_seconds
+        #: When to decide again what a stopped daemon left undecided (monotonic; None: done).
+        self._redecide_at: float | None = 0.0 if redecide is not None else None
         self._users: set[str] = set()
         self._sessions: set[str] = set()
         self._retry_at: dict[str, float] = {}
@@ -83,12 +94,22 @@ class RecoveryWorker:
         self._retry_at[user] = time.monotonic() + self.retry_seconds
         self._wake.set()
 
+    def retry_at(self, user: str, moment: datetime) -> None:
+        """Dispatch ``user``'s owed invocations again at ``moment`` by the store's clock (an approved
+        call that waits until then), or earlier if a retry was due before."""
+        delay = max(0.0, (moment - self.store.now()).total_seconds()) + DEADLINE_MARGIN_SECONDS
+        at = time.monotonic() + delay
+        self._retry_at[user] = min(at, self._retry_at.get(user, at))
+        self._wake.set()
+
     def signal_deadline(self) -> None:
         """An action became uncertain: recompute the next escalation deadline."""
         self._wake.set()
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run until cancelled. Start-up discovery first, then signal-driven passes."""
+        """Run until cancelled. Start-up recovery first (what a stopped daemon left undecided is
+        decided again, then the users owed an execution are discovered), then signal-driven passes."""
+        await self._redecide()
         for user in await in_thread(self.store.owed_invocation_users):
             self._users.add(user)
         task_status.started()
@@ -105,6 +126,8 @@ class RecoveryWorker:
     async def _round(self) -> float:
         """One pass over the users signalled and the deadlines due; returns the seconds until
         the next is needed (0 when more users were signalled meanwhile)."""
+        if self._redecide_at is not None and self._redecide_at <= time.monotonic():
+            await self._redecide()
         users = await self._take_users()
         for user in sorted(users):
             await self._pass(user)
@@ -112,6 +135,25 @@ class RecoveryWorker:
         if self._users or self._sessions:
             return 0.0
         return await self._next_wake()
+
+    async def _redecide(self) -> None:
+        """Decide again what a stopped daemon left undecided (once; after :attr:`retry_seconds`
+        again when the store failed)."""
+        if self.redecide is None or self._redecide_at is None:
+            return
+        try:
+            found = await self.redecide()
+        except OctipusError as exc:  # the store failed: the next round after the delay tries again
+            log.warning(
+                "deciding the calls the stopped daemon left undecided failed: %s; retrying in %g s",
+                exc.message,
+                self.retry_seconds,
+            )
+            self._redecide_at = time.monotonic() + self.retry_seconds
+            return
+        self._redecide_at = None
+        if found:
+            log.info("%d call(s) the stopped daemon had not decided were decided again", found)
 
     async def _take_users(self) -> set[str]:
         users, self._users = self._users, set()
@@ -175,8 +217,9 @@ class RecoveryWorker:
     async def _next_wake(self) -> float:
         """Seconds until the next retry or escalation deadline (inf: nothing owed)."""
         wake = math.inf
-        if self._retry_at:
-            wake = max(0.0, min(self._retry_at.values()) - time.monotonic())
+        retries = [*self._retry_at.values(), *([self._redecide_at] if self._redecide_at is not None else [])]
+        if retries:
+            wake = max(0.0, min(retries) - time.monotonic())
         try:
             deadline = await in_thread(self.store.next_action_deadline)
         except OctipusError as exc:  # the store failed: look again after the retry delay

@@ -92,6 +92,7 @@ class ApprovalStoreMixin(StoreMixin):
         kind: str = "tool",
         questions: dict[str, Any] | None = None,
         action_ids: Iterable[str] = (),
+        invocation: tuple[str, str] | None = None,
     ) -> Approval:
         """Record a pending approval request for a run (or for a session, without a run).
 
@@ -109,6 +110,9 @@ class ApprovalStoreMixin(StoreMixin):
             kind: ``tool``, ``questionnaire``, ``action_recovery`` or ``pipeline_replay``.
             questions: The questionnaire shown to people (JSON object), for ``questionnaire``.
             action_ids: The journal records a recovery or replay review covers.
+            invocation: ``(invocation id, decision claim token)``: the undecided hand-started call
+                that waits for this approval, linked in the same transaction (seed 001), so a
+                daemon that stops in between leaves neither.
 
         Returns:
             The new approval, status ``pending`` (id: 32 hex characters).
@@ -117,7 +121,8 @@ class ApprovalStoreMixin(StoreMixin):
             InvalidRequestError: ``input`` is not a JSON-serialisable dict, or ``kind`` is unknown.
             ValueError: The run belongs to another session (a caller's bug).
             NotFoundError: No such run (or session).
-            ConflictError: The run already ended.
+            ConflictError: The run already ended, or the ``invocation``'s claim no longer holds
+                (nothing was written).
             StoreError: The database failed.
         """
         payload = dump_object(input, "approval input")
@@ -156,6 +161,8 @@ class ApprovalStoreMixin(StoreMixin):
                 action_ids=json.dumps(covered) if covered else None,
             )
             db.add(row)
+            if invocation is not None:
+                self._link_invocation(db, invocation[0], invocation[1], row.id)
         return _approval(row)
 
     def get_approval(self, approval_id: str) -> Approval:

@@ -130,6 +130,7 @@ class InvocationStoreMixin(StoreMixin):
         args_hash: str,
         request_id: str | None,
         status: str,
+        claim: tuple[str, str] | None = None,
     ) -> tuple[ToolInvocation, bool]:
         """Record a hand-started call, or return the one already recorded for ``request_id``.
 
@@ -142,6 +143,9 @@ class InvocationStoreMixin(StoreMixin):
             request_id: The client's idempotency key (None: every request is new).
             status: ``awaiting_approval`` (undecided yet: see :meth:`settle_invocation`), ``approved``
                 or ``denied``.
+            claim: ``(token, owner)``: the exact claim of the daemon that decides an undecided
+                invocation (its decision is written only while that claim holds; one a stopped
+                daemon never decided is found by :meth:`undecided_invocations`).
 
         Returns:
             ``(invocation, created)``; ``created`` is False when ``request_id`` was seen before
@@ -167,6 +171,9 @@ class InvocationStoreMixin(StoreMixin):
             created_at=now,
             updated_at=now,
         )
+        if claim is not None:
+            row.claim_token, row.claimed_by = claim
+            row.claimed_at = now
         try:
             with self._tx(f"recording a call of {tool}", write=True) as db:
                 db.add(row)
@@ -220,40 +227,139 @@ class InvocationStoreMixin(StoreMixin):
         with self._tx("listing invocations") as db:
             return [_invocation(r) for r in db.exec(query.limit(limit)).all()]
 
-    def settle_invocation(self, invocation_id: str, status: str) -> bool:
-        """Move a just-recorded, undecided invocation to the rules' decision.
+    @staticmethod
+    def _undecided(invocation_id: str, token: str) -> list[Any]:
+        """SQL conditions: ``invocation_id`` is recorded and undecided under the exact claim ``token``."""
+        return [
+            col(ToolInvocationRow.id) == invocation_id,
+            col(ToolInvocationRow.status) == "awaiting_approval",
+            col(ToolInvocationRow.approval_id).is_(None),
+            col(ToolInvocationRow.claim_token) == token,
+        ]
+
+    def settle_invocation(
+        self,
+        invocation_id: str,
+        status: str,
+        *,
+        token: str,
+        reason: str | None = None,
+        grant_id: str | None = None,
+    ) -> bool:
+        """Write the decision of a recorded, undecided invocation under its exact decision claim.
 
         A hand-started call is recorded ``awaiting_approval`` with no approval before it is
         decided, so a retry of its request finds it and decides nothing (seed 001); its decision
-        then sets ``approved`` or ``denied`` here, one conditional ``UPDATE``.
+        then sets ``approved`` (owed an execution) or ``denied`` (ended, with ``reason``) here. An ALLOW resting on a grant counts the grant's use in the same
+        transaction (``grant_id``): a daemon that stops before the commit leaves neither the use
+        nor the decision, so deciding again later spends exactly one use.
 
         Returns:
-            True if set; False if it was decided or cancelled meanwhile.
+            True if written; False if ``grant_id`` no longer applies (used up, expired or revoked
+            since the rules were read: decide again); nothing was written then.
+
+        Raises:
+            ConflictError: the claim no longer holds (the call was cancelled, or another daemon
+                took it over); nothing was written and no use was counted.
         """
         if status not in ("approved", "denied"):
             raise ValueError(f"a decided invocation is approved or denied, got {status!r}")
-        with self._tx(f"deciding invocation {invocation_id}", write=True) as db:
+        now = self._clock()
+        values: dict[str, Any] = {
+            "status": status,
+            "claim_token": None,
+            "claimed_at": None,
+            "claimed_by": None,
+            "updated_at": now,
+        }
+        if status == "denied":
+            values.update(error=reason, is_error=True, arguments=None, finished_at=now)
+        with (
+            self._policy_change(
+                f"deciding invocation {invocation_id}", needed=grant_id is not None
+            ) as change,
+            self._tx(f"deciding invocation {invocation_id}", write=True) as db,
+        ):
+            if grant_id is not None and not self._count_grant_use(db, change, grant_id):
+                return False
             result = db.exec(
                 update(ToolInvocationRow)
-                .where(
-                    col(ToolInvocationRow.id) == invocation_id,
-                    col(ToolInvocationRow.status) == "awaiting_approval",
-                    col(ToolInvocationRow.approval_id).is_(None),
+                .where(*self._undecided(invocation_id, token))
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if not result.rowcount:  # raised: the transaction (and a use counted in it) is rolled back
+                raise ConflictError(
+                    f"invocation {invocation_id} was cancelled or taken over before its decision was recorded"
                 )
-                .values(status=status, updated_at=self._clock())
+            return True
+
+    def _link_invocation(self, db: DbSession, invocation_id: str, token: str, approval_id: str) -> None:
+        """Inside the transaction creating ``approval_id``: the undecided invocation now waits for it.
+
+        Raises:
+            ConflictError: the exact claim ``token`` no longer holds (the approval is rolled back).
+        """
+        result = db.exec(
+            update(ToolInvocationRow)
+            .where(*self._undecided(invocation_id, token))
+            .values(
+                approval_id=approval_id,
+                claim_token=None,
+                claimed_at=None,
+                claimed_by=None,
+                updated_at=self._clock(),
+            )
+            .execution_options(synchronize_session=False)
+        )
+        if not result.rowcount:
+            raise ConflictError(
+                f"invocation {invocation_id} was cancelled or taken over before its approval was recorded"
+            )
+
+    @staticmethod
+    def _left_undecided(owner: str) -> list[Any]:
+        """SQL conditions: recorded and undecided, under the claim of a daemon other than ``owner``."""
+        return [
+            col(ToolInvocationRow.status) == "awaiting_approval",
+            col(ToolInvocationRow.approval_id).is_(None),
+            or_(col(ToolInvocationRow.claimed_by).is_(None), col(ToolInvocationRow.claimed_by) != owner),
+        ]
+
+    def undecided_invocations(self, *, owner: str) -> list[ToolInvocation]:
+        """At start-up: the invocations a stopped daemon recorded but never decided (oldest first).
+
+        An undecided invocation carries the claim of the daemon deciding it; one whose claim is
+        not ``owner``'s (or that has none: recorded before claims were kept) was left by a daemon
+        that stopped (one active daemon per database). It is decided again under the current
+        policy: :meth:`claim_undecided`, then :meth:`settle_invocation`.
+        """
+        with self._tx("finding undecided invocations") as db:
+            rows = db.exec(
+                select(ToolInvocationRow)
+                .where(*self._left_undecided(owner))
+                .order_by(col(ToolInvocationRow.created_at), col(ToolInvocationRow.id))
+            ).all()
+            return [_invocation(r) for r in rows]
+
+    def claim_undecided(self, invocation_id: str, *, token: str, owner: str) -> bool:
+        """Take the exact decision claim of an undecided invocation a stopped daemon left (seed 001).
+
+        One conditional ``UPDATE``: of two recoverers exactly one wins, and a call cancelled
+        meanwhile is not taken.
+
+        Returns:
+            True if this caller now decides it (under ``token``).
+        """
+        now = self._clock()
+        with self._tx(f"claiming the decision of invocation {invocation_id}", write=True) as db:
+            result = db.exec(
+                update(ToolInvocationRow)
+                .where(col(ToolInvocationRow.id) == invocation_id, *self._left_undecided(owner))
+                .values(claim_token=token, claimed_at=now, claimed_by=owner, updated_at=now)
                 .execution_options(synchronize_session=False)
             )
             return bool(result.rowcount)
-
-    def set_invocation_approval(self, invocation_id: str, approval_id: str) -> None:
-        """Link an invocation awaiting approval to its approval record."""
-        with self._tx(f"linking invocation {invocation_id}", write=True) as db:
-            db.exec(
-                update(ToolInvocationRow)
-                .where(col(ToolInvocationRow.id) == invocation_id)
-                .values(approval_id=approval_id, updated_at=self._clock())
-                .execution_options(synchronize_session=False)
-            )
 
     def _follow_approval(self, db: DbSession, approval_id: str, status: str, reason: str | None) -> None:
         """Inside an approval's decision: move its invocation from ``awaiting_approval``."""
@@ -430,17 +536,6 @@ class InvocationStoreMixin(StoreMixin):
                     .execution_options(synchronize_session=False)
                 )
             return _invocation(row)
-
-    def refuse_invocation(self, invocation_id: str, reason: str) -> None:
-        """End a ``denied`` invocation at once (policy rejection: nothing ran)."""
-        now = self._clock()
-        with self._tx(f"refusing invocation {invocation_id}", write=True) as db:
-            db.exec(
-                update(ToolInvocationRow)
-                .where(col(ToolInvocationRow.id) == invocation_id, col(ToolInvocationRow.status) == "denied")
-                .values(error=reason, arguments=None, finished_at=now, updated_at=now, is_error=True)
-                .execution_options(synchronize_session=False)
-            )
 
     def owed_users_of_session(self, session_id: str) -> list[str]:
         """Users with approved invocations in ``session_id`` (scoped signal, seed 001)."""

@@ -26,6 +26,9 @@ its acknowledged transcript cursor and the checkpoint a cold start carried;
 ``session_checkpoints`` the published compaction summaries. ``session_messages.session_id`` and
 ``session_checkpoints.session_id`` are served by the unique keys that lead with them.
 
+Amounts of money are exact: ``runs.cost_nano_usd`` holds whole nano-dollars (:class:`UsdNanos`; the
+attribute ``RunRow.cost_usd`` is the :class:`~decimal.Decimal` amount, see :mod:`octipusd.money`).
+
 ``vault_entries`` holds the vault's credentials (seed 003): the value only as a Fernet token
 (``ciphertext``; the key never enters the database), the users and tools allowed (JSON lists).
 """
@@ -33,10 +36,14 @@ its acknowledged transcript cursor and the checkpoint a cold start carried;
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
+
+from octipusd.errors import InvalidRequestError
+from octipusd.money import from_nanos, to_nanos
 
 __all__ = [
     "NAMING_CONVENTION",
@@ -56,6 +63,7 @@ __all__ = [
     "ToolActionRow",
     "ToolInvocationRow",
     "UTCDateTime",
+    "UsdNanos",
     "VaultEntryRow",
     "VendorSessionRow",
     "WorkPlanRow",
@@ -102,6 +110,37 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+
+class UsdNanos(sa.types.TypeDecorator[Decimal]):
+    """An amount in US dollars (:class:`~decimal.Decimal`) stored as whole nano-dollars (``BIGINT``).
+
+    Integers are summed exactly by SQLite and PostgreSQL alike (``SUM`` over this column comes back
+    as an amount too). Amounts are rounded to the nano-dollar on the way in (:func:`~octipusd.money.to_nanos`;
+    :func:`~octipusd.money.usd` already did where a vendor's figure was read).
+    """
+
+    impl = sa.BigInteger()
+    cache_ok = True
+
+    def process_bind_param(self, value: Decimal | None, dialect: Dialect) -> int | None:
+        """Dollars to nano-dollars.
+
+        Raises:
+            InvalidRequestError: ``value`` is not a :class:`~decimal.Decimal` (a binary float
+                is refused, not rounded silently).
+        """
+        if value is None:
+            return None
+        if not isinstance(value, Decimal):
+            raise InvalidRequestError(
+                f"an amount in US dollars must be a Decimal, not {type(value).__name__}"
+            )
+        return to_nanos(value)
+
+    def process_result_value(self, value: int | Decimal | None, dialect: Dialect) -> Decimal | None:
+        """Nano-dollars (PostgreSQL's ``SUM`` answers a ``numeric``) to dollars."""
+        return None if value is None else from_nanos(int(value))
 
 
 def _now() -> datetime:
@@ -182,7 +221,10 @@ class RunRow(SQLModel, table=True):
     output_tokens: int = Field(default=0, sa_type=sa.BigInteger)
     cache_creation_input_tokens: int = Field(default=0, sa_type=sa.BigInteger)
     cache_read_input_tokens: int = Field(default=0, sa_type=sa.BigInteger)
-    cost_usd: float | None = Field(default=None, sa_type=sa.Float)
+    # the amount's column holds nano-dollars: its name says so, the attribute is the amount
+    cost_usd: Decimal | None = Field(
+        default=None, sa_column=sa.Column("cost_nano_usd", UsdNanos(), nullable=True)
+    )
     usage_estimated: bool = Field(default=False)
     result_text: str | None = Field(default=None, sa_type=sa.Text)
     owner: str = Field(sa_type=sa.Text)

@@ -331,31 +331,34 @@ class PolicyStoreMixin(StoreMixin):
             True if the use was counted (the call may proceed on this grant), False if the grant
             was revoked, expired or used up meanwhile.
         """
-        now = self._clock()
         with (
             self._policy_change(f"using grant {grant_id}") as change,
             self._tx(f"using grant {grant_id}", write=True) as db,
         ):
-            result = db.exec(
-                update(PermissionGrantRow)
-                .where(
-                    col(PermissionGrantRow.id) == grant_id,
-                    col(PermissionGrantRow.revoked_at).is_(None),
-                    or_(
-                        col(PermissionGrantRow.expires_at).is_(None), col(PermissionGrantRow.expires_at) > now
-                    ),
-                    or_(
-                        col(PermissionGrantRow.max_uses).is_(None),
-                        col(PermissionGrantRow.uses) < col(PermissionGrantRow.max_uses),
-                    ),
-                )
-                .values(uses=PermissionGrantRow.uses + 1)
-                .execution_options(synchronize_session=False)
+            return self._count_grant_use(db, change, grant_id)
+
+    def _count_grant_use(self, db: DbSession, change: PolicyChange, grant_id: str) -> bool:
+        """Inside a policy change's transaction: count one use of ``grant_id`` if it still applies
+        (see :meth:`use_grant`); True if counted."""
+        now = self._clock()
+        result = db.exec(
+            update(PermissionGrantRow)
+            .where(
+                col(PermissionGrantRow.id) == grant_id,
+                col(PermissionGrantRow.revoked_at).is_(None),
+                or_(col(PermissionGrantRow.expires_at).is_(None), col(PermissionGrantRow.expires_at) > now),
+                or_(
+                    col(PermissionGrantRow.max_uses).is_(None),
+                    col(PermissionGrantRow.uses) < col(PermissionGrantRow.max_uses),
+                ),
             )
-            counted = bool(result.rowcount)
-            if counted:
-                change.count_use(grant_id)
-            return counted
+            .values(uses=PermissionGrantRow.uses + 1)
+            .execution_options(synchronize_session=False)
+        )
+        counted = bool(result.rowcount)
+        if counted:
+            change.count_use(grant_id)
+        return counted
 
     def revoke_grant(self, grant_id: str, *, revoked_by: str) -> PermissionGrant:
         """Revoke a grant (idempotent: an already revoked grant keeps its first revocation).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -189,7 +190,7 @@ class Run:
         output_tokens: Output tokens (count).
         cache_creation_input_tokens: Tokens written to the vendor's prompt cache (count).
         cache_read_input_tokens: Tokens read from the vendor's prompt cache (count).
-        cost_usd: Cost in US dollars when known.
+        cost_usd: Cost in US dollars when known (exact, :mod:`octipusd.money`).
         usage_estimated: True when the vendor reported no usage and Octipus estimated it.
         result_text: Final answer text.
         owner: Instance id of the daemon that runs it.
@@ -225,7 +226,7 @@ class Run:
     output_tokens: int
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
-    cost_usd: float | None
+    cost_usd: Decimal | None
     usage_estimated: bool
     result_text: str | None
     owner: str
@@ -251,7 +252,7 @@ class UsageTotals:
         output_tokens: Output tokens (count).
         cache_creation_input_tokens: Tokens written to the vendor's prompt cache (count).
         cache_read_input_tokens: Tokens read from the vendor's prompt cache (count).
-        cost_usd: The sum of the costs the vendors reported (USD), None when no run reported one.
+        cost_usd: The sum of the costs the vendors reported (USD, exact), None when no run reported one.
         runs_without_cost: Runs whose vendor reported no cost (not in ``cost_usd``).
         estimated: Whether any run's usage was estimated by Octipus.
     """
@@ -261,7 +262,7 @@ class UsageTotals:
     output_tokens: int
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
-    cost_usd: float | None
+    cost_usd: Decimal | None
     runs_without_cost: int
     estimated: bool
 

@@ -82,7 +82,7 @@ def usage_totals_of(row: Sequence[Any]) -> UsageTotals:
         output_tokens=int(row[2]),
         cache_creation_input_tokens=int(row[3]),
         cache_read_input_tokens=int(row[4]),
-        cost_usd=None if row[5] is None else float(row[5]),
+        cost_usd=row[5],  # an exact amount: the column's type reads the sum of nano-dollars
         runs_without_cost=int(row[6]),
         estimated=bool(row[7]),
     )

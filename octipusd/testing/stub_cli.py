@@ -322,8 +322,11 @@ def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, std
                 start_new_session=bool(arg.get("setsid", False)),
                 env={} if arg.get("clear_env") else None,
             )
-            with open(arg["pid_file"], "w", encoding="utf-8") as handle:
+            # written whole (a rename), so a reader polling the file never sees a part of the pid
+            partial = f"{arg['pid_file']}.partial"
+            with open(partial, "w", encoding="utf-8") as handle:
                 handle.write(f"{child.pid}\n")
+            os.replace(partial, arg["pid_file"])
         elif key == "ignore_sigterm":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         elif key == "read_until_eof":

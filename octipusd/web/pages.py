@@ -13,7 +13,9 @@ Conventions every page keeps:
   ``data-live-run`` / ``data-live-session`` naming what it shows): ``app.js`` re-fetches it when the
   activity feed (``GET /v1/activity``) says that run or session changed; the fragment is rendered by
   the same template macro as the full page, so an event has one rendering;
-- Jinja2 autoescapes everything; never mark vendor or agent text ``|safe``.
+- Jinja2 autoescapes everything; never mark vendor or agent text ``|safe``;
+- the window's title (``base.html``) passes through the ``inert`` filter (:func:`inert_filter`):
+  a session title or a branch name with a control character shows it as an escape.
 """
 
 from __future__ import annotations
@@ -26,17 +28,19 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 
 from octipusd import __version__
 from octipusd.api.common import CSRF_STATE_KEY, Services, out
 from octipusd.api.models import RunOut, SessionOut, UsageTotalsOut
 from octipusd.api.plan_routes import plan_out
 from octipusd.errors import OctipusError
+from octipusd.inert import inert
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ApprovalStatus, RunStatus
 from octipusd.web.present import money, session_name, short_time
 
-__all__ = ["STATIC_DIR", "PageRoute", "csrf_token", "pages_router", "render", "templates"]
+__all__ = ["STATIC_DIR", "PageRoute", "csrf_token", "inert_filter", "pages_router", "render", "templates"]
 
 #: Where the page's templates and static files live (package data).
 TEMPLATE_DIR: Final = Path(__file__).parent / "templates"
@@ -47,7 +51,18 @@ HOME_SESSIONS: Final = 100
 #: Runs the home page and a session page list at most (newest first).
 LISTED_RUNS: Final = 500
 
+
+def inert_filter(value: object) -> str:
+    """The template filter ``inert``: :func:`~octipusd.inert.inert` on text, and on already escaped
+    markup (a ``{% filter %}`` block's output) without escaping it twice: the escapes it writes hold
+    no character HTML gives a meaning to."""
+    if isinstance(value, Markup):
+        return Markup(inert(str(value)))
+    return inert(str(value))
+
+
 templates = Jinja2Templates(directory=str(TEMPLATE_DIR))
+templates.env.filters["inert"] = inert_filter
 templates.env.globals.update(
     money=money,
     session_name=session_name,

@@ -11,11 +11,13 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
 
 from octipusd.api.models import EventOut
+from octipusd.money import format_usd, usd
 
 __all__ = ["TranscriptEntry", "entry_for", "money", "pretty_json", "session_name", "short_time"]
 
@@ -68,22 +70,26 @@ def _one_line(value: Any) -> str:
 
 #: Characters of an id shown where a short one is enough (a session without a title).
 SHORT_ID_CHARS: Final = 8
-#: Costs below this many US dollars (but above zero) are shown with 4 decimals, others with 2.
-SMALL_COST_USD: Final = 0.01
 
 
-def money(value: float | None) -> str:
-    """A cost in US dollars: ``$1.75``, ``$1,234.50``, ``$0.0042`` below :data:`SMALL_COST_USD`, or
-    ``unknown`` when the vendor reported none."""
-    if value is None:
-        return "unknown"
-    return f"${value:.4f}" if 0 < value < SMALL_COST_USD else f"${value:,.2f}"
+def money(value: Decimal | None) -> str:
+    """A cost as every client shows one (:func:`octipusd.money.format_usd`: ``$0.0245``,
+    ``$1,234.5000``), or ``unknown`` when the vendor reported none."""
+    return "unknown" if value is None else format_usd(value)
 
 
-def short_time(moment: datetime | None) -> str:
+def short_time(moment: datetime | str | None) -> str:
     """``2024-05-01 12:03:04 UTC`` (the store keeps UTC; to the second), or "" for none: every page
-    shows times this one way."""
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ""
+    shows times this one way. An ISO 8601 text (a time inside a record's JSON) is read first; text
+    that is not one is shown as it is."""
+    if isinstance(moment, str):
+        try:
+            parsed: datetime | None = datetime.fromisoformat(moment).astimezone(UTC)
+        except ValueError:
+            return moment
+    else:
+        parsed = moment
+    return parsed.strftime("%Y-%m-%d %H:%M:%S UTC") if parsed else ""
 
 
 def session_name(title: str | None, workspace: str, session_id: str) -> str:
@@ -166,8 +172,8 @@ def _run_status(d: Mapping[str, Any]) -> _Parts:
 
 
 def _result(d: Mapping[str, Any]) -> _Parts:
-    cost = d.get("cost_usd")
-    text = f"cost {money(cost)}" if isinstance(cost, int | float) else ""
+    cost = usd(d.get("cost_usd"))  # the exact decimal string the event holds
+    text = f"cost {money(cost)}" if cost is not None else ""
     return "quiet", f"result {d.get('subtype') or ''}".strip(), text, "", None
 
 

@@ -3,10 +3,10 @@ vendor's cumulative total, a run shows one token figure, a session's usage sums 
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
-import pytest
-
+from octipusd.money import usd
 from octipusd.testing.conformance import octipus
 from octipusd.testing.kit_claude import ClaudeKit
 
@@ -33,11 +33,13 @@ def test_a_process_serving_two_turns_costs_each_its_own_share(tmp_path: Path) ->
         assert len(results) == 2, results
         # num_turns is per result, not cumulative like the cost: the turn budget counts it as it is
         assert [r["turns"] for r in results] == [1, 1], results
-        costs = [r["cost_usd"] for r in results]
-        assert all(c is not None and c > 0 for c in costs), costs
+        # every figure is an exact decimal string (issue 26 item 4): each result's share of Claude's
+        # cumulative total, and the run's cost, add up to the process's last total to the nano-dollar
+        costs = [Decimal(r["cost_usd"]) for r in results]
+        assert all(isinstance(r["cost_usd"], str) for r in results) and all(c > 0 for c in costs), results
         # the model server bills every call the same: the second turn is not the cumulative figure
-        assert costs[1] == pytest.approx(costs[0], rel=0.5), costs
-        assert final["cost_usd"] == pytest.approx(sum(costs))
+        assert abs(costs[1] - costs[0]) <= costs[0] / 2, costs
+        assert Decimal(final["cost_usd"]) == sum(costs) == usd(results[-1]["raw"]["total_cost_usd"])
 
         later = env.wait_final(env.post(session, "next turn"))
         assert later["status"] == "succeeded", later
@@ -45,4 +47,4 @@ def test_a_process_serving_two_turns_costs_each_its_own_share(tmp_path: Path) ->
         assert usage["runs"] == 2 and usage["runs_without_cost"] == 0
         assert usage["input_tokens"] == final["input_tokens"] + later["input_tokens"]
         assert usage["output_tokens"] == final["output_tokens"] + later["output_tokens"]
-        assert usage["cost_usd"] == pytest.approx(final["cost_usd"] + later["cost_usd"])
+        assert Decimal(usage["cost_usd"]) == Decimal(final["cost_usd"]) + Decimal(later["cost_usd"])

@@ -180,6 +180,12 @@ def test_replay_uncertain_and_recovery_review_through_approvals(api: Api) -> Non
     )
     assert remembered.status_code == 400, remembered.text
     assert "never remembered as a permission; answer without --remember" in remembered.json()["message"]
+    # run now goes only with approving a recovery review (issue 26)
+    wrong = http.post(f"/approvals/{review['id']}", json={"decision": "deny", "run_now": True})
+    assert wrong.status_code == 400, wrong.text
+    assert "run_now goes only with approving a recovery review" in wrong.json()["message"]
+    # its action's request was stopped by Octipus at its timeout: nothing can land, so no wait is shown
+    assert review["input"]["waits_until"] is None
     shown_ctl = ctl(env, "approvals", "show", review["id"])
     assert shown_ctl.returncode == 0, shown_ctl.stderr
     assert "recovery review" in shown_ctl.stdout and action["id"] in shown_ctl.stdout

@@ -9,10 +9,12 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 
 import psutil
 
+from octipusd.money import format_usd
 from octipusd.runner.process import run_processes
 from octipusd.runtime.prompts import PROMPT_HEADER, SYSTEM_HEADER
 from octipusd.testing.harness import DaemonHarness
@@ -189,7 +191,7 @@ def test_octipusctl_run_streams_json_and_exits_by_outcome(octipus: Callable[...,
     assert counted.stdout.count("tokens") == 1, counted.stdout
     run = env.client.request("GET", "/runs")[0]
     assert f"tokens in {run['input_tokens']} out {run['output_tokens']}" in counted.stdout
-    assert f"cost {run['cost_usd']:.4f} USD" in counted.stdout
+    assert f"cost {format_usd(Decimal(run['cost_usd']))}" in counted.stdout
     listed = env.client.request("GET", "/runs", params={"session_id": session})
     shown = subprocess.run(
         [ctl, "sessions", "show", session], env=env.daemon.env, capture_output=True, text=True, timeout=60

@@ -7,15 +7,10 @@ listener refuses every vault route. (Tool calls that use the entries are tested 
 from __future__ import annotations
 
 import base64
-import fcntl
 import getpass
 import json
-import os
-import pty
-import select
 import subprocess
 import sys
-import termios
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -27,6 +22,7 @@ from cryptography.fernet import Fernet
 from octipusd.store import Store
 from octipusd.testing.harness import DaemonHarness
 from octipusd.vault import ResolvedValues, Vault, VaultKeys
+from tests.e2e.terminal import on_terminal
 
 CTL = str(Path(sys.executable).parent / "octipusctl")
 ME = getpass.getuser()
@@ -253,46 +249,9 @@ def test_a_key_that_does_not_decrypt_the_entries_or_is_missing_shows_in_health(t
 
 
 def _on_terminal(daemon: DaemonHarness, args: list[str], answers: list[str]) -> tuple[int, str]:
-    """Run octipusctl on a new pseudo-terminal (its controlling terminal, so getpass hides what is
-    typed); type each answer after the prompt that asks for it; return the exit code and all it showed."""
-    master, slave = pty.openpty()
-
-    def take_terminal() -> None:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    process = subprocess.Popen(
-        [CTL, *args],
-        env=daemon.env,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        start_new_session=True,
-        preexec_fn=take_terminal,
-    )
-    os.close(slave)
-    shown = b""
-    try:
-        for answer in answers:
-            while b": " not in shown.rsplit(b"\n", 1)[-1]:
-                ready, _, _ = select.select([master], [], [], 60)
-                assert ready, shown
-                shown += os.read(master, 4096)
-            os.write(master, answer.encode() + b"\n")
-            shown += b"\n"
-        while True:
-            ready, _, _ = select.select([master], [], [], 60)
-            try:
-                chunk = os.read(master, 4096) if ready else b""
-            except OSError:  # the terminal closed: octipusctl exited
-                chunk = b""
-            if not chunk:
-                break
-            shown += chunk
-        return process.wait(timeout=60), shown.decode(errors="replace")
-    finally:
-        os.close(master)
-        if process.poll() is None:
-            process.kill()
+    """Run octipusctl on a terminal; type each answer after the prompt (``...: ``) that asks for it."""
+    code, shown = on_terminal(args, daemon.env, [(": ", answer) for answer in answers])
+    return code, shown.decode(errors="replace")
 
 
 def test_add_on_a_terminal_asks_twice_and_never_echoes(daemon: DaemonHarness) -> None:

@@ -108,7 +108,7 @@ def test_octipusctl_reviews_merges_and_discards_kept_branches(
     wt_root = tmp_path / "worktrees"
     manager = WorktreeManager(wt_root)
     one = kept(manager, project, "c1", "notes.txt", "one\nTWO\nthree\n")
-    two = kept(manager, project, "c2", "other.txt", "more work\n")
+    two = kept(manager, project, "c2", "other.txt", "more work\x1b]52;c;aGk=\x07\n")  # writes a clipboard
     live = manager.create(project, "c3", owner_pid=os.getpid())
     left = manager.create(project, "c4", owner_pid=dead_pid)  # clean and merged: the reaper's
     age(manager, "c4")
@@ -132,6 +132,12 @@ def test_octipusctl_reviews_merges_and_discards_kept_branches(
     diff = ctl(daemon, "worktrees", "diff", "c1")
     assert diff.returncode == 0, diff.stderr
     assert "diff --git a/notes.txt b/notes.txt" in diff.stdout and "+TWO" in diff.stdout
+
+    shown = ctl(daemon, "worktrees", "diff", "c2")  # the child's escape sequence, shown inert (piped too)
+    assert shown.returncode == 0 and "+more work\\x1b]52;c;aGk=\\x07\n" in shown.stdout, shown
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    exact = ctl(daemon, "worktrees", "diff", "c2", "--raw")  # for git apply: the diff unchanged
+    assert exact.returncode == 0 and "+more work\x1b]52;c;aGk=\x07\n" in exact.stdout, exact
 
     refused = ctl(daemon, "worktrees", "discard", "c2")
     assert refused.returncode == 2 and "--yes" in refused.stderr, refused

@@ -215,7 +215,13 @@ def test_worktreeinclude_copies_env_and_a_removed_worktree_halts_its_child(
     where: list[Path] = []
 
     def seen() -> bool:
-        found = list((env.daemon.home / ".octipus" / "worktrees").glob("c*/seen-env.txt"))
+        # `cat .env > seen-env.txt && pwd > where.txt`: seen-env.txt exists (empty) before cat writes it; a
+        # complete where.txt says the child's copy is finished.
+        found = [
+            path.with_name("seen-env.txt")
+            for path in (env.daemon.home / ".octipus" / "worktrees").glob("c*/where.txt")
+            if path.read_text().endswith("\n")
+        ]
         where.extend(found)
         return bool(found)
 

@@ -59,8 +59,15 @@ def _worktrees_root(env: Env) -> Path:
 
 
 def _written(env: Env) -> Path:
+    # the file exists (empty) before printf writes it: wait for its whole line, so nothing kills the child's
+    # shell between the two
     found: list[Path] = []
-    env.wait(lambda: found.extend(_worktrees_root(env).glob("c*/work.txt")) or found, 60, "the child's write")
+
+    def written() -> bool:
+        found.extend(p for p in _worktrees_root(env).glob("c*/work.txt") if p.read_text() == "half done\n")
+        return bool(found)
+
+    env.wait(written, 60, "the child's write")
     return found[0].parent
 
 

@@ -2,7 +2,8 @@
 page for a person who has a session (issue 16): ``SameSite=Strict`` withholds the cookie on that
 cross-site navigation, so the listener reloads the page once from its own origin, and the cookie
 comes along. Real headless Chromium, a real octipusd, and the linking site on another loopback
-address (127.0.0.2: another site, not only another port)."""
+address (127.0.0.2: another site, not only another port). A browser notification quotes agent
+text inert."""
 
 from __future__ import annotations
 
@@ -81,3 +82,27 @@ def test_a_link_clicked_on_another_site_opens_the_page_with_the_session(
         context.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_browser_notification_shows_agent_text_inert(daemon: DaemonHarness, browser: Browser) -> None:
+    """What a notification quotes of the agent (a command, as the approval's subject) reaches the
+    desktop's notifier with its control characters shown as escapes (issue 26 item 2)."""
+    url = daemon.web_url()
+    origin = url.split("/?")[0]
+    context = browser.new_context()
+    context.grant_permissions(["notifications"], origin=origin)
+    try:
+        page = context.new_page()
+        page.goto(url)
+        expect(page).to_have_url(f"{origin}/")
+        note = page.evaluate(
+            """() => {
+              showNotification("Octipus: approval \\u001b[2J", "cli-native:Bash: ls \\u001b]52;c;aGk=\\u0007"
+                + " \\u009b1m\\rapproved\\r\\n", "/inbox", "octipus-test");
+              return window.octipusLastNotification;
+            }"""
+        )
+    finally:
+        context.close()
+    assert note["title"] == "Octipus: approval \\x1b[2J", note
+    assert note["body"] == "cli-native:Bash: ls \\x1b]52;c;aGk=\\x07 \\x9b1m\\x0dapproved\n", note

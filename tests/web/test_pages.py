@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 
+from octipusd.money import usd
+from octipusd.web.pages import templates
 from octipusd.web.present import money
 from tests.e2e.conftest import TERMINAL, Env
 from tests.e2e.test_ctl_policy import QUESTIONS as E2E_QUESTIONS
@@ -50,7 +53,7 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
             ]
         }
     )
-    session = env.new_session(title="<i>title</i>")
+    session = env.new_session(title="<i>title</i>\x1b]0;pwned\x07")  # markup, and a terminal title
     run_id = env.post(session, f"prompt {EVIL}")
     approval = env.wait_approval(run_id)
     with pages(env) as web:
@@ -78,7 +81,7 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert "tool Bash" in run_page and "approval answered" in run_page and "run succeeded" in run_page
         assert "data-approval=" not in run_page  # nothing waits any more
         assert f"prompt {ESCAPED}" in run_page
-        assert f'<span class="cost">{money(final["cost_usd"])}</span>' in run_page
+        assert f'<span class="cost">{money(usd(final["cost_usd"]))}</span>' in run_page
 
         # the transcript fragment: the same entries, after a seq, with the last seq covered
         events = env.events(run_id)
@@ -98,6 +101,8 @@ def test_home_session_and_run_pages_show_the_run_escaped(octipus: Callable[..., 
         assert f'href="/sessions/{session}"' in home and "&lt;i&gt;title&lt;/i&gt;" in home
         assert f'href="/runs/{run_id}"' in home and "<i>title" not in home
         session_page = _ok(web, f"/sessions/{session}")
+        # the window's title shows the control characters as escapes, never passes them on
+        assert "<title>&lt;i&gt;title&lt;/i&gt;\\x1b]0;pwned\\x07 · Octipus</title>" in session_page
         assert f'href="/runs/{run_id}"' in session_page and "1 run ·" in session_page
         # no run is live: the session page offers the next turn, the run page nothing to steer
         assert f'data-api="POST /v1/sessions/{session}/turns"' in session_page
@@ -222,12 +227,37 @@ def test_the_activity_feed_names_each_run_that_changed(octipus: Callable[..., En
     assert all("data" not in f for f in frames)  # no event data: pages re-fetch what they show
 
 
-def test_money_shows_cents_or_four_decimals_below_a_cent() -> None:
-    assert [money(v) for v in (1.75, 1234.5, 0.25, 0.0042, 0.0, None)] == [
-        "$1.75",
-        "$1,234.50",
-        "$0.25",
+def test_money_shows_every_amount_to_four_decimals() -> None:
+    """One rule for every amount (issue 26 item 4): $0.0245 is not shown as $0.02 beside $0.0042."""
+    amounts = [usd(v) for v in ("1.75", "1234.5", "0.0245", "0.0042", "0")]
+    assert [money(v) for v in (*amounts, None)] == [
+        "$1.7500",
+        "$1,234.5000",
+        "$0.0245",
         "$0.0042",
-        "$0.00",
+        "$0.0000",
         "unknown",
     ]
+
+
+def test_a_recovery_review_that_holds_its_call_back_shows_until_when_and_offers_run_now() -> None:
+    """Issue 26: the approval card of a review whose call waits says until when (one time format)
+    and offers "Approve and run now" (the answer's ``run_now``); another review offers neither."""
+    card = templates.env.get_template("macros.html").module.approval_card
+    base: dict[str, Any] = {
+        "id": "p" * 32,
+        "kind": "action_recovery",
+        "tool_id": "ledger.append_entry",
+        "subject": "Check earlier",
+        "reason": "action_recovery · retry",
+        "explanation": "1 earlier action(s) have uncertain effects",
+        "expires_at": None,
+        "input": {"actions": [], "note": "Check earlier.", "waits_until": "2026-01-01T00:01:05+00:00"},
+    }
+    waits = str(card(SimpleNamespace(**base), lambda a: []))
+    assert "Runs after" in waits and "2026-01-01 00:01:05 UTC" in waits
+    assert 'data-run-now="1"' in waits and "Approve and run now" in waits
+    plain = str(
+        card(SimpleNamespace(**{**base, "input": {"actions": [], "waits_until": None}}), lambda a: [])
+    )
+    assert "Runs after" not in plain and "data-run-now" not in plain

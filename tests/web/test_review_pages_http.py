@@ -101,7 +101,7 @@ def test_usage_page_per_session_model_row_and_run(seeded: tuple[ReviewSeed, http
         assert f'data-by="{by}"' in text
     assert f"refactor {ESCAPED}" in text and "sonnet-row" in text and "(no model row)" in text
     assert (
-        "$1.50<" in text and "$0.25<" in text and ">estimated<" in text and "+3 without cost" in text
+        "$1.5000<" in text and "$0.2500<" in text and ">estimated<" in text and "+3 without cost" in text
     )  # the parent and child runs have none
     per_run = text[text.index('data-by="run"') :]
     per_run = per_run[: per_run.index("</table>")]

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from octipusd.money import usd
 from octipusd.testing.script import parse_script
 from octipusd.web.present import money
 from tests.e2e.conftest import Env
@@ -147,7 +148,7 @@ def test_follow_a_run_deny_one_bash_call_approve_the_next_and_see_the_cost(
     assert all(d["decided_by"].endswith(" via web") for d in decided), decided
 
     final = env.run(run_id)
-    expect(page.locator("#run-summary .cost")).to_have_text(money(final["cost_usd"]))
+    expect(page.locator("#run-summary .cost")).to_have_text(money(usd(final["cost_usd"])))
     expect(page.locator("#run-summary .tokens")).to_contain_text(f"{final['output_tokens']} out")
     screenshot(page, "run-transcript")
     page.set_viewport_size(PHONE)

@@ -19,7 +19,8 @@
 // - a 401 from the daemon (restarted, or this page's session ended) shows one banner and stops the
 //   activity stream's retries.
 // - approval forms (form.approval) send a decision (a click on a data-decision button; Enter
-//   decides nothing), "remember" and questionnaire answers.
+//   decides nothing), "remember", questionnaire answers, and a recovery review's run now
+//   (data-run-now on its button).
 "use strict";
 
 /** The CSRF token of this web session (empty on the Unix socket). */
@@ -357,8 +358,9 @@ function answersOf(form) {
   return answers;
 }
 
-async function submitApproval(form, decision) {
+async function submitApproval(form, decision, runNow) {
   const body = { decision };
+  if (runNow) body.run_now = true; // a recovery review: the reviewed call runs at once
   const reason = form.elements.reason ? form.elements.reason.value.trim() : "";
   if (reason) body.reason = reason;
   try {
@@ -405,7 +407,7 @@ document.addEventListener("submit", (event) => {
 document.addEventListener("click", (event) => {
   const decision = event.target.closest("form.approval button[data-decision]");
   if (decision) {
-    submitApproval(decision.form, decision.value === "deny" ? "deny" : "approve");
+    submitApproval(decision.form, decision.value === "deny" ? "deny" : "approve", decision.dataset.runNow === "1");
     return;
   }
   const button = event.target.closest("button[data-api]");
@@ -437,16 +439,29 @@ function notificationButton() {
   });
 }
 
-/** Show one notification: what waits (tool and subject), opening its approval page on a click. */
-function showNotification(title, body, path, tag) {
+/** Control characters (C0 but newline and tab, DEL, C1, lone surrogates) shown as escapes, a CRLF
+ * as a newline: the rule of octipusd/inert.py, for text an agent or a vendor wrote. */
+function inert(text) {
+  return String(text)
+    .replace(/\r\n/g, "\n")
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\ud800-\udfff]/gu, (c) => {
+      const code = c.charCodeAt(0);
+      return code >= 0xd800 ? `\\u${code.toString(16)}` : `\\x${code.toString(16).padStart(2, "0")}`;
+    });
+}
+
+/** Show one notification: what waits (tool and subject), opening its approval page on a click.
+ * Its title and body may quote the agent (a command): they are made inert first. */
+function showNotification(title, text, path, tag) {
   const url = window.location.origin + path; // no token: the page's cookie session opens it
-  const note = new Notification(title, { body, tag, data: { url } });
+  const [heading, body] = [inert(title), inert(text)];
+  const note = new Notification(heading, { body, tag, data: { url } });
   note.addEventListener("click", () => {
     window.focus();
     window.location.href = url;
   });
   window.octipusNotifications = (window.octipusNotifications || 0) + 1;
-  window.octipusLastNotification = { title, body, url };
+  window.octipusLastNotification = { title: heading, body, url };
 }
 
 /** A frame says a run needs a person: notify each of its pending approvals once (or the inbox). */

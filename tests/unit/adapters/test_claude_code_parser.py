@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,7 @@ def test_recorded_allow_turn() -> None:
     assert not result.is_error and result.subtype == "success" and result.text == "All done."
     assert result.session_id == session.session_id
     assert result.usage == Usage(201, 35, 14, 6)
-    assert result.cost_usd == pytest.approx(0.0019705)
+    assert result.cost_usd == Decimal("0.0019705")
     assert result.errors == ()
     assert not session_missing(result)
     # assistant usage: msg_mock1 (100 in, 1 out placeholder) + msg_mock2 (101 in, 1 out) -> the
@@ -274,7 +275,7 @@ def test_misc_lines() -> None:
     assert isinstance(ack, StatusEvent) and ack.status == "control_response"
     assert isinstance(interrupted, StatusEvent) and interrupted.status == "user_message"
     assert isinstance(interrupt_result, ResultEvent) and interrupt_result.is_error
-    assert interrupt_result.cost_usd == pytest.approx(0.003)
+    assert interrupt_result.cost_usd == Decimal("0.003")
     assert isinstance(rate, UnknownEvent) and rate.type == "rate_limit_event"
     assert isinstance(replay, StatusEvent) and replay.status == "user_replay"
     assert isinstance(max_turns, ResultEvent)
@@ -349,8 +350,9 @@ def test_result_usage_is_authoritative_per_turn_and_summed() -> None:
 
 def test_each_result_costs_the_increase_of_the_process_total() -> None:
     """``total_cost_usd`` is cumulative per process (observed.md §1.3): a process serving three
-    turns at 0.01/0.03/0.06 cumulative costs 0.01, 0.02 and 0.03; a result without a figure
-    costs nothing known, and the next one is still measured from the last figure."""
+    turns at 0.01/0.03/0.06 cumulative costs 0.01, 0.02 and 0.03 exactly (issue 26: not the binary
+    float ``0.019999999999999997``); a result without a figure costs nothing known, and the next one
+    is still measured from the last figure."""
     parser = ClaudeStreamParser()
     costs = []
     for total in (0.01, 0.03, None, 0.06):
@@ -360,7 +362,8 @@ def test_each_result_costs_the_increase_of_the_process_total() -> None:
         (event,) = parser.feed(line(result))
         assert isinstance(event, ResultEvent)
         costs.append(event.cost_usd)
-    assert costs == [pytest.approx(0.01), pytest.approx(0.02), None, pytest.approx(0.03)]
+    assert costs == [Decimal("0.01"), Decimal("0.02"), None, Decimal("0.03")]
+    assert all(isinstance(cost, Decimal) for cost in costs if cost is not None)
 
 
 def test_zeroed_result_after_crash_keeps_observed_usage() -> None:

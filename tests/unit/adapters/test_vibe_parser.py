@@ -8,6 +8,7 @@ The ``fixtures/vibe/*.jsonl`` files are the raw stdout of the real 3.0.2 binarie
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def test_acp_bash_allowed() -> None:
     assert not result.is_error and result.subtype == "end_turn"
     assert result.text == "All done: wrote out.txt" and result.session_id == session_id
     assert parser.total_usage() == Usage(input_tokens=200, output_tokens=40)
-    assert result.cost_usd == pytest.approx(0.00028)
+    assert result.cost_usd == Decimal("0.00028")
 
 
 def test_acp_permission_response_shapes() -> None:
@@ -240,7 +241,7 @@ def test_acp_resume_replays_history_and_counts_only_this_run() -> None:
     assert [m["method"] for m in written(events)] == ["session/prompt"]
     # Vibe's totals are per session (200/40 after the second call); this run made one call
     assert parser.total_usage() == Usage(input_tokens=100, output_tokens=20)
-    assert result.cost_usd == pytest.approx(0.00014)
+    assert result.cost_usd == Decimal("0.00014")
     # the model saw the whole history: the second request held the first exchange
     requests = [r for r in meta["model_requests"] if not r["side"]]
     assert requests[-1]["roles"] == ["system", "user", "assistant", "user"]
@@ -286,7 +287,7 @@ def test_headless_full_run() -> None:
     assert not result.is_error and result.subtype == "finished"
     assert result.text == "All done: wrote out.txt" and result.session_id == session.session_id
     assert parser.total_usage() == Usage(input_tokens=200, output_tokens=40)  # from export.json
-    assert result.cost_usd == pytest.approx(0.00028)
+    assert result.cost_usd == Decimal("0.00028")
     (export,) = [e for e in of(events, StatusEvent) if e.status == "export"]
     assert export.raw is not None and "config" not in export.raw
 
@@ -544,7 +545,7 @@ def test_usage_baseline_waits_for_steps_zero_even_after_the_session_result() -> 
     )
     assert result.usage == Usage(input_tokens=110, output_tokens=20, cache_read_input_tokens=40)
     assert parser.total_usage() == result.usage
-    assert result.cost_usd == pytest.approx(0.1)
+    assert result.cost_usd == Decimal("0.1")  # 0.6 - 0.5 exactly
 
 
 def test_tool_call_update_for_an_unseen_call_and_failed_status() -> None:

@@ -322,6 +322,32 @@ def test_approvals_show_and_list_a_recovery_review_of_no_run(runner: CliRunner, 
     assert "action_recovery" in listed.output and "none" in listed.output and "None" not in listed.output
 
 
+def test_a_review_that_holds_its_call_back_says_until_when_and_approve_takes_run_now(
+    runner: CliRunner, fake: Any
+) -> None:
+    """Issue 26: the review shows until when a covered request may still land; approving without
+    --run-now says the call waits until then; --run-now sends run_now."""
+    until = "2026-01-01T00:01:05+00:00"
+    review = {**REVIEW_APPROVAL, "input": {**REVIEW_APPROVAL["input"], "waits_until": until}}
+    approved = {**review, "status": "approved", "decided_by": "alice via octipusctl", "decision": "approve"}
+    client = fake({f"GET /approvals/{APPROVAL}": review, f"POST /approvals/{APPROVAL}": approved})
+    shown = invoke(runner, "approvals", "show", APPROVAL)
+    assert shown.exit_code == 0, shown.output
+    assert "runs after:" in shown.output and until in shown.output
+    assert f"approvals approve {APPROVAL} [--run-now]" in shown.output
+
+    waits = invoke(runner, "approvals", "approve", APPROVAL)
+    assert waits.exit_code == 0, waits.output
+    assert "run_now" not in client.sent[-1][2]["json"]
+    assert f"the reviewed call waits until {until}" in " ".join(waits.output.split())
+
+    client.replies[f"POST /approvals/{APPROVAL}"] = {**approved, "answers": {"run_now": True}}
+    now = invoke(runner, "approvals", "approve", APPROVAL, "--run-now")
+    assert now.exit_code == 0, now.output
+    assert client.sent[-1][2]["json"]["run_now"] is True
+    assert "waits until" not in now.output
+
+
 # ----------------------------------------------------------------------------- the API's own checks
 
 

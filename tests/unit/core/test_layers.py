@@ -30,15 +30,19 @@ ROOT = Path(__file__).resolve().parents[3]
 #: ``octipusd`` is the package itself (its version); ``adapterkit`` is the adapter SDK's helpers;
 #: ``environment`` the allowlist of what child processes inherit; ``paths`` the XDG folders and
 #: the socket; ``questionnaire`` the questions of a questionnaire approval (read by the clients, the
-#: page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify`` and ``settings_security`` the ``swarm``,
+#: page and notifications alike); ``inert`` the one rule that makes agent text inert for a terminal,
+#: a title or a notification (clients, page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify`` and ``settings_security`` the ``swarm``,
 #: ``web``, ``notify`` and ``security`` settings sections;
-#: ``adapter_events`` the typed vendor events of the adapter protocol.
+#: ``adapter_events`` the typed vendor events of the adapter protocol; ``money`` exact amounts in US
+#: dollars, read, stored, sent and shown by one rule (by the clients, the page and notifications alike).
 FOUNDATIONS: Mapping[str, int] = {
     "octipusd": 0,
     "errors": 1,
     "environment": 1,
     "paths": 1,
+    "inert": 1,
     "questionnaire": 1,
+    "money": 1,
     "settings_swarm": 1,
     "settings_web": 1,
     "settings_notify": 1,
@@ -214,7 +218,7 @@ def layer_violations(edges: Mapping[tuple[str, str], list[Import]], packages: se
                 bad = [imp for imp in imps if imp.target not in CLIENT_API_MODULES]
                 if bad:
                     problems.append(f"client {source} imports {bad[0].target} ({bad[0].path}:{bad[0].line})")
-            elif target not in ("errors", "paths", "questionnaire", "settings", "octipusd"):
+            elif target not in ("errors", "inert", "paths", "questionnaire", "money", "settings", "octipusd"):
                 problems.append(f"client {source} -> {target}: {where}")
         elif source in API:
             if target in CLIENTS | ROOT_ROOMS | KIT or (source, target) == ("api", "web"):

@@ -851,22 +851,22 @@ async def test_a_retry_racing_its_request_under_a_one_use_grant_spends_nothing(b
     grant = bench.store.create_grant(tool_id="shell__run", level="allow", created_by="operator", max_uses=1)
     looked_up = threading.Barrier(2, timeout=WITHIN)
     lookups = iter(range(2))
-    find, use = bench.store.find_invocation, bench.store.use_grant
+    find, settle = bench.store.find_invocation, bench.store.settle_invocation
 
     def find_together(user: str, request_id: str) -> ToolInvocation | None:
         if next(lookups, None) is not None:  # the two submits' look-ups, not a later one
             looked_up.wait()
         return find(user, request_id)
 
-    def use_once_recorded(grant_id: str) -> bool:
-        counted = use(grant_id)
+    def use_once_recorded(invocation_id: str, status: str, **kwargs: Any) -> bool:
+        counted = settle(invocation_id, status, **kwargs)  # the grant's use is counted here
         deadline = time.monotonic() + WITHIN
         while counted and find("alice", "same") is None and time.monotonic() < deadline:
             time.sleep(0.01)
         return counted
 
     bench.store.find_invocation = find_together  # type: ignore[method-assign]
-    bench.store.use_grant = use_once_recorded  # type: ignore[method-assign]
+    bench.store.settle_invocation = use_once_recorded  # type: ignore[method-assign]
     answers = await submit_together(bench, 2, "same")
     assert sorted(created for _, created in answers) == [False, True], answers
     assert len({invocation.id for invocation, _ in answers}) == 1
@@ -879,10 +879,10 @@ async def test_a_retry_racing_its_request_under_a_one_use_grant_spends_nothing(b
 async def test_a_call_that_cannot_be_decided_is_withdrawn_not_left_waiting(bench: Bench) -> None:
     grant = bench.store.create_grant(tool_id="shell__run", level="allow", created_by="operator", max_uses=1)
 
-    def broken_use(grant_id: str) -> bool:
-        raise StoreError(f"database error while using grant {grant_id}: connection reset")
+    def broken_use(invocation_id: str, status: str, **kwargs: Any) -> bool:
+        raise StoreError(f"database error while using grant {kwargs['grant_id']}: connection reset")
 
-    bench.store.use_grant = broken_use  # type: ignore[method-assign]
+    bench.store.settle_invocation = broken_use  # type: ignore[method-assign]
     service = bench.service()
     with pytest.raises(StoreError, match="connection reset"):
         await service.submit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -185,6 +186,16 @@ def test_a_run_that_ended_notifies_when_it_failed_or_ran_long(
         assert "Reason: the vendor exited with 1" in message.body
 
 
+def test_a_finished_run_states_its_cost_as_every_client_shows_it(store: Store, tmp_path: Any) -> None:
+    """Issue 26 item 4: the cost the vendor reported, by the one rule (``$0.0245``, not ``$0.02``)."""
+    session, run = rows(store, tmp_path)
+    store.update_run(run.id, status=RunStatus.RUNNING, started_at=datetime.now(UTC) - timedelta(seconds=400))
+    ended = store.finish_run(run.id, status=RunStatus.SUCCEEDED, accounting={"cost_usd": Decimal("0.0245")})
+    data = {"status": "succeeded", "final": True}
+    message = message_of(event(run.id, "run_status", data), ended, session)
+    assert message is not None and "Cost: $0.0245" in message.body.splitlines()
+
+
 def test_wanted_keeps_only_what_may_notify() -> None:
     assert wanted(event("r", "approval_requested", {"approval_id": "a"}))
     assert not wanted(event("root", "approval_requested", {"approval_id": "a", "child_run_id": "r"}))
@@ -194,3 +205,26 @@ def test_wanted_keeps_only_what_may_notify() -> None:
     assert not wanted(event("r", "run_status", {"status": "awaiting_approval"}))
     assert not wanted(event("r", "approval_decided", {"approval_id": "a"}))
     assert not wanted(event("r", "text", {"text": "approval_requested"}))
+
+
+def test_agent_text_in_a_notification_carries_no_control_character(store: Store, tmp_path: Any) -> None:
+    """An escape sequence an agent wrote (a command, a session title, a question) is shown as its
+    escape in every field: a desktop notifier or a terminal showing the message never acts on it."""
+    hostile = "\x1b[2J\x1b]52;c;aGk=\x07\u009b1m\rapproved"
+    session, run = rows(store, tmp_path, title=f"title {hostile}")
+    approval = ask_questions(store, session, run, [{"question": f"Which? {hostile}", "options": []}])
+    asked = {"approval_id": approval.id, "tool_id": "cli-native:AskUserQuestion", "kind": "questionnaire"}
+    tool = {
+        "approval_id": approval.id,
+        "tool_id": f"cli-native:{hostile}",
+        "subject": hostile,
+        "reason": hostile,
+    }
+    for data in (asked, tool):
+        message = message_of(event(run.id, "approval_requested", data), run, session, approval, page)
+        assert message is not None
+        text = message.title + message.body
+        assert not [c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0], text
+        # every field on one line: the carriage return is white space there
+        assert "\\x1b[2J\\x1b]52;c;aGk=\\x07\\x9b1m approved" in message.body, message.body
+        assert "in session 'title \\x1b[2J\\x1b]52;" in message.body, message.body

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -196,14 +197,14 @@ def test_update_run(store: Store) -> None:
         output_tokens=20,
         cache_creation_input_tokens=3,
         cache_read_input_tokens=4,
-        cost_usd=0.0125,
+        cost_usd=Decimal("0.0125"),
         usage_estimated=True,
     )
     assert updated.status is RunStatus.RUNNING
     assert updated.pid == 4242 and updated.started_at == started
     assert updated.started_at is not None and updated.started_at.tzinfo is not None
     assert (updated.input_tokens, updated.output_tokens) == (10, 20)
-    assert updated.cost_usd == pytest.approx(0.0125)
+    assert updated.cost_usd == Decimal("0.0125")
     assert updated.usage_estimated and updated.resumed
     assert store.get_run(run.id) == updated
     assert store.update_run(run.id) == updated
@@ -258,7 +259,13 @@ def test_finish_run_stores_the_accounting_and_cancels_approvals_in_one_commit(st
     run = _run(store)
     store.update_run(run.id, status=RunStatus.RUNNING)
     approval = _approval(store, run)
-    accounting = {"exit_code": 3, "input_tokens": 10, "output_tokens": 2, "cost_usd": 0.5, "result_text": "r"}
+    accounting = {
+        "exit_code": 3,
+        "input_tokens": 10,
+        "output_tokens": 2,
+        "cost_usd": Decimal("0.5"),
+        "result_text": "r",
+    }
     done = store.finish_run(
         run.id,
         status=RunStatus.SUCCEEDED,
@@ -268,7 +275,7 @@ def test_finish_run_stores_the_accounting_and_cancels_approvals_in_one_commit(st
     )
     # the finish's own exit code and result win over the accounting's
     assert (done.status, done.exit_code, done.result_text) == (RunStatus.SUCCEEDED, 0, "r")
-    assert (done.input_tokens, done.output_tokens, done.cost_usd) == (10, 2, 0.5)
+    assert (done.input_tokens, done.output_tokens, done.cost_usd) == (10, 2, Decimal("0.5"))
     assert store.get_approval(approval.id).decision_reason == "the run ended (succeeded)"
     # an ended run keeps its status (the accounting is still written)
     again = store.finish_run(run.id, status=RunStatus.FAILED, accounting={"output_tokens": 5})

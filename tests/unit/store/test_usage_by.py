@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pytest
 
@@ -32,9 +33,9 @@ def seed_usage(store: Store, *, title: str = "refactor <b>parser</b>", workspace
     b = store.create_run(session_id=first.id, prompt="two", owner="o")
     c = store.create_run(session_id=second.id, prompt="three", owner="o")
     figures = {
-        a.id: dict(input_tokens=100, output_tokens=10, cache_read_input_tokens=5, cost_usd=0.25),
+        a.id: dict(input_tokens=100, output_tokens=10, cache_read_input_tokens=5, cost_usd=Decimal("0.25")),
         b.id: dict(input_tokens=40, output_tokens=4, cost_usd=None, usage_estimated=True),
-        c.id: dict(input_tokens=7, output_tokens=3, cache_creation_input_tokens=2, cost_usd=1.5),
+        c.id: dict(input_tokens=7, output_tokens=3, cache_creation_input_tokens=2, cost_usd=Decimal("1.5")),
     }
     for run_id, values in figures.items():
         store.update_run(run_id, **values)
@@ -58,7 +59,7 @@ def test_usage_is_summed_per_session_model_row_and_run(store_url: str) -> None:
         totals = mine.totals
         assert (totals.runs, totals.input_tokens, totals.output_tokens) == (2, 140, 14)
         assert (totals.cache_read_input_tokens, totals.runs_without_cost, totals.estimated) == (5, 1, True)
-        assert totals.cost_usd == pytest.approx(0.25)
+        assert totals.cost_usd == Decimal("0.25")
         assert mine.totals == store.usage_totals(seeded.with_row)  # the session's own totals agree
 
         by_row = {g.key: g for g in store.usage_by("model_row")}
@@ -66,7 +67,7 @@ def test_usage_is_summed_per_session_model_row_and_run(store_url: str) -> None:
         assert by_row[seeded.row_id].name == "sonnet-row" and by_row[seeded.row_id].totals.runs == 2
         bare = by_row[None]
         assert (bare.name, bare.adapter, bare.model, bare.session_id) == (None, "codex", "gpt-5", None)
-        assert bare.totals.cost_usd == pytest.approx(1.5) and not bare.totals.estimated
+        assert bare.totals.cost_usd == Decimal("1.5") and not bare.totals.estimated
 
         by_run = store.usage_by("run")
         assert [g.key for g in by_run] == list(reversed(seeded.runs))  # newest first
@@ -89,5 +90,5 @@ def test_the_grand_total_sums_every_run_beyond_the_listed_groups(store_url: str)
         assert (total.runs, total.input_tokens, total.output_tokens) == (3, 147, 17)
         assert (total.cache_read_input_tokens, total.cache_creation_input_tokens) == (5, 2)
         assert (total.runs_without_cost, total.estimated) == (1, True)
-        assert total.cost_usd == pytest.approx(1.75)
+        assert total.cost_usd == Decimal("1.75")
         assert len(store.usage_by("run", limit=1)) == 1  # a page listing one group still has the total

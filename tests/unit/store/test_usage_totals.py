@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
-import pytest
 from sqlalchemy import insert
 
 from octipusd.store import Store
@@ -31,7 +31,7 @@ def _bulk_runs(store: Store, session_id: str) -> None:
             "output_tokens": 2,
             "cache_creation_input_tokens": 1,
             "cache_read_input_tokens": 3,
-            "cost_usd": None if i % 5 == 0 else 0.5,
+            "cost_nano_usd": None if i % 5 == 0 else Decimal("0.5"),
             "usage_estimated": i == 7,
         }
         for i in range(RUNS)
@@ -55,7 +55,7 @@ def test_usage_totals_sum_every_run_of_the_session(store_url: str) -> None:
         assert (totals.cache_creation_input_tokens, totals.cache_read_input_tokens) == (RUNS, 3 * RUNS)
         without_cost = len(range(0, RUNS, 5))
         assert totals.runs_without_cost == without_cost
-        assert totals.cost_usd == pytest.approx(0.5 * (RUNS - without_cost))
+        assert totals.cost_usd == Decimal("0.5") * (RUNS - without_cost)
         assert totals.estimated
 
         thread = store.usage_totals(session.id, vendor_session_id="v-1", exclude_run_id="run-00000")
