@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -96,3 +97,11 @@ def known_ids(daemon: DaemonHarness) -> dict[str, list[str]]:
         "rule_id": [str(rule["id"])],
         "grant_id": [str(grant["id"])],
     }
+
+
+def integer_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The integer branch of a parameter's schema (``anyOf`` an integer or null), or None."""
+    for branch in [schema, *schema.get("anyOf", [])]:
+        if branch.get("type") == "integer":
+            return branch
+    return None

@@ -34,7 +34,7 @@ from octipusd.api.sse import EVENT_FRAME_SCHEMA
 from octipusd.paths import xdg_data_dir
 from octipusd.testing.harness import DaemonHarness
 from octipusd.testing.postgres import conninfo
-from tests.contract.conftest import PG_PASSWORD
+from tests.contract.conftest import PG_PASSWORD, integer_schema
 
 V = f"/{API_VERSION}"
 #: The stores the tests below run on (``backend`` of conftest.py).
@@ -79,7 +79,8 @@ def test_the_schema_is_published_under_the_api_version_with_error_bodies_and_int
         for path, ops in spec["paths"].items()
         for method, op in ops.items()
         for p in op.get("parameters", [])
-        if p["schema"].get("type") == "integer" and not {"minimum", "maximum"} <= set(p["schema"])
+        if (declared := integer_schema(p["schema"])) is not None
+        and not {"minimum", "maximum"} <= set(declared)
     ]
     assert not undeclared, undeclared
     events = spec["paths"][f"{V}/runs/{{run_id}}/events"]["get"]["parameters"]

@@ -45,6 +45,7 @@ from schemathesis.specs.openapi.checks import (
 
 from octipusd.api import API_VERSION
 from octipusd.testing.harness import DaemonHarness
+from tests.contract.conftest import integer_schema
 from tests.contract.unix_http import BASE_URL, unix_session
 
 #: The stores the fuzz runs on, each with the seed of its cases (so the two see different ones).
@@ -75,8 +76,8 @@ def edge_cases(operation: APIOperation, known: dict[str, list[str]]) -> list[Any
     path = {p.name: known.get(p.name, ["edge"])[0] for p in operation.path_parameters}
     cases = []
     for parameter in operation.iter_parameters():
-        declared = parameter.definition.get("schema", {})
-        if declared.get("type") != "integer":
+        declared = integer_schema(parameter.definition.get("schema", {}))
+        if declared is None:
             continue
         bounds = [declared[k] + step for k in ("minimum", "maximum") if k in declared for step in (-1, 0, 1)]
         place = parameter.location.value
