@@ -29,7 +29,8 @@ the action journal (``journal_store.py``), the recovery of uncertain actions
 itself: opening, closing, and :meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one
 place a database error becomes an Octipus error. That error's message says what failed and the
 driver's error class, never the database's URL, host, socket or files, nor the driver's own text
-(which may name them): those are logged here, with the traceback (issue 26 item 6).
+(which may name them): those are logged here, with the traceback (issue 26 item 6). (An Octipus
+error raised inside a statement, a column type's refusal, keeps its own message.)
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError, TimeoutError as Pool
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession
 
-from octipusd.errors import DatabaseTimeoutError, StoreError
+from octipusd.errors import DatabaseTimeoutError, OctipusError, StoreError
 from octipusd.store.approval_store import APPROVAL_KINDS, SYSTEM_ACTOR, ApprovalStoreMixin
 from octipusd.store.codec import utcnow
 from octipusd.store.engine import TRANSCRIPT_OPTION, WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
@@ -280,6 +281,8 @@ class Store(
             )
             if _is_timeout(exc, detail):
                 raise self._timed_out(what, f"{kind}; {SEE_THE_LOG}") from exc
+            if isinstance(detail, OctipusError):  # Octipus's own (a column type's refusal): shown as is
+                raise StoreError(f"database error while {what}: {kind}: {detail.message}") from exc
             raise StoreError(f"database error while {what}: {kind}; {SEE_THE_LOG}") from exc
         finally:
             if serialize:
