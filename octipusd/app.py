@@ -40,6 +40,7 @@ from octipus_worktrees import WorktreeManager, default_root
 from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.common import Services
+from octipusd.api.disclosure import PrivateText
 from octipusd.api.server import QuietServer, bind_unix_socket, make_server
 from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
@@ -75,7 +76,7 @@ from octipusd.settings import (
     xdg_data_dir,
 )
 from octipusd.store.aio import in_thread
-from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url
+from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url, private_parts
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
@@ -627,6 +628,9 @@ async def _build_core(
         containment=containment,
         reaper=reaper,
         vault=vault,
+        private=PrivateText.of_daemon(
+            private_parts(settings.database.url or default_sqlite_url()), data_dir, socket_path(settings)
+        ),
     )
     return _Core(services, connectors, left_in_flight)
 

@@ -40,9 +40,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -70,6 +70,8 @@ M = TypeVar("M", bound=BaseModel)
 
 #: Most records ``GET /v1/actions`` returns at once.
 MAX_LIST = 1000
+#: The ``limit`` query parameter of the action and call lists (records).
+ListLimit = Annotated[int, Query(ge=1, le=MAX_LIST)]
 #: Longest wait a call or a read of a call may ask for (seconds).
 MAX_WAIT_SECONDS = 300.0
 #: Recovery states a person may probe: unsettled, handed to the owner (the deadline escalates,
@@ -391,9 +393,9 @@ def action_router(services: Services) -> APIRouter:
         return await call_response(invocation, replayed=not created)
 
     @router.get("/actions/calls")
-    async def list_calls(session_id: str | None = None, user: str | None = None, limit: int = 100) -> Any:
-        if not 1 <= limit <= MAX_LIST:
-            raise InvalidRequestError(f"limit must be between 1 and {MAX_LIST}, got {limit}")
+    async def list_calls(
+        session_id: str | None = None, user: str | None = None, limit: ListLimit = 100
+    ) -> Any:
         found = await in_thread(lambda: store.list_invocations(user=user, session_id=session_id, limit=limit))
         return {"invocations": [i.to_dict() for i in found]}
 
@@ -433,10 +435,8 @@ def action_router(services: Services) -> APIRouter:
         run_id: str | None = None,
         outcome: str | None = None,
         unresolved: bool = False,
-        limit: int = 200,
+        limit: ListLimit = 200,
     ) -> Any:
-        if not 1 <= limit <= MAX_LIST:
-            raise InvalidRequestError(f"limit must be between 1 and {MAX_LIST}, got {limit}")
         if session_id is not None:
             await in_thread(store.get_session, session_id)  # 404 names an unknown session
         found = await in_thread(

@@ -66,8 +66,9 @@ from octipusd.adapter import Adapter, CapabilityRow
 from octipusd.api.action_routes import action_router
 from octipusd.api.activity_routes import activity_router
 from octipusd.api.common import Services, dump, out, via_web
+from octipusd.api.disclosure import ErrorBodyGuard
 from octipusd.api.error_handlers import install_error_handlers
-from octipusd.api.limits import After, Limit, RequestGuard
+from octipusd.api.limits import After, LastEventId, Limit, RequestGuard
 from octipusd.api.models import (
     API_VERSION,
     ERROR_RESPONSES,
@@ -231,9 +232,10 @@ def create_app(services: Services) -> FastAPI:
         responses=ERROR_RESPONSES,
     )
     app.add_middleware(RequestGuard)
+    app.add_middleware(ErrorBodyGuard, private=services.private)  # outermost: it sees every refusal
     store, runs, hub = services.store, services.runs, services.hub
 
-    install_error_handlers(app)
+    install_error_handlers(app, services.private)
 
     app.include_router(policy_router(services))
     app.include_router(space_router(services))
@@ -368,16 +370,14 @@ def create_app(services: Services) -> FastAPI:
             }
         },
     )
-    async def stream_run(run_id: str, request: Request, after: After = 0) -> StreamingResponse:
+    async def stream_run(
+        run_id: str, after: After = 0, last_event_id: LastEventId = None
+    ) -> StreamingResponse:
         """The run's events as server-sent events (each ``data`` an ``EventOut``), live until it ends;
-        ``Last-Event-ID`` (or ``after``) resumes after that ``seq``."""
+        ``Last-Event-ID`` (or ``after``) resumes after that ``seq``. Both are checked, and the run
+        found (404), before the stream starts."""
         await in_thread(store.get_run, run_id)  # 404 before the stream starts
-        last_id = request.headers.get("last-event-id")
-        start = (
-            int(last_id)
-            if last_id and last_id.isascii() and last_id.isdigit() and len(last_id) <= 18
-            else after
-        )
+        start = after if last_event_id is None else last_event_id
 
         async def frames() -> AsyncIterator[bytes]:
             async for batch in hub.follow(run_id, after_seq=start):

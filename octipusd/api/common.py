@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 
 from octipusd.adapter import Adapter
+from octipusd.api.disclosure import PrivateText
 from octipusd.notify import Notifier
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
@@ -82,7 +83,8 @@ class WebEndpoint:
 
 @dataclass(frozen=True)
 class Services:
-    """What the API calls; built by the composition root (``octipusd.app``)."""
+    """What the API calls; built by the composition root (``octipusd.app``). ``private`` is what no
+    error answer shows (:class:`~octipusd.api.disclosure.PrivateText`; by default nothing)."""
 
     store: Store
     runs: RunManager
@@ -98,6 +100,7 @@ class Services:
     web: WebEndpoint | None = None
     notifier: Notifier | None = None
     vault: Vault | None = None
+    private: PrivateText = field(default_factory=PrivateText)
 
 
 def live_action_ids(services: Services) -> set[str]:

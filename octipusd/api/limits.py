@@ -2,7 +2,10 @@
 
 Issue 14 item 10: bad input never breaks the daemon. Every bound is named once in
 :class:`~octipusd.api.request_limits.RequestLimits` (:data:`API_LIMITS` is the daemon's; both
-re-exported here); the request models take their field bounds from it, and :class:`RequestGuard` (an ASGI middleware, the one home of the body parse
+re-exported here), or here when it is a column's range, read from the column's SQL type
+(:func:`~octipusd.store.int_columns.int_column_max`: an ``INTEGER`` column holds 32 bits on
+PostgreSQL, issue 26 item 6); the request models and the routes' parameters take their bounds
+from them, so the schema shows them, and :class:`RequestGuard` (an ASGI middleware, the one home of the body parse
 hook) refuses, before any route runs:
 
 * a body over :attr:`RequestLimits.max_body_bytes`;
@@ -25,16 +28,30 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 from urllib.parse import parse_qsl
 
 import anyio.to_thread
-from fastapi import Query
+from fastapi import Header, Query
 
 from octipusd.api.request_limits import API_LIMITS, RequestLimits
 from octipusd.errors import InvalidRequestError
+from octipusd.store.int_columns import int_column_max
+from octipusd.store.models import PermissionGrantRow, RunEventRow, SessionMessageRow
 
-__all__ = ["API_LIMITS", "After", "Limit", "RequestGuard", "RequestLimits", "check_json_body"]
+__all__ = [
+    "API_LIMITS",
+    "MAX_EVENT_SEQ",
+    "MAX_GRANT_USES",
+    "MAX_MESSAGE_SEQ",
+    "After",
+    "LastEventId",
+    "Limit",
+    "MessageAfter",
+    "RequestGuard",
+    "RequestLimits",
+    "check_json_body",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -43,10 +60,22 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+#: The largest sequence number of a run's event (``run_events.seq``).
+MAX_EVENT_SEQ: Final = int_column_max(RunEventRow.seq)
+#: The largest sequence number of a session's message (``session_messages.seq``).
+MAX_MESSAGE_SEQ: Final = int_column_max(SessionMessageRow.seq)
+#: The largest ``max_uses`` of a grant (``permission_grants.max_uses``).
+MAX_GRANT_USES: Final = int_column_max(PermissionGrantRow.max_uses)
+
 #: A list route's ``limit`` query parameter (records).
 Limit = Annotated[int, Query(ge=1, le=API_LIMITS.max_page_records)]
-#: An ``after`` query parameter (a sequence number; 0: from the start).
-After = Annotated[int, Query(ge=0, le=API_LIMITS.max_seq)]
+#: A run's events' ``after`` query parameter (an event's ``seq``; 0: from the start).
+After = Annotated[int, Query(ge=0, le=MAX_EVENT_SEQ)]
+#: A run's stream's ``Last-Event-ID`` header (the ``seq`` of the last event the client has; it wins
+#: over ``after``).
+LastEventId = Annotated[int | None, Header(ge=0, le=MAX_EVENT_SEQ)]
+#: A session's messages' ``after`` query parameter (a message's ``seq``; 0: from the start).
+MessageAfter = Annotated[int, Query(ge=0, le=MAX_MESSAGE_SEQ)]
 
 #: A lone UTF-16 surrogate: valid in a JSON string escape, not encodable, so never storable.
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -29,7 +29,7 @@ from octipusd.api.health_models import (  # re-exported
     WebOut as WebOut,
     WorktreeReaperOut as WorktreeReaperOut,
 )
-from octipusd.api.limits import API_LIMITS
+from octipusd.api.limits import API_LIMITS, MAX_GRANT_USES
 from octipusd.money import usd_text
 
 #: A name or an id in a request (a session, a space, a user, a tool id...).
@@ -47,7 +47,7 @@ UsdAmount = Annotated[
 #: A grant's lifetime (seconds).
 TtlSeconds = Annotated[float, Field(gt=0, le=API_LIMITS.max_ttl_seconds)]
 #: A grant's usage limit (calls).
-MaxUses = Annotated[int, Field(ge=1, le=API_LIMITS.max_grant_uses)]
+MaxUses = Annotated[int, Field(ge=1, le=MAX_GRANT_USES)]
 
 
 class _Model(BaseModel):

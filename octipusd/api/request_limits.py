@@ -26,10 +26,9 @@ class RequestLimits:
             ``PATH_MAX``).
         max_json_depth: Deepest nesting of objects and arrays in a JSON body (levels).
         max_int: Largest integer magnitude in a JSON body (the 64-bit range of the store's
-            ``BIGINT`` columns).
+            ``BIGINT`` columns; a field meeting a narrower column declares its column's bound,
+            :mod:`octipusd.api.limits`).
         max_page_records: Largest ``limit`` of a list route (records).
-        max_seq: Largest sequence number an ``after`` parameter may name (a ``BIGINT`` column).
-        max_grant_uses: Largest ``max_uses`` of a grant (the column is a 32-bit ``INTEGER``).
         max_ttl_seconds: Longest ``ttl_seconds`` of a grant (ten years, in seconds).
         max_inline_check_bytes: Largest JSON body checked on the event loop (bytes); a bigger one
             is checked in a worker thread, so it does not hold up the runs the loop serves.
@@ -42,8 +41,6 @@ class RequestLimits:
     max_json_depth: int = 64
     max_int: int = 2**63 - 1
     max_page_records: int = 100_000
-    max_seq: int = 2**63 - 1
-    max_grant_uses: int = 2**31 - 1
     max_ttl_seconds: float = 10 * 365 * 86400.0
     max_inline_check_bytes: int = 64 * 1024
 

@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from octipusd.api.common import Services, out
-from octipusd.api.limits import API_LIMITS
+from octipusd.api.limits import MessageAfter
 from octipusd.api.models import (
     API_VERSION,
     CheckpointOut,
@@ -35,7 +35,7 @@ from octipusd.api.models import (
     UsageTotalsOut,
     VendorSessionOut,
 )
-from octipusd.errors import InvalidRequestError, NotFoundError
+from octipusd.errors import NotFoundError
 from octipusd.store.aio import in_thread
 
 __all__ = ["session_router"]
@@ -69,9 +69,7 @@ def session_router(services: Services) -> APIRouter:
         return [_vendor_session_out(r, session.clear_generation) for r in records]
 
     @router.get("/sessions/{session_id}/messages")
-    async def list_messages(session_id: str, after: int = 0) -> list[MessageOut]:
-        if not 0 <= after <= API_LIMITS.max_seq:
-            raise InvalidRequestError(f"after must be 0 or a message sequence number; got {after}")
+    async def list_messages(session_id: str, after: MessageAfter = 0) -> list[MessageOut]:
         session = await in_thread(store.get_session, session_id)
         found = await in_thread(
             store.list_messages, session_id, generation=session.clear_generation, after_seq=after

@@ -43,6 +43,7 @@ __all__ = [
     "is_sqlite",
     "make_engine",
     "parse_url",
+    "private_parts",
     "sqlite_file",
     "sqlite_path",
 ]
@@ -171,6 +172,31 @@ def sqlite_path(url: URL) -> Path | None:
     if not database or database == ":memory:":
         return None
     return Path(database).expanduser().absolute()
+
+
+def private_parts(url: str) -> tuple[tuple[str, str], ...]:
+    """What of a database URL no answer of the API may show, each ``(what, text)``: the URL (as
+    given, as rendered, without its password), its password, the folders of its Unix sockets (a
+    PostgreSQL ``host`` that is a path) and a SQLite URL's database file. A malformed URL is private
+    whole.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return (("database URL", url),)
+    parts = [
+        ("database URL", url),
+        ("database URL", parsed.render_as_string(hide_password=False)),
+        ("database URL", display_url(parsed)),
+    ]
+    if parsed.password:
+        parts.append(("database password", str(parsed.password)))
+    given = parsed.query.get("host", ())
+    hosts = [parsed.host or "", *((given,) if isinstance(given, str) else given)]
+    parts += [("database socket", host) for host in hosts if host.startswith("/") and host != "/"]
+    if (path := sqlite_path(parsed) if is_sqlite(parsed) else None) is not None:
+        parts.append(("database file", str(path)))
+    return tuple(dict.fromkeys(parts))
 
 
 def sqlite_file(url: str) -> Path | None:

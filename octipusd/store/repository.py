@@ -27,11 +27,15 @@ the action journal (``journal_store.py``), the recovery of uncertain actions
 (``reuse_store.py``), the start of a turn's reads (``turn_store.py``), usage reports
 (``usage_store.py``) and the vault's entries (``vault_store.py``). This module holds the class
 itself: opening, closing, and :meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one
-place a database error becomes an Octipus error.
+place a database error becomes an Octipus error. That error's message says what failed and the
+driver's error class, never the database's URL, host, socket or files, nor the driver's own text
+(which may name them): those are logged here, with the traceback (issue 26 item 6). (An Octipus
+error raised inside a statement, a column type's refusal, keeps its own message.)
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -41,11 +45,11 @@ from types import TracebackType
 from typing import Any, Self
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError, TimeoutError as PoolTimeoutError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError, TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DbSession
 
-from octipusd.errors import DatabaseTimeoutError, StoreError
+from octipusd.errors import DatabaseTimeoutError, OctipusError, StoreError
 from octipusd.store.approval_store import APPROVAL_KINDS, SYSTEM_ACTOR, ApprovalStoreMixin
 from octipusd.store.codec import utcnow
 from octipusd.store.engine import TRANSCRIPT_OPTION, WRITE_OPTION, DatabaseTimeouts, display_url, make_engine
@@ -66,6 +70,11 @@ from octipusd.store.usage_store import UsageStoreMixin
 from octipusd.store.vault_store import VaultStoreMixin
 
 __all__ = ["APPROVAL_KINDS", "MODEL_ROW_UPDATABLE_FIELDS", "RUN_UPDATABLE_FIELDS", "SYSTEM_ACTOR", "Store"]
+
+log = logging.getLogger("octipusd.store")
+
+#: What a database failure's message ends with: where its detail is (never in the message).
+SEE_THE_LOG = "the octipusd log has the details"
 
 
 class Store(
@@ -249,7 +258,7 @@ class Store(
         """The store's lock (SQLite writes, or every call on an in-memory database) and the
         translation of database failures for one transaction (see :meth:`_tx`)."""
         if self._closed:
-            raise StoreError(f"the store for {self.url_for_display} is closed (while {what})")
+            raise StoreError(f"the store is closed (while {what})")
         serialize = (write and self._sqlite) or self._serialize_reads
         if serialize and not self._write_lock.acquire(timeout=self._timeouts.statement_seconds):
             raise self._timed_out(what, "another transaction of this daemon held the database")
@@ -257,11 +266,24 @@ class Store(
             yield
         except SQLAlchemyError as exc:
             detail = getattr(exc, "orig", None) or exc
+            kind = type(detail).__name__
+            # the driver's text may name the database's host, socket, files or values: logged only
+            # (a constraint's refusal, which a caller may handle, without its traceback)
+            expected = isinstance(exc, IntegrityError)
+            log.log(
+                logging.INFO if expected else logging.WARNING,
+                "database error while %s in %s: %s: %s",
+                what,
+                self.url_for_display,
+                kind,
+                detail,
+                exc_info=None if expected else exc,
+            )
             if _is_timeout(exc, detail):
-                raise self._timed_out(what, f"{type(detail).__name__}: {detail}") from exc
-            raise StoreError(
-                f"database error while {what} in {self.url_for_display}: {type(detail).__name__}: {detail}"
-            ) from exc
+                raise self._timed_out(what, f"{kind}; {SEE_THE_LOG}") from exc
+            if isinstance(detail, OctipusError):  # Octipus's own (a column type's refusal): shown as is
+                raise StoreError(f"database error while {what}: {kind}: {detail.message}") from exc
+            raise StoreError(f"database error while {what}: {kind}; {SEE_THE_LOG}") from exc
         finally:
             if serialize:
                 self._write_lock.release()
@@ -269,7 +291,7 @@ class Store(
     def _timed_out(self, what: str, detail: str) -> DatabaseTimeoutError:
         bounds = self._timeouts
         return DatabaseTimeoutError(
-            f"the database {self.url_for_display} did not answer in time while {what} ({detail}); "
+            f"the database did not answer in time while {what} ({detail}); "
             f"nothing of it was written. The bounds are database.statementTimeoutSeconds = "
             f"{bounds.statement_seconds:g} s and database.connectTimeoutSeconds = {bounds.connect_seconds} s: "
             "find what holds the database (a long transaction, another process), or raise them"

@@ -156,7 +156,7 @@ def review_router(services: Services) -> APIRouter:
         try:
             files, notes = parse_diff(await in_thread(services.runs.services.worktrees.diff, worktree_id))
         except OctipusError as exc:  # its branch is gone: the page still shows the record
-            files, notes, diff_error = [], [], exc.message
+            files, notes, diff_error = [], [], services.private.hide(exc.message)
         return render(
             request,
             "review/worktree.html",

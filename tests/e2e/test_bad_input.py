@@ -60,7 +60,7 @@ WHOLE_BODIES: tuple[bytes, ...] = (
     b"\xff\xfe",
 )
 QUERY_VALUES: dict[str, tuple[str, ...]] = {
-    "integer": ("0", "-1", str(10**23), "1e999", "NaN", "1.5", "²"),
+    "integer": ("0", "-1", str(2**31), str(10**23), "1e999", "NaN", "1.5", "²"),
     "number": ("nan", "inf", "-inf", "1e999", "-1", str(10**23)),
     "boolean": ("maybe", "\x00"),
     "string": ("a\x00b", LONG_NAME, "é\u2028"),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError, StoreError
 from octipusd.store import Approval, ApprovalStatus, Run, RunStatus, Store
@@ -117,6 +119,33 @@ def test_closed_store_refuses_calls(store_url: str) -> None:
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.list_sessions()
+
+
+def test_a_database_failure_names_the_call_not_the_database(
+    migrated_store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 26 item 6: the message is shown to people (an API body, a page, a run's error); the
+    database's URL, password, socket and file, and the driver's own text, are logged instead."""
+    url = make_url(migrated_store_url)
+    if url.get_backend_name() != "sqlite":
+        url = url.set(password="store-pw-3c1d")
+    given = url.render_as_string(hide_password=False)
+    with Store.open(given) as store:
+        session = store.create_session(workspace="/work/project", adapter="claude-code")
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE work_plans RENAME TO work_plans_gone")
+        caplog.set_level(logging.WARNING, logger="octipusd.store")
+        with pytest.raises(StoreError) as failed:
+            store.read_plan(session.id)
+    message = failed.value.message
+    kind = "OperationalError" if url.get_backend_name() == "sqlite" else "UndefinedTable"
+    assert message == (
+        f"database error while reading the work plan and feedback of session {session.id}: {kind}; "
+        "the octipusd log has the details"
+    )
+    [record] = [r for r in caplog.records if r.name == "octipusd.store"]
+    assert record.exc_info is not None and "work_plans" in record.getMessage()
+    assert str(url.database) in record.getMessage() and "store-pw-3c1d" not in caplog.text
 
 
 # Runs -------------------------------------------------------------------------------------
