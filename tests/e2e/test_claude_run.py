@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from octipusd.errors import ApiError
+from octipusd.runner.process import run_processes
 from octipusd.store.repository import Store
 from tests.e2e.conftest import Env
 
@@ -298,3 +300,42 @@ def test_a_bridge_that_never_answers_fails_the_run(
     # pending may still connect: the run fails because the vendor ended without the bridge's handshake
     assert final["reason"].startswith(failure["reason"]) and "handshake with the bridge" in final["reason"]
     assert not _kinds(events, "bridge_call")  # nothing reached the real bridge
+
+
+def test_a_claude_kept_alive_by_its_background_shell_ends_its_run_after_its_result(
+    octipus: Callable[..., Env],
+) -> None:
+    """Claude Code 2.1.197 does not exit after its result while a ``run_in_background`` shell it started
+    runs (issue 26 item 1): the run still ends ``succeeded`` with that result within the grace after
+    it, claude and its background shell are stopped, and the session's next turn runs at once."""
+    background = {"command": "sleep 6137", "description": "background sleep", "run_in_background": True}
+    env = octipus(
+        {
+            "steps": [
+                {"content": [{"type": "tool_use", "name": "Bash", "input": background}]},
+                {"content": [{"type": "text", "text": "Started it."}]},
+                {"content": [{"type": "text", "text": "Second answer."}]},
+            ]
+        }
+    )
+    session = env.new_session()
+    run = env.post(session, "Start a background sleep.")
+    final = env.wait_final(run, timeout=60)
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == "Started it."
+    notes = [d for d in _kinds(env.events(run), "notice") if "after_result" in d]
+    assert len(notes) == 1 and notes[0]["lingered"], notes  # claude did not exit by itself
+    env.wait(
+        lambda: not run_processes(run) and not _sleeping(), timeout=15, what="no process of the run left"
+    )
+    second = env.wait_final(env.post(session, "And now?"), timeout=60)
+    assert second["status"] == "succeeded" and second["result_text"] == "Second answer.", second
+
+
+def _sleeping() -> list[int]:
+    """The test's background ``sleep 6137`` processes still alive."""
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline", "status"])
+        if p.info["cmdline"] == ["sleep", "6137"] and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
