@@ -314,6 +314,12 @@ class StreamParser(Protocol):
         cannot take it; the runtime then queues it for the run context and the next turn."""
         ...
 
+    def prompt_pending(self) -> bool:
+        """Whether the vendor has yet to acknowledge taking the launch prompt, for a vendor that
+        acknowledges it (Claude replays it): a result until then answered something else, so
+        the vendor's taking the prompt after the result that ended the turn makes the turn go on."""
+        ...
+
 
 @runtime_checkable
 class Adapter(Protocol):
@@ -442,6 +448,14 @@ class Adapter(Protocol):
         """Whether a run invokes its vendor session again for guidance left at its end (seed 003)."""
         ...
 
+    def after_result(self, event: VendorEvent) -> bool:
+        """Whether ``event``, printed after the turn's final result, is one the vendor's protocol
+        legitimately sends then, and so still belongs to the run. Everything else printed after
+        that result is dropped (counted in one notice), unless the vendor only then takes the launch
+        prompt (:meth:`StreamParser.prompt_pending`); the vendor has ``RunLimits.result_grace_s``
+        from that result to exit."""
+        ...
+
 
 class StreamParserDefaults:
     """Defaults of the :class:`StreamParser` members a vendor may leave out; parsers inherit it."""
@@ -449,6 +463,10 @@ class StreamParserDefaults:
     def steer(self, text: str) -> Steering | None:
         """No live guidance: the runtime queues it for the run context and the next turn."""
         return None
+
+    def prompt_pending(self) -> bool:
+        """The vendor acknowledges no prompt: a result answers the launch prompt."""
+        return False
 
 
 class AdapterDefaults:
@@ -505,6 +523,10 @@ class AdapterDefaults:
 
     def follows_up(self, options: Mapping[str, Any]) -> bool:
         """No follow-up invocations (a buffered vendor): guidance left is reported as not applied."""
+        return False
+
+    def after_result(self, event: VendorEvent) -> bool:
+        """Nothing follows a final result: the vendor's turn is over."""
         return False
 
 

@@ -16,6 +16,7 @@ from octipusd.adapter import (
     PermissionRequestEvent,
     ResultEvent,
     SessionEvent,
+    VendorEvent,
 )
 from octipusd.adapterkit import shell_guard_command
 
@@ -192,6 +193,12 @@ class ClaudeCodeAdapter(AdapterDefaults):
     def follows_up(self, options: Mapping[str, Any]) -> bool:
         """Guidance left when Claude finished goes to a follow-up invocation of its session (seed 003)."""
         return True
+
+    def after_result(self, event: VendorEvent) -> bool:
+        """Claude announces its session (``system/init``) again at each turn it starts: also for the
+        launch prompt, which a resumed Claude takes only after answering the notifications of the
+        background tasks its earlier process left (:meth:`ClaudeStreamParser.prompt_pending`)."""
+        return isinstance(event, SessionEvent)
 
     def new_session_id(self) -> str:
         """Mint Claude's session id for a first turn: a random UUID4 string (seed 003 "Session reuse")."""

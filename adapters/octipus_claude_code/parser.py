@@ -222,6 +222,12 @@ class ClaudeStreamParser(StreamParserDefaults):
         """Nothing is buffered: every event was emitted as its line arrived."""
         return []
 
+    def prompt_pending(self) -> bool:
+        """Whether Claude has not replayed the launch prompt yet (``--replay-user-messages``): a
+        resumed Claude first answers the notifications of the background tasks its earlier process
+        left (``system/task_notification``, then a ``result`` of no turn), then replays the prompt."""
+        return self._prompt is not None
+
     def steer(self, text: str) -> Steering:
         """Guidance while the CLI works: one more stream-json user message on stdin. Claude replays it
         (:class:`SteeringAckEvent`) when it takes it: merged into the running request after a

@@ -9,12 +9,14 @@ from octipusd import __version__
 from octipusd.adapter import (
     AdapterDefaults,
     CapabilityRow,
+    ControlCancelEvent,
     LaunchRequest,
     LaunchSpec,
     PermissionDecision,
     PermissionRequestEvent,
     ResultEvent,
     SessionEvent,
+    VendorEvent,
 )
 
 from . import control, launch, rpc
@@ -138,6 +140,12 @@ class CodexAdapter(AdapterDefaults):
     def follows_up(self, options: Mapping[str, Any]) -> bool:
         """Guidance left when Codex finished goes to a follow-up invocation of its thread (seed 003)."""
         return True
+
+    def after_result(self, event: VendorEvent) -> bool:
+        """app-server sends ``serverRequest/resolved`` (:class:`~octipusd.adapter.ControlCancelEvent`)
+        after an interrupted ``turn/completed`` for the approval request still pending then
+        (observed-2.md §1.3): it withdraws that relayed approval."""
+        return isinstance(event, ControlCancelEvent)
 
     def new_session_id(self) -> str | None:
         """Codex assigns the thread id itself (seed 003 "Session reuse"), so none is minted."""

@@ -8,7 +8,8 @@ How a supervisor drives a transport:
 
 1. ``transport = await launcher.start(spec, run_id)``;
 2. run ``pump_stderr()`` in its task group and iterate ``lines()``: the iteration ends at EOF, or
-   shortly after the vendor exited even if a leftover holds its output (``output_held``);
+   shortly after the vendor exited even if a leftover holds its output (``output_held``); the
+   supervisor may also abandon it (a vendor that outlived its turn's final result), then stops it;
 3. at a stop (user, timeout, shutdown) call ``stop(reason)`` — or ``begin_stop(reason)`` first
    when the stop itself comes later: from then on ``lines()`` yields nothing (``accepting`` is
    False) and counts what it drops in ``discarded_lines`` / ``discarded_bytes``;

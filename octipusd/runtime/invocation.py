@@ -9,12 +9,14 @@ supervisor keeps the run's state; this module does the invocation's I/O.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.abc
 
 from octipusd.adapter import Adapter, LaunchRequest, ResultEvent, StreamParser, Usage
 from octipusd.adapter_launch import vendor_launch
@@ -46,10 +48,18 @@ class Attempt:
             alone confirms nothing).
         kept: The vendor session id saved at once in this invocation, or None.
         session_missing: A vendor signal that the resumed session is gone (Codex's other thread).
-        results_seen: Results received so far.
+        results_seen: Results received since the vendor took up the turn.
         input_ended: Octipus closed the vendor's stdin (its turn is over): no more guidance is written.
+        exit_by: Once the turn's final result arrived (:meth:`end_turn`), the time (anyio's clock)
+            by which the vendor must have exited and closed its output; None while the turn goes on.
+        before_prompt: That result came before the vendor took the launch prompt (it answered
+            something else): the turn goes on if the vendor takes it now (:meth:`reopen`).
+        after_result: Events printed after the turn's final result, dropped (all but those the
+            adapter declares, ``Adapter.after_result``).
+        reading: The scope of the wait for the vendor's next output, while one is under way.
         stopping: Why a stop began, once it did: nothing printed afterwards is accepted.
-        usage_at_stop: The vendor's usage when the stop began (later figures are not accepted).
+        frozen_usage: The vendor's usage when its turn ended or a stop began (later figures are not
+            accepted, but those of a usage event the adapter declares after a result).
         discarded: Events printed after the stop began, dropped.
         bridge_pending: The failure reason while the vendor reports its bridge as still connecting.
         cost_usd: The cost of the results accepted from this invocation (USD, exact), None while no
@@ -67,8 +77,12 @@ class Attempt:
     session_missing: str | None = None
     results_seen: int = 0
     input_ended: bool = False
+    exit_by: float | None = None
+    before_prompt: bool = False
+    after_result: int = 0
+    reading: anyio.CancelScope | None = None
     stopping: str | None = None
-    usage_at_stop: Usage | None = None
+    frozen_usage: Usage | None = None
     discarded: int = 0
     bridge_pending: str | None = None
     cost_usd: Decimal | None = None
@@ -93,9 +107,29 @@ class Attempt:
 
     def usage(self) -> Usage:
         """The usage accepted from this invocation."""
-        if self.usage_at_stop is not None:
-            return self.usage_at_stop
+        if self.frozen_usage is not None:
+            return self.frozen_usage
         return self.parser.total_usage() if self.parser is not None else Usage()
+
+    def end_turn(self, grace: float, *, before_prompt: bool = False) -> None:
+        """The turn's final result arrived (no guidance waits for an answer): no more input, its
+        usage is kept as it is, and the vendor's output is read for ``grace`` more seconds at most,
+        whether or not it exits or closes its pipes (:attr:`exit_by`). ``before_prompt``: the vendor
+        had not taken the launch prompt yet (:attr:`before_prompt`)."""
+        self.input_ended = True
+        if self.exit_by is None:
+            self.exit_by = anyio.current_time() + grace
+            self.frozen_usage = self.usage()
+            self.before_prompt = before_prompt
+        if self.reading is not None:
+            self.reading.deadline = min(self.reading.deadline, self.exit_by)
+
+    def reopen(self) -> None:
+        """The vendor takes the launch prompt only after the result that ended the turn (which
+        answered something else): the turn goes on to its next result; the input stays ended."""
+        self.exit_by, self.before_prompt = None, False
+        self.frozen_usage = None
+        self.results_seen = 0
 
 
 class Invocation:
@@ -193,22 +227,73 @@ class Invocation:
             tg.start_soon(self._run.watch_active_time)
             parser = adapter.new_parser(request)
             self._run.attempt.parser = parser
-            async for batch in process.line_batches():
-                for line in batch:
-                    for event in parser.feed(line):
-                        await self._run.events.handle(event, tg)
-                await self._run.events.stored()  # one commit for the events of one read
-            with anyio.move_on_after(self._run.services.limits.exit_after_result_s):
-                await process.wait()
-            if process.returncode is None:
-                await process.stop("did not exit after its output ended")
+            await self._read(process, parser, tg)
+            lingered = await self._await_exit(process)
             await process.reap()
             for event in parser.finish(process.returncode):
                 await self._run.events.handle(event, tg)
             await self._run.events.stored()
             await self._run.events.check_bridge_answered()
+            await self._report_after_result(lingered)
             await self._account(adapter, request, process)
             tg.cancel_scope.cancel()
+
+    async def _read(self, process: Transport, parser: StreamParser, tg: anyio.abc.TaskGroup) -> None:
+        """Hand the vendor's output to the run's event handling, one read at a time (one commit
+        each), until the output ends, or, once the turn's final result arrived, until
+        :attr:`Attempt.exit_by`, whatever the vendor still prints or holds open (the wait for its next
+        output is then abandoned)."""
+        attempt, events = self._run.attempt, self._run.events
+        batches = aiter(process.line_batches())
+        while True:
+            batch: list[bytes] | None = None
+            exit_by = attempt.exit_by if attempt.exit_by is not None else math.inf
+            with anyio.CancelScope(deadline=exit_by) as attempt.reading:
+                batch = await anext(batches, None)
+            attempt.reading = None
+            if batch is None:
+                return
+            for line in batch:
+                for event in parser.feed(line):
+                    await events.handle(event, tg)
+            await events.stored()  # one commit for the events of one read
+
+    async def _await_exit(self, process: Transport) -> bool:
+        """Wait for the vendor's exit once its output was read: until :attr:`Attempt.exit_by` after
+        the turn's final result, else ``RunLimits.exit_after_output_s``; past it, stop it and its
+        whole tree as any stop does.
+
+        Returns:
+            Whether the vendor had to be stopped after its turn's final result.
+        """
+        attempt, limits = self._run.attempt, self._run.services.limits
+        exit_by = attempt.exit_by if attempt.stopping is None else None  # else a stop is ending it
+        deadline = exit_by if exit_by is not None else anyio.current_time() + limits.exit_after_output_s
+        with anyio.CancelScope(deadline=deadline):
+            await process.wait()
+        if process.returncode is not None:
+            return False
+        if exit_by is None:
+            await process.stop("did not exit after its output ended")
+            return False
+        await process.stop(f"did not exit within {limits.result_grace_s:g} s of its final result")
+        return True
+
+    async def _report_after_result(self, lingered: bool) -> None:
+        """One notice, when the vendor outlived its turn's final result: it had to be stopped, and
+        how many events it printed after that result were left out of the run."""
+        dropped, grace = self._run.attempt.after_result, self._run.services.limits.result_grace_s
+        parts = []
+        if lingered:
+            parts.append(f"the vendor did not exit within {grace:g} s of its final result and was stopped")
+        if dropped:
+            s = "s" if dropped != 1 else ""
+            parts.append(
+                f"{dropped} event{s} it printed after that result {'are' if s else 'is'} not part of the run"
+            )
+        if parts:
+            message = "; ".join(parts) + "; the run keeps that result"
+            await self._run.notice(message, after_result=dropped, lingered=lingered)
 
     async def _started(self, process: Transport, resume: ResumePlan, argv: list[str]) -> None:
         """Store and publish that the vendor runs (status ``running``)."""

@@ -54,7 +54,11 @@ class RunLimits:
 
     Attributes:
         run_timeout_s: Active-work limit of a run (seconds; approval and delegation waits excluded).
-        exit_after_result_s: Seconds a vendor may take to exit after its result and stdin EOF.
+        result_grace_s: Seconds a vendor has, from its turn's final result (the result after which no
+            guidance waits), to exit and close its output: past them its process tree is stopped and
+            the run ends with that result, whatever the vendor still does or prints.
+        exit_after_output_s: Seconds a vendor may take to exit once its stdout ended before its
+            turn did (no final result).
         children_end_s: Seconds a finishing parent waits for its cancelled children's summaries.
         stop_wait_s: Seconds ``stop`` waits for the run to be finished before answering.
         shutdown_grace_s: Seconds a daemon shutdown waits for the live runs' cleanup.
@@ -68,7 +72,8 @@ class RunLimits:
     """
 
     run_timeout_s: float = 3600.0
-    exit_after_result_s: float = 30.0
+    result_grace_s: float = 5.0
+    exit_after_output_s: float = 30.0
     children_end_s: float = 30.0
     stop_wait_s: float = 20.0
     shutdown_grace_s: float = 15.0

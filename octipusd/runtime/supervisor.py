@@ -438,7 +438,7 @@ class RunSupervisor:
         attempt = self.attempt
         if attempt.stopping is None:
             attempt.stopping = reason
-            attempt.usage_at_stop = attempt.usage()
+            attempt.frozen_usage = attempt.usage()
         process = attempt.process
         if process is not None:
             process.begin_stop(reason)

@@ -7,7 +7,14 @@ permission request is relayed; a native tool use is shown to the flow guard; a c
 (a bridge not connected) fails the run, or, while the vendor still connects to the bridge, only if
 the vendor never lists the bridge's tools; an acknowledged or refused guidance updates the run's
 guidance ledger; a result is kept and ends the input unless guidance still waits for its answer.
-After a stop began every event is dropped and counted.
+
+The turn's final result (the one after which no guidance waits) ends the turn
+(:meth:`~octipusd.runtime.invocation.Attempt.end_turn`): the vendor has ``RunLimits.result_grace_s``
+to exit before it is stopped, and whatever it prints afterwards is dropped and counted, but for
+what its adapter declares its protocol sends then (``Adapter.after_result``). A vendor that takes
+the launch prompt only after that result (``StreamParser.prompt_pending``: Claude first answers the
+notifications of background work its earlier process left) goes on with the turn: that result
+answered something else. After a stop began every event is dropped and counted.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from octipusd.adapter import (
     TextEvent,
     ThinkingEvent,
     ToolUseEvent,
+    UsageEvent,
     VendorEvent,
 )
 from octipusd.runtime.events import NOT_STORED
@@ -70,6 +78,8 @@ class VendorEvents:
         attempt = run.attempt
         if attempt.stopping is not None:
             attempt.discarded += 1
+            return
+        if not self._in_turn(event):
             return
         if event.kind not in NOT_STORED:
             self._unsettled.append(run.services.hub.emit_vendor_soon(run.run.id, event))
@@ -119,6 +129,26 @@ class VendorEvents:
         await self._keep_if_answered(event)
         self._check_token_budget(tg)
 
+    def _in_turn(self, event: VendorEvent) -> bool:
+        """Whether the event belongs to the run: everything before the turn's final result; after it,
+        what the adapter declares the vendor's protocol sends then (its usage counts), and everything
+        from the moment the vendor takes the launch prompt, when it had not yet at that result (the
+        turn goes on). The rest is counted in :attr:`~octipusd.runtime.invocation.Attempt.after_result`."""
+        run = self._run
+        attempt, adapter = run.attempt, run.adapter
+        assert adapter is not None
+        if attempt.exit_by is None:
+            return True
+        if attempt.before_prompt and attempt.parser is not None and not attempt.parser.prompt_pending():
+            attempt.reopen()
+            return True
+        if not adapter.after_result(event):
+            attempt.after_result += 1
+            return False
+        if isinstance(event, UsageEvent):
+            attempt.frozen_usage = attempt.usage() + event.usage
+        return True
+
     async def _keep_if_answered(self, event: VendorEvent) -> None:
         """Save the vendor session once the vendor answered in it (an assistant message, or a result
         that is not an error; seed 003), not only at the run's end: a daemon killed afterwards
@@ -148,9 +178,7 @@ class VendorEvents:
         attempt = run.attempt
         await anyio.sleep(run.services.limits.guidance_ack_s)
         if attempt is run.attempt and not attempt.input_ended and run.steering.unacknowledged():
-            attempt.input_ended = True
-            if attempt.process is not None:
-                await attempt.process.close_stdin()
+            await self._end_turn()
             await run.notice(
                 f"the vendor did not acknowledge the guidance within {run.services.limits.guidance_ack_s:g} s "
                 "of its result; its input was ended and the guidance waits for a follow-up"
@@ -161,9 +189,15 @@ class VendorEvents:
         still waits for its acknowledgement or its answer (seed 003; the vendor may fold guidance into
         the running request or take it as one more turn, so results are not counted per message)."""
         attempt = self._run.attempt
-        if attempt.input_ended or attempt.results_seen == 0 or self._run.steering.awaiting_answer():
+        if attempt.exit_by is not None or attempt.results_seen == 0 or self._run.steering.awaiting_answer():
             return
-        attempt.input_ended = True
+        await self._end_turn()
+
+    async def _end_turn(self) -> None:
+        """The last result is the turn's final one: end the turn and the vendor's input."""
+        attempt = self._run.attempt
+        before_prompt = attempt.parser is not None and attempt.parser.prompt_pending()
+        attempt.end_turn(self._run.services.limits.result_grace_s, before_prompt=before_prompt)
         if attempt.process is not None:
             await attempt.process.close_stdin()
 

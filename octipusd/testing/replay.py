@@ -176,8 +176,16 @@ class ReplayTransport:
         return True
 
     async def lines(self) -> AsyncIterator[bytes]:
-        """The recording's lines, with their delays; discarded (counted) after a stop began."""
+        """The recording's lines, with their delays; discarded (counted) after a stop began. A reader
+        that abandons the iteration leaves the replay unread: a stop then ends it at once."""
         self._reading = True
+        try:
+            async for line in self._play():
+                yield line
+        finally:
+            self._reading = False
+
+    async def _play(self) -> AsyncIterator[bytes]:
         for step in self.recording.steps:
             if self._returncode is not None:
                 return

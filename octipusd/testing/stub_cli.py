@@ -32,6 +32,9 @@ each action is an object with one of these keys:
   /dev/null unless ``"inherit_stdio": true``, which lets it hold the stub's stdout/stderr open.
   ``"setsid": true`` starts it in a session of its own instead, and ``"clear_env": true`` with an
   empty environment (no run marker): a descendant that tries to escape its run.
+- ``{"wait_background": true}``: block until every process ``spawn_background`` started has ended: a
+  vendor that does not exit while its background work runs (Claude Code with a ``run_in_background``
+  shell does not).
 - ``{"ignore_sigterm": true}``: ignore SIGTERM from now on (a vendor slow to stop).
 - ``{"read_until_eof": true}``: read and drop stdin lines until it closes, then go on (at EOF the
   stub does not exit, unlike ``read_line``): a vendor that ignores stdin EOF.
@@ -87,6 +90,7 @@ _ACTIONS = (
     "wait_for_file",
     "emit_burst",
     "spawn_background",
+    "wait_background",
     "ignore_sigterm",
     "read_until_eof",
     "exit",
@@ -284,6 +288,7 @@ def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, std
     """
     session_id = session_id_from_argv(argv)
     last_input: str | None = None
+    background: list[subprocess.Popen[bytes]] = []
     for action in actions:
         ((key, arg),) = action.items()
         if key == "emit":
@@ -322,11 +327,15 @@ def run(actions: list[dict[str, Any]], argv: Sequence[str], stdin: BinaryIO, std
                 start_new_session=bool(arg.get("setsid", False)),
                 env={} if arg.get("clear_env") else None,
             )
+            background.append(child)
             # written whole (a rename), so a reader polling the file never sees a part of the pid
             partial = f"{arg['pid_file']}.partial"
             with open(partial, "w", encoding="utf-8") as handle:
                 handle.write(f"{child.pid}\n")
             os.replace(partial, arg["pid_file"])
+        elif key == "wait_background":
+            for child in background:
+                child.wait()
         elif key == "ignore_sigterm":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         elif key == "read_until_eof":

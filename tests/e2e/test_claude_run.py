@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from octipusd.errors import ApiError
+from octipusd.runner.process import run_processes
 from octipusd.store.repository import Store
 from tests.e2e.conftest import Env
 
@@ -298,3 +299,66 @@ def test_a_bridge_that_never_answers_fails_the_run(
     # pending may still connect: the run fails because the vendor ended without the bridge's handshake
     assert final["reason"].startswith(failure["reason"]) and "handshake with the bridge" in final["reason"]
     assert not _kinds(events, "bridge_call")  # nothing reached the real bridge
+
+
+def test_a_claude_kept_alive_by_a_background_agent_ends_its_run_after_its_result(
+    octipus: Callable[..., Env],
+) -> None:
+    """Claude Code 2.1.197 does not exit after its result while a background agent it started still
+    waits for the model (issue 26 item 1; on main the run stayed ``running`` for the hour of its
+    active-work limit). The run ends ``succeeded`` with that result within the grace after it, no
+    process of it is left, and the session's next turn runs at once."""
+    agent = {
+        "description": "background agent",
+        "prompt": "BACKGROUND-AGENT: wait",
+        "subagent_type": "general-purpose",
+        "run_in_background": True,
+    }
+    env = octipus(
+        {
+            "steps": [
+                {"content": [{"type": "tool_use", "name": "Task", "input": agent}]},
+                {"content": [{"type": "text", "text": "Started it."}]},
+                {"content": [{"type": "text", "text": "Second answer."}]},
+            ],
+            "conversations": [  # the agent's model call answers after ten minutes
+                {
+                    "match": "BACKGROUND-AGENT",
+                    "steps": [{"delay_seconds": 600, "content": [{"type": "text", "text": "late"}]}],
+                }
+            ],
+        }
+    )
+    session = env.new_session()
+    run = env.post(session, "Start a background agent.")
+    final = env.wait_final(run, timeout=60)
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == "Started it."
+    notes = [d for d in _kinds(env.events(run), "notice") if "after_result" in d]
+    assert len(notes) == 1 and notes[0]["lingered"], notes  # claude did not exit by itself
+    env.wait(lambda: not run_processes(run), timeout=15, what="no process of the run left")
+    second = env.wait_final(env.post(session, "And now?"), timeout=60)
+    assert second["status"] == "succeeded" and second["result_text"] == "Second answer.", second
+
+
+def test_what_claude_answers_after_its_result_is_not_part_of_the_run(octipus: Callable[..., Env]) -> None:
+    """A background shell that ends after claude's result makes claude answer its notification with
+    one more model turn before it exits (2.1.197): on main that text was appended to the run's
+    answer. It is not part of the run: the answer is the turn's own, one notice counts the rest."""
+    background = {"command": "sleep 4; echo finished", "description": "background", "run_in_background": True}
+    env = octipus(
+        {
+            "steps": [
+                {"content": [{"type": "tool_use", "name": "Bash", "input": background}]},
+                {"content": [{"type": "text", "text": "Started it."}]},
+                {"content": [{"type": "text", "text": "The background shell finished."}]},
+            ]
+        }
+    )
+    run = env.post(env.new_session(), "Start a background shell.")
+    final = env.wait_final(run, timeout=60)
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == "Started it."
+    events = env.events(run)
+    assert [d["text"] for d in _kinds(events, "text")] == ["Started it."]
+    assert len(_kinds(events, "result")) == 1

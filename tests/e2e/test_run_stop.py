@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from octipusd.runner.process import run_processes
 from octipusd.testing.stub_cli import CLAUDE_INIT, claude_result
 from tests.e2e.conftest import Env
 from tests.e2e.test_stream_framing import stub_binary
@@ -159,4 +160,95 @@ def test_a_grandchild_that_leaves_its_session_and_clears_its_environment_ends_wi
     assert env.wait_final(run, timeout=60)["status"] == "cancelled"
     assert _wait_gone(escaper), (
         "a grandchild that called setsid and cleared its environment survived the stop"
+    )
+
+
+ANSWER = "the turn's own answer"
+
+
+def _outlives_its_result(
+    octipus: Callable[..., Env], tmp_path: Path, afterwards: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """A vendor that answers, then does ``afterwards`` instead of exiting (issue 26 item 1). Its run
+    ends ``succeeded`` with only that answer (bounded by the grace after the result, not by the
+    hour of the active-work limit), no process of it is left, and the session's next turn runs at
+    once. Returns the run's id and its events."""
+    env = _start(
+        octipus,
+        tmp_path,
+        [
+            {"read_line": True},
+            {"emit": INIT},
+            {"emit": _assistant({"type": "text", "text": ANSWER})},
+            {"emit": _result(ANSWER, tokens=7)},
+            *afterwards,
+        ],
+    )
+    session = env.new_session()
+    run = env.post(session, "go")
+    final = env.wait_final(run, timeout=45)
+    assert final["status"] == "succeeded", final
+    assert final["result_text"] == ANSWER
+    assert final["input_tokens"] == 7 and final["output_tokens"] == 7, final
+    env.wait(lambda: not run_processes(run), timeout=15, what="no process of the run left")
+    events = env.events(run)
+    notes = [e["data"] for e in events if e["kind"] == "notice" and "after_result" in e["data"]]
+    assert len(notes) == 1 and notes[0]["lingered"], notes
+    # the admission slot and the session are free: the next turn is accepted and runs
+    (tmp_path / "stub.json").write_text(
+        json.dumps([{"read_line": True}, {"emit": INIT}, {"emit": _result("again")}])
+    )
+    second = env.wait_final(env.post(session, "again"), timeout=45)
+    assert second["status"] == "succeeded" and second["result_text"] == "again", second
+    return run, events
+
+
+def test_a_vendor_silent_after_its_result_with_its_pipes_open_ends_its_run(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
+    """It ignores stdin EOF and sleeps without closing stdout or stderr."""
+    _run, events = _outlives_its_result(octipus, tmp_path, [{"read_until_eof": True}, {"sleep": 600}])
+    assert [e["data"]["text"] for e in events if e["kind"] == "text"] == [ANSWER]
+
+
+def test_what_a_vendor_prints_after_its_result_is_not_part_of_the_run(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
+    """It goes on with tool uses, texts and another result, then keeps printing."""
+    late_tool = {"type": "tool_use", "id": "toolu_late", "name": "Bash", "input": {"command": "id"}}
+    _run, events = _outlives_its_result(
+        octipus,
+        tmp_path,
+        [
+            {"emit": _assistant(late_tool)},
+            {"emit": _assistant({"type": "text", "text": "late text"})},
+            {"emit": _result("late answer", tokens=999)},
+            {"emit_burst": {"count": 6000, "per_second": 20}},
+        ],
+    )
+    assert [e["data"]["text"] for e in events if e["kind"] == "text"] == [ANSWER]
+    assert not [e for e in events if e["kind"] == "tool_use"], (
+        "a tool use printed after the result was stored"
+    )
+    assert [e["kind"] for e in events].count("result") == 1
+    notes = [e["data"] for e in events if e["kind"] == "notice" and "after_result" in e["data"]]
+    assert notes[0]["after_result"] >= 3, notes
+
+
+def test_a_vendor_waiting_for_a_grandchild_that_holds_its_stdout_ends_its_run(
+    octipus: Callable[..., Env], tmp_path: Path
+) -> None:
+    """It does not exit while its background child runs, and that child holds its stdout and stderr
+    (Claude Code with a ``run_in_background`` shell)."""
+    pid_file = tmp_path / "holder.pid"
+    _outlives_its_result(
+        octipus,
+        tmp_path,
+        [
+            {"spawn_background": {"pid_file": str(pid_file), "seconds": 600, "inherit_stdio": True}},
+            {"wait_background": True},
+        ],
+    )
+    assert _wait_gone(int(pid_file.read_text())), (
+        "the grandchild holding the vendor's stdout survived the run"
     )

@@ -731,3 +731,23 @@ def test_guidance_replayed_together_is_acknowledged_item_by_item(tmp_path: Path)
     assert isinstance(other, StatusEvent) and other.status == "user_replay"
     (late,) = parse_all([_replay("g4")], parser)
     assert late.kind == "steering_delivered" and getattr(late, "text", None) == "g4"
+
+
+def test_the_prompt_is_pending_until_claude_replays_it(tmp_path: Path) -> None:
+    """A resumed Claude answers the notification of a background task its earlier process left (a
+    result of no turn) before it replays the launch prompt (2.1.197): that result does not answer it."""
+    parser = ClaudeStreamParser(
+        LaunchRequest(binary="claude", cwd=tmp_path, run_dir=tmp_path, prompt="And now?")
+    )
+    notification = line(
+        {"type": "system", "subtype": "task_notification", "task_id": "b1", "status": "stopped"}
+    )
+    parse_all(
+        [notification, line({"type": "result", "subtype": "success", "result": "", "num_turns": 0})], parser
+    )
+    assert parser.prompt_pending()
+    parse_all([_replay("something else")], parser)
+    assert parser.prompt_pending()
+    parse_all([_replay("And now?")], parser)
+    assert not parser.prompt_pending()
+    assert not ClaudeStreamParser().prompt_pending()  # a recorded stream's: no prompt to wait for

@@ -14,11 +14,17 @@ from octipus_vibe import VibeAdapter
 from octipusd.adapter import (
     Adapter,
     AdapterDefaults,
+    ControlCancelEvent,
     EventKind,
     LaunchRequest,
+    ResultEvent,
     RunFailureEvent,
+    SessionEvent,
     StreamParserDefaults,
+    TextEvent,
+    ToolUseEvent,
     Usage,
+    VendorEvent,
 )
 from octipusd.adapterkit import decode_line, load_object
 from octipusd.errors import AdapterError
@@ -54,6 +60,8 @@ def test_defaults_declare_the_common_vendor(tmp_path: Path) -> None:
         plain.check_additive_flags(["--x"])
     assert (plain.binary_env, plain.space_mode, dict(plain.tool_aliases)) == (None, None, {})
     assert StreamParserDefaults().steer("guidance") is None
+    assert StreamParserDefaults().prompt_pending() is False
+    assert plain.after_result(TextEvent(raw=None, text="late")) is False
 
 
 @pytest.mark.parametrize(
@@ -89,6 +97,26 @@ def test_the_vendors_that_differ_override_the_defaults(tmp_path: Path) -> None:
     assert CodexAdapter().tool_aliases["commandExecution"] == "Bash" and not ClaudeCodeAdapter().tool_aliases
     assert VibeAdapter().space_mode is None and CodexAdapter().space_mode is not None
     assert CodexAdapter().capabilities({"transport": "exec"}) != CodexAdapter().capabilities({})
+
+
+@pytest.mark.parametrize(
+    ("adapter", "kept"),
+    [
+        (ClaudeCodeAdapter(), {SessionEvent}),  # it announces each turn it starts, the prompt's too
+        (CodexAdapter(), {ControlCancelEvent}),  # serverRequest/resolved after an interrupted turn
+        (VibeAdapter(), set()),
+        (AntigravityAdapter(), set()),
+    ],
+)
+def test_what_may_follow_a_final_result_is_declared(adapter: Adapter, kept: set[type[VendorEvent]]) -> None:
+    after = [
+        SessionEvent(raw=None, session_id="s"),
+        ControlCancelEvent(raw=None, request_id="r"),
+        TextEvent(raw=None, text="late"),
+        ToolUseEvent(raw=None, tool_use_id="t", name="Bash", input={}),
+        ResultEvent(raw=None, is_error=False, subtype="success", text="late"),
+    ]
+    assert {type(e) for e in after if adapter.after_result(e)} == kept
 
 
 def test_lines_are_decoded_and_objects_loaded_without_raising() -> None:

@@ -7,6 +7,7 @@ the final status, a stop that drops what comes after it, the cold fallback, a he
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.outcome import Happened, final_status
+from octipusd.runtime.services import RunLimits
 from octipusd.runtime.supervisor import RunSupervisor
 from octipusd.settings import Settings
 from octipusd.store.records import Run, RunStatus
@@ -87,7 +89,7 @@ Script = Callable[[str], Recording]
 
 @asynccontextmanager
 async def _daemon(
-    store: Store, tmp_path: Path, scripts: Sequence[Script]
+    store: Store, tmp_path: Path, scripts: Sequence[Script], limits: RunLimits | None = None
 ) -> AsyncIterator[tuple[RunManager, ReplayLauncher]]:
     def recording(spec: LaunchSpec, run_id: str) -> Recording:
         return scripts[len(launcher.transports)](_session_id(spec))
@@ -112,6 +114,8 @@ async def _daemon(
         config_notices=None,
         launcher=launcher,
     )
+    if limits is not None:
+        runs.services = dataclasses.replace(runs.services, limits=limits)
     async with anyio.create_task_group() as tg:
         runs.bind(tg)
         yield runs, launcher
