@@ -59,12 +59,15 @@ class VendorKit(Protocol):
         relay: Whether the vendor relays its native permission requests to Octipus.
         resumes: Whether Octipus resumes the vendor's own session on a follow-up turn.
         reports_usage: Whether the vendor reports token usage (else it is estimated).
+        sandbox_without_network: Whether the vendor runs its commands, approved ones included, in a
+            sandbox of its own without network (Codex's ``workspace-write``).
     """
 
     adapter: str
     relay: bool
     resumes: bool
     reports_usage: bool
+    sandbox_without_network: bool
 
     def start_model(self, steps: list[Step]) -> ModelServer:
         """Start the vendor's scripted model server playing ``steps``."""
@@ -247,10 +250,12 @@ def bridge_helper(kit: VendorKit, root: Path) -> None:
     the vendor's environment only: never on a command line, in the stored events, the prompt dump or
     the daemon's log.
 
-    The helper reaches the bridge on the loopback network. A vendor that relays its commands runs an
-    approved one as the person approved it; one without a relay runs it in its own sandbox, which may
-    hold no network (Codex exec's ``workspace-write``), so its session runs in permission mode
-    ``full``."""
+    The helper reaches the bridge on the loopback network. A vendor with a sandbox of its own may
+    run even a command the person approved inside it, and that sandbox may hold no network at all
+    (Codex's ``workspace-write``, app-server and exec alike: Octipus keeps it so), so a vendor whose
+    kit says so (``sandbox_without_network``) runs its session in permission mode ``full``; the
+    helper's call still goes through Octipus's own policy. A vendor without a relay runs in ``full``
+    too (its own permissions would refuse the shell it runs the helper from)."""
     arguments = json.dumps({"command": "echo through-the-helper > helper.txt"})
     steps = [
         kit.shell(f"{BRIDGE_HELPER_NAME} list > tools.txt"),
@@ -258,7 +263,8 @@ def bridge_helper(kit: VendorKit, root: Path) -> None:
         kit.text("helper done"),
     ]
     with octipus(kit, root, steps) as env:
-        session = env.new_session(**({} if kit.relay else {"permission_mode": "full"}))
+        full = kit.sandbox_without_network or not kit.relay
+        session = env.new_session(**({"permission_mode": "full"} if full else {}))
         run = env.post(session, "use the bridge helper")
         approvals: list[dict[str, Any]] = []
         tokens: set[str] = set()

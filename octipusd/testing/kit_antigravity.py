@@ -122,6 +122,7 @@ class AntigravityKit:
     relay = False
     resumes = False
     reports_usage = False
+    sandbox_without_network = False
 
     def __init__(self, tool_permission: str = "always-proceed") -> None:
         self.tool_permission = tool_permission

@@ -18,6 +18,7 @@ class ClaudeKit:
     relay = True
     resumes = True
     reports_usage = True
+    sandbox_without_network = False
 
     def start_model(self, steps: list[Step]) -> ModelServer:
         """Start the scripted Anthropic Messages server."""

@@ -109,16 +109,29 @@ class CodexKit:
     relay = True
     resumes = True
     reports_usage = True
+    sandbox_without_network = True
 
     def start_model(self, steps: list[Step]) -> ModelServer:
         """Start the scripted Responses server."""
         return ScriptedResponsesServer({"steps": steps}).start()
 
     def daemon_env(self, home: Path, model: ModelServer) -> dict[str, str]:
-        """Write ``home/.codex/config.toml`` for the model; return CODEX_HOME and the binary."""
+        """Write ``home/.codex/config.toml`` for the model; return CODEX_HOME, TMPDIR and the binary.
+
+        ``TMPDIR`` is a folder beside HOME, as on a user's machine where ``~/.codex`` is not under
+        the temporary folder: Codex (0.171.0) refuses to create its helper folder (the
+        ``codex-linux-sandbox`` and ``apply_patch`` links it puts first on ``PATH``) under its
+        temporary folder, and without it every sandboxed command fails with ``bwrap: execvp
+        codex-linux-sandbox: No such file or directory``. A test's HOME is under ``/tmp``, so the
+        kit's Codex would run with a broken sandbox; an approved command then worked only when
+        Codex took that failure for a sandbox denial and ran it again without sandbox, which it
+        does only when the failed attempt has ended and printed before it looks (a race)."""
         codex_home = home / ".codex"
         write_codex_config(codex_home, model.base_url)
+        tmp = home.parent / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
         return {
+            "TMPDIR": str(tmp),
             "CODEX_HOME": str(codex_home),
             "OCTIPUS_CODEX_BINARY": str(require_codex()),
         }

@@ -138,6 +138,7 @@ class VibeKit:
     relay = True
     resumes = True
     reports_usage = True
+    sandbox_without_network = False
 
     def start_model(self, steps: list[Step]) -> ModelServer:
         """Start the scripted Chat Completions server (fails first when Vibe is not installed)."""
