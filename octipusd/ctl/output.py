@@ -41,6 +41,8 @@ _BACKSLASH_BEFORE_TEXT_BRACKET: Final = re.compile(r"\\(?=\[(?![a-z#/@][^\[]*?\]
 #: An empty span of a style: after a value's trailing backslashes (doubled), it makes rich read them
 #: as that many backslashes whatever follows the value, a tag, plain text or nothing.
 _AFTER_TRAILING_BACKSLASHES: Final = "[dim][/dim]"
+#: What may follow the "[" of a tag (rich's markup): a value starting so could end a tag begun before it.
+_TAG_START: Final = re.compile(r"[a-z#/@]")
 
 
 def safe(value: object) -> str:
@@ -55,8 +57,17 @@ def safe(value: object) -> str:
     text = _BACKSLASH_BEFORE_TEXT_BRACKET.sub(r"\\\\", inert("" if value is None else str(value)))
     body = text.rstrip("\\")
     if len(body) == len(text):
-        return escape(text)
-    return escape(body) + "\\" * (2 * (len(text) - len(body))) + _AFTER_TRAILING_BACKSLASHES
+        shown = escape(text)
+    else:
+        shown = escape(body) + "\\" * (2 * (len(text) - len(body))) + _AFTER_TRAILING_BACKSLASHES
+    # a tag never holds a "[": an empty span before the value keeps a "[" just before it (the format's
+    # or another value's) from opening a tag in it, one after it keeps a "[" it leaves open from
+    # closing on what follows it (two values side by side: "abc[/x" then "]tail")
+    if _TAG_START.match(text):
+        shown = _AFTER_TRAILING_BACKSLASHES + shown
+    if "[" in text.rpartition("]")[2] and not shown.endswith(_AFTER_TRAILING_BACKSLASHES):
+        shown += _AFTER_TRAILING_BACKSLASHES
+    return shown
 
 
 class _Inert:

@@ -72,6 +72,34 @@ def test_safe_text_is_shown_as_written_wherever_it_stands(text: str, around: tup
     assert captured.get() == expected + "\n"
 
 
+@settings(max_examples=300)
+@given(
+    st.lists(ANY_TEXT.map(lambda text: text.replace("\t", " ")), min_size=2, max_size=3),
+    st.sampled_from([("", "", ""), ("[", "", "]"), ("[", " ", "]"), ("a ", "] [", " b")]),
+)
+def test_safe_values_side_by_side_are_shown_as_written(
+    texts: list[str], joints: tuple[str, str, str]
+) -> None:
+    """Values side by side, or between the format's own brackets: none closes a tag another opened."""
+    with console.capture() as captured:
+        console.print(joints[0] + joints[1].join(safe(t) for t in texts) + joints[2], markup=True)
+    assert captured.get() == joints[0] + joints[1].join(inert(t) for t in texts) + joints[2] + "\n"
+
+
+def test_a_value_cannot_close_the_tag_another_value_left_open() -> None:
+    for first, second in (
+        ("abc[/x", "]tail"),
+        ("abc[link=https://evil/", "]Approved"),
+        ("cli-native:x[reverse", "] rm"),
+    ):
+        with console.capture() as captured:
+            console.print(f"{safe(first)}{safe(second)}")
+        assert captured.get() == first + second + "\n"
+    with console.capture() as captured:
+        console.print(f"[{safe('bold')}] x")
+    assert captured.get() == "[bold] x\n"
+
+
 def test_the_consoles_make_even_unescaped_text_inert(capsys: pytest.CaptureFixture[str]) -> None:
     table = Table("raw cell")
     table.add_row(HOSTILE)  # a value put in without safe(): its markup is read, its escapes are not

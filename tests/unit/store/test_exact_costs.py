@@ -99,3 +99,22 @@ def test_a_float_is_refused_not_rounded_silently(store_url: str) -> None:
         with pytest.raises(StoreError, match="must be a Decimal"):
             store.update_run(run.id, cost_usd=0.5)
         assert store.get_run(run.id).cost_usd is None
+
+
+def test_a_figure_past_the_money_bound_is_migrated_as_not_reported(store_url: str, tmp_path: Path) -> None:
+    """An adapter once stored any finite float: 1e12 dollars is past a BIGINT of nano-dollars, so the
+    migration keeps it as no figure (as ``octipusd.money.usd`` reads it) rather than failing the start."""
+    seeded = seed_legacy_costs(store_url, tmp_path)
+    engine = make_engine(store_url)
+    try:
+        with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, conn.begin():
+            conn.execute(
+                sa.text("UPDATE runs SET cost_usd = :huge WHERE id = :id"),
+                {"huge": 1e12, "id": seeded.runs["a"]},
+            )
+    finally:
+        engine.dispose()
+    upgrade(store_url)
+    with Store.open(store_url) as store:
+        assert store.get_run(seeded.runs["a"]).cost_usd is None
+        assert store.get_run(seeded.runs["b"]).cost_usd == FIGURES["b"][1]

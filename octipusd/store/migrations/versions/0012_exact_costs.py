@@ -36,13 +36,19 @@ depends_on: str | Sequence[str] | None = None
 
 #: Nano-dollars in a dollar.
 _NANOS_PER_USD: Final = 10**9
+#: The largest figure kept, in US dollars (``octipusd.money.MAX_FIGURE_USD`` when this was written).
+_MAX_FIGURE_USD: Final = 1_000_000
 #: Rows converted per statement (runs, result events).
 _BATCH_ROWS: Final = 500
 
 
 def _nanos(figure: object) -> int | None:
-    """A stored float figure (US dollars) as whole nano-dollars; None for no figure or not a number."""
+    """A stored float figure (US dollars) as whole nano-dollars; None for no figure, not a number, or
+    a figure past :data:`_MAX_FIGURE_USD` (what ``octipusd.money.usd`` takes for not reported: an
+    adapter once stored any finite float, and 1e12 dollars in nano-dollars is past a BIGINT)."""
     if isinstance(figure, bool) or not isinstance(figure, int | float) or not math.isfinite(figure):
+        return None
+    if abs(figure) > _MAX_FIGURE_USD:
         return None
     exact = Decimal(repr(float(figure))) * _NANOS_PER_USD
     return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
