@@ -66,6 +66,9 @@ class Attempt:
             result reported one.
         answers: The texts of the run's accepted successful results, in order: a steered process
             answers more than once, and a follow-up invocation starts with the earlier ones.
+        answers_before_result: How many :attr:`answers` there were before the last accepted result.
+        answers_before_prompt: How many there were before the result that ended the turn before the
+            vendor took its prompt: :meth:`reopen` drops the rest (they answered something else).
     """
 
     process: Transport | None = None
@@ -87,12 +90,15 @@ class Attempt:
     bridge_pending: str | None = None
     cost_usd: Decimal | None = None
     answers: list[str] = field(default_factory=list)
+    answers_before_result: int = 0
+    answers_before_prompt: int = 0
 
     def accept_result(self, result: ResultEvent) -> None:
         """Keep an accepted result: the last one decides the invocation's outcome, every one's cost
         counts, and every successful one's text is part of the answer."""
         self.result = result
         self.results_seen += 1
+        self.answers_before_result = len(self.answers)
         if result.cost_usd is not None:
             self.cost_usd = (self.cost_usd or Decimal(0)) + result.cost_usd
         if result.text and not result_failed(result):
@@ -121,12 +127,15 @@ class Attempt:
             self.exit_by = anyio.current_time() + grace
             self.frozen_usage = self.usage()
             self.before_prompt = before_prompt
+            self.answers_before_prompt = self.answers_before_result
         if self.reading is not None:
             self.reading.deadline = min(self.reading.deadline, self.exit_by)
 
     def reopen(self) -> None:
         """The vendor takes the launch prompt only after the result that ended the turn (which
-        answered something else): the turn goes on to its next result; the input stays ended."""
+        answered something else, so its text is no part of the answer): the turn goes on to its next
+        result; the input stays ended."""
+        del self.answers[self.answers_before_prompt :]
         self.exit_by, self.before_prompt = None, False
         self.frozen_usage = None
         self.results_seen = 0

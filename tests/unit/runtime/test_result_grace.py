@@ -106,7 +106,7 @@ async def test_a_vendor_taking_its_prompt_after_an_earlier_result_goes_on_with_t
             "task_id": "b1",
             "status": "stopped",
         }
-        background = {**_result(sid, "", tokens=0), "num_turns": 0}
+        background = {**_result(sid, "the notification's answer", tokens=0), "num_turns": 0}
         replay = {
             "type": "user",
             "message": {"role": "user", "content": "go"},
@@ -121,5 +121,5 @@ async def test_a_vendor_taking_its_prompt_after_an_earlier_result_goes_on_with_t
     assert final.status == RunStatus.SUCCEEDED, final.reason
     assert final.result_text == "the answer" and final.output_tokens == 5
     kinds = _kinds(store, final.id)
-    assert [d["text"] for k, d in kinds if k == "result"] == ["", "the answer"]
+    assert [d["text"] for k, d in kinds if k == "result"] == ["the notification's answer", "the answer"]
     assert [(d["lingered"], d["after_result"]) for d in _after_result(kinds)] == [(True, 0)]
