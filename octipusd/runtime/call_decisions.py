@@ -214,6 +214,9 @@ class CallDecisions:
         """
         left = await in_thread(lambda: self.store.undecided_invocations(owner=self.owner))
         for invocation in left:
+            # read before the claim: a failure after it would leave the call claimed by this daemon,
+            # which its later passes skip
+            session = await in_thread(self.store.get_session, invocation.session_id)
             token = uuid.uuid4().hex
             claim = functools.partial(
                 self.store.claim_undecided, invocation.id, token=token, owner=self.owner
@@ -226,6 +229,5 @@ class CallDecisions:
                 invocation.id,
                 invocation.tool,
             )
-            session = await in_thread(self.store.get_session, invocation.session_id)
             await self.decide(invocation, session.workspace, token, again=True)
         return len(left)
