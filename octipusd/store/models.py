@@ -52,6 +52,12 @@ __all__ = [
     "ModelRowRow",
     "PermissionGrantRow",
     "PermissionRuleRow",
+    "PipelineAttemptRow",
+    "PipelineEventRow",
+    "PipelineItemRow",
+    "PipelineNodeRow",
+    "PipelineRow",
+    "PipelineTemplateRow",
     "PlanFeedbackRow",
     "RunEventRow",
     "RunRow",
@@ -238,6 +244,11 @@ class RunRow(SQLModel, table=True):
     resume_key: str | None = Field(default=None, sa_type=sa.Text)
     receipt: str | None = Field(default=None, sa_type=sa.Text)  # a child's receipt (JSON object)
     host_services: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    # a pipeline stage worker's run: its pipeline, attempt, stage name and plan item (NULL otherwise)
+    pipeline_id: str | None = Field(default=None, index=True, sa_type=_ID)
+    pipeline_attempt_id: str | None = Field(default=None, sa_type=_ID)
+    stage: str | None = Field(default=None, sa_type=sa.Text)
+    item_id: str | None = Field(default=None, sa_type=_ID)
 
 
 class RunEventRow(SQLModel, table=True):
@@ -586,3 +597,161 @@ class VaultEntryRow(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
     last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     last_used_tool: str | None = Field(default=None, sa_type=sa.Text)
+
+
+class PipelineTemplateRow(SQLModel, table=True):
+    """Table ``pipeline_templates``: a stored pipeline template (FACTS.md §6).
+
+    ``owner`` is the user who imported it (NULL: unowned, visible to every user); ``document`` is the
+    template as its export envelope (JSON ``{octipusRecipe: 1, name, description, steps,
+    parameters}``). Presets ship with the package and are not rows.
+    """
+
+    __tablename__ = "pipeline_templates"
+    __table_args__ = (sa.UniqueConstraint("owner", "name"),)
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    name: str = Field(sa_type=sa.Text)
+    owner: str | None = Field(default=None, sa_type=sa.Text)
+    description: str | None = Field(default=None, sa_type=sa.Text)
+    document: str = Field(sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class PipelineRow(SQLModel, table=True):
+    """Table ``pipelines``: one pipeline run's public record (the engine keeps where its workflow is).
+
+    ``template`` is the template document it runs (JSON, frozen at creation), ``params`` its
+    parameter values (JSON object), ``graph`` the compiled graph (JSON). ``plan`` is the work plan
+    linked at launch (JSON: whether the pipeline created it, its title and goal kept). ``metadata_``
+    (column ``metadata``) holds allowances and other JSON state (``approvedCalls``, next issue);
+    ``pending_changes`` the item edits queued for the next item boundary (JSON list).
+    ``generation`` counts the walks (each resume or rewind starts one); ``workflow_id`` is the
+    engine's id of the current walk; ``current_node``/``current_item_id`` where it is;
+    ``tokens_used`` the stage workers' tokens (the pipeline pool).
+    """
+
+    __tablename__ = "pipelines"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    session_id: str = Field(foreign_key="sessions.id", index=True, sa_type=_ID)
+    user: str = Field(sa_type=sa.Text)
+    workspace: str = Field(sa_type=sa.Text)
+    name: str = Field(sa_type=sa.Text)
+    template_id: str | None = Field(default=None, sa_type=sa.Text)
+    template: str = Field(sa_type=sa.Text)
+    params: str = Field(default="{}", sa_type=sa.Text)
+    graph: str = Field(sa_type=sa.Text)
+    status: str = Field(index=True, sa_type=sa.String(24))
+    summary: str | None = Field(default=None, sa_type=sa.Text)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    plan: str | None = Field(default=None, sa_type=sa.Text)
+    metadata_: str = Field(default="{}", sa_column=sa.Column("metadata", sa.Text(), nullable=False))
+    pending_changes: str = Field(default="[]", sa_type=sa.Text)
+    tokens_used: int = Field(default=0, sa_type=sa.BigInteger)
+    generation: int = Field(default=0)
+    workflow_id: str | None = Field(default=None, sa_type=sa.Text)
+    current_node: str | None = Field(default=None, sa_type=sa.String(16))
+    current_item_id: str | None = Field(default=None, sa_type=_ID)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class PipelineItemRow(SQLModel, table=True):
+    """Table ``pipeline_items``: one plan item of a pipeline (FACTS.md §6, the seed's ``acceptance``).
+
+    ``ordinal`` orders the items (reordering rewrites it); ``evidence`` is what a person gave when
+    the item was skipped as already delivered.
+    """
+
+    __tablename__ = "pipeline_items"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    pipeline_id: str = Field(foreign_key="pipelines.id", index=True, sa_type=_ID)
+    ordinal: int
+    title: str = Field(sa_type=sa.Text)
+    detail: str | None = Field(default=None, sa_type=sa.Text)
+    acceptance: str | None = Field(default=None, sa_type=sa.Text)
+    status: str = Field(sa_type=sa.String(24))
+    created_by_node_key: str | None = Field(default=None, sa_type=sa.String(16))
+    created_by_user: str | None = Field(default=None, sa_type=sa.Text)
+    result: str | None = Field(default=None, sa_type=sa.Text)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    evidence: str | None = Field(default=None, sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class PipelineNodeRow(SQLModel, table=True):
+    """Table ``pipeline_nodes``: one graph node's state in a pipeline (``n0``, ``n1``, ...).
+
+    ``traversals`` counts entries through a bounded backward edge (``qa_fail``); ``retries`` the
+    contract retries of its current visit; ``output`` its latest completed output.
+    """
+
+    __tablename__ = "pipeline_nodes"
+
+    pipeline_id: str = Field(primary_key=True, foreign_key="pipelines.id", sa_type=_ID)
+    key: str = Field(primary_key=True, sa_type=sa.String(16))
+    kind: str = Field(sa_type=sa.String(16))
+    status: str = Field(sa_type=sa.String(24))
+    traversals: int = Field(default=0)
+    retries: int = Field(default=0)
+    output: str | None = Field(default=None, sa_type=sa.Text)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class PipelineAttemptRow(SQLModel, table=True):
+    """Table ``pipeline_attempts``: one stage attempt (seed 003: its id is kept in the checkpoint).
+
+    A resume continues the same attempt (its vendor session is kept under the reuse key
+    ``<adapter>::pipeline:<id>``); ``run_ids`` lists the stage-worker runs it took (JSON list);
+    ``incomplete_text`` is the text so far of an unfinished attempt (never its output); ``counters``
+    the evidence counters (JSON); ``step_id`` the engine's step number (a ``fromStage`` rewind forks
+    there).
+    """
+
+    __tablename__ = "pipeline_attempts"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    pipeline_id: str = Field(foreign_key="pipelines.id", index=True, sa_type=_ID)
+    node_key: str = Field(sa_type=sa.String(16))
+    stage: str = Field(sa_type=sa.Text)
+    item_id: str | None = Field(default=None, sa_type=_ID)
+    number: int
+    start_reason: str = Field(sa_type=sa.Text)
+    status: str = Field(sa_type=sa.String(24))
+    run_ids: str = Field(default="[]", sa_type=sa.Text)
+    incomplete_text: str | None = Field(default=None, sa_type=sa.Text)
+    result: str | None = Field(default=None, sa_type=sa.Text)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    retry_reason: str | None = Field(default=None, sa_type=sa.Text)
+    counters: str | None = Field(default=None, sa_type=sa.Text)
+    tokens: int = Field(default=0, sa_type=sa.BigInteger)
+    step_id: int | None = Field(default=None)
+    generation: int = Field(default=0)
+    started_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class PipelineEventRow(SQLModel, table=True):
+    """Table ``pipeline_events``: a pipeline's durable history (``seq`` per pipeline, from 1).
+
+    ``item_id``/``attempt_id`` are the item and attempt the event belongs to (NULL: unassigned; an
+    event's provenance is never guessed); ``data`` is a JSON object.
+    """
+
+    __tablename__ = "pipeline_events"
+    __table_args__ = (sa.UniqueConstraint("pipeline_id", "seq"),)
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=_BIG_ID)
+    pipeline_id: str = Field(foreign_key="pipelines.id", sa_type=_ID)  # indexed by the unique key
+    seq: int
+    kind: str = Field(sa_type=sa.Text)
+    item_id: str | None = Field(default=None, sa_type=_ID)
+    attempt_id: str | None = Field(default=None, sa_type=_ID)
+    data: str = Field(default="{}", sa_type=sa.Text)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)

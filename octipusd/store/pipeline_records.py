@@ -1,0 +1,219 @@
+"""The pipeline's public record as the store returns it (seed 003, FACTS.md §6): frozen values.
+
+The statuses are the seeds' names, the public interface: a pipeline is ``planning``, ``running``,
+``paused``, ``awaiting_approval``, ``completed``, ``failed`` or ``stopped`` (resumable, distinct
+from ``failed``); a graph node ``pending``, ``running``, ``awaiting_approval``, ``approved``,
+``completed``, ``failed`` or ``skipped``; a plan item ``pending``, ``running``, ``done``, ``failed``
+or ``skipped``. A stage attempt is ``running`` until it ``succeeded``, ``failed``, was ``stopped``
+or ``interrupted`` (the daemon died under it; a restart pauses the pipeline, never re-runs it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "AttemptStatus",
+    "ItemStatus",
+    "NodeStatus",
+    "Pipeline",
+    "PipelineAttempt",
+    "PipelineEvent",
+    "PipelineItem",
+    "PipelineNode",
+    "PipelineStatus",
+    "PipelineTemplateRecord",
+]
+
+
+class PipelineStatus(StrEnum):
+    """A pipeline run's status (seed 003, FACTS.md §6)."""
+
+    PLANNING = "planning"
+    RUNNING = "running"
+    PAUSED = "paused"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def active(self) -> bool:
+        """True while a walker may be working on it (``planning``, ``running``, ``awaiting_approval``)."""
+        return self in _ACTIVE
+
+
+_ACTIVE = frozenset({PipelineStatus.PLANNING, PipelineStatus.RUNNING, PipelineStatus.AWAITING_APPROVAL})
+
+
+class NodeStatus(StrEnum):
+    """A graph node's status within one pipeline."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    APPROVED = "approved"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class ItemStatus(StrEnum):
+    """A plan item's status."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class AttemptStatus(StrEnum):
+    """A stage attempt's status."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class PipelineTemplateRecord:
+    """A stored template: ``document`` is its export envelope (a JSON object, decoded)."""
+
+    id: str
+    name: str
+    owner: str | None
+    description: str | None
+    document: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One pipeline run (table ``pipelines``; JSON columns decoded).
+
+    Attributes:
+        id: 32 hex characters, the handle ``create_pipeline`` returns.
+        session_id: The session whose workspace and model it works with (the owner's).
+        user: The user it acts for.
+        workspace: Absolute path of the session's workspace at launch.
+        name: The template's name.
+        template_id: The stored template's id, or the preset's name, or None (an inline template).
+        template: The template document it runs (frozen at creation).
+        params: Its parameter values.
+        graph: The compiled graph.
+        status: :class:`PipelineStatus`.
+        summary: The running or final summary.
+        error: Why it failed, or None.
+        plan: The work plan linked at launch, or None.
+        metadata: JSON state (``approvedCalls``, ...).
+        pending_changes: Item edits queued for the next item boundary.
+        tokens_used: Tokens its stage workers used (the pipeline pool).
+        generation: How many walks it had (each resume or rewind starts one).
+        workflow_id: The engine's id of its current walk, or None.
+        current_node: The node it is at, or None.
+        current_item_id: The plan item it is at, or None.
+    """
+
+    id: str
+    session_id: str
+    user: str
+    workspace: str
+    name: str
+    template_id: str | None
+    template: dict[str, Any]
+    params: dict[str, Any]
+    graph: dict[str, Any]
+    status: PipelineStatus
+    summary: str | None
+    error: str | None
+    plan: dict[str, Any] | None
+    metadata: dict[str, Any]
+    pending_changes: list[dict[str, Any]]
+    tokens_used: int
+    generation: int
+    workflow_id: str | None
+    current_node: str | None
+    current_item_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PipelineItem:
+    """One plan item of a pipeline (FACTS.md §6, with the seed's ``acceptance``)."""
+
+    id: str
+    pipeline_id: str
+    ordinal: int
+    title: str
+    detail: str | None
+    acceptance: str | None
+    status: ItemStatus
+    created_by_node_key: str | None
+    created_by_user: str | None
+    result: str | None
+    error: str | None
+    evidence: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class PipelineNode:
+    """One graph node's state within a pipeline."""
+
+    pipeline_id: str
+    key: str
+    kind: str
+    status: NodeStatus
+    traversals: int
+    retries: int
+    output: str | None
+    error: str | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class PipelineAttempt:
+    """One stage attempt (its id is kept in the checkpoint; a resume continues it)."""
+
+    id: str
+    pipeline_id: str
+    node_key: str
+    stage: str
+    item_id: str | None
+    number: int
+    start_reason: str
+    status: AttemptStatus
+    run_ids: list[str]
+    incomplete_text: str | None
+    result: str | None
+    error: str | None
+    retry_reason: str | None
+    counters: dict[str, Any] | None
+    tokens: int
+    step_id: int | None
+    generation: int
+    started_at: datetime
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PipelineEvent:
+    """One durable history event (``item_id``/``attempt_id`` None: unassigned, never guessed)."""
+
+    pipeline_id: str
+    seq: int
+    kind: str
+    item_id: str | None
+    attempt_id: str | None
+    data: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
