@@ -23,11 +23,19 @@ import anyio.to_thread
 
 from octipusd.errors import DatabaseTimeoutError, ForbiddenError
 from octipusd.pipelines.status import pipeline_summary, status_document
-from octipusd.store.pipeline_item_store import ItemChanges
+from octipusd.store.pipeline_item_store import ItemChanges, ItemDraft
 from octipusd.store.pipeline_records import Pipeline
 from octipusd.store.repository import Store
 
-__all__ = ["PipelineCaller", "PipelineLimits", "PipelineRunner", "PipelineService", "ResumeRequest", "check_owner"]
+__all__ = [
+    "CreateRequest",
+    "PipelineCaller",
+    "PipelineLimits",
+    "PipelineRunner",
+    "PipelineService",
+    "ResumeRequest",
+    "check_owner",
+]
 
 T = TypeVar("T")
 
@@ -75,11 +83,39 @@ class ResumeRequest:
     evidence: str | None = None
 
 
-class PipelineRunner(Protocol):
-    """The walker: starts, resumes and stops a pipeline's durable workflow."""
+@dataclass(frozen=True)
+class CreateRequest:
+    """``create_pipeline`` / ``POST /v1/pipelines`` / ``octipusctl pipelines run``, as received.
 
-    async def start(self, pipeline: Pipeline) -> Pipeline:
-        """Start the first walk of a stored pipeline (status ``planning``/``running``)."""
+    Attributes:
+        template: A template's name or id (looked up: exact, then fuzzy, then the one-stage
+            ``Execute`` fallback), or a template document (steps and parameters, or the export envelope).
+        params: Parameter values by key.
+        session_id: The session it works in (an agent's own; a person may name one), or None: a person
+            gives ``workspace`` and a new session is made there.
+        workspace: The workspace directory (a person without a session).
+        description: The ``{{description}}`` of the prompts (what this run is for).
+        items: Plan items to start with (a pipeline whose first stage ``producesPlan`` makes its own).
+    """
+
+    template: str | dict[str, Any]
+    params: dict[str, Any]
+    session_id: str | None = None
+    workspace: str | None = None
+    description: str | None = None
+    items: tuple[ItemDraft, ...] = ()
+
+
+class PipelineRunner(Protocol):
+    """The walker: creates, starts, resumes and stops a pipeline's durable workflow."""
+
+    async def create(self, request: CreateRequest, caller: PipelineCaller) -> Pipeline:
+        """Validate, save the graph and initial checkpoint, and start the first walk; returns the handle.
+
+        Raises:
+            InvalidRequestError: A template or parameter error (naming the step and field).
+            NotFoundError: No such session.
+        """
         ...
 
     async def resume(
