@@ -1,0 +1,763 @@
+"""Store methods for pipeline runs: the run, its graph nodes, attempts and history (mixed into :class:`Store`).
+
+Seed 003 "Executable paths and pipeline recovery", FACTS.md §6. The durable engine keeps where a
+pipeline's workflow is; this is its public record, written by the workflow's steps and served to
+status reads. Plan items and their queued edits are in ``pipeline_item_store.py``.
+
+Concurrency: every write locks the pipeline's row first (``SELECT ... FOR UPDATE`` on PostgreSQL;
+SQLite's writes are serialised by the store's write lock), so one pipeline's writes never
+interleave; history sequence numbers are allocated under that lock. "Exactly once" changes (a
+resume claiming a stopped pipeline) are conditional on the status read under the lock: two
+concurrent resumes never both succeed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session as DbSession, col, select
+
+from octipusd.errors import ConflictError, NotFoundError
+from octipusd.store.codec import StoreMixin, check_limit, dump_object, load_object, new_id
+from octipusd.store.models import (
+    PipelineAttemptRow,
+    PipelineEventRow,
+    PipelineItemRow,
+    PipelineNodeRow,
+    PipelineRow,
+)
+from octipusd.store.pipeline_records import (
+    AttemptStatus,
+    ItemStatus,
+    NodeStatus,
+    Pipeline,
+    PipelineAttempt,
+    PipelineEvent,
+    PipelineItem,
+    PipelineNode,
+    PipelineStatus,
+)
+
+__all__ = [
+    "INTERRUPTED_SUMMARY",
+    "PipelineSnapshot",
+    "PipelineStoreMixin",
+    "item_record",
+    "lock_pipeline",
+]
+
+#: The summary a restart leaves on a pipeline it paused (FACTS.md §6 ``reconcileInterrupted``).
+INTERRUPTED_SUMMARY = "interrupted: the daemon stopped while it ran; resume it to continue"
+#: Pipeline fields :meth:`PipelineStoreMixin.update_pipeline` may set.
+_UPDATABLE = frozenset(
+    {"summary", "error", "current_node", "current_item_id", "workflow_id", "plan", "metadata"}
+)
+_TERMINAL = frozenset({PipelineStatus.COMPLETED, PipelineStatus.FAILED, PipelineStatus.STOPPED})
+
+
+@dataclass(frozen=True)
+class PipelineSnapshot:
+    """One consistent read of a pipeline: the run, its items (by ordinal), nodes (by key), attempts
+    (oldest first) and history (by seq; empty unless asked for)."""
+
+    pipeline: Pipeline
+    items: list[PipelineItem]
+    nodes: list[PipelineNode]
+    attempts: list[PipelineAttempt]
+    events: list[PipelineEvent]
+
+
+def _pipeline(row: PipelineRow) -> Pipeline:
+    changes = json.loads(row.pending_changes)
+    return Pipeline(
+        id=row.id,
+        session_id=row.session_id,
+        user=row.user,
+        workspace=row.workspace,
+        name=row.name,
+        template_id=row.template_id,
+        template=load_object(row.template),
+        params=load_object(row.params),
+        graph=load_object(row.graph),
+        status=PipelineStatus(row.status),
+        summary=row.summary,
+        error=row.error,
+        plan=load_object(row.plan) if row.plan is not None else None,
+        metadata=load_object(row.metadata_),
+        pending_changes=[c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else [],
+        tokens_used=row.tokens_used,
+        generation=row.generation,
+        workflow_id=row.workflow_id,
+        current_node=row.current_node,
+        current_item_id=row.current_item_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        ended_at=row.ended_at,
+    )
+
+
+def item_record(row: PipelineItemRow) -> PipelineItem:
+    """The frozen record of an item row."""
+    return PipelineItem(
+        id=row.id,
+        pipeline_id=row.pipeline_id,
+        ordinal=row.ordinal,
+        title=row.title,
+        detail=row.detail,
+        acceptance=row.acceptance,
+        status=ItemStatus(row.status),
+        created_by_node_key=row.created_by_node_key,
+        created_by_user=row.created_by_user,
+        result=row.result,
+        error=row.error,
+        evidence=row.evidence,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _node(row: PipelineNodeRow) -> PipelineNode:
+    return PipelineNode(
+        pipeline_id=row.pipeline_id,
+        key=row.key,
+        kind=row.kind,
+        status=NodeStatus(row.status),
+        traversals=row.traversals,
+        retries=row.retries,
+        output=row.output,
+        error=row.error,
+        updated_at=row.updated_at,
+    )
+
+
+def _attempt(row: PipelineAttemptRow) -> PipelineAttempt:
+    runs = json.loads(row.run_ids)
+    return PipelineAttempt(
+        id=row.id,
+        pipeline_id=row.pipeline_id,
+        node_key=row.node_key,
+        stage=row.stage,
+        item_id=row.item_id,
+        number=row.number,
+        start_reason=row.start_reason,
+        status=AttemptStatus(row.status),
+        run_ids=[str(r) for r in runs] if isinstance(runs, list) else [],
+        incomplete_text=row.incomplete_text,
+        result=row.result,
+        error=row.error,
+        retry_reason=row.retry_reason,
+        counters=load_object(row.counters) if row.counters is not None else None,
+        tokens=row.tokens,
+        step_id=row.step_id,
+        generation=row.generation,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+    )
+
+
+def _event(row: PipelineEventRow) -> PipelineEvent:
+    return PipelineEvent(
+        pipeline_id=row.pipeline_id,
+        seq=row.seq,
+        kind=row.kind,
+        item_id=row.item_id,
+        attempt_id=row.attempt_id,
+        data=load_object(row.data),
+        created_at=row.created_at,
+    )
+
+
+def lock_pipeline(db: DbSession, pipeline_id: str) -> PipelineRow:
+    """The pipeline's row, locked for this transaction (PostgreSQL ``FOR UPDATE``).
+
+    Raises:
+        NotFoundError: No such pipeline.
+    """
+    row = db.exec(select(PipelineRow).where(col(PipelineRow.id) == pipeline_id).with_for_update()).first()
+    if row is None:
+        raise NotFoundError(f"pipeline {pipeline_id} not found")
+    return row
+
+
+class PipelineStoreMixin(StoreMixin):
+    """Pipeline runs, nodes, attempts and history; see the module docstring."""
+
+    # ------------------------------------------------------------------ the run
+
+    def create_pipeline(
+        self,
+        *,
+        session_id: str,
+        user: str,
+        workspace: str,
+        name: str,
+        template_id: str | None,
+        template: dict[str, Any],
+        params: dict[str, Any],
+        graph: dict[str, Any],
+        nodes: Sequence[tuple[str, str]],
+        plan: dict[str, Any] | None = None,
+        status: PipelineStatus = PipelineStatus.PLANNING,
+    ) -> Pipeline:
+        """Store a new pipeline with its nodes (all ``pending``) and its first history event
+        (``created``): the graph and initial checkpoint, in one transaction.
+
+        Args:
+            nodes: ``(key, kind)`` of every graph node.
+
+        Raises:
+            InvalidRequestError: A JSON field is not a JSON object.
+            NotFoundError: No such session.
+            StoreError: The database failed.
+        """
+        now = self._clock()
+        row = PipelineRow(
+            id=new_id(),
+            session_id=session_id,
+            user=user,
+            workspace=workspace,
+            name=name,
+            template_id=template_id,
+            template=dump_object(template, "template"),
+            params=dump_object(params, "params"),
+            graph=dump_object(graph, "graph"),
+            status=status.value,
+            plan=dump_object(plan, "plan") if plan is not None else None,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._tx(f"creating a pipeline in session {session_id}", write=True) as db:
+            self._lock_session(db, session_id)
+            db.add(row)
+            db.flush()
+            for key, kind in nodes:
+                db.add(
+                    PipelineNodeRow(
+                        pipeline_id=row.id,
+                        key=key,
+                        kind=kind,
+                        status=NodeStatus.PENDING.value,
+                        updated_at=now,
+                    )
+                )
+            self._append_event(db, row.id, "created", {"name": name, "nodes": len(nodes)})
+        return _pipeline(row)
+
+    def get_pipeline(self, pipeline_id: str) -> Pipeline:
+        """The pipeline ``pipeline_id``.
+
+        Raises:
+            NotFoundError: No such pipeline.
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading pipeline {pipeline_id}") as db:
+            row = db.get(PipelineRow, pipeline_id)
+            if row is None:
+                raise NotFoundError(f"pipeline {pipeline_id} not found")
+            return _pipeline(row)
+
+    def list_pipelines(
+        self,
+        *,
+        user: str | None = None,
+        session_id: str | None = None,
+        statuses: Collection[PipelineStatus] | None = None,
+        limit: int = 100,
+    ) -> list[Pipeline]:
+        """Pipelines, newest first, filtered by equality on the given fields.
+
+        Raises:
+            InvalidRequestError: ``limit`` below 1.
+            StoreError: The database failed.
+        """
+        check_limit(limit)
+        query = select(PipelineRow)
+        if user is not None:
+            query = query.where(col(PipelineRow.user) == user)
+        if session_id is not None:
+            query = query.where(col(PipelineRow.session_id) == session_id)
+        if statuses is not None:
+            query = query.where(col(PipelineRow.status).in_([s.value for s in statuses]))
+        query = query.order_by(col(PipelineRow.created_at).desc(), col(PipelineRow.id)).limit(limit)
+        with self._tx("listing pipelines") as db:
+            return [_pipeline(r) for r in db.exec(query)]
+
+    def has_open_pipelines(self) -> bool:
+        """True when a pipeline is not finished (not completed or failed): the engine must run.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        done = [PipelineStatus.COMPLETED.value, PipelineStatus.FAILED.value]
+        with self._tx("looking for open pipelines") as db:
+            found = db.exec(
+                select(PipelineRow.id).where(col(PipelineRow.status).not_in(done)).limit(1)
+            ).first()
+            return found is not None
+
+    def pipeline_snapshot(self, pipeline_id: str, *, history: bool = True) -> PipelineSnapshot:
+        """The pipeline, its items, nodes, attempts and (``history``) events, from one read.
+
+        Raises:
+            NotFoundError: No such pipeline.
+            StoreError: The database failed.
+        """
+        with self._tx(f"reading the status of pipeline {pipeline_id}") as db:
+            row = db.get(PipelineRow, pipeline_id)
+            if row is None:
+                raise NotFoundError(f"pipeline {pipeline_id} not found")
+            items = db.exec(
+                select(PipelineItemRow)
+                .where(col(PipelineItemRow.pipeline_id) == pipeline_id)
+                .order_by(col(PipelineItemRow.ordinal), col(PipelineItemRow.created_at))
+            )
+            nodes = db.exec(
+                select(PipelineNodeRow).where(col(PipelineNodeRow.pipeline_id) == pipeline_id)
+            ).all()
+            attempts = db.exec(
+                select(PipelineAttemptRow)
+                .where(col(PipelineAttemptRow.pipeline_id) == pipeline_id)
+                .order_by(col(PipelineAttemptRow.started_at), col(PipelineAttemptRow.id))
+            )
+            events = (
+                db.exec(
+                    select(PipelineEventRow)
+                    .where(col(PipelineEventRow.pipeline_id) == pipeline_id)
+                    .order_by(col(PipelineEventRow.seq))
+                ).all()
+                if history
+                else []
+            )
+            return PipelineSnapshot(
+                pipeline=_pipeline(row),
+                items=[item_record(i) for i in items],
+                nodes=sorted((_node(n) for n in nodes), key=lambda n: _node_order(n.key)),
+                attempts=[_attempt(a) for a in attempts],
+                events=[_event(e) for e in events],
+            )
+
+    def set_pipeline_status(
+        self,
+        pipeline_id: str,
+        status: PipelineStatus,
+        *,
+        expect: Collection[PipelineStatus] | None = None,
+        event: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> Pipeline:
+        """Set the pipeline's status (and ``fields``: see :data:`_UPDATABLE`), recording a
+        ``status`` history event with ``event``'s data, only if its status is in ``expect``.
+
+        A move to ``completed``, ``failed`` or ``stopped`` stamps ``ended_at``; any other clears it.
+
+        Raises:
+            ConflictError: Its status is not in ``expect`` (the message names the status).
+            NotFoundError: No such pipeline.
+            StoreError: The database failed.
+        """
+        with self._tx(f"setting pipeline {pipeline_id} {status.value}", write=True) as db:
+            row = lock_pipeline(db, pipeline_id)
+            current = PipelineStatus(row.status)
+            if expect is not None and current not in expect:
+                raise ConflictError(
+                    f"pipeline {pipeline_id} is {current.value}, not {' or '.join(s.value for s in expect)}"
+                )
+            self._set_fields(row, fields)
+            row.status = status.value
+            row.ended_at = self._clock() if status in _TERMINAL else None
+            row.updated_at = self._clock()
+            db.add(row)
+            data = {"from": current.value, "to": status.value, **(event or {})}
+            self._append_event(db, pipeline_id, "status", data, item_id=row.current_item_id)
+            return _pipeline(row)
+
+    def claim_pipeline_walk(
+        self, pipeline_id: str, *, expect: Collection[PipelineStatus], workflow_id: str
+    ) -> Pipeline:
+        """Start a new walk of the pipeline: from a status in ``expect`` to ``running``, its
+        ``generation`` one more and ``workflow_id`` set, in one locked step (two concurrent resumes:
+        one wins, the other is refused).
+
+        Raises:
+            ConflictError: Its status is not in ``expect`` (running already, or a second resume).
+            NotFoundError: No such pipeline.
+            StoreError: The database failed.
+        """
+        with self._tx(f"starting a walk of pipeline {pipeline_id}", write=True) as db:
+            row = lock_pipeline(db, pipeline_id)
+            current = PipelineStatus(row.status)
+            if current not in expect:
+                raise ConflictError(
+                    f"pipeline {pipeline_id} is {current.value}: it cannot be resumed now"
+                    + ("; wait for it to stop or stop it first" if current.active else "")
+                )
+            row.status = PipelineStatus.RUNNING.value
+            row.generation += 1
+            row.workflow_id = workflow_id
+            row.error = None
+            row.ended_at = None
+            row.updated_at = self._clock()
+            db.add(row)
+            data = {
+                "from": current.value,
+                "to": row.status,
+                "generation": row.generation,
+                "workflow": workflow_id,
+            }
+            self._append_event(db, pipeline_id, "walk", data)
+            return _pipeline(row)
+
+    def update_pipeline(self, pipeline_id: str, *, add_tokens: int = 0, **fields: Any) -> Pipeline:
+        """Set fields of the pipeline (:data:`_UPDATABLE`) and add ``add_tokens`` to its pool.
+
+        Raises:
+            NotFoundError: No such pipeline.
+            StoreError: The database failed.
+        """
+        with self._tx(f"updating pipeline {pipeline_id}", write=True) as db:
+            row = lock_pipeline(db, pipeline_id)
+            self._set_fields(row, fields)
+            row.tokens_used += add_tokens
+            row.updated_at = self._clock()
+            db.add(row)
+            return _pipeline(row)
+
+    @staticmethod
+    def _set_fields(row: PipelineRow, fields: Mapping[str, Any]) -> None:
+        unknown = set(fields) - _UPDATABLE
+        if unknown:
+            raise ValueError(f"not updatable pipeline fields: {sorted(unknown)}")
+        for name, value in fields.items():
+            if name == "plan":
+                row.plan = dump_object(value, "plan") if value is not None else None
+            elif name == "metadata":
+                row.metadata_ = dump_object(value, "metadata")
+            else:
+                setattr(row, name, value)
+
+    def reconcile_interrupted_pipelines(self) -> list[str]:
+        """After a restart: pipelines left ``planning``, ``running`` or ``awaiting_approval`` become
+        ``paused`` with :data:`INTERRUPTED_SUMMARY`, their ``running``/``awaiting_approval`` nodes
+        ``pending`` and their ``running`` attempts ``interrupted`` (the text so far kept). Completed,
+        failed, stopped and paused pipelines are untouched; running it twice changes nothing.
+
+        Returns:
+            The ids of the pipelines it paused.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        active = [s.value for s in PipelineStatus if s.active]
+        with self._tx("pausing interrupted pipelines", write=True) as db:
+            rows = db.exec(
+                select(PipelineRow).where(col(PipelineRow.status).in_(active)).with_for_update()
+            ).all()
+            now = self._clock()
+            for row in rows:
+                previous = row.status
+                row.status, row.summary, row.updated_at = (
+                    PipelineStatus.PAUSED.value,
+                    INTERRUPTED_SUMMARY,
+                    now,
+                )
+                db.add(row)
+                self._pause_nodes(db, row.id, now)
+                self._append_event(
+                    db, row.id, "status", {"from": previous, "to": row.status, "reason": "interrupted"}
+                )
+            return [r.id for r in rows]
+
+    @staticmethod
+    def _pause_nodes(db: DbSession, pipeline_id: str, now: Any) -> None:
+        busy = [NodeStatus.RUNNING.value, NodeStatus.AWAITING_APPROVAL.value]
+        for node in db.exec(
+            select(PipelineNodeRow)
+            .where(col(PipelineNodeRow.pipeline_id) == pipeline_id)
+            .where(col(PipelineNodeRow.status).in_(busy))
+        ):
+            node.status, node.updated_at = NodeStatus.PENDING.value, now
+            db.add(node)
+        for attempt in db.exec(
+            select(PipelineAttemptRow)
+            .where(col(PipelineAttemptRow.pipeline_id) == pipeline_id)
+            .where(col(PipelineAttemptRow.status) == AttemptStatus.RUNNING.value)
+        ):
+            attempt.status, attempt.ended_at = AttemptStatus.INTERRUPTED.value, now
+            db.add(attempt)
+
+    # ------------------------------------------------------------------ nodes
+
+    def set_pipeline_node(
+        self,
+        pipeline_id: str,
+        key: str,
+        status: NodeStatus,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        traversals: int | None = None,
+        retries: int | None = None,
+    ) -> PipelineNode:
+        """Set a node's status (and its output, error, counters when given).
+
+        Raises:
+            NotFoundError: No such pipeline or node.
+            StoreError: The database failed.
+        """
+        with self._tx(f"setting node {key} of pipeline {pipeline_id}", write=True) as db:
+            lock_pipeline(db, pipeline_id)
+            row = db.get(PipelineNodeRow, (pipeline_id, key))
+            if row is None:
+                raise NotFoundError(f"pipeline {pipeline_id} has no node {key}")
+            row.status = status.value
+            if output is not None:
+                row.output = output
+            row.error = error
+            if traversals is not None:
+                row.traversals = traversals
+            if retries is not None:
+                row.retries = retries
+            row.updated_at = self._clock()
+            db.add(row)
+            return _node(row)
+
+    # ------------------------------------------------------------------ attempts
+
+    def start_pipeline_attempt(
+        self,
+        pipeline_id: str,
+        *,
+        node_key: str,
+        stage: str,
+        item_id: str | None,
+        start_reason: str,
+        generation: int,
+        step_id: int | None = None,
+    ) -> PipelineAttempt:
+        """Record a new stage attempt (``running``; its number one more than the node's and item's
+        last) and the ``stage_started`` history event with item id and title, attempt id and number
+        and the start reason; the node becomes ``running``.
+
+        Raises:
+            NotFoundError: No such pipeline or node.
+            StoreError: The database failed.
+        """
+        with self._tx(f"starting a stage attempt of pipeline {pipeline_id}", write=True) as db:
+            lock_pipeline(db, pipeline_id)
+            node = db.get(PipelineNodeRow, (pipeline_id, node_key))
+            if node is None:
+                raise NotFoundError(f"pipeline {pipeline_id} has no node {node_key}")
+            last = db.exec(
+                select(func.max(PipelineAttemptRow.number))
+                .where(col(PipelineAttemptRow.pipeline_id) == pipeline_id)
+                .where(col(PipelineAttemptRow.node_key) == node_key)
+                .where(
+                    col(PipelineAttemptRow.item_id) == item_id
+                    if item_id
+                    else col(PipelineAttemptRow.item_id).is_(None)
+                )
+                .where(col(PipelineAttemptRow.stage) == stage)
+            ).one()
+            now = self._clock()
+            row = PipelineAttemptRow(
+                id=new_id(),
+                pipeline_id=pipeline_id,
+                node_key=node_key,
+                stage=stage,
+                item_id=item_id,
+                number=(last or 0) + 1,
+                start_reason=start_reason,
+                status=AttemptStatus.RUNNING.value,
+                generation=generation,
+                step_id=step_id,
+                started_at=now,
+            )
+            db.add(row)
+            node.status, node.updated_at = NodeStatus.RUNNING.value, now
+            db.add(node)
+            item = db.get(PipelineItemRow, item_id) if item_id else None
+            data = {
+                "stage": stage,
+                "node": node_key,
+                "attemptNumber": row.number,
+                "reason": start_reason,
+                "itemTitle": item.title if item is not None else None,
+            }
+            self._append_event(db, pipeline_id, "stage_started", data, item_id=item_id, attempt_id=row.id)
+            return _attempt(row)
+
+    def reopen_pipeline_attempt(self, attempt_id: str, *, reason: str) -> PipelineAttempt:
+        """Continue an unfinished attempt (a resume after a stop, a failure or a restart): it is
+        ``running`` again, its text so far kept; a ``stage_resumed`` event records why.
+
+        Raises:
+            NotFoundError: No such attempt.
+            StoreError: The database failed.
+        """
+        with self._tx(f"resuming stage attempt {attempt_id}", write=True) as db:
+            row = self._attempt_row(db, attempt_id)
+            lock_pipeline(db, row.pipeline_id)
+            row.status, row.ended_at = AttemptStatus.RUNNING.value, None
+            db.add(row)
+            data = {"stage": row.stage, "node": row.node_key, "attemptNumber": row.number, "reason": reason}
+            self._append_event(
+                db, row.pipeline_id, "stage_resumed", data, item_id=row.item_id, attempt_id=row.id
+            )
+            return _attempt(row)
+
+    def add_attempt_run(self, attempt_id: str, run_id: str) -> PipelineAttempt:
+        """Record that the attempt's worker runs as ``run_id``.
+
+        Raises:
+            NotFoundError: No such attempt.
+            StoreError: The database failed.
+        """
+        with self._tx(f"recording a run of stage attempt {attempt_id}", write=True) as db:
+            row = self._attempt_row(db, attempt_id)
+            runs = json.loads(row.run_ids)
+            row.run_ids = json.dumps([*runs, run_id])
+            db.add(row)
+            return _attempt(row)
+
+    def save_incomplete_text(self, attempt_id: str, text: str) -> None:
+        """Save an unfinished attempt's text so far (seed 003: every 15 s and when it fails).
+
+        Raises:
+            NotFoundError: No such attempt.
+            StoreError: The database failed.
+        """
+        with self._tx(f"saving the text of stage attempt {attempt_id}", write=True) as db:
+            row = self._attempt_row(db, attempt_id)
+            row.incomplete_text = text
+            db.add(row)
+
+    def finish_pipeline_attempt(
+        self,
+        attempt_id: str,
+        status: AttemptStatus,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        retry_reason: str | None = None,
+        counters: dict[str, Any] | None = None,
+        tokens: int = 0,
+    ) -> PipelineAttempt:
+        """End an attempt and record a ``stage_finished`` event. A finished attempt (``succeeded`` or
+        ``failed``) loses its INCOMPLETE text; a ``stopped`` or ``interrupted`` one keeps it for its
+        resume. Its tokens are added to the pipeline's pool.
+
+        Raises:
+            NotFoundError: No such attempt.
+            StoreError: The database failed.
+        """
+        with self._tx(f"finishing stage attempt {attempt_id}", write=True) as db:
+            row = self._attempt_row(db, attempt_id)
+            pipeline = lock_pipeline(db, row.pipeline_id)
+            row.status, row.ended_at = status.value, self._clock()
+            row.result, row.error, row.retry_reason = result, error, retry_reason
+            if counters is not None:
+                row.counters = dump_object(counters, "counters")
+            row.tokens += tokens
+            if status in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED):
+                row.incomplete_text = None
+            db.add(row)
+            pipeline.tokens_used += tokens
+            db.add(pipeline)
+            data = {
+                "stage": row.stage,
+                "node": row.node_key,
+                "attemptNumber": row.number,
+                "status": status.value,
+                "error": error,
+                "retryReason": retry_reason,
+            }
+            self._append_event(
+                db, row.pipeline_id, "stage_finished", data, item_id=row.item_id, attempt_id=row.id
+            )
+            return _attempt(row)
+
+    @staticmethod
+    def _attempt_row(db: DbSession, attempt_id: str) -> PipelineAttemptRow:
+        row = db.get(PipelineAttemptRow, attempt_id)
+        if row is None:
+            raise NotFoundError(f"stage attempt {attempt_id} not found")
+        return row
+
+    # ------------------------------------------------------------------ history
+
+    def append_pipeline_event(
+        self,
+        pipeline_id: str,
+        kind: str,
+        data: dict[str, Any],
+        *,
+        item_id: str | None = None,
+        attempt_id: str | None = None,
+    ) -> PipelineEvent:
+        """Append one durable history event.
+
+        Raises:
+            InvalidRequestError: ``data`` is not a JSON object.
+            NotFoundError: No such pipeline.
+            StoreError: The database failed.
+        """
+        with self._tx(f"recording a {kind} event of pipeline {pipeline_id}", write=True) as db:
+            lock_pipeline(db, pipeline_id)
+            return _event(
+                self._append_event(db, pipeline_id, kind, data, item_id=item_id, attempt_id=attempt_id)
+            )
+
+    def pipeline_events(self, pipeline_id: str, *, after: int = 0, limit: int = 1000) -> list[PipelineEvent]:
+        """History events of a pipeline with ``seq`` above ``after``, oldest first.
+
+        Raises:
+            InvalidRequestError: ``limit`` below 1.
+            StoreError: The database failed.
+        """
+        check_limit(limit)
+        with self._tx(f"reading the history of pipeline {pipeline_id}") as db:
+            rows = db.exec(
+                select(PipelineEventRow)
+                .where(col(PipelineEventRow.pipeline_id) == pipeline_id)
+                .where(col(PipelineEventRow.seq) > after)
+                .order_by(col(PipelineEventRow.seq))
+                .limit(limit)
+            )
+            return [_event(r) for r in rows]
+
+    def _append_event(
+        self,
+        db: DbSession,
+        pipeline_id: str,
+        kind: str,
+        data: Mapping[str, Any],
+        *,
+        item_id: str | None = None,
+        attempt_id: str | None = None,
+    ) -> PipelineEventRow:
+        """Add one event in ``db``'s transaction; the caller holds the pipeline's lock."""
+        last = db.exec(
+            select(func.max(PipelineEventRow.seq)).where(col(PipelineEventRow.pipeline_id) == pipeline_id)
+        ).one()
+        row = PipelineEventRow(
+            pipeline_id=pipeline_id,
+            seq=(last or 0) + 1,
+            kind=kind,
+            item_id=item_id,
+            attempt_id=attempt_id,
+            data=dump_object(dict(data), f"{kind} event"),
+            created_at=self._clock(),
+        )
+        db.add(row)
+        db.flush()
+        return row
+
+
+def _node_order(key: str) -> tuple[int, str]:
+    """``n2`` before ``n10``."""
+    digits = key[1:]
+    return (int(digits), key) if digits.isdigit() else (1 << 30, key)
