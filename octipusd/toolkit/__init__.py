@@ -50,6 +50,7 @@ from octipusd.toolkit.identity import (
     RESERVED_IDENTITY_ARGUMENTS,
     RUN_MARKER,
     RunIdentity,
+    StageTag,
     strip_identity_arguments,
 )
 from octipusd.toolkit.outcomes import (
@@ -108,6 +109,7 @@ __all__ = [
     "SandboxRunner",
     "ShellSandbox",
     "ShellTerms",
+    "StageTag",
     "StopCause",
     "ToolHandler",
     "ToolHost",
