@@ -145,6 +145,15 @@ class TemplateService:
         self.store = store
         self.max_stages = max_stages
 
+    def from_document(self, document: object, *, name: str | None = None) -> Template:
+        """A template document given with a run (``octipusctl pipelines run FILE``), checked like an
+        import (``max_stages`` included) but not stored.
+
+        Raises:
+            InvalidRequestError: The document is invalid; the message names the step and field.
+        """
+        return parse_template(document, name=name, max_stages=self.max_stages)
+
     async def _visible(self, user: str) -> list[TemplateEntry]:
         """Own, preset and unowned templates, in lookup order."""
         records = await in_thread(self.store.list_pipeline_templates, user)
@@ -220,7 +229,7 @@ class TemplateService:
             ConflictError: The owner already has a template of that name, or a preset has it.
             StoreError: The database failed.
         """
-        template = parse_template(document, name=name, max_stages=self.max_stages)
+        template = self.from_document(document, name=name)
         if any(p.name == template.name for p in presets()):
             raise ConflictError(f"{template.name!r} is the name of a preset template; choose another name")
         record = await in_thread(
