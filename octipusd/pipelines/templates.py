@@ -14,7 +14,7 @@ export`` prints and ``import`` reads)::
 :class:`Parameter` objects; every refusal is an :class:`~octipusd.errors.InvalidRequestError` whose
 message names the step (its index from 0 and its name) and the field, e.g.
 ``steps[2] ("verify").retryTargetStage: ...``. The graph's own checks (backward edges, reachability)
-are :mod:`octipusd.pipelines.graph`'s; :func:`parse_template` runs them too, so a template that parses
+are :mod:`octipusd.pipelines.graph`'s; a field given as ``null`` counts as not given; :func:`parse_template` runs them too, so a template that parses
 compiles.
 
 Prompt variables are ``{{param.key}}`` (spaces inside the braces are fine), ``{{description}}`` and
@@ -283,6 +283,12 @@ def _step_where(index: int, raw: object) -> str:
     return f"steps[{index}] ({name!r})" if isinstance(name, str) and name.strip() else f"steps[{index}]"
 
 
+def _given(raw: Mapping[str, Any], key: str, default: Any) -> Any:
+    """``raw[key]``, or ``default`` when it is missing or null."""
+    value = raw.get(key)
+    return default if value is None else value
+
+
 def _text(raw: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str | None:
     value = raw.get(key)
     if value is None:
@@ -295,7 +301,9 @@ def _text(raw: Mapping[str, Any], key: str, where: str, *, required: bool = Fals
 
 
 def _flag(raw: Mapping[str, Any], key: str, where: str) -> bool:
-    value = raw.get(key, False)
+    value = raw.get(key)
+    if value is None:
+        return False
     if not isinstance(value, bool):
         raise InvalidRequestError(f"{where}.{key}: {value!r} is not true or false")
     return value
@@ -351,7 +359,7 @@ def _parse_step(index: int, value: object) -> Step:
     name = _text(raw, "name", where, required=True) or ""
     if len(name) > MAX_NAME_CHARS:
         raise InvalidRequestError(f"{where}.name: longer than {MAX_NAME_CHARS} characters")
-    stage_type = raw.get("stageType", StageType.STANDARD.value)
+    stage_type = _given(raw, "stageType", StageType.STANDARD.value)
     if stage_type not in {t.value for t in StageType}:
         raise InvalidRequestError(
             f"{where}.stageType: {stage_type!r} is not standard, qa_validation or human_input"
@@ -368,15 +376,15 @@ def _parse_step(index: int, value: object) -> Step:
         name=name,
         topic=topic,
         description=_text(raw, "description", where),
-        tool_ids=_strings(raw.get("toolIds", []), f"{where}.toolIds"),
+        tool_ids=_strings(_given(raw, "toolIds", []), f"{where}.toolIds"),
         requires_approval=_flag(raw, "requiresApproval", where),
         prompt_template=_text(raw, "promptTemplate", where),
         stage_type=kind,
         max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
         retry_target_stage=_whole(raw, "retryTargetStage", where, 0),
-        model=_text(raw, "model", where, required="model" in raw),
+        model=_text(raw, "model", where, required=raw.get("model") is not None),
         max_tokens=_whole(raw, "maxTokens", where, 1),
-        verify_command=_text(raw, "verifyCommand", where, required="verifyCommand" in raw),
+        verify_command=_text(raw, "verifyCommand", where, required=raw.get("verifyCommand") is not None),
         human_fields=() if human is None else _human_fields(human, where),
         **{attr: _flag(raw, key, where) for key, attr in _STEP_FLAGS},
     )
@@ -424,12 +432,12 @@ def _parse_parameter(index: int, value: object, seen: set[str]) -> Parameter:
     if key in seen:
         raise InvalidRequestError(f"{where}.key: parameter {key!r} is declared twice")
     seen.add(key)
-    input_type = raw.get("inputType", InputType.STRING.value)
+    input_type = _given(raw, "inputType", InputType.STRING.value)
     if input_type not in {t.value for t in InputType}:
         raise InvalidRequestError(
             f"{where}.inputType: {input_type!r} is not string, number, boolean, date or select"
         )
-    requirement = raw.get("requirement", Requirement.REQUIRED.value)
+    requirement = _given(raw, "requirement", Requirement.REQUIRED.value)
     if requirement not in {r.value for r in Requirement}:
         raise InvalidRequestError(
             f"{where}.requirement: {requirement!r} is not required, optional or user_prompt"
@@ -510,7 +518,7 @@ def parse_template(
         raise InvalidRequestError(
             f"steps: {len(steps)} stages exceed orchestrator.maxPipelineStages ({max_stages})"
         )
-    params = raw.get("parameters", [])
+    params = _given(raw, "parameters", [])
     if not isinstance(params, list):
         raise InvalidRequestError(f"parameters: {params!r} is not a list")
     seen: set[str] = set()

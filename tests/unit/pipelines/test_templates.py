@@ -231,7 +231,7 @@ def test_steps_and_parameters_without_an_envelope_take_the_given_name() -> None:
         (doc(step(toolIds=[""])), "steps[0] ('build').toolIds: [''] is not a list of non-empty strings"),
         (doc(step(readOnly="yes")), "steps[0] ('build').readOnly: 'yes' is not true or false"),
         (doc(step(hostServices=1)), "steps[0] ('build').hostServices: 1 is not true or false"),
-        (doc(step(requiresApproval=None)), "steps[0] ('build').requiresApproval: None is not true or false"),
+        (doc(step(requiresApproval="no")), "steps[0] ('build').requiresApproval: 'no' is not true or false"),
         (doc(step(maxTokens=0)), "steps[0] ('build').maxTokens: 0 is not a whole number >= 1"),
         (doc(step(maxRetries=-1)), "steps[0] ('build').maxRetries: -1 is not a whole number >= 0"),
         (doc(step(maxRetries=True)), "steps[0] ('build').maxRetries: True is not a whole number >= 0"),
@@ -270,6 +270,43 @@ def test_steps_and_parameters_without_an_envelope_take_the_given_name() -> None:
 )
 def test_a_bad_document_is_refused_naming_the_step_and_field(document: object, message: str) -> None:
     refused(document, message)
+
+
+def test_a_null_field_counts_as_not_given() -> None:
+    nulls = {
+        k: None
+        for k in (
+            "description",
+            "toolIds",
+            "requiresApproval",
+            "promptTemplate",
+            "stageType",
+            "maxRetries",
+            "retryTargetStage",
+            "model",
+            "maxTokens",
+            "verifyCommand",
+            "humanFields",
+            "readOnly",
+            "loopOverPlan",
+            "hostServices",
+        )
+    }
+    template = parse_template(
+        {
+            **doc(
+                step(**nulls),
+                parameters=[
+                    {"key": "k", "inputType": None, "requirement": None, "default": None, "options": None}
+                ],
+            ),
+            "description": None,
+        },
+        name="t",
+    )
+    assert template.steps == (Step("build", "coding"),)
+    assert template.parameters == (Parameter("k"),) and template.description == ""
+    assert parse_template({"steps": [step()], "parameters": None}, name="t").parameters == ()
 
 
 def test_a_template_needs_a_name() -> None:
