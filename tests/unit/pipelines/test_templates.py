@@ -34,6 +34,29 @@ def doc(*steps: dict[str, Any], parameters: list[dict[str, Any]] | None = None, 
     return out
 
 
+#: Every step field but name and topic (FACTS.md §6, and the seed's hostServices).
+OPTIONAL_STEP_FIELDS = (
+    "description",
+    "toolIds",
+    "requiresApproval",
+    "promptTemplate",
+    "stageType",
+    "maxRetries",
+    "retryTargetStage",
+    "model",
+    "maxTokens",
+    "verifyCommand",
+    "humanFields",
+    "producesArtifacts",
+    "runsCommands",
+    "readOnly",
+    "mechanical",
+    "loopOverPlan",
+    "producesPlan",
+    "hostServices",
+)
+
+
 def refused(document: object, message: str, **kwargs: Any) -> None:
     with pytest.raises(InvalidRequestError) as caught:
         parse_template(document, **{"name": "t", **kwargs})
@@ -192,32 +215,7 @@ def test_steps_and_parameters_without_an_envelope_take_the_given_name() -> None:
         (
             doc(step(loopOverplan=True)),
             "steps[0] ('build').loopOverplan: unknown field; accepted: "
-            + ", ".join(
-                sorted(
-                    {
-                        "name",
-                        "description",
-                        "topic",
-                        "toolIds",
-                        "requiresApproval",
-                        "promptTemplate",
-                        "stageType",
-                        "maxRetries",
-                        "retryTargetStage",
-                        "model",
-                        "maxTokens",
-                        "verifyCommand",
-                        "humanFields",
-                        "producesArtifacts",
-                        "runsCommands",
-                        "readOnly",
-                        "mechanical",
-                        "loopOverPlan",
-                        "producesPlan",
-                        "hostServices",
-                    }
-                )
-            ),
+            + ", ".join(sorted({"name", "topic", *OPTIONAL_STEP_FIELDS})),
         ),
         (doc("build"), "steps[0]: str is not a JSON object"),
         (
@@ -273,25 +271,7 @@ def test_a_bad_document_is_refused_naming_the_step_and_field(document: object, m
 
 
 def test_a_null_field_counts_as_not_given() -> None:
-    nulls = {
-        k: None
-        for k in (
-            "description",
-            "toolIds",
-            "requiresApproval",
-            "promptTemplate",
-            "stageType",
-            "maxRetries",
-            "retryTargetStage",
-            "model",
-            "maxTokens",
-            "verifyCommand",
-            "humanFields",
-            "readOnly",
-            "loopOverPlan",
-            "hostServices",
-        )
-    }
+    nulls = dict.fromkeys(OPTIONAL_STEP_FIELDS)
     template = parse_template(
         {
             **doc(
