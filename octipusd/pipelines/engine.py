@@ -266,13 +266,12 @@ class DurableEngine:
             url = self.system_database_url
             if _in_memory(url):
                 raise ConfigError("the durable engine needs a database file; the store is in memory")
-            await anyio.to_thread.run_sync(_migrate, url, self.limits)
+            config = _config(url, self._app_version, self.limits)
+            await anyio.to_thread.run_sync(_prepare, url, self._workflows, config)
             from dbos import DBOS
 
-            _register(self._workflows)
-            DBOS(config=_config(url, self._app_version, self.limits))
             try:
-                DBOS.launch()
+                DBOS.launch()  # on this loop: the workflows DBOS starts by itself run on it
             except Exception as exc:
                 await anyio.to_thread.run_sync(_destroy)
                 raise StoreError(f"the durable engine cannot launch on {_display(url)}: {exc}") from exc
@@ -313,8 +312,8 @@ class DurableEngine:
         same execution). Use the pipeline id plus a generation suffix as the id.
 
         Raises:
-            NotFoundError-free: the workflow must be among the engine's ``workflows`` (else
-            ConfigError); errors of :meth:`ensure_started`.
+            ConfigError: ``workflow`` is not among the engine's ``workflows``.
+            ConflictError, StoreError: as :meth:`ensure_started`.
         """
         await self.ensure_started()
         from dbos import DBOS, SetWorkflowID
@@ -498,8 +497,22 @@ def _display(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _migrate(url: str, limits: EngineLimits) -> None:
-    """Import dbos and create or migrate the system database (blocking; in a worker thread).
+def _prepare(url: str, workflows: Sequence[WorkflowDef[Any, Any]], config: Any) -> None:
+    """Import dbos, create or migrate the system database, register ``workflows`` and build the
+    DBOS singleton from ``config``: all but the launch (blocking; in a worker thread).
+
+    Raises:
+        ConfigError, StoreError: as :func:`_migrate`.
+    """
+    _migrate(url)
+    from dbos import DBOS
+
+    _register(workflows)
+    DBOS(config=config)
+
+
+def _migrate(url: str) -> None:
+    """Create or migrate the system database (blocking).
 
     Raises:
         ConfigError: PostgreSQL: the database does not exist and the role cannot create it.
