@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
-from octipusd.errors import DatabaseTimeoutError, ForbiddenError
+from octipusd.errors import ConflictError, DatabaseTimeoutError, ForbiddenError
 from octipusd.pipelines.status import pipeline_summary, status_document
 from octipusd.store.pipeline_item_store import ItemChanges, ItemDraft
 from octipusd.store.pipeline_records import Pipeline
@@ -47,10 +47,15 @@ class PipelineLimits:
     Attributes:
         status_timeout_s: Seconds a status read waits for storage before it fails (seed 003: 15).
         list_limit: Most pipelines one list returns.
+        resume_watchdog_s: Seconds a resume may take to get a stage working (time awaiting a
+            person's answer excluded); past them the pipeline fails (issue 27: two minutes).
+        watchdog_poll_s: Seconds between two looks of the watchdog.
     """
 
     status_timeout_s: float = 15.0
     list_limit: int = 100
+    resume_watchdog_s: float = 120.0
+    watchdog_poll_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,43 @@ class PipelineService:
             limit=limit or self.limits.list_limit,
         )
         return [pipeline_summary(p) for p in found if _same_workspace(p, caller)]
+
+    async def create(self, request: CreateRequest, caller: PipelineCaller) -> Pipeline:
+        """``create_pipeline``: validate, save the graph and initial checkpoint, start the walk.
+
+        Raises:
+            InvalidRequestError, NotFoundError: See :meth:`PipelineRunner.create`.
+            ConflictError: The walker is not wired (no durable engine).
+        """
+        return await self._runner().create(request, caller)
+
+    async def resume(
+        self, pipeline_id: str, caller: PipelineCaller, request: ResumeRequest
+    ) -> dict[str, Any]:
+        """``resume_pipeline``: answers ``{"id", "status": "resuming"}`` at once.
+
+        Raises:
+            NotFoundError, ForbiddenError: See :meth:`owned`.
+            ConflictError: It is running, or another resume is under way.
+            InvalidRequestError: ``fromStage`` or a skipped item is unknown (nothing changed).
+        """
+        pipeline = await self.owned(pipeline_id, caller)
+        return await self._runner().resume(pipeline, request, caller)
+
+    async def stop(self, pipeline_id: str, caller: PipelineCaller) -> dict[str, Any]:
+        """``stop_pipeline``: the pipeline is ``stopped`` (resumable); its summary.
+
+        Raises:
+            NotFoundError, ForbiddenError: See :meth:`owned`.
+            ConflictError: It is completed or failed.
+        """
+        pipeline = await self.owned(pipeline_id, caller)
+        return pipeline_summary(await self._runner().stop(pipeline, caller))
+
+    def _runner(self) -> PipelineRunner:
+        if self.runner is None:
+            raise ConflictError("pipelines cannot run here: the durable engine is not wired")
+        return self.runner
 
     async def update_items(
         self, pipeline_id: str, caller: PipelineCaller, changes: ItemChanges
