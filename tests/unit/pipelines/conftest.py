@@ -48,6 +48,8 @@ ADAPTER = "claude-code"
 USER = "ann"
 #: Seconds a "hanging" answer takes (a stop or the test's end cuts it).
 HANG_S = 3600.0
+#: Seconds a test waits for a condition at most.
+WAIT_S = 60.0
 
 
 def handoff(**data: Any) -> str:
@@ -69,7 +71,9 @@ class Answer:
 class Model:
     """The model's decisions: ``decide(prompt)`` -> :class:`Answer`; every prompt is kept."""
 
-    decide: Callable[[str], Answer] = field(default=lambda prompt: Answer(handoff(status="done", summary="ok")))
+    decide: Callable[[str], Answer] = field(
+        default=lambda prompt: Answer(handoff(status="done", summary="ok"))
+    )
     prompts: list[str] = field(default_factory=list)
     argvs: list[list[str]] = field(default_factory=list)
 
@@ -131,17 +135,18 @@ class PipelineRig:
         )
         return await self.service.create(request, self.caller)
 
-    async def wait(self, pipeline_id: str, *statuses: PipelineStatus, timeout: float = 60) -> Pipeline:
-        """Poll until the pipeline is in one of ``statuses``; its record."""
-        with anyio.fail_after(timeout):
+    async def wait(self, pipeline_id: str, *statuses: PipelineStatus) -> Pipeline:
+        """Poll (up to :data:`WAIT_S`) until the pipeline is in one of ``statuses``; its record."""
+        with anyio.fail_after(WAIT_S):
             while True:
                 pipeline = self.store.get_pipeline(pipeline_id)
                 if pipeline.status in statuses:
                     return pipeline
                 await anyio.sleep(0.05)
 
-    async def wait_for(self, check: Callable[[], bool], timeout: float = 60) -> None:
-        with anyio.fail_after(timeout):
+    async def wait_for(self, check: Callable[[], bool]) -> None:
+        """Poll (up to :data:`WAIT_S`) until ``check()``."""
+        with anyio.fail_after(WAIT_S):
             while not check():  # noqa: ASYNC110 - polls the store, which signals nothing
                 await anyio.sleep(0.05)
 
@@ -202,7 +207,9 @@ async def pipelines(
         config_notices=None,
         launcher=launcher,
     )
-    engine = DurableEngine(engine_database, workflows=(PIPELINE_WALK,), has_open_work=store.has_open_pipelines)
+    engine = DurableEngine(
+        engine_database, workflows=(PIPELINE_WALK,), has_open_work=store.has_open_pipelines
+    )
     walker = Walker(store, engine, StageExecutor(StageRuns(runs.services, runs.registry)), WalkerLimits())
     install_walker(walker)
     templates = TemplateService(store)
