@@ -1,7 +1,7 @@
 """The durable execution engine inside the daemon: DBOS Transact's lifecycle and thin, typed wrappers.
 
-This module is the only place that imports ``dbos``; everything else speaks to :class:`DurableEngine`. ``import dbos`` costs about half
-a second, so the composition root builds the engine without it and the engine loads it on first use
+This module is the only place that imports ``dbos``; everything else speaks to
+:class:`DurableEngine`. ``import dbos`` costs about half a second, so the composition root builds the engine without it and the engine loads it on first use
 (:meth:`DurableEngine.ensure_started`), or at start-up when durable work is open
 (:meth:`DurableEngine.start_if_needed`).
 
