@@ -50,6 +50,7 @@ from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.notify import Notifier, PageUrl
+from octipusd.pipelines.service import PipelineService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -80,7 +81,7 @@ from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url, private_
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
-from octipusd.toolkit import NO_SANDBOX, RecoveryContract, ShellSandbox, ToolSpec
+from octipusd.toolkit import NO_SANDBOX, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 from octipusd.vault import RESOLVED, Vault, install_log_filter
 from octipusd.web.access import WebAccess
@@ -210,6 +211,7 @@ def build_runs(
     probe: HostProbe | None = None,
     vault: Vault | None = None,
     sandbox: ShellSandbox = NO_SANDBOX,
+    pipelines: PipelineOps | None = None,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
@@ -263,6 +265,7 @@ def build_runs(
         worktrees=WorktreeManager(default_root(base_env)),
         vault=vault,
         sandbox=sandbox,
+        pipelines=pipelines,
     )
     return RunManager(services, registry), gate
 
@@ -579,6 +582,7 @@ async def _build_core(
     left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
     operator = RecoveryOperator(store, _contract_lookup(connectors), hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
+    pipelines = PipelineService(store)  # the walker (its runner) is wired in with the engine
     runs, gate = build_runs(
         settings,
         store=store,
@@ -597,6 +601,7 @@ async def _build_core(
         launcher=VendorLauncher(containment),
         vault=vault,
         sandbox=sandbox,
+        pipelines=pipelines,
     )
     actions = ActionService(
         store=store,
@@ -628,6 +633,7 @@ async def _build_core(
         containment=containment,
         reaper=reaper,
         vault=vault,
+        pipelines=pipelines,
         private=PrivateText.of_daemon(
             private_parts(settings.database.url or default_sqlite_url()), data_dir, socket_path(settings)
         ),
