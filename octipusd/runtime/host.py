@@ -62,6 +62,8 @@ def action_scope(identity: RunIdentity) -> ActionScope:
         run_id=identity.run_id,
         agent=identity.worker_id,
         origin=Origin.AGENT,
+        pipeline_id=identity.stage.pipeline_id if identity.stage is not None else None,
+        node_id=identity.stage.node_key if identity.stage is not None else None,
         author=identity.call_author,
     )
 

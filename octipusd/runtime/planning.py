@@ -9,7 +9,8 @@ ones), the stable instructions, the resolved workspace and the session fingerpri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,15 @@ from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
 from octipusd.tools import child_tools, root_tools, run_instructions
 
-__all__ = ["TurnBasis", "TurnPlan", "model_row", "plan_turn", "positive_int", "read_basis"]
+__all__ = [
+    "TurnBasis",
+    "TurnPlan",
+    "model_row",
+    "plan_turn",
+    "positive_int",
+    "read_basis",
+    "stage_tools",
+]
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,7 @@ async def read_basis(
     run: Run,
     *,
     generation: int | None = None,
+    model: str | None = None,
 ) -> TurnBasis:
     """Read and check what a turn of ``run``'s session needs (one store read, two in a space).
 
@@ -124,15 +134,28 @@ async def read_basis(
         run: The run.
         generation: A root turn's clear generation: its reuse records are read with the session
             (:meth:`~octipusd.store.Store.read_turn`); None for a child run.
+        model: A model row (name or id) the run uses instead of the session's (a pipeline stage's
+            ``model``): its adapter, model and permission mode; the session's own options apply
+            only when it has the session's adapter.
 
     Raises:
         ConflictError: the adapter is not installed, the workspace is gone, or (in a space) the
             row lost ``sharedUse`` or the adapter its space mode.
         ExecutableNotFoundError: the vendor binary cannot be resolved.
-        NotFoundError: the session is gone.
+        NotFoundError: the session is gone, or the model row ``model``.
     """
     records, found = await in_thread(_read_session, store, run.session_id, generation)
     session, row = records.session, records.model_row
+    if model is not None:
+        row = await in_thread(store.get_model_row, model)
+        session = dataclasses.replace(
+            session,
+            adapter=row.adapter,
+            model=row.model,
+            permission_mode=row.permission_mode,
+            model_row_id=row.id,
+            options=session.options if row.adapter == session.adapter else {},
+        )
     adapter = adapters.get(session.adapter)
     if adapter is None:
         raise ConflictError(f"session uses adapter {session.adapter!r}, which is not installed")
@@ -175,7 +198,13 @@ def _read_session(store: Store, session_id: str, generation: int | None) -> tupl
 
 
 async def plan_turn(
-    basis: TurnBasis, connected: ConnectorSet, *, depth: int, role: str | None, levels: LevelDefaults
+    basis: TurnBasis,
+    connected: ConnectorSet,
+    *,
+    depth: int,
+    role: str | None,
+    levels: LevelDefaults,
+    own: tuple[ToolSpec, ...] | None = None,
 ) -> TurnPlan:
     """Freeze the plan: tools, instructions and fingerprint of this invocation.
 
@@ -186,10 +215,13 @@ async def plan_turn(
         role: A child's role, None for a root run.
         levels: ``swarm.levelDefaults``: a run whose level may not spawn gets no delegation tools
             (:func:`~octipusd.runtime.levels.may_spawn`, the rule ``spawn_child`` refuses by).
+        own: The Octipus tools of the run when chosen for it (a pipeline stage's,
+            :func:`stage_tools`); None: those of its role and level.
     """
     is_child = role is not None
-    delegates = may_spawn(levels, depth)
-    own = child_tools(delegates) if is_child else root_tools(delegates)
+    if own is None:
+        delegates = may_spawn(levels, depth)
+        own = child_tools(delegates) if is_child else root_tools(delegates)
     tools = (*own, *connected.tools)
     # seed 003: a root's fingerprint covers the full tool schemas, a keyed child's its tool ids
     # (without the lazy discovery tools)
@@ -216,6 +248,35 @@ async def plan_turn(
         role=role,
     )
     return TurnPlan(basis=basis, tools=tools, instructions=instructions, real_workspace=real, fingerprint=fp)
+
+
+#: The ``toolIds`` entry that selects every Octipus tool a root run may have.
+ALL_TOOLS = "*"
+
+
+def stage_tools(
+    tool_ids: Sequence[str], levels: LevelDefaults
+) -> tuple[tuple[ToolSpec, ...], tuple[str, ...]]:
+    """The Octipus tools a pipeline stage worker's bridge publishes, from its step's ``toolIds``.
+
+    An entry selects the tool of that name (``shell__run``), every tool of that family (``shell``
+    selects ``shell__run``), or with ``*`` every tool a root run of the top level may have. No entry
+    at all gives a child's set without delegation (``get_cli_run_context``, ``get_work_plan``,
+    ``shell__run``): a stage works, it does not plan the session or delegate unless its step says
+    so. The vendor's native tools are not chosen here (the permission policy governs them).
+
+    Returns:
+        The tools, in their published order, and the entries that named no Octipus tool.
+    """
+    if not tool_ids:
+        return child_tools(False), ()
+    universe = root_tools(may_spawn(levels, 0))
+    if ALL_TOOLS in tool_ids:
+        return universe, ()
+    wanted = set(tool_ids)
+    chosen = tuple(t for t in universe if t.name in wanted or t.name.split("__", 1)[0] in wanted)
+    named = {t.name for t in universe} | {t.name.split("__", 1)[0] for t in universe}
+    return chosen, tuple(i for i in tool_ids if i not in named)
 
 
 def turn_options(row: ModelRow | None, session: Session) -> dict[str, Any]:

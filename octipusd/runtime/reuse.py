@@ -4,8 +4,9 @@ Seed 003 "Session reuse" to "Resuming child sessions per role and task": the ses
 are kept (``session_messages``); a resumed launch carries the messages after the vendor record's
 acknowledged cursor, a cold one the latest checkpoint plus every message after it. A root run's
 reuse key is its adapter's name; a keyed child's is its scoped lineage key, claimed in memory so
-two live children never share a vendor conversation. ``/clear`` starts a new clear generation:
-nothing an older turn saves afterwards is kept.
+two live children never share a vendor conversation; a pipeline stage worker's is its attempt's
+key (:func:`stage_key`), claimed the same way. ``/clear`` starts a new clear generation: nothing an
+older turn saves afterwards is kept.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ __all__ = [
     "resumable",
     "reuse_key",
     "save_session",
+    "stage_key",
+    "stage_lineage",
 ]
 
 log = logging.getLogger("octipusd.runtime")
@@ -71,9 +74,24 @@ def resumable(adapter: Adapter, options: Mapping[str, Any]) -> bool:
     return adapter.supports_resume and adapter.resumable(options)
 
 
+def stage_lineage(attempt_id: str) -> str:
+    """The resume key a pipeline stage attempt's runs show (``pipeline:<attempt_id>``)."""
+    return f"pipeline:{attempt_id}"
+
+
+def stage_key(adapter: str, attempt_id: str) -> str:
+    """A pipeline stage attempt's reuse record key: ``<adapter>::pipeline:<attempt_id>``."""
+    return f"{adapter}::{stage_lineage(attempt_id)}"
+
+
 async def reuse_key(run: RunSupervisor, adapter: Adapter, options: Mapping[str, Any]) -> str | None:
     """The reuse record key of a run: the adapter name for a root, a claimed child key for a keyed
-    child, None when the run neither resumes nor saves (seed 003)."""
+    child or a pipeline stage attempt, None when the run neither resumes nor saves (seed 003)."""
+    if run.stage is not None:
+        if not resumable(adapter, options):
+            return None
+        run.lineage = stage_lineage(run.stage.attempt_id)
+        return await _claim(run, stage_key(adapter.name, run.stage.attempt_id))
     if run.parent is None:
         return adapter.name if resumable(adapter, options) else None
     parent, request = run.parent, run.child_request
@@ -94,14 +112,19 @@ async def reuse_key(run: RunSupervisor, adapter: Adapter, options: Mapping[str, 
         run.run = await in_thread(run.services.store.update_run, run.run.id, resume_key=scope.lineage)
     if scope.store_key is None:
         return None
-    if not run.services.claims.claim(scope.store_key, run.run.id):
-        # two concurrent children with one key never share a vendor conversation
+    return await _claim(run, scope.store_key)
+
+
+async def _claim(run: RunSupervisor, key: str) -> str | None:
+    """Claim ``key`` for ``run``; None (with a notice) when another live run holds it: two concurrent
+    runs with one key never share a vendor conversation."""
+    if not run.services.claims.claim(key, run.run.id):
         await run.notice(
-            f"another live agent holds resume key {scope.lineage}; this child starts a new vendor "
+            f"another live agent holds resume key {run.lineage}; this run starts a new vendor "
             "conversation and does not save it under the key"
         )
         return None
-    return scope.store_key
+    return key
 
 
 async def launch_prompt(
@@ -109,14 +132,15 @@ async def launch_prompt(
 ) -> LaunchPrompt:
     """What this launch sends (seed 003 "What resume actually saves").
 
-    A child sends its brief (its role prompt is a stable instruction, in the fingerprint); a root
+    A child sends its brief (its role prompt is a stable instruction, in the fingerprint), a
+    pipeline stage worker its stage prompt; a root
     turn carries the messages the vendor has not seen, after the checkpoint a cold start uses
     (``latest``: the latest checkpoint of the turn's clear generation, read with its basis; none is
     published while the turn holds its session). The transcript is read only when such messages
     can exist (a resumed turn right after its previous one reads nothing).
     """
     store, record = run.services.store, run.run
-    if run.parent is not None:
+    if not run.is_root_turn:
         launch = LaunchPrompt(record.prompt + (run.brief_note or ""))
     else:
         checkpoint = None
@@ -149,12 +173,12 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
     A root turn's accepted answer joins the transcript, after the guidance that reached the vendor and
     before the guidance that did not (so the next turn carries that); the vendor session is saved whenever the
     vendor confirmed it in this run (even when the turn then failed or was interrupted: the vendor
-    holds that conversation). A child saves only if no retry took its key since, and drops its key
-    when it exceeded its token budget.
+    holds that conversation). A child or a stage worker saves only if no other run took its key since,
+    and drops its key when it exceeded its token budget.
     """
     store, session = run.services.store, plan.session
     key, confirmed = state.key, run.attempt.confirmed
-    if run.parent is None:
+    if run.is_root_turn:
         await store_guidance(run, delivered=True)
         kept = await _save_root_turn(run, plan, state)
         await store_guidance(run, delivered=False)
@@ -176,8 +200,8 @@ async def save_session(run: RunSupervisor, plan: TurnPlan, state: ReuseState) ->
             return
     await run.notice(
         "the vendor session of this run is not kept: the session was cleared (/clear) while it ran"
-        if run.parent is None
-        else f"the vendor session of this child is not kept under {run.lineage}: the session was "
+        if run.is_root_turn
+        else f"the vendor session of this run is not kept under {run.lineage}: the session was "
         "cleared (/clear) or another run saved the key meanwhile"
     )
 
@@ -225,7 +249,8 @@ def _vendor_save(
     run: RunSupervisor, state: ReuseState, key: str, confirmed: str
 ) -> Callable[[], VendorSession | None]:
     """The store call saving ``confirmed`` under ``key`` alone (without a root turn's answer): in
-    the clear generation the turn read; a child's only if no retry took its key since."""
+    the clear generation the turn read; a child's or a stage worker's only if no other run took its
+    key since."""
     store, plan = run.services.store, state.plan
     save = functools.partial(
         store.save_vendor_session,
@@ -236,7 +261,7 @@ def _vendor_save(
         cwd=str(plan.real_workspace),
         generation=run.generation,
     )
-    if run.parent is None:
+    if run.is_root_turn:
         vendor = _root_vendor(run, state, key, confirmed)
         return functools.partial(save, cursor=vendor.cursor, checkpoint_id=vendor.checkpoint_id)
     return functools.partial(save, expect_vendor_session_id=state.expected, max_children=MAX_CHILD_SESSIONS)
@@ -262,7 +287,7 @@ async def keep_confirmed(run: RunSupervisor, state: ReuseState) -> None:
     except OctipusError as exc:
         log.warning("run %s: saving vendor session %s at once failed: %s", run.run.id, confirmed, exc.message)
         return
-    if saved is not None and run.parent is not None:
+    if saved is not None and not run.is_root_turn:
         state.expected = confirmed
 
 

@@ -205,12 +205,13 @@ class RunRegistry:
         return iter(list(self._live.values()))
 
     def of_session(self, session_id: str, *, roots_only: bool = False) -> RunSupervisor | None:
-        """The (first) live run of a session, or None."""
+        """The (first) live run of a session, or None; a pipeline stage worker is never one (it runs
+        beside the session's turns)."""
         return next(
             (
                 s
                 for s in self._live.values()
-                if s.session_id == session_id and not (roots_only and s.parent is not None)
+                if s.session_id == session_id and not s.in_stage and not (roots_only and s.parent is not None)
             ),
             None,
         )

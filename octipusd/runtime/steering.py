@@ -254,7 +254,7 @@ async def follow_up(run: RunSupervisor, request: LaunchRequest) -> str | None:
     while True:
         steering.vendor_exited()
         items = steering.unapplied()
-        feedback = await unhandled_plan_feedback(run) if run.parent is None else 0
+        feedback = await unhandled_plan_feedback(run) if run.is_root_turn else 0
         children = [] if steering.children_asked else run.delegation.uncollected()
         if not items and not feedback and not children:
             steering.closed = "the run is ending"
@@ -382,7 +382,7 @@ async def report_unapplied(run: RunSupervisor) -> str | None:
             "guidance_pending",
             {"count": count, "texts": texts, "reason": why, "message": notes[0]},
         )
-    feedback = await unhandled_plan_feedback(run) if run.parent is None and steering.why_not else 0
+    feedback = await unhandled_plan_feedback(run) if run.is_root_turn and steering.why_not else 0
     if feedback:
         notes.append(
             f"[Octipus] {feedback} feedback item{'s' if feedback != 1 else ''} on the work plan "

@@ -42,7 +42,7 @@ from octipusd.runtime.delegation import Delegation
 from octipusd.runtime.host import RunHost
 from octipusd.runtime.invocation import Attempt, Invocation
 from octipusd.runtime.outcome import Happened, final_status
-from octipusd.runtime.planning import TurnBasis, TurnPlan, plan_turn, positive_int, read_basis
+from octipusd.runtime.planning import TurnBasis, TurnPlan, plan_turn, positive_int, read_basis, stage_tools
 from octipusd.runtime.relay import PermissionRelay
 from octipusd.runtime.reuse import ReuseState, launch_prompt, reuse_key, save_session
 from octipusd.runtime.sessions import ResumePlan, plan_resume
@@ -54,8 +54,10 @@ from octipusd.toolkit import ChildRequest, RunIdentity, ToolSpec
 from octipusd.tools import ROOT_ROLE
 
 if TYPE_CHECKING:
+    from octipusd.adapter_events import VendorEvent
     from octipusd.bridge.server import Bridge
     from octipusd.runtime.services import RunRegistry, RunServices
+    from octipusd.runtime.stage_runs import StageRequest
 
 __all__ = ["RunSupervisor"]
 
@@ -88,6 +90,9 @@ class RunSupervisor:
         request: The ``spawn_child`` request of a child agent.
         tree: The worktree a child works in instead of the session's workspace (its own, or a
             worktree ancestor's), or None.
+        stage: The request of a pipeline stage worker (:mod:`octipusd.runtime.stage_runs`): a
+            run of the session's workspace beside its root turns, with the stage's model and
+            tools, keyed by its attempt; None for any other run.
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class RunSupervisor:
         parent: RunSupervisor | None = None,
         request: ChildRequest | None = None,
         tree: Path | None = None,
+        stage: StageRequest | None = None,
     ) -> None:
         self.services = services
         self.registry = registry
@@ -113,6 +119,9 @@ class RunSupervisor:
         self.parent = parent
         self.depth: int = parent.depth + 1 if parent is not None else 0
         self.child_request = request
+        self.stage = stage
+        #: Told every vendor event the run accepts (a stage worker's text and commands), or None.
+        self.observer: Callable[[VendorEvent], None] | None = None
         #: The worktree this run works in (None: the session's workspace).
         self.tree = tree
         #: What Octipus adds to a child's stored brief when it launches (a failed worktree setup).
@@ -146,6 +155,25 @@ class RunSupervisor:
         self.events = VendorEvents(self)
         self.delegation = Delegation(self)
         self.host = RunHost(self)
+
+    @property
+    def is_root_turn(self) -> bool:
+        """Whether this run is a turn of its session (neither a child nor a pipeline stage worker):
+        it holds the session's lock, carries and saves its transcript and resumes under the adapter's
+        name."""
+        return self.parent is None and self.stage is None
+
+    @property
+    def in_stage(self) -> bool:
+        """Whether this run is a pipeline stage worker or one of its children."""
+        return self.stage is not None or (self.parent is not None and self.parent.in_stage)
+
+    @property
+    def token_budget(self) -> int | None:
+        """The tokens the run may use (a child's ``tokenBudget``, a stage's ``maxTokens``), or None."""
+        if self.child_request is not None:
+            return self.child_request.token_budget
+        return self.stage.max_tokens if self.stage is not None else None
 
     def child(self, run: Run, request: ChildRequest, tree: Path | None = None) -> RunSupervisor:
         """A supervisor for a child agent of this run (same session, this run as its parent), working
@@ -185,12 +213,13 @@ class RunSupervisor:
         The run first waits for admission (:mod:`octipusd.runtime.admission`; status ``queued``
         with the reason shown); one stopped while queued ends without a vendor process. A root run
         then holds its session's lock for the whole turn (turns and maintenance of a session are
-        serialized); a child runs inside its parent's turn. Whatever happens, the run is finished
-        (shielded), leaves the registry and frees its slot.
+        serialized); a child runs inside its parent's turn, a pipeline stage worker beside the
+        session's turns. Whatever happens, the run is finished (shielded), leaves the registry and
+        frees its slot.
         """
         admission = self.services.admission
         try:
-            if self.parent is not None:
+            if not self.is_root_turn:
                 await self._execute(admission)
                 return
             async with self.registry.session_lock(self.session_id):
@@ -246,7 +275,8 @@ class RunSupervisor:
             services.adapters,
             services.resolutions,
             self.run,
-            generation=self.generation if self.parent is None else None,  # a root's reuse records too
+            generation=self.generation if self.is_root_turn else None,  # a root's reuse records too
+            model=self.stage.model if self.stage is not None else None,
         )
         self.adapter, self.space = basis.adapter, basis.in_space
         if self.tree is not None:  # a worktree child works there, never in the shared checkout
@@ -258,6 +288,7 @@ class RunSupervisor:
                 depth=self.depth,
                 role=self.role if self.parent is not None else None,
                 levels=services.swarm.levelDefaults,
+                own=stage_tools(self.stage.tool_ids, services.swarm.levelDefaults)[0] if self.stage else None,
             )
             await self._run_plan(plan)
 
@@ -296,7 +327,9 @@ class RunSupervisor:
         key = await reuse_key(self, plan.adapter, plan.basis.options)
         try:
             stored = await self._stored_session(plan, key)
-            resume = plan_resume(stored, plan.fingerprint, plan.real_workspace, plan.adapter.new_session_id())
+            # a stage attempt continues its vendor conversation only when asked to (a resume)
+            usable = None if self.stage is not None and not self.stage.resume else stored
+            resume = plan_resume(usable, plan.fingerprint, plan.real_workspace, plan.adapter.new_session_id())
             if resume.notice:
                 await self.notice(resume.notice)
             run_dir = services.data_dir / "runs" / run.id
@@ -305,18 +338,19 @@ class RunSupervisor:
                 run_id=run.id,
                 session_id=session.id,
                 user=services.user,
-                worker_id=f"child:{run.id}" if self.parent is not None else f"root:{session.id}",
+                worker_id=self._worker_id(),
                 workspace=plan.basis.workspace,
                 attended=session.attended,
                 author=run.author,  # a space member's calls are recorded as theirs
+                stage=self.stage.tag if self.stage is not None else None,
             )
             self.tools = {t.tool_id: t for t in plan.tools}
             state = self.reuse = ReuseState(
                 plan=plan,
                 key=key,
                 resume=resume,
-                stored=stored,
-                launch=await launch_prompt(self, resume, stored, plan.basis.checkpoint),
+                stored=usable,
+                launch=await launch_prompt(self, resume, usable, plan.basis.checkpoint),
                 # the record this run may replace: a child saves only if no retry took the key since
                 expected=stored.vendor_session_id if stored is not None else None,
             )
@@ -337,15 +371,21 @@ class RunSupervisor:
                         await process.stop(self.stop_reason or "the run was cancelled")
                     await save_session(self, plan, state)
         finally:
-            if key is not None and self.parent is not None:
+            if key is not None and not self.is_root_turn:
                 services.claims.release(key, run.id)
+
+    def _worker_id(self) -> str:
+        """The worker whose bridge calls are serialized: the session's root agent, or this run."""
+        if self.parent is not None:
+            return f"child:{self.run.id}"
+        return f"stage:{self.run.id}" if self.stage is not None else f"root:{self.session_id}"
 
     async def _stored_session(self, plan: TurnPlan, key: str | None) -> VendorSession | None:
         """The vendor record the run may resume: a root's was read with its basis, a child's is read
         under its claimed key."""
         if key is None:
             return None
-        if self.parent is None and key == plan.session.adapter:
+        if self.is_root_turn and key == plan.session.adapter:
             return plan.basis.vendor_session
         return await in_thread(self.services.store.get_vendor_session, plan.session.id, key)
 
@@ -578,11 +618,7 @@ class RunSupervisor:
                 review_required=tuple(self.review_required),
             )
         )
-        if (
-            verdict.status == RunStatus.SUCCEEDED
-            and self.parent is None
-            and services.compaction_threshold > 0
-        ):
+        if verdict.status == RunStatus.SUCCEEDED and self.is_root_turn and services.compaction_threshold > 0:
             await self._compact_if_large()
         # one commit: the accounting, the final status and the cancel of pending approvals
         waiting = services.broker.waits_of(run_id)

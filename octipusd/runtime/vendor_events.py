@@ -83,6 +83,8 @@ class VendorEvents:
             return
         if event.kind not in NOT_STORED:
             self._unsettled.append(run.services.hub.emit_vendor_soon(run.run.id, event))
+        if run.observer is not None:
+            run.observer(event)
         process, adapter = attempt.process, run.adapter
         assert process is not None and adapter is not None
         if isinstance(event, SessionEvent | ToolUseEvent | StdinWriteEvent):
@@ -245,20 +247,22 @@ class VendorEvents:
             run.failure = f"{reason}; the vendor ended without completing its handshake with the bridge"
 
     def _check_token_budget(self, tg: anyio.abc.TaskGroup) -> None:
-        """Stop a child that used more tokens than its ``tokenBudget`` (seed 003: the key is then
-        dropped). Counted over the whole run (its ended invocations, a cold retry's or a follow-up's
-        predecessors, and the one streaming now): input, output and cache writes, not cache reads
+        """Stop a child that used more tokens than its ``tokenBudget``, or a pipeline stage worker
+        more than its step's ``maxTokens`` (seed 003: the key is then dropped). Counted over the
+        whole run (its ended invocations, a cold retry's or a follow-up's predecessors, and the one
+        streaming now): input, output and cache writes, not cache reads
         (:func:`~octipusd.runtime.levels.budget_tokens` says why)."""
         run = self._run
-        request = run.child_request
-        if request is None or request.token_budget is None or run.budget_exceeded:
+        budget = run.token_budget
+        if budget is None or run.budget_exceeded:
             return
         # the event being handled belongs to the invocation streaming now, not accounted yet
         used = budget_tokens(run.invocation.spent() + run.attempt.usage())
-        if used > request.token_budget:
+        if used > budget:
             run.budget_exceeded = True
+            who = "stage worker" if run.stage is not None else "child"
             run.failure = run.failure or (
-                f"the child exceeded its token budget ({used} tokens of input, output and cache writes "
-                f"used, budget {request.token_budget})"
+                f"the {who} exceeded its token budget ({used} tokens of input, output and cache writes "
+                f"used, budget {budget})"
             )
             run.stop_vendor(tg, run.failure)

@@ -13,6 +13,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
+from octipusd.toolkit.identity import StageTag
 from octipusd.toolkit.plans import FeedbackStatus
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "SessionMessage",
     "Space",
     "SpaceRole",
+    "StageTag",
     "UsageTotals",
     "VendorSession",
     "WorkPlan",
@@ -210,6 +212,11 @@ class Run:
             (``octipusd.runtime.child_task``); None for a root turn or a child still running.
         host_services: The run's own shell commands share the host network and the Docker socket
             under the shell sandbox (seed 003 "Host services for gate commands"); never a child's.
+        pipeline_id: For a pipeline stage worker's run, its pipeline; None otherwise.
+        pipeline_attempt_id: For a stage worker's run, the stage attempt it works on (the same
+            attempt across resumes: its vendor session is kept under the attempt).
+        stage: For a stage worker's run, the stage's name.
+        item_id: For a stage worker's run inside a plan loop, the plan item; None otherwise.
     """
 
     id: str
@@ -240,6 +247,10 @@ class Run:
     resume_key: str | None = None
     receipt: dict[str, Any] | None = None
     host_services: bool = False
+    pipeline_id: str | None = None
+    pipeline_attempt_id: str | None = None
+    stage: str | None = None
+    item_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

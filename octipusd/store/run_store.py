@@ -18,7 +18,7 @@ from sqlmodel import Session as DbSession, col, select
 from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, enum_member, new_id
 from octipusd.store.models import RunRow
-from octipusd.store.records import ApprovalStatus, Run, RunStatus, UsageTotals
+from octipusd.store.records import ApprovalStatus, Run, RunStatus, StageTag, UsageTotals
 from octipusd.store.usage_store import usage_columns, usage_totals_of
 
 __all__ = ["RUN_ACCOUNTING_FIELDS", "RUN_UPDATABLE_FIELDS", "RunStoreMixin"]
@@ -97,6 +97,10 @@ def _run(row: RunRow) -> Run:
         resume_key=row.resume_key,
         receipt=json.loads(row.receipt) if row.receipt else None,
         host_services=row.host_services,
+        pipeline_id=row.pipeline_id,
+        pipeline_attempt_id=row.pipeline_attempt_id,
+        stage=row.stage,
+        item_id=row.item_id,
     )
 
 
@@ -148,6 +152,7 @@ class RunStoreMixin(StoreMixin):
         role: str | None = None,
         resume_key: str | None = None,
         host_services: bool = False,
+        stage: StageTag | None = None,
     ) -> Run:
         """Queue a new run (turn) in a session, or a child agent's run.
 
@@ -167,6 +172,8 @@ class RunStoreMixin(StoreMixin):
             resume_key: For a child agent's run, the resume key it was spawned with.
             host_services: The run's own shell commands share the host's services under the
                 shell sandbox (a root turn's choice; children never inherit it).
+            stage: For a pipeline stage worker's run, the pipeline, attempt, stage and item it
+                works for (stored on the run's row); None otherwise.
 
         Returns:
             The new run, status ``queued``.
@@ -198,6 +205,10 @@ class RunStoreMixin(StoreMixin):
                 role=role,
                 resume_key=resume_key,
                 host_services=host_services,
+                pipeline_id=stage.pipeline_id if stage is not None else None,
+                pipeline_attempt_id=stage.attempt_id if stage is not None else None,
+                stage=stage.stage if stage is not None else None,
+                item_id=stage.item_id if stage is not None else None,
             )
             session_row.updated_at = now
             db.add(session_row)

@@ -52,6 +52,7 @@ from octipusd.toolkit.identity import (
     RESERVED_IDENTITY_ARGUMENTS,
     RUN_MARKER,
     RunIdentity,
+    StageTag,
     strip_identity_arguments,
 )
 from octipusd.toolkit.outcomes import (
@@ -127,6 +128,7 @@ __all__ = [
     "SandboxRunner",
     "ShellSandbox",
     "ShellTerms",
+    "StageTag",
     "StopCause",
     "ToolHandler",
     "ToolHost",

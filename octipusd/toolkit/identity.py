@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESERVED_IDENTITY_ARGUMENTS", "RUN_MARKER", "RunIdentity", "strip_identity_arguments"]
+__all__ = ["RESERVED_IDENTITY_ARGUMENTS", "RUN_MARKER", "RunIdentity", "StageTag", "strip_identity_arguments"]
 
 #: Environment variable naming the run (or connector session) a process belongs to.
 RUN_MARKER = "OCTIPUS_RUN_ID"
@@ -42,6 +42,35 @@ RESERVED_IDENTITY_ARGUMENTS: frozenset[str] = frozenset(
 
 
 @dataclass(frozen=True)
+class StageTag:
+    """What a pipeline stage worker's run works for (stored on its run, carried in its identity).
+
+    Attributes:
+        pipeline_id: The pipeline.
+        node_key: The graph node of the stage (``"n2"``), the journal's ``node_id``.
+        stage: The stage's name.
+        item_id: The plan item (a loop body's stage), or None.
+        attempt_id: The stage attempt, the same across its resumes.
+    """
+
+    pipeline_id: str
+    node_key: str
+    stage: str
+    item_id: str | None
+    attempt_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (for events and logs)."""
+        return {
+            "pipeline_id": self.pipeline_id,
+            "node_key": self.node_key,
+            "stage": self.stage,
+            "item_id": self.item_id,
+            "attempt_id": self.attempt_id,
+        }
+
+
+@dataclass(frozen=True)
 class RunIdentity:
     """The identity every bridge call of one run executes with.
 
@@ -56,6 +85,8 @@ class RunIdentity:
             ASK rules are blocked instead of waiting.
         author: The person who started the turn (a space member, ``TurnCreate.author``), the
             author of every call of the run in the journal and the events; None: ``user``.
+        stage: A pipeline stage worker's pipeline, node, stage, item and attempt (the journal's
+            ``pipeline_id`` and ``node_id`` come from it); None for any other run.
     """
 
     run_id: str
@@ -65,6 +96,7 @@ class RunIdentity:
     workspace: Path
     attended: bool
     author: str | None = None
+    stage: StageTag | None = None
 
     @property
     def call_author(self) -> str:
@@ -81,6 +113,7 @@ class RunIdentity:
             "workspace": str(self.workspace),
             "attended": self.attended,
             "author": self.call_author,
+            **({"stage": self.stage.to_dict()} if self.stage is not None else {}),
         }
 
 
