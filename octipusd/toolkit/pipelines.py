@@ -193,7 +193,12 @@ class PipelineOps(Protocol):
         ...
 
     async def add_plan_items(
-        self, pipeline_id: str, caller: PipelineCaller, drafts: Sequence[ItemDraft]
+        self,
+        pipeline_id: str,
+        caller: PipelineCaller,
+        drafts: Sequence[ItemDraft],
+        *,
+        node_key: str | None = None,
     ) -> dict[str, Any]:
         """Append items to the pipeline's plan, skipping titles already on it (``plan__add_items``)."""
         ...

@@ -29,7 +29,7 @@ from octipusd.tools.children import (
 )
 from octipusd.tools.context import GET_CLI_RUN_CONTEXT
 from octipusd.tools.instructions import OCTIPUS_INSTRUCTIONS, run_instructions
-from octipusd.tools.pipeline import PIPELINE_TOOLS
+from octipusd.tools.pipeline import PIPELINE_TOOLS, STAGE_TOOLS
 from octipusd.tools.plan import GET_WORK_PLAN, UPDATE_WORK_PLAN, validate_work_plan
 from octipusd.tools.shell import SHELL_RUN, ShellResult, run_shell
 
@@ -59,6 +59,7 @@ __all__ = [
     "ROOT_ROLE",
     "SHELL_RUN",
     "SPAWN_CHILD",
+    "STAGE_TOOLS",
     "STEER_CHILD",
     "UPDATE_WORK_PLAN",
     "ShellResult",

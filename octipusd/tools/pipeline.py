@@ -20,6 +20,9 @@ duplicate outer record (seed 000), and after a crash a recovery review would blo
 an effect the pipelines' own restart reconciliation already settles (interrupted pipelines are
 parked ``paused``, never re-run). Being internal they also stay available while a recovery review
 is open, so an agent can still stop a pipeline then.
+
+``plan__add_items({items})`` is a stage worker's (:data:`STAGE_TOOLS`): it adds items to the plan of
+the pipeline its run's identity names (``RunIdentity.stage``), leaving out titles already on it.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ __all__ = [
     "CREATE_PIPELINE",
     "GET_PIPELINE_STATUS",
     "PIPELINE_TOOLS",
+    "PLAN_ADD_ITEMS",
     "RESUME_PIPELINE",
+    "STAGE_TOOLS",
     "STOP_PIPELINE",
     "UPDATE_PIPELINE_ITEMS",
     "parse_item_drafts",
@@ -344,6 +349,43 @@ UPDATE_PIPELINE_ITEMS = ToolSpec(
     timeout_seconds=MUTATION_TOOL_TIMEOUT_S,
     internal=True,
 )
+
+
+async def _add_plan_items(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
+    reject_unknown(arguments, ("items",))
+    if "items" not in arguments:
+        raise InvalidRequestError("items: required (a list of {title, detail?, acceptance?})")
+    drafts = parse_item_drafts(arguments["items"], "items")
+    if identity.stage is None:
+        raise InvalidRequestError(
+            "plan__add_items: only a pipeline's stage worker adds items to its plan; "
+            "use update_pipeline_items with the pipeline's id"
+        )
+    access = host.pipeline_access(identity)
+    stage = identity.stage
+    return await access.ops.add_plan_items(stage.pipeline_id, access.caller, drafts, node_key=stage.node_key)
+
+
+PLAN_ADD_ITEMS = ToolSpec(
+    name="plan__add_items",
+    description=(
+        "Add items to the plan of the pipeline this stage works for: "
+        '{"items": [{"title", "detail"?, "acceptance"?}]}. An item whose title is already on the plan '
+        'is left out. Returns {"added": [{"id", "title"}], "skipped": [title]}.'
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": _ITEM_SCHEMA, "maxItems": MAX_PIPELINE_ITEMS}},
+        "required": ["items"],
+        "additionalProperties": False,
+    },
+    handler=_add_plan_items,
+    timeout_seconds=MUTATION_TOOL_TIMEOUT_S,
+    internal=True,
+)
+
+#: The tools only a pipeline's stage worker has (its identity names the pipeline).
+STAGE_TOOLS: tuple[ToolSpec, ...] = (PLAN_ADD_ITEMS,)
 
 #: The pipeline tools of a root run, in the order they are listed.
 PIPELINE_TOOLS: tuple[ToolSpec, ...] = (
