@@ -70,10 +70,9 @@ STREAM_LIMITS: Final = PipelineStreamLimits()
 #: The OpenAPI schema of one frame of a pipeline's stream.
 PIPELINE_FRAME_SCHEMA: Final = {
     "type": "object",
-    "required": ["id", "event", "data"],
+    "required": ["id", "data"],
     "properties": {
         "id": {"type": "string", "description": "the history event's seq (resume with Last-Event-ID)"},
-        "event": {"type": "string", "description": "the event's kind"},
         "data": {
             "type": "string",
             "contentMediaType": "application/json",
@@ -84,7 +83,9 @@ PIPELINE_FRAME_SCHEMA: Final = {
 
 
 def encode_pipeline_events(events: list[PipelineEvent]) -> bytes:
-    """The SSE frames of ``events`` as one write (``data`` as the status document's history entries)."""
+    """The SSE frames of ``events`` as one write: ``id`` the event's ``seq``, ``data`` the event as the
+    status document's history entries (its ``kind`` inside: the frames are unnamed, so a browser's
+    ``onmessage`` hears every one)."""
     frames = []
     for event in events:
         data = json.dumps(
@@ -100,8 +101,7 @@ def encode_pipeline_events(events: list[PipelineEvent]) -> bytes:
             separators=(",", ":"),
             default=str,
         )
-        kind = event.kind.replace("\r", " ").replace("\n", " ")
-        frames.append(f"id: {event.seq}\nevent: {kind}\ndata: {data}\n\n")
+        frames.append(f"id: {event.seq}\ndata: {data}\n\n")
     return "".join(frames).encode()
 
 
@@ -191,7 +191,8 @@ def pipeline_router(services: Services, limits: PipelineStreamLimits = STREAM_LI
         response_class=StreamingResponse,
         responses={
             200: {
-                "description": "Server-sent events: `id` the history event's seq, `event` its kind",
+                "description": "Server-sent events (unnamed: a browser's onmessage gets each): `id` the "
+                "history event's seq, `data` the event with its kind",
                 "content": {"text/event-stream": {"schema": PIPELINE_FRAME_SCHEMA}},
             }
         },
