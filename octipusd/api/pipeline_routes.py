@@ -10,7 +10,7 @@ the templates' (:class:`~octipusd.pipelines.catalog.TemplateCatalog`) as the dae
     GET  /pipelines/templates/{name}         one template (by id or exact name) with its document
     GET  /pipelines/templates/{name}/export  its export envelope
     GET  /pipelines/{id}?includeHistory=     the status document
-    GET  /pipelines/{id}/stream?after=       its history as server-sent events, live
+    GET  /pipelines/{id}/stream?after=       its history as server-sent events, live while it works
     POST /pipelines/{id}/stop                stop it (resumable ``stopped``)
     POST /pipelines/{id}/resume              resume it ({fromStage, skipItems, evidence}): 202 "resuming"
     POST /pipelines/{id}/items               queue item edits ({skip, add, order, evidence}) for the next boundary
@@ -200,9 +200,9 @@ def pipeline_router(services: Services, limits: PipelineStreamLimits = STREAM_LI
     async def stream_pipeline(
         pipeline_id: str, after: After = 0, last_event_id: LastEventId = None
     ) -> StreamingResponse:
-        """The pipeline's history as server-sent events, live until the daemon stops (the client
-        closes it); ``Last-Event-ID`` (or ``after``) resumes after that ``seq``. The pipeline is
-        found (404), and its owner checked, before the stream starts."""
+        """The pipeline's history as server-sent events, live while a walker works on it (see
+        :func:`_follow`); ``Last-Event-ID`` (or ``after``) resumes after that ``seq``. The pipeline
+        is found (404), and its owner checked, before the stream starts."""
         pipelines = _pipelines(services)
         await pipelines.owned(pipeline_id, person)
         start = after if last_event_id is None else last_event_id
@@ -218,10 +218,14 @@ def pipeline_router(services: Services, limits: PipelineStreamLimits = STREAM_LI
 async def _follow(
     services: Services, pipelines: PipelineService, pipeline_id: str, after: int, limits: PipelineStreamLimits
 ) -> AsyncIterator[bytes]:
-    """Poll the pipeline's history every :attr:`PipelineStreamLimits.poll_s` and write what is new; a
-    keep-alive after :attr:`PipelineStreamLimits.keepalive_s` of quiet; ends when the daemon stops."""
+    """Poll the pipeline's history every :attr:`PipelineStreamLimits.poll_s` and write what is new (a
+    keep-alive after :attr:`PipelineStreamLimits.keepalive_s` of quiet). Ends once the history is
+    written and no walker works on the pipeline (not ``planning``, ``running`` or
+    ``awaiting_approval``): a browser's ``EventSource`` reconnects by itself with ``Last-Event-ID``,
+    so a page follows a later resume too. Ends when the daemon stops."""
     yield KEEPALIVE_FRAME  # at once: the browser's EventSource reports itself open
     quiet = 0.0
+    person = PipelineCaller(user=services.user)
     while not services.hub.closed:
         events = await pipelines.events(pipeline_id, after=after, limit=limits.batch_events)
         if events:
@@ -230,6 +234,12 @@ async def _follow(
             yield encode_pipeline_events(events)
             if len(events) == limits.batch_events:
                 continue
+        elif not (await pipelines.owned(pipeline_id, person)).status.active:
+            # what came between the read above and the status read, its last status change included
+            last = await pipelines.events(pipeline_id, after=after, limit=limits.batch_events)
+            if last:
+                yield encode_pipeline_events(last)
+            return
         elif quiet >= limits.keepalive_s:
             quiet = 0.0
             yield KEEPALIVE_FRAME
