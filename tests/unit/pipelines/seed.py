@@ -65,5 +65,6 @@ def seed_pipeline(
     store.add_attempt_run(attempt.id, run.id)
     store.save_incomplete_text(attempt.id, f"halfway {HOSTILE}")
     store.finish_pipeline_attempt(attempt.id, AttemptStatus.STOPPED)
+    store.set_pipeline_node(pipeline.id, "n1", NodeStatus.PENDING)  # the stopped stage runs again on resume
     store.set_pipeline_status(pipeline.id, status, summary=f"implementing {HOSTILE}")
     return Seeded(pipeline.id, session_id, (one.id, two.id), run.id, attempt.id)
