@@ -16,7 +16,8 @@ the templates' (:class:`~octipusd.pipelines.catalog.TemplateCatalog`) as the dae
     POST /pipelines/{id}/items               queue item edits ({skip, add, order, evidence}) for the next boundary
 
 Errors: a bad body is a 400 naming the field; an unknown pipeline or template a 404 naming it; a
-resume of a running pipeline, or a second resume, a 409; a daemon without the pipelines' engine a 503.
+resume of a running pipeline, or a second resume, a 409; a daemon without the pipelines' walker a 503.
+The templates' routes exist only when the daemon has the templates' service (``Services.templates``).
 """
 
 from __future__ import annotations
@@ -115,12 +116,6 @@ def _pipelines(services: Services) -> PipelineService:
     return services.pipelines
 
 
-def _templates(services: Services) -> TemplateCatalog:
-    if services.templates is None:
-        raise PipelinesUnavailableError("this daemon has no pipeline templates' service")
-    return services.templates
-
-
 def pipeline_router(services: Services, limits: PipelineStreamLimits = STREAM_LIMITS) -> APIRouter:
     """Routes of pipelines and templates over ``services`` (see the module)."""
     router = APIRouter(prefix=f"/{API_VERSION}/pipelines")
@@ -144,22 +139,8 @@ def pipeline_router(services: Services, limits: PipelineStreamLimits = STREAM_LI
         )
         return await _pipelines(services).create(request, person)
 
-    @router.get("/templates")
-    async def list_templates() -> list[dict[str, Any]]:
-        return [t.summary() for t in await _templates(services).list_templates(person.user)]
-
-    @router.post("/templates", status_code=201)
-    async def import_template(body: TemplateImport) -> dict[str, Any]:
-        entry = await _templates(services).import_template(person.user, body.document, name=body.name)
-        return entry.to_json()
-
-    @router.get("/templates/{name}")
-    async def show_template(name: str) -> dict[str, Any]:
-        return (await _templates(services).show(person.user, name)).to_json()
-
-    @router.get("/templates/{name}/export")
-    async def export_template(name: str) -> dict[str, Any]:
-        return await _templates(services).export(person.user, name)
+    if services.templates is not None:
+        _template_routes(router, services.templates, person)
 
     @router.get("/{pipeline_id}")
     async def pipeline_status(pipeline_id: str, includeHistory: bool = True) -> dict[str, Any]:
@@ -213,6 +194,27 @@ def pipeline_router(services: Services, limits: PipelineStreamLimits = STREAM_LI
         )
 
     return router
+
+
+def _template_routes(router: APIRouter, catalog: TemplateCatalog, person: PipelineCaller) -> None:
+    """The templates' routes (registered before ``/{pipeline_id}``, which would take their paths)."""
+
+    @router.get("/templates")
+    async def list_templates() -> list[dict[str, Any]]:
+        return [t.summary() for t in await catalog.list_templates(person.user)]
+
+    @router.post("/templates", status_code=201)
+    async def import_template(body: TemplateImport) -> dict[str, Any]:
+        entry = await catalog.import_template(person.user, body.document, name=body.name)
+        return entry.to_json()
+
+    @router.get("/templates/{name}")
+    async def show_template(name: str) -> dict[str, Any]:
+        return (await catalog.show(person.user, name)).to_json()
+
+    @router.get("/templates/{name}/export")
+    async def export_template(name: str) -> dict[str, Any]:
+        return await catalog.export(person.user, name)
 
 
 async def _follow(

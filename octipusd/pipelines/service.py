@@ -16,12 +16,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from octipusd.errors import ConflictError, DatabaseTimeoutError, ForbiddenError, PipelinesUnavailableError
+from octipusd.errors import (
+    ConflictError,
+    DatabaseTimeoutError,
+    ForbiddenError,
+    InvalidRequestError,
+    PipelinesUnavailableError,
+)
 from octipusd.pipelines.status import pipeline_summary, status_document
 from octipusd.store.pipeline_records import Pipeline, PipelineEvent
 from octipusd.store.repository import Store
@@ -240,11 +247,35 @@ class PipelineService:
         walk; answers the new pipeline's summary (its ``id`` is the handle).
 
         Raises:
-            InvalidRequestError: A template or parameter error (naming the step and field).
+            InvalidRequestError: A template or parameter error (naming the step and field), or the
+                workspace is not a directory (checked before the walker is asked).
             NotFoundError: No such session or template.
+            ForbiddenError: The session is not the caller's.
             PipelinesUnavailableError: No walker is wired in.
         """
+        await self._check_place(request, caller)
         return pipeline_summary(await self._walker().create(request, caller))
+
+    async def _check_place(self, request: CreateRequest, caller: PipelineCaller) -> None:
+        """Where the pipeline would work, checked before the walker is asked (nothing written).
+
+        Raises:
+            NotFoundError: ``session_id`` names no session.
+            ForbiddenError: The session is another user's (or, for an agent, not its own).
+            InvalidRequestError: ``workspace`` is not an absolute path of a directory.
+        """
+        if request.session_id is not None:
+            session = await self._read(
+                f"reading session {request.session_id}", self.store.get_session, request.session_id
+            )
+            if caller.session_id is not None and session.id != caller.session_id:
+                raise ForbiddenError(f"session {session.id} is not this run's session")
+        elif request.workspace is not None:
+            place = Path(request.workspace)
+            if not place.is_absolute() or not await anyio.to_thread.run_sync(place.is_dir):
+                raise InvalidRequestError(
+                    f"workspace: {request.workspace!r} is not an absolute path of a directory"
+                )
 
     async def resume(
         self, pipeline_id: str, caller: PipelineCaller, request: ResumeRequest
