@@ -87,6 +87,12 @@ def test_api_lists_shows_edits_and_refuses_by_field_and_id(site: Site) -> None:
     # 400 naming the field
     assert "template" in refused(site, 400, "POST", "/pipelines", json={"workspace": "/w"})
     assert "workspace, session_id" in refused(site, 400, "POST", "/pipelines", json={"template": "t"})
+    assert "workspace: '/nonexistent/dir'" in refused(
+        site, 400, "POST", "/pipelines", json={"template": "t", "workspace": "/nonexistent/dir"}
+    )
+    assert "session nope" in refused(
+        site, 404, "POST", "/pipelines", json={"template": "t", "session_id": "nope"}
+    )
     assert "add.0.title" in refused(
         site, 400, "POST", f"/pipelines/{pid}/items", json={"add": [{"title": ""}]}
     )
