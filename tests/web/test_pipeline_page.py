@@ -54,19 +54,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         yield Site(url, f"{parts.scheme}://{parts.netloc}", login, stopped, running)
 
 
-def test_no_pipeline_page_without_the_token(site: Site) -> None:
-    with httpx.Client(base_url=site.base, verify=False, timeout=30) as http:
-        for path in (
-            "/pipelines",
-            f"/pipelines/{site.stopped.pipeline_id}",
-            f"/v1/pipelines/{site.stopped.pipeline_id}",
-        ):
-            assert http.get(path).status_code == 401, path
-
-
 def test_the_pipeline_page_shows_the_graph_items_and_attempts_inertly_and_live(
     browser: Browser, site: Site
 ) -> None:
+    with httpx.Client(base_url=site.base, verify=False, timeout=30) as http:
+        for path in (
+            "/pipelines",
+            f"/pipelines/{site.running.pipeline_id}",
+            f"/v1/pipelines/{site.running.pipeline_id}",
+        ):
+            assert http.get(path).status_code == 401, path  # no page without the page's token
     context = browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
     page = context.new_page()
     page.set_default_timeout(PAGE_WAIT_MS)
