@@ -50,7 +50,9 @@ from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.notify import Notifier, PageUrl
+from octipusd.pipelines.engine import DurableEngine, system_database_url
 from octipusd.pipelines.service import PipelineService
+from octipusd.pipelines.template_service import TemplateService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -432,11 +434,13 @@ class _Core:
         services: The API's services (without the page's endpoint and the notifier yet).
         connectors: The MCP connectors.
         left_in_flight: Actions a stopped daemon left in flight (ended once serving).
+        engine: The durable engine (DBOS), loaded only when durable work is open or created.
     """
 
     services: Services
     connectors: ConnectorRegistry
     left_in_flight: list[ToolAction]
+    engine: DurableEngine
 
 
 async def _serve(
@@ -634,11 +638,29 @@ async def _build_core(
         reaper=reaper,
         vault=vault,
         pipelines=pipelines,
+        templates=TemplateService(store, max_stages=settings.orchestrator.maxPipelineStages),
         private=PrivateText.of_daemon(
             private_parts(settings.database.url or default_sqlite_url()), data_dir, socket_path(settings)
         ),
     )
-    return _Core(services, connectors, left_in_flight)
+    engine = DurableEngine(
+        system_database_url(settings.database.url or default_sqlite_url()), has_open_work=_no_open_pipelines
+    )
+    return _Core(services, connectors, left_in_flight, engine)
+
+
+def _no_open_pipelines() -> bool:
+    """Whether a pipeline is open (not finished): none until the pipelines' store query exists."""
+    return False
+
+
+async def _start_engine_if_needed(engine: DurableEngine) -> None:
+    """Start the durable engine at start-up when durable work is open; a failure is logged (the
+    daemon serves on; the pipelines wait for the engine's next start)."""
+    try:
+        await engine.start_if_needed()
+    except OctipusError:
+        log.exception("the durable engine did not start")
 
 
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
@@ -700,11 +722,13 @@ async def _run_until_stopped(
         if reaper is not None:
             await tg.start(reaper.run)
         await tg.start(notifier.run)
+        tg.start_soon(_start_engine_if_needed, core.engine)
 
         async def on_stop() -> None:
             await stop.received.wait()
             log.info("%s: stopping %d live run(s)", stop.name, len(runs.live_runs()))
             await runs.shutdown(f"octipusd received {stop.name} and stopped the run")
+            await core.engine.shutdown()  # shielded, bounded; nothing when it never started
             await notifier.close()  # queued notifications get a short grace, then are abandoned
             core.services.hub.close()  # endless followers (the page's activity feed) end now
             for server in servers:

@@ -21,6 +21,9 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     processContainment = "auto"                 # "auto", "cgroup" or "subreaper" (how a run's processes are kept)
     maxConcurrentRuns = 4                       # runs working at once (default: memory / RUN_MEMORY_MIB, at least 1)
     minFreeMemoryMiB = 1024                     # a run starts only if it leaves this much available (0: no check)
+    pipelineTokenBudget = 2000000               # tokens one pipeline's stages may use (0: off; env PIPELINE_TOKEN_BUDGET)
+    [orchestrator]
+    maxPipelineStages = 10                      # steps one pipeline template may have (octipusd.settings_orchestrator)
     [permissions]
     rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
     [database]
@@ -95,6 +98,13 @@ from octipusd.paths import (
     xdg_runtime_dir as xdg_runtime_dir,
 )
 from octipusd.settings_notify import NOTIFY_ACCEPTED, NotifySettings
+from octipusd.settings_orchestrator import (
+    DEFAULT_PIPELINE_TOKEN_BUDGET,
+    ORCHESTRATOR_ACCEPTED,
+    ORCHESTRATOR_FIRST_BOOT_ENV,
+    OrchestratorSettings,
+    adopt_older_budget,
+)
 from octipusd.settings_security import SECURITY_ACCEPTED, SecuritySettings
 from octipusd.settings_swarm import SWARM_ACCEPTED, SWARM_FIRST_BOOT_ENV, SwarmSettings
 from octipusd.settings_web import WEB_ACCEPTED, WebSettings
@@ -106,6 +116,7 @@ FIRST_BOOT_ENV: dict[str, str] = {
     "OCTIPUS_DATABASE_URL": "database.url",
     "AGENT_FLOW_GUARD": "agent.flowGuard",
     **SWARM_FIRST_BOOT_ENV,
+    **ORCHESTRATOR_FIRST_BOOT_ENV,
 }
 
 
@@ -154,6 +165,7 @@ ACCEPTED: dict[str, str] = {
     **WEB_ACCEPTED,
     **NOTIFY_ACCEPTED,
     **SECURITY_ACCEPTED,
+    **ORCHESTRATOR_ACCEPTED,
     "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
     "transport": "stdio (with command) or http (with url)",
     "trustRecoveryHints": "true or false (default false)",
@@ -244,7 +256,10 @@ class AgentSettings(_Section):
     runs work at once (None: derived from the machine's memory at start-up), and a run starts only
     if it leaves ``minFreeMemoryMiB`` MiB available (0 turns the memory check off); others wait in
     ``queued``. ``maxFollowUps``: follow-up invocations a run makes at most for guidance left when its
-    vendor finished (:data:`MAX_FOLLOW_UPS`, the seed's two, is also the highest value)."""
+    vendor finished (:data:`MAX_FOLLOW_UPS`, the seed's two, is also the highest value).
+    ``pipelineTokenBudget``: tokens one pipeline's stage workers may use in all, 0: no budget (first-boot
+    variable ``PIPELINE_TOKEN_BUDGET``; the older key ``orchestrator.pipelineTokenBudget`` is read when
+    this one is not set)."""
 
     promptDumps: bool = True
     flowGuard: Literal["ask", "off"] = "ask"
@@ -254,6 +269,7 @@ class AgentSettings(_Section):
     maxConcurrentRuns: int | None = Field(default=None, ge=1, le=10_000)
     minFreeMemoryMiB: int = Field(default=DEFAULT_MIN_FREE_MEMORY_MIB, ge=0, le=16_777_216)
     maxFollowUps: int = Field(default=MAX_FOLLOW_UPS, ge=0, le=MAX_FOLLOW_UPS)
+    pipelineTokenBudget: int = Field(default=DEFAULT_PIPELINE_TOKEN_BUDGET, ge=0)
 
 
 class PermissionsSettings(_Section):
@@ -556,6 +572,7 @@ class Settings(BaseSettings):
         web: The page's loopback listener.
         notify: Notifications through Apprise URLs (:mod:`octipusd.settings_notify`).
         security: The shell sandbox (:mod:`octipusd.settings_security`).
+        orchestrator: Pipeline limits (:mod:`octipusd.settings_orchestrator`).
         config_file: The TOML file that was read, if any (not a setting).
     """
 
@@ -573,6 +590,12 @@ class Settings(BaseSettings):
     web: WebSettings = Field(default_factory=WebSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_budget(cls, data: Any) -> Any:
+        return adopt_older_budget(data)
 
     @field_validator("mcpServers")
     @classmethod

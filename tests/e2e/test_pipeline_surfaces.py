@@ -156,3 +156,39 @@ def test_octipusctl_pipelines(site: Site) -> None:
     assert missing.returncode == 2 and "pipeline nope not found" in missing.stderr
     bad = ctl(site, "items", pid)
     assert bad.returncode == 2 and "--add, --skip, --order" in bad.stderr
+
+
+TEMPLATE: dict[str, Any] = {
+    "name": "mine",
+    "description": "one stage",
+    "steps": [{"name": "work", "topic": "general", "promptTemplate": "do {{param.what}}"}],
+    "parameters": [{"key": "what", "inputType": "string", "requirement": "required"}],
+}
+
+
+def test_templates_list_show_import_export(site: Site, tmp_path: Path) -> None:
+    listed = ctl(site, "templates", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    presets = [t["name"] for t in json.loads(listed.stdout) if t["preset"]]
+    assert "plan-implement-verify" in presets
+    assert "(preset)" in ctl(site, "templates").stdout
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(TEMPLATE), encoding="utf-8")
+    imported = ctl(site, "templates", "import", str(path))
+    assert imported.returncode == 0 and "imported template mine" in imported.stdout, imported.stderr
+    exported = json.loads(ctl(site, "templates", "export", "mine").stdout)
+    assert (
+        exported["octipusRecipe"] == 1
+        and exported["name"] == "mine"
+        and exported["steps"][0]["name"] == "work"
+    )
+    shown = site.client.request("GET", "/pipelines/templates/mine")
+    assert shown["document"] == exported
+    assert "nope" in refused(site, 404, "GET", "/pipelines/templates/nope")
+    bad = {
+        **TEMPLATE,
+        "name": "bad",
+        "steps": [{"name": "x", "topic": "general", "promptTemplate": "{{param.nope}}"}],
+    }
+    assert "nope" in refused(site, 400, "POST", "/pipelines/templates", json={"document": bad})
+    assert "document" in refused(site, 400, "POST", "/pipelines/templates", json={"name": "x"})

@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[3]
 #: ``environment`` the allowlist of what child processes inherit; ``paths`` the XDG folders and
 #: the socket; ``questionnaire`` the questions of a questionnaire approval (read by the clients, the
 #: page and notifications alike); ``inert`` the one rule that makes agent text inert for a terminal,
-#: a title or a notification (clients, page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify`` and ``settings_security`` the ``swarm``,
-#: ``web``, ``notify`` and ``security`` settings sections;
+#: a title or a notification (clients, page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify``,
+#: ``settings_security`` and ``settings_orchestrator`` the ``swarm``, ``web``, ``notify``, ``security`` and
+#: ``orchestrator`` settings sections;
 #: ``adapter_events`` the typed vendor events of the adapter protocol; ``adapter_launch`` the launch as
 #: the runtime starts it (an adapter's launch plus the bridge helper's environment); ``money`` exact
 #: amounts in US dollars, read, stored, sent and shown by one rule (by the clients, the page and
@@ -49,6 +50,7 @@ FOUNDATIONS: Mapping[str, int] = {
     "settings_web": 1,
     "settings_notify": 1,
     "settings_security": 1,
+    "settings_orchestrator": 1,
     "settings": 2,
     "adapter_events": 2,
     "adapter": 3,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -89,7 +89,11 @@ Script = Callable[[str], Recording]
 
 @asynccontextmanager
 async def _daemon(
-    store: Store, tmp_path: Path, scripts: Sequence[Script], limits: RunLimits | None = None
+    store: Store,
+    tmp_path: Path,
+    scripts: Sequence[Script],
+    limits: RunLimits | None = None,
+    rules: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[tuple[RunManager, ReplayLauncher]]:
     def recording(spec: LaunchSpec, run_id: str) -> Recording:
         return scripts[len(launcher.transports)](_session_id(spec))
@@ -102,7 +106,7 @@ async def _daemon(
         store=store,
         hub=hub,
         broker=ApprovalBroker(store, 300),
-        policy=Policy.from_setting(None),
+        policy=Policy.from_setting(rules),
         adapters=adapters,
         resolutions={ADAPTER: Resolution(ADAPTER, "claude", "/bin/true", None, "/usr/bin:/bin")},
         data_dir=tmp_path / "data",
