@@ -51,6 +51,8 @@ from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.notify import Notifier, PageUrl
 from octipusd.pipelines.engine import DurableEngine, system_database_url
+from octipusd.pipelines.service import PipelineService
+from octipusd.pipelines.template_service import TemplateService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -81,7 +83,7 @@ from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url, private_
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
-from octipusd.toolkit import NO_SANDBOX, RecoveryContract, ShellSandbox, ToolSpec
+from octipusd.toolkit import NO_SANDBOX, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 from octipusd.vault import RESOLVED, Vault, install_log_filter
 from octipusd.web.access import WebAccess
@@ -211,6 +213,7 @@ def build_runs(
     probe: HostProbe | None = None,
     vault: Vault | None = None,
     sandbox: ShellSandbox = NO_SANDBOX,
+    pipelines: PipelineOps | None = None,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
@@ -264,6 +267,7 @@ def build_runs(
         worktrees=WorktreeManager(default_root(base_env)),
         vault=vault,
         sandbox=sandbox,
+        pipelines=pipelines,
     )
     return RunManager(services, registry), gate
 
@@ -582,6 +586,7 @@ async def _build_core(
     left_in_flight = await in_thread(lambda: store.open_dispatches(store.now()))
     operator = RecoveryOperator(store, _contract_lookup(connectors), hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
+    pipelines = PipelineService(store)  # the walker (its runner) is wired in with the engine
     runs, gate = build_runs(
         settings,
         store=store,
@@ -600,6 +605,7 @@ async def _build_core(
         launcher=VendorLauncher(containment),
         vault=vault,
         sandbox=sandbox,
+        pipelines=pipelines,
     )
     actions = ActionService(
         store=store,
@@ -631,6 +637,8 @@ async def _build_core(
         containment=containment,
         reaper=reaper,
         vault=vault,
+        pipelines=pipelines,
+        templates=TemplateService(store, max_stages=settings.orchestrator.maxPipelineStages),
         private=PrivateText.of_daemon(
             private_parts(settings.database.url or default_sqlite_url()), data_dir, socket_path(settings)
         ),
