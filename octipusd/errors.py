@@ -26,6 +26,7 @@ codes) plus a human message that says what was wrong and what to do::
     ├── ConnectorUnavailableError      connector_unavailable    1   503
     ├── ConnectorCompensationError     compensation_failed      1   502
     ├── ActionsUnavailableError        actions_unavailable      1   503
+    ├── PipelinesUnavailableError      pipelines_unavailable    1   503
     ├── WorktreeError                  worktree_error           1   500
     ├── VaultAccessError               vault_access_denied      1   403
     ├── VaultKeyError                  vault_key_error          1   500
@@ -242,6 +243,13 @@ class ActionsUnavailableError(OctipusError):
     """The daemon has no action service (an embedding built without one)."""
 
     code = "actions_unavailable"
+    http_status = 503
+
+
+class PipelinesUnavailableError(OctipusError):
+    """The daemon cannot run pipelines: it was built without the pipelines' service or engine."""
+
+    code = "pipelines_unavailable"
     http_status = 503
 
 

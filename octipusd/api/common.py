@@ -12,6 +12,8 @@ from starlette.requests import Request
 from octipusd.adapter import Adapter
 from octipusd.api.disclosure import PrivateText
 from octipusd.notify import Notifier
+from octipusd.pipelines.catalog import TemplateCatalog
+from octipusd.pipelines.service import PipelineService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
 from octipusd.runner.containment import Containment
@@ -84,7 +86,8 @@ class WebEndpoint:
 @dataclass(frozen=True)
 class Services:
     """What the API calls; built by the composition root (``octipusd.app``). ``private`` is what no
-    error answer shows (:class:`~octipusd.api.disclosure.PrivateText`; by default nothing)."""
+    error answer shows (:class:`~octipusd.api.disclosure.PrivateText`; by default nothing);
+    ``pipelines`` and ``templates`` are the pipelines' services (None: their routes answer 503)."""
 
     store: Store
     runs: RunManager
@@ -100,6 +103,8 @@ class Services:
     web: WebEndpoint | None = None
     notifier: Notifier | None = None
     vault: Vault | None = None
+    pipelines: PipelineService | None = None
+    templates: TemplateCatalog | None = None
     private: PrivateText = field(default_factory=PrivateText)
 
 

@@ -5,8 +5,8 @@
   its column's range among them (issue 26 item 6) -- is a 400 ``invalid_request`` naming each
   parameter (``query parameter after: ...``), never its value;
 * a request whose body fails its declared schema: FastAPI's 422 ``{"detail": [...]}``, except under
-  ``/v1/models`` and ``/v1/vault``, where it is a 400 ``invalid_request`` naming the field and never
-  the input (FastAPI's body echoes it, and a vault request carries a credential);
+  ``/v1/models``, ``/v1/vault`` and ``/v1/pipelines``, where it is a 400 ``invalid_request`` naming the
+  field and never the input (FastAPI's body echoes it, and a vault request carries a credential);
 * a refusal of the framework itself (a path no route matches, a method the route does not take, a
   JSON body that does not parse): its status, with a code and a message saying what to do;
 * anything else: a 500 ``internal_error``, logged with its traceback; its message is the
@@ -37,7 +37,7 @@ __all__ = ["install_error_handlers"]
 log = logging.getLogger("octipusd.api")
 
 #: Paths whose schema failures are a 400 naming the field, without FastAPI's echo of the input.
-NAMED_FIELD_PATHS: Final = (f"/{API_VERSION}/models", f"/{API_VERSION}/vault")
+NAMED_FIELD_PATHS: Final = (f"/{API_VERSION}/models", f"/{API_VERSION}/vault", f"/{API_VERSION}/pipelines")
 
 #: Where a request's parameters are (the first part of a validation error's location).
 PARAMETER_PLACES: Final = frozenset({"query", "path", "header", "cookie"})

@@ -20,9 +20,12 @@ from octipusd.toolkit import (
     CallWatch,
     ChildRequest,
     Executed,
+    PipelineAccess,
+    PipelineOps,
     PlanUpdate,
     RunIdentity,
     ShellTerms,
+    pipeline_access,
     run_unjournaled,
 )
 
@@ -72,6 +75,8 @@ class FakeToolHost:
             refused with :class:`~octipusd.errors.VaultAccessError`).
         resolved: Every ``resolve_secrets`` request, in order: ``(tool id, names)``.
         shell: What :meth:`shell_terms` answers (default: the sandbox off).
+        pipelines: The pipelines' service the pipeline tools reach (None: they are refused), e.g. a
+            real ``PipelineService`` over a test store.
     """
 
     deny: Mapping[str, str] = field(default_factory=dict)
@@ -87,6 +92,15 @@ class FakeToolHost:
     resolved: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     steered: list[tuple[str, str]] = field(default_factory=list)
     shell: ShellTerms = field(default_factory=ShellTerms)
+    pipelines: PipelineOps | None = None
+
+    def pipeline_access(self, identity: RunIdentity) -> PipelineAccess:
+        """:attr:`pipelines` with the identity's run as the caller.
+
+        Raises:
+            PipelinesUnavailableError: :attr:`pipelines` is None.
+        """
+        return pipeline_access(self.pipelines, identity)
 
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None

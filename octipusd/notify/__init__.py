@@ -6,7 +6,7 @@ says; :mod:`~octipusd.notify.sender` sends one, in a worker thread, with a deadl
 are ``notify`` (:mod:`octipusd.settings_notify`).
 """
 
-from octipusd.notify.messages import Notification, PageUrl, compose, wanted
+from octipusd.notify.messages import Notification, PageUrl, compose, compose_pipeline, wanted
 from octipusd.notify.notifier import Notifier, NotifierLimits, NotifierSnapshot, TargetSnapshot
 from octipusd.notify.sender import SendOutcome, scrub, send
 
@@ -19,6 +19,7 @@ __all__ = [
     "SendOutcome",
     "TargetSnapshot",
     "compose",
+    "compose_pipeline",
     "scrub",
     "send",
     "wanted",

@@ -24,9 +24,21 @@ from typing import Any, Final
 from octipusd.inert import inert
 from octipusd.money import format_usd
 from octipusd.questionnaire import questions_of
+from octipusd.store.pipeline_records import Pipeline, PipelineStatus
 from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
 
-__all__ = ["MessageLimits", "Notification", "PageUrl", "compose", "wanted"]
+__all__ = [
+    "PIPELINE_KIND",
+    "MessageLimits",
+    "Notification",
+    "PageUrl",
+    "compose",
+    "compose_pipeline",
+    "wanted",
+]
+
+#: The kind of a pipeline's end notification.
+PIPELINE_KIND: Final = "pipeline_status"
 
 #: Builds the page's link for a path (``/runs/ID``, ``/approvals/ID``): the web listener's base URL
 #: and the path, without any token; None when the page is off (then a notification has no link).
@@ -64,8 +76,9 @@ class Notification:
         body: What the person needs to judge it, and the link (if any).
         kind: The event kind it came from (``approval_requested``, ``review_required``,
             ``run_status``, or ``test``).
-        run_id: The run it is about (None for a test).
-        link: The page's URL of the run or approval, or None.
+        run_id: The run it is about (None for a test or a pipeline).
+        link: The page's URL of the run, approval or pipeline, or None.
+        pipeline_id: The pipeline it is about (``pipeline_status``), or None.
     """
 
     title: str
@@ -73,6 +86,7 @@ class Notification:
     kind: str
     run_id: str | None = None
     link: str | None = None
+    pipeline_id: str | None = None
 
 
 def wanted(event: RunEvent) -> bool:
@@ -210,3 +224,47 @@ def compose(
     if run is not None and run.cost_usd is not None:
         lines.append(f"Cost: {format_usd(run.cost_usd)}")
     return _message(f"Octipus: run {status}", lines, event, run_link)
+
+
+#: The pipeline statuses that end a walk and notify (``paused`` and ``awaiting_approval`` wait for a
+#: person through their own paths; ``stopped`` is a person's or an agent's own doing, but notifies
+#: like a run's ending when it took long).
+_PIPELINE_ENDINGS: Final = frozenset(
+    {PipelineStatus.COMPLETED, PipelineStatus.FAILED, PipelineStatus.STOPPED}
+)
+
+
+def compose_pipeline(pipeline: Pipeline, *, page: PageUrl, finished_after_s: float) -> Notification | None:
+    """The notification of a pipeline's end, as a run's: a ``failed`` pipeline always notifies, a
+    ``completed`` or ``stopped`` one only when it ran longer than ``finished_after_s`` seconds (from
+    its creation to its end); any other status, or unknown times, none.
+
+    Args:
+        pipeline: The pipeline with its final status (the walker's last write).
+        page: Builds the page's link for a path.
+        finished_after_s: ``notify.finishedAfterSeconds``.
+    """
+    status = pipeline.status
+    took = (pipeline.ended_at - pipeline.created_at).total_seconds() if pipeline.ended_at else None
+    if status not in _PIPELINE_ENDINGS:
+        return None
+    if status is not PipelineStatus.FAILED and (took is None or took <= finished_after_s):
+        return None
+    where = os.path.basename(pipeline.workspace.rstrip("/")) or pipeline.workspace
+    lines = [
+        f"Pipeline {pipeline.id} '{_cut(pipeline.name, 80)}' in '{_cut(where, 80)}' {status}"
+        + (f" after {_minutes(took)}." if took else ".")
+    ]
+    if pipeline.error:
+        lines.append(f"Reason: {_cut(pipeline.error)}")
+    elif pipeline.summary:
+        lines.append(_cut(pipeline.summary))
+    link = page(f"/pipelines/{pipeline.id}")
+    if link is not None:
+        lines.append(f"Open: {link}")
+    body = "\n".join(lines)
+    if len(body) > LIMITS.body_chars:
+        body = body[: LIMITS.body_chars - 1] + "…"
+    return Notification(
+        title=f"Octipus: pipeline {status}", body=body, kind=PIPELINE_KIND, link=link, pipeline_id=pipeline.id
+    )

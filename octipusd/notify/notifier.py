@@ -26,10 +26,11 @@ import anyio
 from anyio.abc import TaskStatus
 
 from octipusd.errors import ConflictError, OctipusError
-from octipusd.notify.messages import Notification, PageUrl, compose, wanted
+from octipusd.notify.messages import Notification, PageUrl, compose, compose_pipeline, wanted
 from octipusd.notify.sender import SendOutcome, send
 from octipusd.settings_notify import NotifySettings, redact_url
 from octipusd.store.aio import in_thread
+from octipusd.store.pipeline_records import Pipeline
 from octipusd.store.records import Approval, Run, RunEvent, Session
 from octipusd.store.repository import Store
 
@@ -199,6 +200,18 @@ class Notifier:
                 log.warning(
                     "notifier: incoming queue full, dropped the oldest event (%d so far)", self._dropped
                 )
+
+    def pipeline_ended(self, pipeline: Pipeline) -> None:
+        """Notify a pipeline's end like a run's (:func:`~octipusd.notify.messages.compose_pipeline`):
+        the walker calls it once with the pipeline as its final status left it. Never blocks, never
+        raises for a full queue (its oldest notification is dropped, counted and logged)."""
+        if not self._targets or self._closing:
+            return
+        message = compose_pipeline(
+            pipeline, page=self._page_url, finished_after_s=self.settings.finishedAfterSeconds
+        )
+        if message is not None:
+            self._fan_out(message)
 
     def health(self) -> NotifierSnapshot:
         """The notifier's figures now (redacted targets)."""

@@ -1,8 +1,7 @@
 """The durable execution engine inside the daemon: DBOS Transact's lifecycle and thin, typed wrappers.
 
-This module (and :mod:`~octipusd.pipelines.engine_guard`, which it loads) is the only place that
-imports ``dbos``; everything else speaks to :class:`DurableEngine`. ``import dbos`` costs about half
-a second, so the composition root builds the engine without it and the engine loads it on first use
+This module is the only place that imports ``dbos``; everything else speaks to
+:class:`DurableEngine`. ``import dbos`` costs about half a second, so the composition root builds the engine without it and the engine loads it on first use
 (:meth:`DurableEngine.ensure_started`), or at start-up when durable work is open
 (:meth:`DurableEngine.start_if_needed`).
 
@@ -23,7 +22,7 @@ Facts of dbos 3.4 the design rests on (verified by ``tests/unit/pipelines/test_e
   DBOS sets the loop's default executor to its own pool; :meth:`DurableEngine.shutdown` gives the
   loop a fresh one after ``destroy``.
 * A step's outcome is recorded only when the step ends: a step cut by a crash runs again when its
-  workflow is recovered. The restart guard (:mod:`~octipusd.pipelines.engine_guard`) turns that
+  workflow is recovered. The restart guard (:meth:`DurableEngine.guarded_step`) turns that
   second run into an "interrupted" answer for paid work.
 """
 

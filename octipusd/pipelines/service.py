@@ -14,18 +14,25 @@ durable workflow.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from octipusd.errors import ConflictError, DatabaseTimeoutError, ForbiddenError
+from octipusd.errors import (
+    ConflictError,
+    DatabaseTimeoutError,
+    ForbiddenError,
+    InvalidRequestError,
+    PipelinesUnavailableError,
+)
 from octipusd.pipelines.status import pipeline_summary, status_document
-from octipusd.store.pipeline_item_store import ItemChanges, ItemDraft
-from octipusd.store.pipeline_records import Pipeline
+from octipusd.store.pipeline_records import Pipeline, PipelineEvent
 from octipusd.store.repository import Store
+from octipusd.toolkit.pipelines import CreateRequest, ItemChanges, ItemDraft, PipelineCaller, ResumeRequest
 
 __all__ = [
     "CreateRequest",
@@ -56,59 +63,6 @@ class PipelineLimits:
     list_limit: int = 100
     resume_watchdog_s: float = 120.0
     watchdog_poll_s: float = 1.0
-
-
-@dataclass(frozen=True)
-class PipelineCaller:
-    """Who asks.
-
-    Attributes:
-        user: The user asking (a person, or the user a run acts for).
-        session_id: The session of the root run calling a bridge tool; None for a person (API, page).
-        workspace: That run's workspace (absolute path); None for a person.
-    """
-
-    user: str
-    session_id: str | None = None
-    workspace: str | None = None
-
-
-@dataclass(frozen=True)
-class ResumeRequest:
-    """``resume_pipeline({id, fromStage?, skipItems?, evidence?})``, checked.
-
-    Attributes:
-        from_stage: An exact stage name or node key among retained checkpoints, or None: the latest.
-        skip_items: Items earlier work already delivered (every id checked before any is skipped).
-        evidence: The commit and check given for them, kept.
-    """
-
-    from_stage: str | None = None
-    skip_items: tuple[str, ...] = ()
-    evidence: str | None = None
-
-
-@dataclass(frozen=True)
-class CreateRequest:
-    """``create_pipeline`` / ``POST /v1/pipelines`` / ``octipusctl pipelines run``, as received.
-
-    Attributes:
-        template: A template's name or id (looked up: exact, then fuzzy, then the one-stage
-            ``Execute`` fallback), or a template document (steps and parameters, or the export envelope).
-        params: Parameter values by key.
-        session_id: The session it works in (an agent's own; a person may name one), or None: a person
-            gives ``workspace`` and a new session is made there.
-        workspace: The workspace directory (a person without a session).
-        description: The ``{{description}}`` of the prompts (what this run is for).
-        items: Plan items to start with (a pipeline whose first stage ``producesPlan`` makes its own).
-    """
-
-    template: str | dict[str, Any]
-    params: dict[str, Any]
-    session_id: str | None = None
-    workspace: str | None = None
-    description: str | None = None
-    items: tuple[ItemDraft, ...] = ()
 
 
 class PipelineRunner(Protocol):
@@ -201,6 +155,21 @@ class PipelineService:
         check_owner(snapshot.pipeline, caller)
         return status_document(snapshot, include_history=include_history)
 
+    async def events(self, pipeline_id: str, *, after: int, limit: int) -> list[PipelineEvent]:
+        """History events of a pipeline after ``seq`` ``after`` (a live stream's poll; the caller
+        checked the owner with :meth:`owned` first).
+
+        Raises:
+            DatabaseTimeoutError: Storage did not answer in time.
+        """
+        return await self._read(
+            f"reading the history of pipeline {pipeline_id}",
+            self.store.pipeline_events,
+            pipeline_id,
+            after=after,
+            limit=limit,
+        )
+
     async def list(self, caller: PipelineCaller, *, limit: int | None = None) -> list[dict[str, Any]]:
         """The caller's pipelines, newest first (an agent: those of its session).
 
@@ -215,43 +184,6 @@ class PipelineService:
             limit=limit or self.limits.list_limit,
         )
         return [pipeline_summary(p) for p in found if _same_workspace(p, caller)]
-
-    async def create(self, request: CreateRequest, caller: PipelineCaller) -> Pipeline:
-        """``create_pipeline``: validate, save the graph and initial checkpoint, start the walk.
-
-        Raises:
-            InvalidRequestError, NotFoundError: See :meth:`PipelineRunner.create`.
-            ConflictError: The walker is not wired (no durable engine).
-        """
-        return await self._runner().create(request, caller)
-
-    async def resume(
-        self, pipeline_id: str, caller: PipelineCaller, request: ResumeRequest
-    ) -> dict[str, Any]:
-        """``resume_pipeline``: answers ``{"id", "status": "resuming"}`` at once.
-
-        Raises:
-            NotFoundError, ForbiddenError: See :meth:`owned`.
-            ConflictError: It is running, or another resume is under way.
-            InvalidRequestError: ``fromStage`` or a skipped item is unknown (nothing changed).
-        """
-        pipeline = await self.owned(pipeline_id, caller)
-        return await self._runner().resume(pipeline, request, caller)
-
-    async def stop(self, pipeline_id: str, caller: PipelineCaller) -> dict[str, Any]:
-        """``stop_pipeline``: the pipeline is ``stopped`` (resumable); its summary.
-
-        Raises:
-            NotFoundError, ForbiddenError: See :meth:`owned`.
-            ConflictError: It is completed or failed.
-        """
-        pipeline = await self.owned(pipeline_id, caller)
-        return pipeline_summary(await self._runner().stop(pipeline, caller))
-
-    def _runner(self) -> PipelineRunner:
-        if self.runner is None:
-            raise ConflictError("pipelines cannot run here: the durable engine is not wired")
-        return self.runner
 
     async def update_items(
         self, pipeline_id: str, caller: PipelineCaller, changes: ItemChanges
@@ -271,6 +203,115 @@ class PipelineService:
             functools.partial(self.store.queue_item_changes, pipeline.id, _by(changes, caller))
         )
         return {"id": pipeline.id, "status": pipeline.status.value, "queued": queued}
+
+    async def add_plan_items(
+        self,
+        pipeline_id: str,
+        caller: PipelineCaller,
+        drafts: Sequence[ItemDraft],
+        *,
+        node_key: str | None = None,
+    ) -> dict[str, Any]:
+        """``plan__add_items``: append items to the plan now, leaving out titles already on it.
+
+        Returns:
+            ``{"id", "added": [{"id", "title"}], "skipped": [title, ...]}``.
+
+        Raises:
+            NotFoundError, ForbiddenError: See :meth:`owned`.
+            InvalidRequestError: A draft is malformed or the plan would be too long (nothing added).
+        """
+        pipeline = await self.owned(pipeline_id, caller)
+        added = await anyio.to_thread.run_sync(
+            functools.partial(
+                self.store.add_pipeline_items,
+                pipeline.id,
+                list(drafts),
+                node_key=node_key,
+                skip_known_titles=True,
+            )
+        )
+        titles = {item.title for item in added}
+        return {
+            "id": pipeline.id,
+            "added": [{"id": item.id, "title": item.title} for item in added],
+            "skipped": [d.title.strip() for d in drafts if d.title.strip() not in titles],
+        }
+
+    # ------------------------------------------------------------------ through the walker
+
+    def _walker(self) -> PipelineRunner:
+        if self.runner is None:
+            raise PipelinesUnavailableError(
+                "this daemon cannot run pipelines: its pipeline engine is not wired in"
+            )
+        return self.runner
+
+    async def create(self, request: CreateRequest, caller: PipelineCaller) -> dict[str, Any]:
+        """``create_pipeline``: the walker saves the graph and initial checkpoint and starts the first
+        walk; answers the new pipeline's summary (its ``id`` is the handle).
+
+        Raises:
+            InvalidRequestError: A template or parameter error (naming the step and field), or the
+                workspace is not a directory (checked before the walker is asked).
+            NotFoundError: No such session or template.
+            ForbiddenError: The session is not the caller's.
+            PipelinesUnavailableError: No walker is wired in.
+        """
+        await self._check_place(request, caller)
+        return pipeline_summary(await self._walker().create(request, caller))
+
+    async def _check_place(self, request: CreateRequest, caller: PipelineCaller) -> None:
+        """Where the pipeline would work, checked before the walker is asked (nothing written).
+
+        Raises:
+            NotFoundError: ``session_id`` names no session.
+            ForbiddenError: The session is another user's (or, for an agent, not its own).
+            InvalidRequestError: ``workspace`` is not an absolute path of a directory.
+        """
+        if request.session_id is not None:
+            session = await self._read(
+                f"reading session {request.session_id}", self.store.get_session, request.session_id
+            )
+            if caller.session_id is not None and session.id != caller.session_id:
+                raise ForbiddenError(f"session {session.id} is not this run's session")
+        elif request.workspace is not None:
+            place = Path(request.workspace)
+            if not place.is_absolute() or not await anyio.to_thread.run_sync(place.is_dir):
+                raise InvalidRequestError(
+                    f"workspace: {request.workspace!r} is not an absolute path of a directory"
+                )
+
+    async def resume(
+        self, pipeline_id: str, caller: PipelineCaller, request: ResumeRequest
+    ) -> dict[str, Any]:
+        """``resume_pipeline``: answers ``{"id", "status": "resuming"}`` at once (see
+        :meth:`PipelineRunner.resume`).
+
+        Raises:
+            NotFoundError, ForbiddenError: See :meth:`owned`.
+            ConflictError: It is running (or a walker is working on it): checked here first, and
+                again atomically by the walker's claim (a second resume).
+            InvalidRequestError: ``from_stage`` or a skipped item is unknown.
+            PipelinesUnavailableError: No walker is wired in.
+        """
+        pipeline = await self.owned(pipeline_id, caller)
+        if pipeline.status.active:
+            raise ConflictError(
+                f"pipeline {pipeline.id} is {pipeline.status.value}: it cannot be resumed now; "
+                "wait for it to stop or stop it first"
+            )
+        return await self._walker().resume(pipeline, request, caller)
+
+    async def stop(self, pipeline_id: str, caller: PipelineCaller) -> dict[str, Any]:
+        """``stop_pipeline``: stop the current stage worker; the pipeline is left resumable ``stopped``.
+
+        Raises:
+            NotFoundError, ForbiddenError: See :meth:`owned`.
+            PipelinesUnavailableError: No walker is wired in.
+        """
+        pipeline = await self.owned(pipeline_id, caller)
+        return pipeline_summary(await self._walker().stop(pipeline, caller))
 
 
 def _by(changes: ItemChanges, caller: PipelineCaller) -> ItemChanges:

@@ -27,9 +27,11 @@ from octipusd.toolkit import (
     ChildRequest,
     Executed,
     Origin,
+    PipelineAccess,
     PlanUpdate,
     RunIdentity,
     ShellTerms,
+    pipeline_access,
 )
 
 if TYPE_CHECKING:
@@ -210,6 +212,14 @@ class RunHost:
         """Guidance for one of the run's running children; see
         :meth:`octipusd.runtime.delegation.Delegation.steer`."""
         return await self._run.delegation.steer(child_run_id, text)
+
+    def pipeline_access(self, identity: RunIdentity) -> PipelineAccess:
+        """The pipelines' service with this run as the caller (its user, session and workspace).
+
+        Raises:
+            PipelinesUnavailableError: the daemon was built without the pipelines' service.
+        """
+        return pipeline_access(self._run.services.pipelines, identity)
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Store a bridge event on the run; after a stop began it is dropped (and counted).

@@ -23,6 +23,7 @@ from octipusd.toolkit import (
     CallWatch,
     ChildRequest,
     Executed,
+    PipelineAccess,
     PlanUpdate,
     RunIdentity,
     ShellTerms,
@@ -105,6 +106,10 @@ class ManualCallHost:
     async def steer_child(self, identity: RunIdentity, child_run_id: str, text: str) -> dict[str, Any]:
         """Refused: only an agent run has children."""
         raise _no_run("steer_child", identity)
+
+    def pipeline_access(self, identity: RunIdentity) -> PipelineAccess:
+        """Refused: the pipeline tools belong to an agent run (its session is their owner)."""
+        raise _no_run("the pipelines", identity)
 
     async def resolve_secrets(
         self, identity: RunIdentity, tool_id: str, names: Sequence[str]

@@ -32,7 +32,7 @@ from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSes
 from octipusd.store.repository import Store
 from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
-from octipusd.tools import child_tools, root_tools, run_instructions
+from octipusd.tools import STAGE_TOOLS, child_tools, root_tools, run_instructions
 
 __all__ = [
     "TurnBasis",
@@ -263,16 +263,19 @@ def stage_tools(
     selects ``shell__run``), or with ``*`` every tool a root run of the top level may have. No entry
     at all gives a child's set without delegation (``get_cli_run_context``, ``get_work_plan``,
     ``shell__run``): a stage works, it does not plan the session or delegate unless its step says
-    so. The vendor's native tools are not chosen here (the permission policy governs them).
+    so; that set and ``*`` add the stage tools (:data:`~octipusd.tools.STAGE_TOOLS`: ``plan__add_items``,
+    which a named list selects like any tool: ``plan__add_items`` or ``plan``).
+    The vendor's native tools are not chosen here (the permission policy governs them).
 
     Returns:
         The tools, in their published order, and the entries that named no Octipus tool.
     """
     if not tool_ids:
-        return child_tools(False), ()
+        return (*child_tools(False), *STAGE_TOOLS), ()
     universe = root_tools(may_spawn(levels, 0))
     if ALL_TOOLS in tool_ids:
-        return universe, ()
+        return (*universe, *STAGE_TOOLS), ()
+    universe = (*universe, *STAGE_TOOLS)
     wanted = set(tool_ids)
     chosen = tuple(t for t in universe if t.name in wanted or t.name.split("__", 1)[0] in wanted)
     named = {t.name for t in universe} | {t.name.split("__", 1)[0] for t in universe}

@@ -37,7 +37,7 @@ from octipusd.settings import MAX_FOLLOW_UPS, AgentSettings
 from octipusd.settings_swarm import SwarmSettings
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
-from octipusd.toolkit import NO_SANDBOX, ShellSandbox
+from octipusd.toolkit import NO_SANDBOX, PipelineOps, ShellSandbox
 from octipusd.toolkit.secrets import SecretResolver
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ class RunServices:
         worktrees: The child worktrees under ``~/.octipus/worktrees`` (``OCTIPUS_WORKTREES_DIR``).
         vault: Resolves vault placeholders (None: the daemon has no vault).
         sandbox: The shell sandbox (``security.shellSandbox`` and the runner found at start-up).
+        pipelines: The pipelines' service the bridge tools call (None: the pipeline tools refuse).
     """
 
     store: Store
@@ -145,6 +146,7 @@ class RunServices:
     worktrees: WorktreeManager = field(default_factory=lambda: WorktreeManager(default_root()))
     vault: SecretResolver | None = None
     sandbox: ShellSandbox = NO_SANDBOX
+    pipelines: PipelineOps | None = None
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
         """Compact a session's transcript now (the caller holds the session's lock)."""

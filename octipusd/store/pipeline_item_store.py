@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +24,13 @@ from octipusd.store.codec import new_id
 from octipusd.store.models import PipelineItemRow, PipelineRow
 from octipusd.store.pipeline_records import ItemStatus, PipelineItem, PipelineStatus
 from octipusd.store.pipeline_store import PipelineStoreMixin, item_record, lock_pipeline
+from octipusd.toolkit.pipelines import (
+    MAX_ITEM_TEXT_CHARS,
+    MAX_ITEM_TITLE_CHARS,
+    MAX_PIPELINE_ITEMS,
+    ItemChanges,
+    ItemDraft,
+)
 
 __all__ = [
     "MAX_ITEM_TEXT_CHARS",
@@ -34,70 +40,6 @@ __all__ = [
     "ItemDraft",
     "PipelineItemStoreMixin",
 ]
-
-#: Plan items one pipeline holds at most.
-MAX_PIPELINE_ITEMS = 500
-#: Characters of an item's title at most.
-MAX_ITEM_TITLE_CHARS = 500
-#: Characters of an item's detail, acceptance or evidence at most.
-MAX_ITEM_TEXT_CHARS = 20_000
-
-
-@dataclass(frozen=True)
-class ItemDraft:
-    """A plan item to add: its title, and optionally its detail and acceptance criteria."""
-
-    title: str
-    detail: str | None = None
-    acceptance: str | None = None
-
-    def checked(self, where: str) -> ItemDraft:
-        """This draft stripped, or :class:`InvalidRequestError` naming ``where`` and the field."""
-        title = self.title.strip() if isinstance(self.title, str) else ""
-        if not title:
-            raise InvalidRequestError(f"{where}.title: must be a non-empty string")
-        if len(title) > MAX_ITEM_TITLE_CHARS:
-            raise InvalidRequestError(f"{where}.title: longer than {MAX_ITEM_TITLE_CHARS} characters")
-        for name, value in (("detail", self.detail), ("acceptance", self.acceptance)):
-            if value is not None and (not isinstance(value, str) or len(value) > MAX_ITEM_TEXT_CHARS):
-                raise InvalidRequestError(
-                    f"{where}.{name}: must be a string of at most {MAX_ITEM_TEXT_CHARS} characters"
-                )
-        return ItemDraft(title, self.detail or None, self.acceptance or None)
-
-
-@dataclass(frozen=True)
-class ItemChanges:
-    """One ``update_pipeline_items`` request: ids to skip, items to add, an order, the evidence."""
-
-    skip: tuple[str, ...] = ()
-    add: tuple[ItemDraft, ...] = ()
-    order: tuple[str, ...] = ()
-    evidence: str | None = None
-    user: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The queued form (``pipelines.pending_changes``)."""
-        return {
-            "skip": list(self.skip),
-            "add": [{"title": d.title, "detail": d.detail, "acceptance": d.acceptance} for d in self.add],
-            "order": list(self.order),
-            "evidence": self.evidence,
-            "user": self.user,
-        }
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> ItemChanges:
-        """The inverse of :meth:`to_json`."""
-        return cls(
-            skip=tuple(raw.get("skip") or ()),
-            add=tuple(
-                ItemDraft(a["title"], a.get("detail"), a.get("acceptance")) for a in raw.get("add") or ()
-            ),
-            order=tuple(raw.get("order") or ()),
-            evidence=raw.get("evidence"),
-            user=raw.get("user"),
-        )
 
 
 class PipelineItemStoreMixin(PipelineStoreMixin):

@@ -17,6 +17,8 @@ sibling. Import the names from here; the modules are its parts:
 * :mod:`~octipusd.toolkit.contracts` -- recovery contracts, probes, dispatch references (seed 004);
 * :mod:`~octipusd.toolkit.plans` -- the work-plan vocabulary (:class:`FeedbackStatus`,
   :class:`FeedbackResponse`, :class:`PlanUpdate`);
+* :mod:`~octipusd.toolkit.pipelines` -- the pipelines' vocabulary (:class:`PipelineOps`, the seam the
+  bridge tools reach the pipelines' service through, :class:`PipelineCaller`, the requests);
 * :mod:`~octipusd.toolkit.gates` -- :class:`GateSpec`, one command scorer gate of a child;
 * :mod:`~octipusd.toolkit.sandbox` -- what a shell tool needs to confine a command
   (:class:`ShellTerms`, :class:`ShellSandbox`, :class:`SandboxRunner`);
@@ -65,6 +67,16 @@ from octipusd.toolkit.outcomes import (
     log_body_failure,
     run_unjournaled,
 )
+from octipusd.toolkit.pipelines import (
+    CreateRequest,
+    ItemChanges,
+    ItemDraft,
+    PipelineAccess,
+    PipelineCaller,
+    PipelineOps,
+    ResumeRequest,
+    pipeline_access,
+)
 from octipusd.toolkit.plans import FeedbackResponse, FeedbackStatus, PlanUpdate
 from octipusd.toolkit.sandbox import NO_SANDBOX, RunnerKind, SandboxRunner, ShellSandbox, ShellTerms
 from octipusd.toolkit.specs import UNDECLARED_CONTRACT, ToolHandler, ToolResult, ToolSpec, validate_tool_specs
@@ -85,6 +97,7 @@ __all__ = [
     "CallWatch",
     "ChildRequest",
     "Compensation",
+    "CreateRequest",
     "DispatchEnd",
     "DispatchKind",
     "DispatchRef",
@@ -94,8 +107,13 @@ __all__ = [
     "GateResult",
     "GateSpec",
     "IdempotencyKey",
+    "ItemChanges",
+    "ItemDraft",
     "NotExecutedError",
     "Origin",
+    "PipelineAccess",
+    "PipelineCaller",
+    "PipelineOps",
     "PlanUpdate",
     "Probe",
     "ProbeResult",
@@ -103,6 +121,7 @@ __all__ = [
     "ProbeVerdict",
     "RecoveryContract",
     "RecoveryState",
+    "ResumeRequest",
     "RiskClass",
     "RunIdentity",
     "RunnerKind",
@@ -119,6 +138,7 @@ __all__ = [
     "classify",
     "describe_failure",
     "log_body_failure",
+    "pipeline_access",
     "run_unjournaled",
     "strip_identity_arguments",
     "validate_tool_specs",

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from octipusd.toolkit.gates import GateSpec
 from octipusd.toolkit.identity import RunIdentity
 from octipusd.toolkit.outcomes import Body, Executed
+from octipusd.toolkit.pipelines import PipelineAccess
 from octipusd.toolkit.plans import PlanUpdate
 from octipusd.toolkit.sandbox import ShellTerms
 
@@ -254,6 +255,15 @@ class ToolHost(Protocol):
         """How the shell commands of a call of ``identity`` run: the daemon's shell sandbox
         (``security.shellSandbox`` and the runner it found) and whether this run shares the host's
         services with its own commands (its ``hostServices``, never inherited by its children)."""
+        ...
+
+    def pipeline_access(self, identity: RunIdentity) -> PipelineAccess:
+        """The pipelines' service, with ``identity``'s run as the caller (its user, session and
+        workspace: the bridge tools act only on that session's pipelines).
+
+        Raises:
+            PipelinesUnavailableError: the daemon has no pipelines' service.
+        """
         ...
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:

@@ -2,8 +2,9 @@
 
 :data:`DEFAULT_TOOLS` is the tool set a bridge publishes unless told otherwise (a root
 agent's set): ``get_cli_run_context``, ``get_work_plan``, ``update_work_plan``,
-``spawn_child``, ``collect_children``, ``steer_child`` and ``shell__run``. A child agent gets
-:func:`child_tools`: the same set without root-only plan editing, and without the delegation
+``spawn_child``, ``collect_children``, ``steer_child``, ``shell__run`` and the pipeline tools
+(:data:`PIPELINE_TOOLS`). A child agent gets :func:`child_tools`: the same set without root-only
+plan editing and pipelines, and without the delegation
 tools when it may not delegate further (:func:`root_tools` likewise for a root whose level may
 not delegate).
 :data:`CHILD_ROLES` maps each spawnable role to its stable role prompt; :data:`ROOT_ROLE` is
@@ -28,6 +29,7 @@ from octipusd.tools.children import (
 )
 from octipusd.tools.context import GET_CLI_RUN_CONTEXT
 from octipusd.tools.instructions import OCTIPUS_INSTRUCTIONS, run_instructions
+from octipusd.tools.pipeline import PIPELINE_TOOLS, STAGE_TOOLS
 from octipusd.tools.plan import GET_WORK_PLAN, UPDATE_WORK_PLAN, validate_work_plan
 from octipusd.tools.shell import SHELL_RUN, ShellResult, run_shell
 
@@ -41,6 +43,7 @@ DEFAULT_TOOLS: tuple[ToolSpec, ...] = validate_tool_specs(
         COLLECT_CHILDREN,
         STEER_CHILD,
         SHELL_RUN,
+        *PIPELINE_TOOLS,
     )
 )
 
@@ -52,9 +55,11 @@ __all__ = [
     "GET_CLI_RUN_CONTEXT",
     "GET_WORK_PLAN",
     "OCTIPUS_INSTRUCTIONS",
+    "PIPELINE_TOOLS",
     "ROOT_ROLE",
     "SHELL_RUN",
     "SPAWN_CHILD",
+    "STAGE_TOOLS",
     "STEER_CHILD",
     "UPDATE_WORK_PLAN",
     "ShellResult",

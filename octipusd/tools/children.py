@@ -38,6 +38,7 @@ from octipusd.errors import InvalidRequestError
 from octipusd.toolkit import ChildRequest, RunIdentity, ToolHost, ToolResult, ToolSpec
 from octipusd.tools.base import reject_unknown, require_str
 from octipusd.tools.gate_args import GATES_SCHEMA, parse_gates
+from octipusd.tools.pipeline import PIPELINE_TOOLS
 
 #: A child resume key (the parent's task id): 1 to 200 ASCII letters, digits, ``.``, ``_``,
 #: ``:`` or ``-``. Match it with ``fullmatch`` (``$`` alone also matches before a final newline).
@@ -403,17 +404,22 @@ STEER_CHILD = ToolSpec(
 DELEGATION_TOOLS = frozenset({SPAWN_CHILD.name, COLLECT_CHILDREN.name, STEER_CHILD.name})
 
 
+#: The pipeline tools only a root run has (seed 003: "on the bridge of root runs").
+ROOT_PIPELINE_TOOLS: frozenset[str] = frozenset(t.name for t in PIPELINE_TOOLS)
+
+
 def child_tools(allow_spawn: bool) -> tuple[ToolSpec, ...]:
     """Return the tool set of a child agent.
 
-    That is :data:`octipusd.tools.DEFAULT_TOOLS` without ``update_work_plan`` (plan editing is
-    root-only, seed 003) and, unless ``allow_spawn``, without the :data:`DELEGATION_TOOLS`; order
-    is kept.
+    That is :data:`octipusd.tools.DEFAULT_TOOLS` without ``update_work_plan`` and the pipeline tools
+    (plan editing and pipelines are root-only, seed 003) and, unless ``allow_spawn``, without the
+    :data:`DELEGATION_TOOLS`; order is kept.
 
     Args:
         allow_spawn: True when the child may spawn children of its own (its level allows it).
     """
-    return _without({"update_work_plan"} if allow_spawn else {"update_work_plan", *DELEGATION_TOOLS})
+    root_only = {"update_work_plan", *ROOT_PIPELINE_TOOLS}
+    return _without(root_only if allow_spawn else {*root_only, *DELEGATION_TOOLS})
 
 
 def root_tools(allow_spawn: bool) -> tuple[ToolSpec, ...]:

@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from octipusd.api.app import create_app
 from octipusd.api.common import Services
 from octipusd.web.pages import STATIC_DIR, pages_router
+from octipusd.web.pipeline_pages import pipeline_pages_router
 from octipusd.web.review_pages import review_router
 from octipusd.web.run_pages import run_pages_router
 
@@ -24,5 +25,6 @@ def create_site(services: Services) -> FastAPI:
     app.include_router(pages_router(services))
     app.include_router(run_pages_router(services))
     app.include_router(review_router(services))
+    app.include_router(pipeline_pages_router(services))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

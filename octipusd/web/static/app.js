@@ -131,6 +131,7 @@ async function appendAfter(el) {
 
 function concerns(el, frame) {
   if (frame.resync) return true;
+  if (el.dataset.livePipeline) return false; // it follows its pipeline's own stream (followPipelines)
   const run = el.dataset.liveRun;
   const session = el.dataset.liveSession;
   if (!run && !session) return true;
@@ -183,6 +184,7 @@ let ended = false;
 function sessionEnded() {
   if (ended) return;
   ended = true;
+  closePipelines();
   if (activity) activity.close();
   activity = null;
   window.clearTimeout(retryTimer);
@@ -489,14 +491,46 @@ async function notify(frame) {
   }
 }
 
+// ----------------------------------------------------------------------------- pipelines
+
+const pipelineStreams = new Map(); // pipeline id -> its EventSource
+
+/** A pipeline's live parts (data-live-pipeline="ID") follow its own history stream
+ * (GET /v1/pipelines/ID/stream): each event re-fetches them (coalesced); the browser reconnects with
+ * Last-Event-ID by itself, and every (re)connection re-fetches them once to catch up. */
+function followPipelines() {
+  if (!window.EventSource || ended) return;
+  document.querySelectorAll("[data-live-pipeline]").forEach((el) => {
+    const id = el.dataset.livePipeline;
+    if (pipelineStreams.has(id)) return;
+    const parts = () => document.querySelectorAll("[data-live-pipeline]");
+    const mine = () => Array.from(parts()).filter((part) => part.dataset.livePipeline === id);
+    const source = new EventSource(`/v1/pipelines/${encodeURIComponent(id)}/stream`);
+    pipelineStreams.set(id, source);
+    source.onopen = () => {
+      liveStatus("open", "Live: following the pipeline.");
+      mine().forEach(refreshSoon);
+    };
+    source.onmessage = () => mine().forEach(refreshSoon);
+    source.onerror = () => liveStatus("reconnecting", "Reconnecting to the daemon…");
+  });
+}
+
+function closePipelines() {
+  pipelineStreams.forEach((source) => source.close());
+  pipelineStreams.clear();
+}
+
 window.addEventListener("pagehide", () => {
   if (activity) activity.close();
   activity = null;
   window.clearTimeout(retryTimer);
+  closePipelines();
 });
 window.addEventListener("pageshow", (event) => {
   if (!event.persisted || ended) return; // restored from the back/forward cache: follow again
   if (listeners.length || document.querySelector("[data-live]")) startActivity();
+  followPipelines();
 });
 
 window.octipus = { api, csrfToken, onActivity, refresh: refreshAll, status: setStatus };
@@ -504,3 +538,4 @@ window.octipus = { api, csrfToken, onActivity, refresh: refreshAll, status: setS
 notificationButton();
 if (notificationsOn()) onActivity(notify); // every page notifies, once the person allowed it
 if (document.querySelector("[data-live]")) startActivity();
+followPipelines();

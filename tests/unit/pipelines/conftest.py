@@ -133,7 +133,8 @@ class PipelineRig:
             description="the test's task",
             items=tuple(ItemDraft(t, f"detail of {t}", f"{t} works") for t in items),
         )
-        return await self.service.create(request, self.caller)
+        created = await self.service.create(request, self.caller)
+        return self.store.get_pipeline(created["id"])
 
     async def wait(self, pipeline_id: str, *statuses: PipelineStatus) -> Pipeline:
         """Poll (up to :data:`WAIT_S`) until the pipeline is in one of ``statuses``; its record."""

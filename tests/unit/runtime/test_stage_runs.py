@@ -194,8 +194,15 @@ async def test_an_unknown_model_row_is_refused_naming_it(store: Store, tmp_path:
 def test_a_stage_gets_the_tools_its_step_names() -> None:
     levels = SwarmSettings().levelDefaults
     default, unknown = stage_tools((), levels)
-    assert [t.name for t in default] == ["get_cli_run_context", "get_work_plan", "shell__run"] and not unknown
+    assert [t.name for t in default] == [
+        "get_cli_run_context",
+        "get_work_plan",
+        "shell__run",
+        "plan__add_items",  # a producesPlan stage puts its items on the plan with it
+    ] and not unknown
     everything, _ = stage_tools(("*",), levels)
-    assert "spawn_child" in [t.name for t in everything]
+    assert {"spawn_child", "plan__add_items"} <= {t.name for t in everything}
+    named, unknown = stage_tools(("plan",), levels)
+    assert [t.name for t in named] == ["plan__add_items"] and not unknown
     chosen, unknown = stage_tools(("get_work_plan", "shell", "file_read"), levels)
     assert [t.name for t in chosen] == ["get_work_plan", "shell__run"] and unknown == ("file_read",)

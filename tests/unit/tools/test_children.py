@@ -25,6 +25,7 @@ from octipusd.tools import (
     CHILD_ROLES,
     COLLECT_CHILDREN,
     DEFAULT_TOOLS,
+    PIPELINE_TOOLS,
     ROOT_ROLE,
     SPAWN_CHILD,
     STEER_CHILD,
@@ -507,13 +508,15 @@ def test_child_tool_sets() -> None:
     with_spawn = child_tools(allow_spawn=True)
     without_spawn = child_tools(allow_spawn=False)
     assert [spec.name for spec in with_spawn] == [
-        spec.name for spec in DEFAULT_TOOLS if spec is not UPDATE_WORK_PLAN
+        spec.name for spec in DEFAULT_TOOLS if spec is not UPDATE_WORK_PLAN and spec not in PIPELINE_TOOLS
     ]
     assert [spec.name for spec in without_spawn] == [
         spec.name
         for spec in DEFAULT_TOOLS
-        if spec not in (UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD)
+        if spec not in (UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD, *PIPELINE_TOOLS)
     ]
+    # seed 003: the pipeline tools are on the bridge of root runs only
+    assert not any(spec in tools for spec in PIPELINE_TOOLS for tools in (with_spawn, without_spawn))
     # The delegation tools go together: a child that may not spawn has nothing to collect or steer.
     assert all(spec in with_spawn for spec in (SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD))
     assert not any(spec in without_spawn for spec in (SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD))

@@ -102,14 +102,21 @@ def test_default_tools() -> None:
         "collect_children",
         "steer_child",
         "shell__run",
+        "create_pipeline",
+        "get_pipeline_status",
+        "resume_pipeline",
+        "stop_pipeline",
+        "update_pipeline_items",
     ]
     assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
         "get_cli_run_context",
         "get_work_plan",
+        "get_pipeline_status",
     }
     assert {name for name, spec in by_name.items() if spec.read_only} == {
         "get_cli_run_context",
         "get_work_plan",
+        "get_pipeline_status",
     }
 
 
