@@ -41,6 +41,7 @@ from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.common import Services
 from octipusd.api.disclosure import PrivateText
+from octipusd.api.models import SessionCreate
 from octipusd.api.server import QuietServer, bind_unix_socket, make_server
 from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
@@ -690,7 +691,7 @@ def build_pipelines(
     executor = StageExecutor(StageRuns(runs.services, runs.registry))
     walker = Walker(store, engine, executor, WalkerLimits(token_budget=settings.agent.pipelineTokenBudget))
     install_walker(walker)
-    adapter = next(iter(runs.services.adapters), "claude-code")
+    adapter = str(SessionCreate.model_fields["adapter"].default)  # the API's default, as a person's session
     runner = DurableRunner(store, engine, walker, templates, default_adapter=adapter, limits=service.limits)
     service.runner = runner
     broker.add_listener(runner.on_answer)

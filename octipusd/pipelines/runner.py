@@ -247,14 +247,17 @@ class DurableRunner:
     async def _wake(self, pipeline: Pipeline, workflow: str) -> None:
         """Tell the waiting workflow ``resume``; a workflow no longer waiting (cancelled, failed by
         recovery) is resumed to receive it; a lost one starts a new walk."""
-        await self.engine.send(workflow, {"kind": "resume", "generation": pipeline.generation}, WAKE_TOPIC)
         info = await self.engine.workflow(workflow)
         if info is None:
-            log.warning("pipeline %s: its workflow %s is lost; a new walk starts", pipeline.id, workflow)
+            log.warning(
+                "pipeline %s: the engine has no workflow %s; a new walk starts", pipeline.id, workflow
+            )
             fresh = f"{pipeline.id}.g{pipeline.generation}"
             await in_thread(lambda: self.store.update_pipeline(pipeline.id, workflow_id=fresh))
             await self.engine.start_workflow(PIPELINE_WALK, fresh, pipeline.id)
-        elif info.status not in _LISTENING:
+            return
+        await self.engine.send(workflow, {"kind": "resume", "generation": pipeline.generation}, WAKE_TOPIC)
+        if info.status not in _LISTENING:
             await self.engine.resume_workflow(workflow)
 
     # ------------------------------------------------------------------ stop
