@@ -28,7 +28,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
@@ -41,6 +41,7 @@ from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.common import Services
 from octipusd.api.disclosure import PrivateText
+from octipusd.api.models import SessionCreate
 from octipusd.api.server import QuietServer, bind_unix_socket, make_server
 from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
@@ -51,8 +52,12 @@ from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.notify import Notifier, PageUrl
 from octipusd.pipelines.engine import DurableEngine, system_database_url
+from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
+from octipusd.pipelines.stages import StageExecutor
 from octipusd.pipelines.template_service import TemplateService
+from octipusd.pipelines.walk import PIPELINE_WALK
+from octipusd.pipelines.walker import Walker, WalkerLimits, install_walker
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -69,6 +74,7 @@ from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
+from octipusd.runtime.stage_runs import StageRuns
 from octipusd.settings import (
     McpServerSettings,
     Settings,
@@ -82,6 +88,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url, private_parts
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
+from octipusd.store.pipeline_records import Pipeline
 from octipusd.store.repository import Store
 from octipusd.toolkit import NO_SANDBOX, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
@@ -435,12 +442,16 @@ class _Core:
         connectors: The MCP connectors.
         left_in_flight: Actions a stopped daemon left in flight (ended once serving).
         engine: The durable engine (DBOS), loaded only when durable work is open or created.
+        walker: The pipelines' walks (their live stages, their end notification).
+        runner: The pipelines' runner (its watchdogs and answer deliveries run in the daemon's tasks).
     """
 
     services: Services
     connectors: ConnectorRegistry
     left_in_flight: list[ToolAction]
     engine: DurableEngine
+    walker: Walker
+    runner: DurableRunner
 
 
 async def _serve(
@@ -460,8 +471,22 @@ async def _serve(
     """
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     await _settle_previous_daemon(store, owner)
+    await _pause_interrupted_pipelines(store)
     core = await _build_core(settings, store, data_dir, policy, mcp_servers, containment, owner, sandbox)
     await _serve_sockets(settings, core, stop)
+
+
+async def _pause_interrupted_pipelines(store: Store) -> None:
+    """Pause the pipelines a stopped daemon left walking (FACTS.md §6 ``reconcileInterrupted``), before
+    the engine recovers their workflows (which then park through the restart guard) and before any
+    request can create one. A failure is logged (those pipelines stay as they are)."""
+    try:
+        paused = await in_thread(store.reconcile_interrupted_pipelines)
+    except OctipusError:
+        log.exception("the interrupted pipelines were not paused")
+        return
+    if paused:
+        log.info("paused %d pipeline(s) the previous daemon left walking", len(paused))
 
 
 async def _settle_previous_daemon(store: Store, owner: str) -> None:
@@ -587,6 +612,7 @@ async def _build_core(
     operator = RecoveryOperator(store, _contract_lookup(connectors), hub.emit_optional)
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
     pipelines = PipelineService(store)  # the walker (its runner) is wired in with the engine
+    templates = TemplateService(store, max_stages=settings.orchestrator.maxPipelineStages)
     runs, gate = build_runs(
         settings,
         store=store,
@@ -638,29 +664,54 @@ async def _build_core(
         reaper=reaper,
         vault=vault,
         pipelines=pipelines,
-        templates=TemplateService(store, max_stages=settings.orchestrator.maxPipelineStages),
+        templates=templates,
         private=PrivateText.of_daemon(
             private_parts(settings.database.url or default_sqlite_url()), data_dir, socket_path(settings)
         ),
     )
+    walker, runner = build_pipelines(settings, runs, broker, pipelines, templates)
+    return _Core(services, connectors, left_in_flight, walker.engine, walker, runner)
+
+
+def build_pipelines(
+    settings: Settings,
+    runs: RunManager,
+    broker: ApprovalBroker,
+    service: PipelineService,
+    templates: TemplateService,
+) -> tuple[Walker, DurableRunner]:
+    """Compose the pipelines' walker on the durable engine (not launched: it starts when a pipeline is
+    open at start-up or created) and wire its runner into ``service`` and the approvals' answers."""
+    store = runs.services.store
     engine = DurableEngine(
-        system_database_url(settings.database.url or default_sqlite_url()), has_open_work=_no_open_pipelines
+        system_database_url(settings.database.url or default_sqlite_url()),
+        workflows=(PIPELINE_WALK,),
+        has_open_work=store.has_open_pipelines,
     )
-    return _Core(services, connectors, left_in_flight, engine)
-
-
-def _no_open_pipelines() -> bool:
-    """Whether a pipeline is open (not finished): none until the pipelines' store query exists."""
-    return False
+    executor = StageExecutor(StageRuns(runs.services, runs.registry))
+    walker = Walker(store, engine, executor, WalkerLimits(token_budget=settings.agent.pipelineTokenBudget))
+    install_walker(walker)
+    adapter = str(SessionCreate.model_fields["adapter"].default)  # the API's default, as a person's session
+    runner = DurableRunner(store, engine, walker, templates, default_adapter=adapter, limits=service.limits)
+    service.runner = runner
+    broker.add_listener(runner.on_answer)
+    return walker, runner
 
 
 async def _start_engine_if_needed(engine: DurableEngine) -> None:
-    """Start the durable engine at start-up when durable work is open; a failure is logged (the
+    """Start the durable engine at start-up when a pipeline is open; a failure is logged (the
     daemon serves on; the pipelines wait for the engine's next start)."""
     try:
         await engine.start_if_needed()
     except OctipusError:
         log.exception("the durable engine did not start")
+
+
+def _notify_end(notifier: Notifier) -> Callable[[Pipeline], Awaitable[None]]:
+    async def ended(pipeline: Pipeline) -> None:
+        notifier.pipeline_ended(pipeline)
+
+    return ended
 
 
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
@@ -678,6 +729,7 @@ async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> N
         sock = bind_unix_socket(path)
         services = core.services
         notifier = start_notifier(settings, services.store, services.hub, page_url=page_links(access))
+        core.walker.on_end = _notify_end(notifier)
         web = endpoint_of(access) if access is not None else None
         app = create_site(replace(services, web=web, notifier=notifier))
         listeners = [(make_server(app), sock)]
@@ -722,6 +774,7 @@ async def _run_until_stopped(
         if reaper is not None:
             await tg.start(reaper.run)
         await tg.start(notifier.run)
+        core.runner.bind(tg)
         tg.start_soon(_start_engine_if_needed, core.engine)
 
         async def on_stop() -> None:

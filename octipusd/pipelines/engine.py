@@ -443,6 +443,14 @@ class DurableEngine:
 
         await DBOS.set_event_async(key, value)
 
+    @staticmethod
+    def current_step_id() -> int | None:
+        """Inside a step: its id in the workflow (what :meth:`fork_workflow` takes); None elsewhere."""
+        from dbos import DBOS
+
+        step_id: int | None = DBOS.step_id
+        return step_id
+
     async def guarded_step(
         self, name: str, fn: Callable[P, Coroutine[Any, Any, R]], *args: P.args, **kwargs: P.kwargs
     ) -> Ran[R] | Interrupted:

@@ -54,10 +54,15 @@ class PipelineLimits:
     Attributes:
         status_timeout_s: Seconds a status read waits for storage before it fails (seed 003: 15).
         list_limit: Most pipelines one list returns.
+        resume_watchdog_s: Seconds a resume may take to get a stage working (time awaiting a
+            person's answer excluded); past them the pipeline fails (issue 27: two minutes).
+        watchdog_poll_s: Seconds between two looks of the watchdog.
     """
 
     status_timeout_s: float = 15.0
     list_limit: int = 100
+    resume_watchdog_s: float = 120.0
+    watchdog_poll_s: float = 1.0
 
 
 class PipelineRunner(Protocol):

@@ -202,12 +202,18 @@ class PipelineStoreMixin(StoreMixin):
         nodes: Sequence[tuple[str, str]],
         plan: dict[str, Any] | None = None,
         status: PipelineStatus = PipelineStatus.PLANNING,
+        metadata: dict[str, Any] | None = None,
+        pipeline_id: str | None = None,
+        workflow_id: str | None = None,
     ) -> Pipeline:
         """Store a new pipeline with its nodes (all ``pending``) and its first history event
         (``created``): the graph and initial checkpoint, in one transaction.
 
         Args:
             nodes: ``(key, kind)`` of every graph node.
+            metadata: Its JSON state to start with (the walker's ``description``...).
+            pipeline_id: Its id (32 hex characters) when the caller chose it; else a new one.
+            workflow_id: The engine's id of its first walk, when known.
 
         Raises:
             InvalidRequestError: A JSON field is not a JSON object.
@@ -216,7 +222,7 @@ class PipelineStoreMixin(StoreMixin):
         """
         now = self._clock()
         row = PipelineRow(
-            id=new_id(),
+            id=pipeline_id or new_id(),
             session_id=session_id,
             user=user,
             workspace=workspace,
@@ -227,6 +233,8 @@ class PipelineStoreMixin(StoreMixin):
             graph=dump_object(graph, "graph"),
             status=status.value,
             plan=dump_object(plan, "plan") if plan is not None else None,
+            workflow_id=workflow_id,
+            metadata_=dump_object(metadata or {}, "metadata"),
             created_at=now,
             updated_at=now,
         )

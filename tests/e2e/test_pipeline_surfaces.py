@@ -50,9 +50,11 @@ def site(tmp_path: Path, migrated_store_url: str) -> Iterator[Site]:
     workspace.mkdir(parents=True)
     with Store.open(migrated_store_url) as store:
         stopped = seed_pipeline(store, user=ME, workspace=str(workspace))
-        running = seed_pipeline(store, user=ME, workspace=str(workspace), status=PipelineStatus.RUNNING)
     env = {"OCTIPUS_DATABASE_URL": migrated_store_url}
     with DaemonHarness(tmp_path / "d", "http://127.0.0.1:9", MISSING_BINARY, env) as daemon:
+        # seeded once the daemon serves: its start-up pauses the pipelines a previous daemon left running
+        with Store.open(migrated_store_url) as store:
+            running = seed_pipeline(store, user=ME, workspace=str(workspace), status=PipelineStatus.RUNNING)
         client = daemon.client()
         try:
             yield Site(daemon, client, stopped, running)

@@ -1,0 +1,381 @@
+"""The pipeline runner: create, resume and stop a pipeline's durable walk (:class:`PipelineRunner`).
+
+* create: the template (looked up, or a document), the parameters resolved, the graph compiled,
+  the pipeline stored with its nodes, items and linked work plan, and the first walk started
+  (workflow id: the pipeline's id); it answers at once.
+* resume: every check first (``fromStage`` among the retained checkpoints, ``skipItems`` known),
+  then the walk is claimed (``store.claim_pipeline_walk``: a running pipeline or a second resume is
+  refused, 409), the skipped items and queued edits applied, and the waiting workflow told
+  ``resume`` -- or, for ``fromStage``, the nodes from there reset and the workflow forked at that
+  attempt's step (a new walk, ``<pipeline id>.g<generation>``). The scheduling watchdog then fails
+  the pipeline when no stage got to work within :attr:`PipelineLimits.resume_watchdog_s`.
+* stop: the pipeline is ``stopped`` (resumable) and its live stage worker stopped.
+
+A person's answer to a pipeline's question (an approval of tool ``octipus:pipeline``) is sent to
+the waiting workflow by :meth:`DurableRunner.on_answer`, the approval broker's listener.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
+from octipusd.pipelines.asking import PIPELINE_TOOL_ID
+from octipusd.pipelines.engine import DurableEngine
+from octipusd.pipelines.graph import compile_graph
+from octipusd.pipelines.plan_link import link_plan
+from octipusd.pipelines.prompts import missing_prompts, resolve_parameters
+from octipusd.pipelines.service import CreateRequest, PipelineCaller, PipelineLimits, ResumeRequest
+from octipusd.pipelines.template_service import TemplateService
+from octipusd.pipelines.templates import Template
+from octipusd.pipelines.walk import PIPELINE_WALK, WAKE_TOPIC
+from octipusd.pipelines.walker import REWIND_KEY, Walker
+from octipusd.store.aio import in_thread
+from octipusd.store.codec import new_id
+from octipusd.store.pipeline_records import NodeStatus, Pipeline, PipelineStatus
+from octipusd.store.records import Approval, ApprovalStatus, RunStatus
+from octipusd.store.repository import Store
+
+__all__ = ["DurableRunner"]
+
+log = logging.getLogger("octipusd.pipelines.runner")
+
+#: Statuses a resume may claim the walk from.
+_RESUMABLE = (PipelineStatus.PAUSED, PipelineStatus.STOPPED, PipelineStatus.FAILED)
+#: Statuses a stop applies to.
+_STOPPABLE = (
+    PipelineStatus.PLANNING,
+    PipelineStatus.RUNNING,
+    PipelineStatus.AWAITING_APPROVAL,
+    PipelineStatus.PAUSED,
+)
+#: DBOS statuses of a workflow still able to receive (waiting in ``recv``, or queued).
+_LISTENING = ("PENDING", "ENQUEUED")
+
+
+class DurableRunner:
+    """The :class:`~octipusd.pipelines.service.PipelineRunner` on the durable engine (see the module).
+
+    Args:
+        store: The store.
+        engine: The durable engine (launched on first use).
+        walker: The walks' effects (its live stage handles).
+        templates: Template lookup.
+        default_adapter: The adapter of a session a person's pipeline makes in a workspace.
+        limits: The pipelines' limits (the watchdog's).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        engine: DurableEngine,
+        walker: Walker,
+        templates: TemplateService,
+        *,
+        default_adapter: str,
+        limits: PipelineLimits | None = None,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.walker = walker
+        self.templates = templates
+        self.default_adapter = default_adapter
+        self.limits = limits or PipelineLimits()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def bind(self, tg: anyio.abc.TaskGroup) -> None:
+        """The task group the watchdogs and answer deliveries run in (the daemon's)."""
+        self._tg = tg
+
+    # ------------------------------------------------------------------ create
+
+    async def create(self, request: CreateRequest, caller: PipelineCaller) -> Pipeline:
+        """Validate, store the pipeline (graph, nodes, items, linked plan) and start its first walk.
+
+        Raises:
+            InvalidRequestError: A template or parameter error (naming the step or parameter), a
+                malformed item, a workspace that is no directory.
+            NotFoundError: No such session or template.
+            ForbiddenError: An agent names another session.
+            ConflictError, StoreError: The engine cannot start.
+        """
+        template = await self._template(request, caller)
+        values = resolve_parameters(template, request.params)
+        missing = missing_prompts(template, values)
+        if missing:
+            keys = ", ".join(p.key for p in missing)
+            raise InvalidRequestError(f"parameters.{missing[0].key}: a person must give a value ({keys})")
+        drafts = [d.checked(f"items[{i}]") for i, d in enumerate(request.items)]
+        session_id, workspace = await self._session(request, caller)
+        graph = compile_graph(template)
+        pipeline_id = new_id()
+        plan = await in_thread(link_plan, self.store, session_id, template.name, request.description)
+        metadata = {"description": request.description} if request.description else {}
+        pipeline = await in_thread(
+            lambda: self.store.create_pipeline(
+                session_id=session_id,
+                user=caller.user,
+                workspace=workspace,
+                name=template.name,
+                template_id=None,
+                template=template.to_envelope(),
+                params=dict(values),
+                graph=graph.to_json(),
+                nodes=[(n.key, n.kind.value) for n in graph.nodes],
+                plan=plan,
+                metadata=metadata,
+                pipeline_id=pipeline_id,
+                workflow_id=pipeline_id,
+            )
+        )
+        if drafts:
+            await in_thread(lambda: self.store.add_pipeline_items(pipeline.id, drafts, user=caller.user))
+        await self.engine.start_workflow(PIPELINE_WALK, pipeline.id, pipeline.id)
+        return await in_thread(self.store.get_pipeline, pipeline.id)
+
+    async def _template(self, request: CreateRequest, caller: PipelineCaller) -> Template:
+        if isinstance(request.template, dict):
+            return self.templates.from_document(request.template)
+        match = await self.templates.lookup(caller.user, request.template, request=request.description)
+        return match.template
+
+    async def _session(self, request: CreateRequest, caller: PipelineCaller) -> tuple[str, str]:
+        """The session it works in and its workspace (a person's workspace gets a new session)."""
+        session_id = request.session_id or caller.session_id
+        if caller.session_id is not None and session_id != caller.session_id:
+            raise InvalidRequestError("sessionId: an agent's pipeline works in its own session")
+        if session_id is not None:
+            session = await in_thread(self.store.get_session, session_id)
+            return session.id, session.workspace
+        if request.workspace is None:
+            raise InvalidRequestError("workspace: give the workspace directory (or a sessionId)")
+        workspace = await in_thread(_workspace_dir, request.workspace)
+        session = await in_thread(
+            lambda: self.store.create_session(workspace=workspace, adapter=self.default_adapter)
+        )
+        return session.id, session.workspace
+
+    # ------------------------------------------------------------------ resume
+
+    async def resume(
+        self, pipeline: Pipeline, request: ResumeRequest, caller: PipelineCaller
+    ) -> dict[str, Any]:
+        """Resume (or rewind) a pipeline that is not running; answers ``{"id", "status": "resuming"}``.
+
+        Raises:
+            ConflictError: It is running or completed, or another resume won.
+            InvalidRequestError: ``fromStage`` names no retained checkpoint, or a skipped item is
+                unknown (nothing changed).
+            ConflictError, StoreError: The engine cannot start.
+        """
+        rewind = await self._rewind_point(pipeline, request.from_stage) if request.from_stage else None
+        await self._check_items(pipeline, request.skip_items)
+        workflow = pipeline.workflow_id or pipeline.id
+        new_workflow = f"{pipeline.id}.g{pipeline.generation + 1}" if rewind is not None else workflow
+        claimed = await in_thread(
+            lambda: self.store.claim_pipeline_walk(pipeline.id, expect=_RESUMABLE, workflow_id=new_workflow)
+        )
+        if request.skip_items:
+            await in_thread(
+                lambda: self.store.skip_pipeline_items(
+                    pipeline.id, request.skip_items, evidence=request.evidence
+                )
+            )
+        await in_thread(self.store.apply_item_changes, pipeline.id)
+        marker = self.walker.run_count(pipeline.id)
+        if rewind is not None:
+            await self._fork(claimed, workflow, new_workflow, *rewind)
+        else:
+            await self._wake(claimed, workflow)
+        self._start_soon(self._watch, pipeline.id, claimed.generation, marker)
+        return {"id": pipeline.id, "status": "resuming"}
+
+    async def _rewind_point(self, pipeline: Pipeline, stage: str) -> tuple[str, int]:
+        """The node ``stage`` names and the step id of its latest retained checkpoint.
+
+        Raises:
+            InvalidRequestError: No node has that name or key, or it has no retained checkpoint
+                (the message lists the accepted names).
+        """
+        graph = self.walker.graph_of(pipeline)
+        snapshot = await in_thread(lambda: self.store.pipeline_snapshot(pipeline.id, history=False))
+        kept = [a for a in snapshot.attempts if a.step_id is not None]
+        accepted = sorted({f"{a.stage} ({a.node_key})" for a in kept})
+        node = graph.resolve(stage)
+        mine = [a for a in kept if a.node_key == node.key]
+        if not mine:
+            raise InvalidRequestError(
+                f"fromStage: {stage!r} has no retained checkpoint to rewind to; accepted: "
+                f"{', '.join(accepted) or 'none yet'}"
+            )
+        step_id = mine[-1].step_id
+        assert step_id is not None
+        return node.key, step_id
+
+    async def _check_items(self, pipeline: Pipeline, ids: tuple[str, ...]) -> None:
+        if not ids:
+            return
+        known = {i.id for i in await in_thread(self.store.list_pipeline_items, pipeline.id)}
+        for index, item_id in enumerate(ids):
+            if item_id not in known:
+                raise InvalidRequestError(
+                    f"skipItems[{index}]: pipeline {pipeline.id} has no item {item_id!r}"
+                )
+
+    async def _fork(self, pipeline: Pipeline, old: str, new: str, node: str, step_id: int) -> None:
+        """Rewind: reset ``node`` and the nodes after it, mark the rewind, fork ``old`` at ``step_id``."""
+        graph = self.walker.graph_of(pipeline)
+        start = graph.position(node)
+        for later in graph.nodes[start:]:
+            await in_thread(self.store.set_pipeline_node, pipeline.id, later.key, NodeStatus.PENDING)
+        metadata = {**pipeline.metadata, REWIND_KEY: node}
+        await in_thread(lambda: self.store.update_pipeline(pipeline.id, metadata=metadata))
+        await self._cancel(old)
+        await self.engine.fork_workflow(old, step_id, new)
+
+    async def _cancel(self, workflow: str) -> None:
+        try:
+            await self.engine.cancel_workflow(workflow)
+        except Exception:  # an unknown or finished workflow: nothing to cancel
+            log.warning("pipeline workflow %s could not be cancelled", workflow, exc_info=True)
+
+    async def _wake(self, pipeline: Pipeline, workflow: str) -> None:
+        """Tell the waiting workflow ``resume``; a workflow no longer waiting (cancelled, failed by
+        recovery) is resumed to receive it; a lost one starts a new walk."""
+        info = await self.engine.workflow(workflow)
+        if info is None:
+            log.warning(
+                "pipeline %s: the engine has no workflow %s; a new walk starts", pipeline.id, workflow
+            )
+            fresh = f"{pipeline.id}.g{pipeline.generation}"
+            await in_thread(lambda: self.store.update_pipeline(pipeline.id, workflow_id=fresh))
+            await self.engine.start_workflow(PIPELINE_WALK, fresh, pipeline.id)
+            return
+        await self.engine.send(workflow, {"kind": "resume", "generation": pipeline.generation}, WAKE_TOPIC)
+        if info.status not in _LISTENING:
+            await self.engine.resume_workflow(workflow)
+
+    # ------------------------------------------------------------------ stop
+
+    async def stop(self, pipeline: Pipeline, caller: PipelineCaller) -> Pipeline:
+        """Stop the pipeline (resumable ``stopped``) and its live stage worker; a stopped one is
+        answered as it is.
+
+        Raises:
+            ConflictError: It is completed or failed.
+        """
+        if pipeline.status is PipelineStatus.STOPPED:
+            return pipeline
+        stopped = await in_thread(
+            lambda: self.store.set_pipeline_status(
+                pipeline.id,
+                PipelineStatus.STOPPED,
+                expect=_STOPPABLE,
+                event={"by": caller.user},
+                summary=f"stopped by {caller.user}",
+            )
+        )
+        handle = self.walker.live.get(pipeline.id)
+        if handle is not None:
+            await handle.stop(f"pipeline {pipeline.id} stopped by {caller.user}")
+        return stopped
+
+    # ------------------------------------------------------------------ the watchdog
+
+    async def _watch(self, pipeline_id: str, generation: int, marker: int) -> None:
+        """Fail the resumed pipeline when none of its stages got to work within the limit (time the
+        pipeline awaits a person excluded); a later walk, a rest or a working stage ends the watch."""
+        limits = self.limits
+        waited = 0.0
+        while waited < limits.resume_watchdog_s:
+            await anyio.sleep(limits.watchdog_poll_s)
+            pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+            if pipeline.generation != generation or pipeline.status not in (
+                PipelineStatus.RUNNING,
+                PipelineStatus.AWAITING_APPROVAL,
+            ):
+                return
+            if await self._working(pipeline_id, marker):
+                return
+            if pipeline.status is PipelineStatus.RUNNING:
+                waited += limits.watchdog_poll_s
+        await self._watchdog_fails(pipeline_id, generation)
+
+    async def _working(self, pipeline_id: str, marker: int) -> bool:
+        for run_id in self.walker.runs_since(pipeline_id, marker):
+            run = await in_thread(self.store.get_run, run_id)
+            if run.status is not RunStatus.QUEUED:
+                return True
+        return False
+
+    async def _watchdog_fails(self, pipeline_id: str, generation: int) -> None:
+        seconds = self.limits.resume_watchdog_s
+        minutes = f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} s"
+        error = f"no stage started within {minutes} of the resume; resume it again"
+        try:
+            pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+            if pipeline.generation != generation:
+                return
+            await in_thread(
+                lambda: self.store.set_pipeline_status(
+                    pipeline_id,
+                    PipelineStatus.FAILED,
+                    expect=[PipelineStatus.RUNNING],
+                    event={"reason": "watchdog"},
+                    error=error,
+                    summary=error,
+                )
+            )
+        except ConflictError:
+            return
+        handle = self.walker.live.get(pipeline_id)
+        if handle is not None:
+            await handle.stop(error)
+
+    # ------------------------------------------------------------------ answers
+
+    def on_answer(self, approval: Approval) -> None:
+        """The broker's listener: a person answered a pipeline's question; the walk is told."""
+        if approval.tool_id != PIPELINE_TOOL_ID:
+            return
+        pipeline_id = str(approval.input.get("pipelineId") or "")
+        message = {
+            "kind": "answer",
+            "approvalId": approval.id,
+            "approved": approval.status is ApprovalStatus.APPROVED,
+            "by": approval.decided_by,
+            "reason": approval.decision_reason,
+        }
+        self._start_soon(self._deliver, pipeline_id, message)
+
+    async def _deliver(self, pipeline_id: str, message: dict[str, Any]) -> None:
+        try:
+            pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+            await self.engine.send(pipeline.workflow_id or pipeline.id, message, WAKE_TOPIC)
+        except (OctipusError, NotFoundError):
+            log.exception("pipeline %s: the answer did not reach its walk", pipeline_id)
+
+    def _start_soon(self, fn: Any, *args: Any) -> None:
+        if self._tg is None:
+            log.warning(
+                "pipeline runner is not bound to a task group; %s skipped", getattr(fn, "__name__", fn)
+            )
+            return
+        self._tg.start_soon(fn, *args)
+
+
+def _workspace_dir(given: str) -> str:
+    """``given`` as an existing absolute directory, resolved (blocking).
+
+    Raises:
+        InvalidRequestError: It is relative or no directory.
+    """
+    folder = Path(given).expanduser()
+    if not folder.is_absolute() or not folder.is_dir():
+        raise InvalidRequestError(f"workspace: {given!r} is not an existing absolute directory")
+    return str(folder.resolve())
