@@ -109,7 +109,9 @@ DEFAULT_RULES: Final[Mapping[str, tuple[str, ...]]] = {
 #: Default levels of Octipus's own tools that are not ASK (seed 003; the run-context and
 #: work-plan tools are always available to a CLI). Delegation (``spawn_child``,
 #: ``collect_children``, ``steer_child``) is allowed by default: it is bounded by role, depth and budget, and every
-#: call a child makes passes this same policy; a rule can still ask or deny it.
+#: call a child makes passes this same policy; a rule can still ask or deny it. So are the pipeline
+#: tools (issue 27): a pipeline is bounded by its stages and token budget, reached by its own session
+#: and workspace only, and every call a stage worker makes passes this same policy.
 DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "get_cli_run_context": Level.ALLOW,
     "get_work_plan": Level.ALLOW,
@@ -117,6 +119,12 @@ DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "spawn_child": Level.ALLOW,
     "collect_children": Level.ALLOW,
     "steer_child": Level.ALLOW,
+    "create_pipeline": Level.ALLOW,
+    "get_pipeline_status": Level.ALLOW,
+    "resume_pipeline": Level.ALLOW,
+    "stop_pipeline": Level.ALLOW,
+    "update_pipeline_items": Level.ALLOW,
+    "plan__add_items": Level.ALLOW,
     "shell__run": Level.ASK,
 }
 
@@ -126,7 +134,8 @@ def default_level(tool_id: str) -> Level:
 
     ``cli-native:*`` -> ASK (seed 003 "Permissions and limits": everything but the default
     allow list uses the ASK default); ``get_cli_run_context``, ``get_work_plan``,
-    ``update_work_plan``, ``spawn_child``, ``collect_children``, ``steer_child`` -> ALLOW; ``shell__run`` -> ASK; any other tool -> ASK.
+    ``update_work_plan``, ``spawn_child``, ``collect_children``, ``steer_child`` and the pipeline tools
+    -> ALLOW (:data:`DEFAULT_TOOL_LEVELS`); ``shell__run`` -> ASK; any other tool -> ASK.
 
     Args:
         tool_id: An Octipus tool id or ``cli-native:<Tool>``.

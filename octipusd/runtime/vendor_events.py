@@ -154,11 +154,14 @@ class VendorEvents:
     async def _keep_if_answered(self, event: VendorEvent) -> None:
         """Save the vendor session once the vendor answered in it (an assistant message, or a result
         that is not an error; seed 003), not only at the run's end: a daemon killed afterwards
-        leaves it for the next turn. An init alone confirms nothing; Codex may announce its thread
-        only after answering, which then saves it."""
+        leaves it for the next turn. An init alone confirms nothing, but for a pipeline stage worker:
+        its key is its attempt's alone, and a resume of the attempt after a restart continues the
+        conversation the worker was in, answered or not (seed 003 "Attempts"). Codex may announce
+        its thread only after answering, which then saves it."""
         run = self._run
         attempt = run.attempt
-        if isinstance(event, ANSWERS) and not (isinstance(event, ResultEvent) and event.is_error):
+        answers = isinstance(event, ANSWERS) and not (isinstance(event, ResultEvent) and event.is_error)
+        if answers or (isinstance(event, SessionEvent) and run.stage is not None):
             attempt.answered = True
         confirmed = attempt.confirmed
         if (

@@ -11,6 +11,7 @@ import pytest
 from octipusd.errors import ConflictError, InvalidRequestError
 from octipusd.pipelines.service import ResumeRequest
 from octipusd.store.pipeline_records import AttemptStatus, ItemStatus, PipelineStatus
+from octipusd.testing.stub_cli import session_id_from_argv
 from tests.unit.pipelines.conftest import HANG_S, USER, Answer, PipelineRig, handoff
 
 pytestmark = pytest.mark.anyio
@@ -111,8 +112,10 @@ async def test_stop_then_resume_continues_the_same_attempt_and_completes(pipelin
     assert len(implement) == 2  # item one's attempt continued, item two's
     resumed = pipelines.model.prompts[1]
     assert "INCOMPLETE" in resumed and "half of item one" in resumed
-    # the stage run's request says resume=True (its vendor session, when the stopped run saved one, is
-    # continued: runtime/stage_runs; a run stopped by its handle saves none today, see the report)
+    # the stopped run's vendor session was kept under the attempt: the resumed run continues it
+    first, again = pipelines.model.argvs[:2]
+    assert any(a.startswith("--resume") for a in again), again
+    assert session_id_from_argv(again) == session_id_from_argv(first)
     assert pipelines.status(created.id)["incompleteAttempt"] is None
 
 

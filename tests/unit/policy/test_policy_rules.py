@@ -243,6 +243,17 @@ def test_default_level(tool_id: str, level: Level) -> None:
     assert default_level(tool_id) is level
 
 
+def test_the_pipeline_tools_are_allowed_by_default_like_delegation() -> None:
+    # a root agent's create_pipeline never waits for a person (nor is refused unattended) unless a
+    # rule says so; the stage workers' own calls pass the policy
+    from octipusd.tools.pipeline import PIPELINE_TOOLS, STAGE_TOOLS
+
+    assert {spec.name: default_level(spec.name) for spec in PIPELINE_TOOLS + STAGE_TOOLS} == {
+        spec.name: Level.ALLOW for spec in PIPELINE_TOOLS + STAGE_TOOLS
+    }
+    assert RuleSet.defaults().level_for("create_pipeline", {"template": "x"}) is Level.ALLOW
+
+
 # ------------------------------------------------------------------ defaults
 
 

@@ -181,6 +181,10 @@ async def test_a_failed_stage_hands_out_its_text_so_far(store: Store, tmp_path: 
     assert outcome.status == RunStatus.FAILED and not outcome.stopped
     assert texts.seen == ["partial work"]
     assert outcome.counters.changed_files is None  # not a git work tree: unknown, the gate passes
+    record = store.get_vendor_session(
+        store.get_run(outcome.run_id).session_id, f"{ADAPTER}::pipeline:{'a' * 32}"
+    )
+    assert record is not None  # a resume of the failed attempt continues its conversation
 
 
 async def test_an_unknown_model_row_is_refused_naming_it(store: Store, tmp_path: Path) -> None:
@@ -206,3 +210,36 @@ def test_a_stage_gets_the_tools_its_step_names() -> None:
     assert [t.name for t in named] == ["plan__add_items"] and not unknown
     chosen, unknown = stage_tools(("get_work_plan", "shell", "file_read"), levels)
     assert [t.name for t in chosen] == ["get_work_plan", "shell__run"] and unknown == ("file_read",)
+
+
+async def test_a_stage_stopped_before_answering_keeps_its_vendor_session_for_the_attempts_resume(
+    store: Store, tmp_path: Path
+) -> None:
+    def hangs(sid: str) -> Recording:  # the vendor announced its session, then works without answering
+        return Recording.of([_init(sid), _result(sid, "never")], delays=[0, 3600.0])
+
+    def answer(sid: str) -> Recording:
+        return Recording.of([_init(sid), _result(sid, "ok")])
+
+    key = f"{ADAPTER}::pipeline:{'a' * 32}"
+    async with _daemon(store, tmp_path, [hangs, answer]) as (runs, launcher):
+        session = _new_session(store, tmp_path)
+        stages = _stage_runs(runs)
+        handle = await stages.start(_request(session), _Texts())
+        with anyio.fail_after(30):  # kept as soon as the vendor reported it (a daemon killed now keeps it)
+            while store.get_vendor_session(session, key) is None:  # noqa: ASYNC110 - polls the store
+                await anyio.sleep(0.02)
+        await handle.stop("stop_pipeline")
+        with anyio.fail_after(30):
+            stopped = await handle.wait()
+        assert stopped.stopped
+        record = store.get_vendor_session(session, key)
+        assert (
+            record is not None and record.vendor_session_id == store.get_run(stopped.run_id).vendor_session_id
+        )
+        again = await (await stages.start(_request(session, resume=True), _Texts())).wait()
+    assert again.status == RunStatus.SUCCEEDED, again.reason
+    resumed = launcher.launches[1][0].argv
+    assert f"--resume={record.vendor_session_id}" in resumed or record.vendor_session_id in resumed
+    assert any(a.startswith("--resume") for a in resumed)
+    assert store.get_run(again.run_id).resumed
