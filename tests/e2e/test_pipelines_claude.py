@@ -183,11 +183,17 @@ def test_stop_resume_and_a_sigkill_mid_stage_continue_the_same_attempts(
     pid = api.create(template(), ("alpha", "beta"))
 
     # 1. the first item's implementer stalls after writing: stop, then resume the same attempt
-    api.wait_for(pid, lambda d: attempts_of(d, "implement", "alpha") and len(env.model.requests_in(0)) >= 2, "alpha stalls")
+    api.wait_for(
+        pid,
+        lambda d: attempts_of(d, "implement", "alpha") and len(env.model.requests_in(0)) >= 2,
+        "alpha stalls",
+    )
     ctl(env.daemon, "pipelines", "stop", pid)
     stopped = api.wait(pid)
     assert stopped["status"] == "stopped", stopped
-    assert "SO-FAR-alpha" in (stopped["incompleteAttempt"] or {}).get("text", ""), stopped["incompleteAttempt"]
+    assert "SO-FAR-alpha" in (stopped["incompleteAttempt"] or {}).get("text", ""), stopped[
+        "incompleteAttempt"
+    ]
     ctl(env.daemon, "pipelines", "resume", pid)
 
     # 2. the second item's implementer stalls: once its text so far is saved, SIGKILL the daemon
@@ -204,11 +210,20 @@ def test_stop_resume_and_a_sigkill_mid_stage_continue_the_same_attempts(
     with again:
         api = Pipelines(env, again)
         paused = api.wait(pid, {"paused"})
-        paused = api.wait_for(pid, lambda d: attempts_of(d, "implement", "beta")[0]["status"] == "interrupted", "the attempt interrupted")
-        assert paused["incompleteAttempt"]["id"] == beta["id"] and "SO-FAR-beta" in paused["incompleteAttempt"]["text"]
+        paused = api.wait_for(
+            pid,
+            lambda d: attempts_of(d, "implement", "beta")[0]["status"] == "interrupted",
+            "the attempt interrupted",
+        )
+        assert (
+            paused["incompleteAttempt"]["id"] == beta["id"]
+            and "SO-FAR-beta" in paused["incompleteAttempt"]["text"]
+        )
         time.sleep(QUIET_S)  # a window to see nothing spawn
         quiet = api.status(pid)
-        assert quiet["status"] == "paused" and attempts_of(quiet, "implement", "beta")[0]["runIds"] == [killed_run]
+        assert quiet["status"] == "paused" and attempts_of(quiet, "implement", "beta")[0]["runIds"] == [
+            killed_run
+        ]
         assert len(env.model.message_requests) == requests_before
         ctl(again, "pipelines", "resume", pid)
         done = api.wait(pid, {"completed", "failed"})
@@ -219,6 +234,102 @@ def test_stop_resume_and_a_sigkill_mid_stage_continue_the_same_attempts(
             (attempt,) = attempts_of(done, "implement", title)  # one attempt, continued
             first, resumed = (api.run(r) for r in attempt["runIds"])
             assert attempt["status"] == "succeeded"
-            assert resumed["resumed"] and resumed["vendor_session_id"] == first["vendor_session_id"], (first, resumed)
+            assert resumed["resumed"] and resumed["vendor_session_id"] == first["vendor_session_id"], (
+                first,
+                resumed,
+            )
             prompt = resumed_prompt(env, index)
             assert "INCOMPLETE" in prompt and f"SO-FAR-{title}" in prompt, prompt
+
+
+def test_qa_failures_retry_with_the_issues_then_a_person_decides_and_a_rewind(
+    octipus: Callable[..., Env],
+) -> None:
+    issue = "ISSUE-alpha-has-no-tests"
+    script = {
+        "steps": [],
+        "conversations": [
+            conversation(marker(CHECK, "alpha"), [text(handoff("fail", "alpha is not done", (issue,)))]),
+            conversation(CHECK, [text(handoff("pass", "verified"))]),
+            conversation(BUILD, [text(handoff("done", "implemented"))]),
+        ],
+    }
+    env = octipus(script)
+    api = Pipelines(env)
+    pid = api.create(template(max_retries=1), ("alpha", "beta"))
+
+    asking = api.wait(pid)
+    assert asking["status"] == "awaiting_approval", asking
+    question = asking["pendingApproval"]
+    assert question["stage"] == "verify" and question["itemTitle"] == "alpha", question
+    stages = [(a["stage"], a["startReason"]) for a in asking["attempts"]]
+    assert [s for s, _ in stages] == ["implement", "verify"] * 2 and stages[2][1] == "qa_retry", stages
+    builds = env.model.requests_in(2)
+    assert len(builds) == 2 and issue not in builds[0].body_text() and issue in builds[1].body_text()
+    # a person denies in octipusctl: the pipeline fails, the item with it
+    ctl(env.daemon, "approvals", "deny", question["requestId"])
+    failed = api.wait(pid, {"failed", "completed"})
+    assert failed["status"] == "failed" and "declined" in failed["error"], failed
+    # the park writes the pipeline's status, then its node and item (not one transaction)
+    failed = api.wait_for(pid, lambda d: d["items"][0]["status"] != "running", "alpha's end")
+    assert [i["status"] for i in failed["items"]] == ["failed", "pending"]
+
+    # rewind to the reviewer: a new attempt of it; the implementer's output is reused, not redone
+    ctl(env.daemon, "pipelines", "resume", pid, "--from", "verify")
+    again = api.wait_for(
+        pid,
+        lambda d: d["status"] == "awaiting_approval" and d["generation"] > failed["generation"],
+        "asked again",
+    )
+    rewound = again["attempts"][-1]
+    assert (rewound["stage"], rewound["startReason"]) == ("verify", "rewind") and len(again["attempts"]) == 5
+    assert len(env.model.requests_in(2)) == 2
+    approval = again["pendingApproval"]["requestId"]
+    env.answer(approval, "approve", "good enough")
+    done = api.wait(pid, {"completed", "failed"})
+    assert done["status"] == "completed", done
+    assert [i["status"] for i in done["items"]] == ["done", "done"]
+
+
+def test_items_added_and_reordered_mid_run_then_a_stopped_item_skipped_with_evidence(
+    octipus: Callable[..., Env],
+) -> None:
+    look = {"type": "tool_use", "name": "mcp__octipus__get_cli_run_context", "input": {}}
+    slow = [
+        {"content": [{"type": "text", "text": "alpha under way"}, look]},
+        {"stall_seconds": 5, "stall_times": 1} | text(handoff("done", "alpha implemented")),
+    ]
+    script = {
+        "steps": [],
+        "conversations": [
+            conversation(marker(BUILD, "alpha"), slow),
+            conversation(marker(BUILD, "beta"), cut_once("beta")),
+            conversation(BUILD, [text(handoff("done", "implemented"))]),
+            conversation(CHECK, [text(handoff("pass", "verified"))]),
+        ],
+    }
+    env = octipus(script)
+    api = Pipelines(env)
+    pid = api.create(template(), ("alpha", "beta", "gamma"))
+    api.wait_for(pid, lambda _d: len(env.model.requests_in(0)) >= 2, "alpha's implementer at work")
+    ids = {i["title"]: i["id"] for i in api.status(pid)["items"]}
+    ctl(env.daemon, "pipelines", "items", pid, "--add", "delta", "--order", f"{ids['gamma']},{ids['beta']}")
+    queued = api.status(pid)
+    assert queued["status"] == "running" and queued["pendingChanges"], queued
+    assert [i["title"] for i in queued["items"]] == ["alpha", "beta", "gamma"]  # not before the boundary
+
+    stalled = api.wait_for(pid, lambda d: attempts_of(d, "implement", "beta"), "beta's turn")
+    titles = [i["title"] for i in stalled["items"]]  # applied at alpha's end: gamma before beta, delta added
+    assert titles.index("gamma") < titles.index("beta") and titles[-1] == "delta", titles
+    api.wait_for(pid, lambda _d: len(env.model.requests_in(1)) >= 2, "beta's implementer stalls")
+    ctl(env.daemon, "pipelines", "stop", pid)
+    assert api.wait(pid)["status"] == "stopped"
+    evidence = "beta landed by hand in commit abc123; its tests pass"
+    ctl(env.daemon, "pipelines", "resume", pid, "--skip", ids["beta"], "--evidence", evidence)
+    done = api.wait(pid, {"completed", "failed"})
+    assert done["status"] == "completed", done
+    items = {i["title"]: i for i in done["items"]}
+    assert (items["beta"]["status"], items["beta"]["evidence"]) == ("skipped", evidence)
+    assert [items[t]["status"] for t in ("alpha", "gamma", "delta")] == ["done"] * 3
+    implemented = [a["itemId"] for a in done["attempts"] if a["stage"] == "implement"]
+    assert implemented == [items[t]["id"] for t in ("alpha", "gamma", "beta", "delta")]
