@@ -5,10 +5,13 @@ PY := .venv/bin/python
 # marked `serial` (timing-sensitive under CPU contention) run after them, in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: demo test bootstrap lint bench
+.PHONY: demo demo-pipeline test bootstrap lint bench
 
 demo: bootstrap            ## the main job: octipusd + a real two-turn Claude Code run against the scripted model
 	scripts/netns $(PY) -m octipusd.testing.demo
+
+demo-pipeline: bootstrap   ## the preset pipeline plan-implement-verify end to end: real Claude Code against the scripted model
+	scripts/netns $(PY) -m octipusd.testing.demo_pipeline
 
 test: bootstrap            ## everything CI runs: lint, types, the whole test suite (PostgreSQL included)
 	bash scripts/install-test-deps.sh

@@ -72,6 +72,12 @@ BENCHES: tuple[Bench, ...] = (
     Bench("reuse", "bench_reuse.py", (), ("--repeat", "5")),
     Bench("request-guard", "bench_request_guard.py", (), ("--scale", "0.05", "--repeat", "2")),
     Bench("worktree", "bench_worktree.py", (), ("--files", "2000", "--rounds", "2")),
+    Bench(
+        "pipeline",
+        "bench_pipeline.py",
+        (),
+        ("--rounds", "2", "--stages", "4", "--pipelines", "10", "--items", "5"),
+    ),
 )
 
 

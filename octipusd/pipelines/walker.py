@@ -355,6 +355,12 @@ class Walker:
         """
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
         wanted = PipelineStatus(status)
+        if item_failed and pipeline.current_item_id is not None:  # before the status a reader waits for
+            await in_thread(
+                lambda: self.store.set_pipeline_item(
+                    pipeline.current_item_id or "", ItemStatus.FAILED, error=reason
+                )
+            )
         if pipeline.generation == generation and pipeline.status in _WALKING:
             fields: dict[str, Any] = {"summary": reason}
             if wanted is PipelineStatus.FAILED:
@@ -372,12 +378,6 @@ class Walker:
             await in_thread(
                 lambda: self.store.set_pipeline_node(
                     pipeline_id, pipeline.current_node or "", node_status, error=reason
-                )
-            )
-        if item_failed and pipeline.current_item_id is not None:
-            await in_thread(
-                lambda: self.store.set_pipeline_item(
-                    pipeline.current_item_id or "", ItemStatus.FAILED, error=reason
                 )
             )
         await self._ended(pipeline)

@@ -29,7 +29,7 @@ from octipusd.testing.harness import ROOT, DaemonHarness, claude_binary
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo.json"
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     if sys.stdout.isatty():
         print(f"\n\033[1;34m== {text}\033[0m", flush=True)
     else:
@@ -52,14 +52,12 @@ def main() -> int:
         daemon = DaemonHarness(demo, model.base_url, claude)
         env, workspace = daemon.env, daemon.workspace
         ctl = [str(daemon.bindir / "octipusctl")]
-        _say(
-            f"scripted Anthropic model on {model.base_url}; starting octipusd (SQLite under {demo / 'data'})"
-        )
+        say(f"scripted Anthropic model on {model.base_url}; starting octipusd (SQLite under {demo / 'data'})")
         daemon.start()
         try:
             subprocess.run([*ctl, "health"], env=env, check=True)
 
-            _say("turn 1: the agent updates its work plan (bridge tool) and runs Bash (relayed, approved)")
+            say("turn 1: the agent updates its work plan (bridge tool) and runs Bash (relayed, approved)")
             first = subprocess.run(
                 [
                     *ctl,
@@ -81,7 +79,7 @@ def main() -> int:
             )
             session_id = sessions[0]["id"]
 
-            _say(f"turn 2: a follow-up in session {session_id} resumes the vendor session")
+            say(f"turn 2: a follow-up in session {session_id} resumes the vendor session")
             second = subprocess.run(
                 [*ctl, "run", "What did you do earlier?", "--session", session_id, "--approve", "yes"],
                 env=env,
@@ -89,7 +87,7 @@ def main() -> int:
             if second.returncode != 0:
                 failures.append(f"turn 2 exited {second.returncode}")
 
-            _say("runs of this session")
+            say("runs of this session")
             subprocess.run([*ctl, "runs", "list", "--session", session_id], env=env, check=False)
             runs = json.loads(
                 subprocess.run(
@@ -108,15 +106,15 @@ def main() -> int:
             if len(last.get("messages", [])) < 4:
                 failures.append("the model did not receive the first turn's history on the second turn")
         finally:
-            _say("stopping octipusd with SIGTERM")
+            say("stopping octipusd with SIGTERM")
             code = daemon.stop()
             if code != 0:
                 failures.append(f"octipusd exited {code} on SIGTERM; log: {daemon.log()[-2000:]}")
 
     if failures:
-        _say("demo FAILED: " + "; ".join(failures))
+        say("demo FAILED: " + "; ".join(failures))
         return 1
-    _say("demo passed: bridge tool called, Bash relayed as cli-native:Bash and approved, turn 2 resumed")
+    say("demo passed: bridge tool called, Bash relayed as cli-native:Bash and approved, turn 2 resumed")
     return 0
 
 

@@ -183,8 +183,14 @@ def limits() -> PipelineLimits:
 
 
 @pytest.fixture
+def settings() -> Settings:
+    """The daemon's settings of the test (override to bound admission)."""
+    return Settings()
+
+
+@pytest.fixture
 async def pipelines(
-    store: Store, engine_database: str, tmp_path: Path, limits: PipelineLimits
+    store: Store, engine_database: str, tmp_path: Path, limits: PipelineLimits, settings: Settings
 ) -> AsyncIterator[PipelineRig]:
     """The pipeline machinery on the test's store (SQLite and PostgreSQL)."""
     model = Model()
@@ -192,7 +198,7 @@ async def pipelines(
     hub = EventHub(store)
     broker = ApprovalBroker(store, 300)
     runs, _gate = build_runs(
-        Settings(),
+        settings,
         store=store,
         hub=hub,
         broker=broker,
