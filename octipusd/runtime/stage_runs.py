@@ -367,17 +367,32 @@ class StageRuns:
             )
 
     async def snapshot(self, workspace: Path) -> dict[str, object] | None:
-        """The workspace's changed files as git sees them (path -> status and size/mtime), or None
-        when it is not a git work tree or git did not answer in time."""
+        """The workspace's changed files as git sees them (path -> status and size/mtime), only
+        under the workspace itself, or None when it is not a git work tree, git ignores it (a
+        workspace inside another repository's ignored folder: its changes are invisible), or git did
+        not answer in time."""
         with anyio.move_on_after(self.limits.git_status_s):
-            with contextlib.suppress(OSError):
-                done = await anyio.run_process(
-                    ["git", "-C", str(workspace), "status", "--porcelain=v1", "-z", "--untracked-files=all"],
-                    check=False,
-                    env={**self.services.base_env, "GIT_OPTIONAL_LOCKS": "0"},
-                )
-                if done.returncode == 0:
-                    return await anyio.to_thread.run_sync(_stat_entries, workspace, done.stdout)
+            top = await self._git(workspace, "rev-parse", "--show-toplevel")
+            if top is None or await self._git(workspace, "check-ignore", "-q", ".") is not None:
+                return None
+            status = await self._git(
+                workspace, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."
+            )
+            if status is not None:
+                root = Path(os.fsdecode(top.strip()))
+                return await anyio.to_thread.run_sync(_stat_entries, root, status)
+        return None
+
+    async def _git(self, workspace: Path, *args: str) -> bytes | None:
+        """``git -C workspace args``'s output, or None when it failed or could not start."""
+        with contextlib.suppress(OSError):
+            done = await anyio.run_process(
+                ["git", "-C", str(workspace), *args],
+                check=False,
+                env={**self.services.base_env, "GIT_OPTIONAL_LOCKS": "0"},
+            )
+            if done.returncode == 0:
+                return bytes(done.stdout)
         return None
 
     async def counters(
@@ -408,8 +423,9 @@ class StageRuns:
         )
 
 
-def _stat_entries(workspace: Path, porcelain: bytes) -> dict[str, object]:
-    """``git status -z`` entries -> path -> (status, size, mtime in ns) (None when it is gone)."""
+def _stat_entries(root: Path, porcelain: bytes) -> dict[str, object]:
+    """``git status -z`` entries (paths relative to the repository's ``root``) -> path -> (status,
+    size, mtime in ns) (None when it is gone)."""
     entries: dict[str, object] = {}
     fields = porcelain.split(b"\0")
     index = 0
@@ -422,7 +438,7 @@ def _stat_entries(workspace: Path, porcelain: bytes) -> dict[str, object]:
         if status[0] in "RC":  # a rename or copy: the next field is its source
             index += 1
         try:
-            info = (workspace / path).lstat()
+            info = (root / path).lstat()
             entries[path] = (status, info.st_size, info.st_mtime_ns)
         except OSError:
             entries[path] = (status, None, None)

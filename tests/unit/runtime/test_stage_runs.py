@@ -243,3 +243,23 @@ async def test_a_stage_stopped_before_answering_keeps_its_vendor_session_for_the
     assert f"--resume={record.vendor_session_id}" in resumed or record.vendor_session_id in resumed
     assert any(a.startswith("--resume") for a in resumed)
     assert store.get_run(again.run_id).resumed
+
+
+async def test_the_changed_files_counter_sees_only_the_workspace_and_nothing_in_an_ignored_one(
+    store: Store, tmp_path: Path
+) -> None:
+    outer = tmp_path / "outer"
+    workspace, ignored = outer / "ws", outer / "ign" / "ws"
+    for folder in (workspace, ignored):
+        folder.mkdir(parents=True)
+    await anyio.run_process(["git", "init", "-q", str(outer)])
+    (outer / ".gitignore").write_text("ign/\n")
+    async with _daemon(store, tmp_path, []) as (runs, _launcher):
+        stages = _stage_runs(runs)
+        before = await stages.snapshot(workspace)
+        assert before == {}
+        (outer / "elsewhere.txt").write_text("the daemon's own files, outside the workspace")
+        (workspace / "made.txt").write_text("x")
+        after = await stages.snapshot(workspace)
+        assert after is not None and list(after) == ["ws/made.txt"]
+        assert await stages.snapshot(ignored) is None  # git cannot see it: unknown, the gate passes
