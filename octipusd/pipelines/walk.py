@@ -14,8 +14,16 @@ the traversals of bounded edges per item, the QA issues, the previous output, th
 continue) without running anything again. The way is :func:`~octipusd.pipelines.graph.next_node`'s;
 ``exhausted`` (retries ran out) and ``human`` nodes ask a person (:mod:`octipusd.pipelines.asking`).
 
-Messages (topic :data:`WAKE_TOPIC`): ``{"kind": "resume"}`` from the runner, ``{"kind": "answer",
-"approvalId", "approved", "by", "reason"}`` when a person answered the walk's question.
+A step that raises (the store failed, a bug) ends the walk ``failed`` with the error, resumable;
+a replay raises the recorded error again, so this stays deterministic. The walk knows the
+pipeline's ``generation`` (read at each boundary and by each stage attempt: a fork replays older
+ones) and parks with it: the park of a walk a newer resume claimed writes nothing.
+
+Messages (topic :data:`WAKE_TOPIC`): ``{"kind": "resume", "generation"}`` from the runner (one whose
+generation the walk already walked under is stale and dropped), ``{"kind": "answer",
+"approvalId", "approved", "by", "reason"}`` when a person answered the walk's question. A stage
+step the restart guard answers ``interrupted`` uses its attempt's recorded verdict when that
+attempt had finished ``succeeded`` (the process died before the engine recorded the step).
 """
 
 from __future__ import annotations

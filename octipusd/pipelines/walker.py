@@ -12,6 +12,12 @@ the verdict as JSON. The live stage's handle is kept by pipeline id (:attr:`Walk
 ``stop_pipeline`` stops the worker, and the runs it started (:meth:`Walker.runs_since`) so that the
 scheduling watchdog sees whether a stage got to work.
 
+A stop may land before the worker is registered: the status is read again right before the
+worker starts (after a QA ``verifyCommand``) and right after its handle is registered, and a
+pipeline no longer ``running`` gets no worker (or has it stopped at once). When an attempt starts
+anew, the skipped item's or superseded attempts (``stopped``, ``interrupted``, crashed) are
+``abandoned``, their INCOMPLETE text cleared.
+
 Resting statuses (``stopped``, ``failed``, ``paused``) are written by whoever comes first: a stop
 or the watchdog sets them directly and the walk's :meth:`Walker.park` keeps them; a park of an
 older walk (a resume claimed the pipeline meanwhile: its ``generation`` moved on) changes nothing.
