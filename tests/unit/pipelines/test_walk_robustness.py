@@ -5,6 +5,7 @@ the vendor replayed, the model scripted). Faults are injected at the store metho
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from octipusd.errors import StoreError
 from octipusd.pipelines.service import ResumeRequest
 from octipusd.pipelines.walk import WalkState, _Walk
-from octipusd.store.pipeline_records import AttemptStatus, PipelineStatus
+from octipusd.store.pipeline_records import AttemptStatus, NodeStatus, PipelineStatus
 from tests.unit.pipelines.conftest import HANG_S, USER, WAIT_S, Answer, PipelineRig, handoff
 from tests.unit.pipelines.test_walker import TWO_STAGES, _live, _qa_always_fails, passing
 
@@ -231,3 +232,49 @@ async def test_an_attempt_that_succeeded_before_the_kill_is_used_not_paid_again(
     verify = await pipelines.walker.settled(created.id, graph.resolve("verify").key, item)
     assert verify is not None
     assert (verify["outcome"], verify["issues"]) == ("qa_fail", ["missing tests"])
+
+
+CHECKED: dict[str, Any] = {
+    "name": "checked",
+    "description": "build then check",
+    "steps": [{"name": "build", "topic": "coding"}, {"name": "check", "topic": "qa", "maxRetries": 1}],
+}
+
+
+async def test_a_stop_and_resume_between_two_steps_do_not_wake_the_next_park(
+    pipelines: PipelineRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def decide(prompt: str) -> Answer:
+        if prompt.startswith("Execute: check"):
+            return Answer(handoff(status="fail", summary="broken", issues=["broken"]))
+        return Answer(handoff(status="done", summary="built"))
+
+    pipelines.model.decide = decide
+    entered, release = threading.Event(), threading.Event()
+    real = pipelines.store.set_pipeline_node
+
+    def held(pipeline_id: str, node: str, status: Any, **kwargs: Any) -> Any:
+        if status is NodeStatus.COMPLETED and not entered.is_set():  # the build's advance: between steps
+            entered.set()
+            release.wait(WAIT_S)
+        return real(pipeline_id, node, status, **kwargs)
+
+    monkeypatch.setattr(pipelines.store, "set_pipeline_node", held)
+    created = await pipelines.create(CHECKED)
+    await pipelines.wait_for(entered.is_set)
+    await pipelines.service.stop(created.id, pipelines.caller)
+    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())  # the walk walks on
+    release.set()
+    failed = await pipelines.wait(created.id, P.FAILED)
+    assert "broke its contract" in (failed.error or "")
+
+    async def after_park() -> list[str]:
+        names = [s.name for s in await pipelines.engine.list_steps(created.id)]
+        parks = [i for i, name in enumerate(names) if name == "park"]
+        return names[parks[0] + 1 :] if parks else []  # the status is written before the park is recorded
+
+    with anyio.fail_after(WAIT_S):
+        while len(await after_park()) < 3:  # noqa: ASYNC110 - the engine signals nothing
+            await anyio.sleep(0.05)
+    assert "resumed" not in await after_park()  # the stale resume was dropped: the walk still waits
+    assert pipelines.store.get_pipeline(created.id).status is P.FAILED
