@@ -31,6 +31,7 @@ from octipusd.store.models import (
     PipelineRow,
 )
 from octipusd.store.pipeline_records import (
+    DECISION_EVENT_KINDS,
     AttemptStatus,
     ItemStatus,
     NodeStatus,
@@ -62,7 +63,7 @@ _TERMINAL = frozenset({PipelineStatus.COMPLETED, PipelineStatus.FAILED, Pipeline
 @dataclass(frozen=True)
 class PipelineSnapshot:
     """One consistent read of a pipeline: the run, its items (by ordinal), nodes (by key), attempts
-    (oldest first) and history (by seq; empty unless asked for)."""
+    (oldest first) and history (by seq; only the decisions unless the whole history was asked for)."""
 
     pipeline: Pipeline
     items: list[PipelineItem]
@@ -308,7 +309,8 @@ class PipelineStoreMixin(StoreMixin):
             return found is not None
 
     def pipeline_snapshot(self, pipeline_id: str, *, history: bool = True) -> PipelineSnapshot:
-        """The pipeline, its items, nodes, attempts and (``history``) events, from one read.
+        """The pipeline, its items, nodes, attempts and events, from one read: every event with
+        ``history``, else only the decisions (:data:`DECISION_EVENT_KINDS`: each item lists its own).
 
         Raises:
             NotFoundError: No such pipeline.
@@ -331,15 +333,10 @@ class PipelineStoreMixin(StoreMixin):
                 .where(col(PipelineAttemptRow.pipeline_id) == pipeline_id)
                 .order_by(col(PipelineAttemptRow.started_at), col(PipelineAttemptRow.id))
             )
-            events = (
-                db.exec(
-                    select(PipelineEventRow)
-                    .where(col(PipelineEventRow.pipeline_id) == pipeline_id)
-                    .order_by(col(PipelineEventRow.seq))
-                ).all()
-                if history
-                else []
-            )
+            found = select(PipelineEventRow).where(col(PipelineEventRow.pipeline_id) == pipeline_id)
+            if not history:
+                found = found.where(col(PipelineEventRow.kind).in_(sorted(DECISION_EVENT_KINDS)))
+            events = db.exec(found.order_by(col(PipelineEventRow.seq))).all()
             return PipelineSnapshot(
                 pipeline=_pipeline(row),
                 items=[item_record(i) for i in items],
