@@ -30,11 +30,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from octipusd.errors import InvalidRequestError
+from octipusd.errors import ForbiddenError, InvalidRequestError
 from octipusd.toolkit import (
     CreateRequest,
     ItemChanges,
     ItemDraft,
+    PipelineAccess,
     ResumeRequest,
     RunIdentity,
     ToolHost,
@@ -173,9 +174,24 @@ def _params(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _root_access(identity: RunIdentity, host: ToolHost) -> PipelineAccess:
+    """The pipelines' service with the calling root run as the caller.
+
+    Raises:
+        ForbiddenError: The caller is a pipeline's stage worker (a stage neither starts, steers nor
+            reads pipelines: one pipeline must not start others without bound, or stop itself).
+    """
+    if identity.stage is not None:
+        raise ForbiddenError(
+            f"the pipeline tools are a root run's; stage {identity.stage.stage!r} of pipeline "
+            f"{identity.stage.pipeline_id} may only add plan items (plan__add_items)"
+        )
+    return host.pipeline_access(identity)
+
+
 async def _create(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
     reject_unknown(arguments, ("template", "params", "description", "items"))
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     request = CreateRequest(
         template=_template(arguments),
         params=_params(arguments),
@@ -189,7 +205,7 @@ async def _create(identity: RunIdentity, host: ToolHost, arguments: dict[str, An
 async def _status(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
     reject_unknown(arguments, ("id", "includeHistory"))
     pipeline_id, history = _pipeline_id(arguments), _include_history(arguments)
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.status(pipeline_id, access.caller, include_history=history)
 
 
@@ -201,14 +217,14 @@ async def _resume(identity: RunIdentity, host: ToolHost, arguments: dict[str, An
         skip_items=parse_item_ids(arguments.get("skipItems"), "skipItems"),
         evidence=_text(arguments, "evidence"),
     )
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.resume(pipeline_id, access.caller, request)
 
 
 async def _stop(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
     reject_unknown(arguments, ("id",))
     pipeline_id = _pipeline_id(arguments)
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.stop(pipeline_id, access.caller)
 
 
@@ -223,7 +239,7 @@ async def _update_items(identity: RunIdentity, host: ToolHost, arguments: dict[s
     )
     if not (changes.skip or changes.add or changes.order):
         raise InvalidRequestError("skip, add, order: give at least one change")
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.update_items(pipeline_id, access.caller, changes)
 
 
