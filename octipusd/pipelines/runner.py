@@ -2,14 +2,20 @@
 
 * create: the template (looked up, or a document), the parameters resolved, the graph compiled,
   the pipeline stored with its nodes, items and linked work plan, and the first walk started
-  (workflow id: the pipeline's id); it answers at once.
+  (workflow id: the pipeline's id); it answers at once. An engine that cannot start writes nothing; a
+  first walk that cannot start leaves the pipeline ``failed`` with the reason.
 * resume: every check first (``fromStage`` among the retained checkpoints, ``skipItems`` known),
   then the walk is claimed (``store.claim_pipeline_walk``: a running pipeline or a second resume is
   refused, 409), the skipped items and queued edits applied, and the waiting workflow told
   ``resume`` -- or, for ``fromStage``, the nodes from there reset and the workflow forked at that
   attempt's step (a new walk, ``<pipeline id>.g<generation>``). The scheduling watchdog then fails
-  the pipeline when no stage got to work within :attr:`PipelineLimits.resume_watchdog_s`.
+  the pipeline when no stage got to work within :attr:`PipelineLimits.resume_watchdog_s` (a run of
+  the pipeline, a worker or a ``verifyCommand``, started since the claim). A failure after the claim
+  puts the pipeline back to its status before the resume.
 * stop: the pipeline is ``stopped`` (resumable) and its live stage worker stopped.
+
+The watchdogs and answer deliveries run in the daemon's task group; their failures are logged and
+recorded as the pipeline's error, never raised into that group (which would stop every run).
 
 A person's answer to a pipeline's question (an approval of tool ``octipus:pipeline``) is sent to
 the waiting workflow by :meth:`DurableRunner.on_answer`, the approval broker's listener.
@@ -200,11 +206,15 @@ class DurableRunner:
     ) -> dict[str, Any]:
         """Resume (or rewind) a pipeline that is not running; answers ``{"id", "status": "resuming"}``.
 
+        The engine's start, the ``fromStage`` lookup and the ``skipItems`` check come before the
+        claim; a failure after it (the skips, the queued edits, the fork or the wake) puts the
+        pipeline back to its status before, with the failure as its error, and is raised.
+
         Raises:
             ConflictError: It is running or completed, or another resume won.
             InvalidRequestError: ``fromStage`` names no retained checkpoint, or a skipped item is
                 unknown (nothing changed).
-            ConflictError, StoreError: The engine cannot start.
+            ConflictError, StoreError: The engine cannot start, or the store failed.
         """
         await self.engine.ensure_started()
         rewind = await self._rewind_point(pipeline, request.from_stage) if request.from_stage else None
@@ -246,6 +256,7 @@ class DurableRunner:
                     generation=claimed.generation,
                     event={"reason": "resume failed"},
                     workflow_id=workflow,
+                    metadata=before.metadata,  # a rewind's mark undone
                     error=error,
                 )
             )

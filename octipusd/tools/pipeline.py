@@ -6,7 +6,8 @@ add: [{title, detail, acceptance}], order, evidence})``. Each checks its argumen
 bad field), then calls one use case of the pipelines' service through
 :meth:`~octipusd.toolkit.ToolHost.pipeline_access`, which binds the calling run's user, session and
 workspace as the caller: an agent acts only on its own session's pipelines (the owner may use them
-from a later root turn of the same session and workspace; another session or user is refused).
+from a later root turn of the same session and workspace; another session or user is refused). They
+are a root run's: a pipeline's stage worker never gets them and is refused (403) if it calls one.
 
 ``get_pipeline_status`` is read-only and bypasses the worker's call queue (like ``get_work_plan``): it
 answers while another call of the worker runs, and gives up after the service's 15 s when storage
