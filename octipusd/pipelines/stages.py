@@ -426,10 +426,14 @@ class StageExecutor:
         )
 
     def _saver(self, ctx: StageContext) -> Callable[[str], Awaitable[None]]:
+        """Save the worker's text so far as the attempt's INCOMPLETE text; a resumed attempt keeps
+        its earlier text before the new (the run starts its text afresh, the attempt does not)."""
         attempt_id, store = ctx.attempt.id, self.store
+        earlier = ctx.attempt.incomplete_text if ctx.resume else None
 
         async def save(text: str) -> None:
-            await in_thread(store.save_incomplete_text, attempt_id, text)
+            whole = f"{earlier}\n\n{text}" if earlier else text
+            await in_thread(store.save_incomplete_text, attempt_id, whole)
 
         return save
 

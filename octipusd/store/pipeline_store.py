@@ -351,16 +351,19 @@ class PipelineStoreMixin(StoreMixin):
         status: PipelineStatus,
         *,
         expect: Collection[PipelineStatus] | None = None,
+        generation: int | None = None,
         event: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> Pipeline:
         """Set the pipeline's status (and ``fields``: see :data:`_UPDATABLE`), recording a
-        ``status`` history event with ``event``'s data, only if its status is in ``expect``.
+        ``status`` history event with ``event``'s data, only if its status is in ``expect`` (and
+        its walk is ``generation``, when given).
 
         A move to ``completed``, ``failed`` or ``stopped`` stamps ``ended_at``; any other clears it.
 
         Raises:
-            ConflictError: Its status is not in ``expect`` (the message names the status).
+            ConflictError: Its status is not in ``expect`` (the message names the status), or its
+                walk is not ``generation``.
             NotFoundError: No such pipeline.
             StoreError: The database failed.
         """
@@ -370,6 +373,10 @@ class PipelineStoreMixin(StoreMixin):
             if expect is not None and current not in expect:
                 raise ConflictError(
                     f"pipeline {pipeline_id} is {current.value}, not {' or '.join(s.value for s in expect)}"
+                )
+            if generation is not None and row.generation != generation:
+                raise ConflictError(
+                    f"pipeline {pipeline_id} walks generation {row.generation}, not {generation}"
                 )
             self._set_fields(row, fields)
             row.status = status.value
