@@ -28,7 +28,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
@@ -41,8 +41,13 @@ from octipusd import __version__
 from octipusd.adapter import Adapter, load_adapters
 from octipusd.api.common import Services
 from octipusd.api.disclosure import PrivateText
-from octipusd.api.models import SessionCreate
 from octipusd.api.server import QuietServer, bind_unix_socket, make_server
+from octipusd.app_pipelines import (
+    build_pipelines,
+    notify_end,
+    pause_interrupted_pipelines,
+    start_engine_if_needed,
+)
 from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
 from octipusd.environment import vendor_environment
@@ -51,13 +56,11 @@ from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.notify import Notifier, PageUrl
-from octipusd.pipelines.engine import DurableEngine, system_database_url
+from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
-from octipusd.pipelines.stages import StageExecutor
 from octipusd.pipelines.template_service import TemplateService
-from octipusd.pipelines.walk import PIPELINE_WALK
-from octipusd.pipelines.walker import Walker, WalkerLimits, install_walker
+from octipusd.pipelines.walker import Walker
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.policy.flowguard import FlowGuardMode
@@ -74,7 +77,6 @@ from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
-from octipusd.runtime.stage_runs import StageRuns
 from octipusd.settings import (
     McpServerSettings,
     Settings,
@@ -88,7 +90,6 @@ from octipusd.store.aio import in_thread
 from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url, private_parts
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
-from octipusd.store.pipeline_records import Pipeline
 from octipusd.store.repository import Store
 from octipusd.toolkit import NO_SANDBOX, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
@@ -471,22 +472,9 @@ async def _serve(
     """
     owner = f"{os.getpid()}-{secrets.token_hex(4)}"
     await _settle_previous_daemon(store, owner)
-    await _pause_interrupted_pipelines(store)
+    await pause_interrupted_pipelines(store)
     core = await _build_core(settings, store, data_dir, policy, mcp_servers, containment, owner, sandbox)
     await _serve_sockets(settings, core, stop)
-
-
-async def _pause_interrupted_pipelines(store: Store) -> None:
-    """Pause the pipelines a stopped daemon left walking (FACTS.md §6 ``reconcileInterrupted``), before
-    the engine recovers their workflows (which then park through the restart guard) and before any
-    request can create one. A failure is logged (those pipelines stay as they are)."""
-    try:
-        paused = await in_thread(store.reconcile_interrupted_pipelines)
-    except OctipusError:
-        log.exception("the interrupted pipelines were not paused")
-        return
-    if paused:
-        log.info("paused %d pipeline(s) the previous daemon left walking", len(paused))
 
 
 async def _settle_previous_daemon(store: Store, owner: str) -> None:
@@ -673,47 +661,6 @@ async def _build_core(
     return _Core(services, connectors, left_in_flight, walker.engine, walker, runner)
 
 
-def build_pipelines(
-    settings: Settings,
-    runs: RunManager,
-    broker: ApprovalBroker,
-    service: PipelineService,
-    templates: TemplateService,
-) -> tuple[Walker, DurableRunner]:
-    """Compose the pipelines' walker on the durable engine (not launched: it starts when a pipeline is
-    open at start-up or created) and wire its runner into ``service`` and the approvals' answers."""
-    store = runs.services.store
-    engine = DurableEngine(
-        system_database_url(settings.database.url or default_sqlite_url()),
-        workflows=(PIPELINE_WALK,),
-        has_open_work=store.has_open_pipelines,
-    )
-    executor = StageExecutor(StageRuns(runs.services, runs.registry))
-    walker = Walker(store, engine, executor, WalkerLimits(token_budget=settings.agent.pipelineTokenBudget))
-    install_walker(walker)
-    adapter = str(SessionCreate.model_fields["adapter"].default)  # the API's default, as a person's session
-    runner = DurableRunner(store, engine, walker, templates, default_adapter=adapter, limits=service.limits)
-    service.runner = runner
-    broker.add_listener(runner.on_answer)
-    return walker, runner
-
-
-async def _start_engine_if_needed(engine: DurableEngine) -> None:
-    """Start the durable engine at start-up when a pipeline is open; a failure is logged (the
-    daemon serves on; the pipelines wait for the engine's next start)."""
-    try:
-        await engine.start_if_needed()
-    except OctipusError:
-        log.exception("the durable engine did not start")
-
-
-def _notify_end(notifier: Notifier) -> Callable[[Pipeline], Awaitable[None]]:
-    async def ended(pipeline: Pipeline) -> None:
-        notifier.pipeline_ended(pipeline)
-
-    return ended
-
-
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
     """Bind the page's TCP socket (when ``web.enabled``) and then the Unix socket, serve both until
     ``stop``; whatever was bound is closed on the way out, also when a later step fails.
@@ -729,7 +676,7 @@ async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> N
         sock = bind_unix_socket(path)
         services = core.services
         notifier = start_notifier(settings, services.store, services.hub, page_url=page_links(access))
-        core.walker.on_end = _notify_end(notifier)
+        core.walker.on_end = notify_end(notifier)
         web = endpoint_of(access) if access is not None else None
         app = create_site(replace(services, web=web, notifier=notifier))
         listeners = [(make_server(app), sock)]
@@ -775,7 +722,7 @@ async def _run_until_stopped(
             await tg.start(reaper.run)
         await tg.start(notifier.run)
         core.runner.bind(tg)
-        tg.start_soon(_start_engine_if_needed, core.engine)
+        tg.start_soon(start_engine_if_needed, core.engine)
 
         async def on_stop() -> None:
             await stop.received.wait()

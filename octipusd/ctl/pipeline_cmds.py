@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from octipusd.ctl.common import bad_input, console, full_ids, key_value, part, print_json, request, safe
+from octipusd.ctl.common import bad_input, console, full_ids, part, print_json, request, safe
 
 __all__ = ["pipelines_app"]
 
@@ -109,10 +109,14 @@ def templates_export(name: Annotated[str, typer.Argument(help="the template's na
 
 
 def _params(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` options as given: each value is the text after the first ``=`` (the template's
+    parameter types turn ``3`` into a number, ``true`` into a boolean where the parameter is one)."""
     params: dict[str, Any] = {}
     for item in items:
-        path, value = key_value(item, "--param")
-        params[".".join(path)] = value
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            bad_input(f"--param {item!r} is not KEY=VALUE (e.g. --param goal='add a README')")
+        params[key.strip()] = value
     return params
 
 

@@ -2,14 +2,20 @@
 
 * create: the template (looked up, or a document), the parameters resolved, the graph compiled,
   the pipeline stored with its nodes, items and linked work plan, and the first walk started
-  (workflow id: the pipeline's id); it answers at once.
+  (workflow id: the pipeline's id); it answers at once. An engine that cannot start writes nothing; a
+  first walk that cannot start leaves the pipeline ``failed`` with the reason.
 * resume: every check first (``fromStage`` among the retained checkpoints, ``skipItems`` known),
   then the walk is claimed (``store.claim_pipeline_walk``: a running pipeline or a second resume is
   refused, 409), the skipped items and queued edits applied, and the waiting workflow told
   ``resume`` -- or, for ``fromStage``, the nodes from there reset and the workflow forked at that
   attempt's step (a new walk, ``<pipeline id>.g<generation>``). The scheduling watchdog then fails
-  the pipeline when no stage got to work within :attr:`PipelineLimits.resume_watchdog_s`.
+  the pipeline when no stage got to work within :attr:`PipelineLimits.resume_watchdog_s` (a run of
+  the pipeline, a worker or a ``verifyCommand``, started since the claim). A failure after the claim
+  puts the pipeline back to its status before the resume.
 * stop: the pipeline is ``stopped`` (resumable) and its live stage worker stopped.
+
+The watchdogs and answer deliveries run in the daemon's task group; their failures are logged and
+recorded as the pipeline's error, never raised into that group (which would stop every run).
 
 A person's answer to a pipeline's question (an approval of tool ``octipus:pipeline``) is sent to
 the waiting workflow by :meth:`DurableRunner.on_answer`, the approval broker's listener.
@@ -18,13 +24,15 @@ the waiting workflow by :meth:`DurableRunner.on_answer`, the approval broker's l
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError, OctipusError
+from octipusd.errors import ConflictError, InvalidRequestError, OctipusError
 from octipusd.pipelines.asking import PIPELINE_TOOL_ID
 from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.graph import compile_graph
@@ -54,6 +62,14 @@ _STOPPABLE = (
     PipelineStatus.AWAITING_APPROVAL,
     PipelineStatus.PAUSED,
 )
+#: Newest runs of the pipeline's session the watchdog looks through for a stage at work (runs; the
+#: stage runs since the claim are among the newest).
+_WATCHDOG_RUNS = 100
+#: What the runner's background tasks do, as their failure is recorded (the pipeline's error).
+_TASKS = {
+    "_watch": "the resume's watchdog",
+    "_deliver": "delivering a person's answer to the walk",
+}
 #: DBOS statuses of a workflow still able to receive (waiting in ``recv``, or queued).
 _LISTENING = ("PENDING", "ENQUEUED")
 #: DBOS statuses of a workflow that ended for good (a resume forks it into a new walk).
@@ -113,6 +129,7 @@ class DurableRunner:
             keys = ", ".join(p.key for p in missing)
             raise InvalidRequestError(f"parameters.{missing[0].key}: a person must give a value ({keys})")
         drafts = [d.checked(f"items[{i}]") for i, d in enumerate(request.items)]
+        await self.engine.ensure_started()  # an engine that cannot start: nothing written
         session_id, workspace = await self._session(request, caller)
         graph = compile_graph(template)
         pipeline_id = new_id()
@@ -135,10 +152,32 @@ class DurableRunner:
                 workflow_id=pipeline_id,
             )
         )
-        if drafts:
-            await in_thread(lambda: self.store.add_pipeline_items(pipeline.id, drafts, user=caller.user))
-        await self.engine.start_workflow(PIPELINE_WALK, pipeline.id, pipeline.id)
+        try:
+            if drafts:
+                await in_thread(lambda: self.store.add_pipeline_items(pipeline.id, drafts, user=caller.user))
+            await self.engine.start_workflow(PIPELINE_WALK, pipeline.id, pipeline.id)
+        except Exception as exc:
+            await self._creation_failed(pipeline.id, exc)
+            raise
         return await in_thread(self.store.get_pipeline, pipeline.id)
+
+    async def _creation_failed(self, pipeline_id: str, exc: Exception) -> None:
+        """The first walk could not start: the stored pipeline is ``failed`` with the reason (no
+        ``planning`` row is left for the engine to load at every start-up). Never raises."""
+        error = f"the pipeline could not start: {_reason(exc)}"
+        try:
+            await in_thread(
+                lambda: self.store.set_pipeline_status(
+                    pipeline_id,
+                    PipelineStatus.FAILED,
+                    expect=[PipelineStatus.PLANNING],
+                    event={"reason": "start"},
+                    error=error,
+                    summary=error,
+                )
+            )
+        except Exception:  # the store failed too: the restart's reconciliation pauses it
+            log.exception("pipeline %s: recording its failed start failed", pipeline_id)
 
     async def _template(self, request: CreateRequest, caller: PipelineCaller) -> Template:
         if isinstance(request.template, dict):
@@ -169,12 +208,17 @@ class DurableRunner:
     ) -> dict[str, Any]:
         """Resume (or rewind) a pipeline that is not running; answers ``{"id", "status": "resuming"}``.
 
+        The engine's start, the ``fromStage`` lookup and the ``skipItems`` check come before the
+        claim; a failure after it (the skips, the queued edits, the fork or the wake) puts the
+        pipeline back to its status before, with the failure as its error, and is raised.
+
         Raises:
             ConflictError: It is running or completed, or another resume won.
             InvalidRequestError: ``fromStage`` names no retained checkpoint, or a skipped item is
                 unknown (nothing changed).
-            ConflictError, StoreError: The engine cannot start.
+            ConflictError, StoreError: The engine cannot start, or the store failed.
         """
+        await self.engine.ensure_started()
         rewind = await self._rewind_point(pipeline, request.from_stage) if request.from_stage else None
         await self._check_items(pipeline, request.skip_items)
         workflow = pipeline.workflow_id or pipeline.id
@@ -182,20 +226,46 @@ class DurableRunner:
         claimed = await in_thread(
             lambda: self.store.claim_pipeline_walk(pipeline.id, expect=_RESUMABLE, workflow_id=new_workflow)
         )
-        if request.skip_items:
+        try:
+            if request.skip_items:
+                await in_thread(
+                    lambda: self.store.skip_pipeline_items(
+                        pipeline.id, request.skip_items, evidence=request.evidence
+                    )
+                )
+            await in_thread(self.store.apply_item_changes, pipeline.id)
+            if rewind is not None:
+                await self._fork(claimed, workflow, new_workflow, *rewind)
+            else:
+                await self._wake(claimed, workflow)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await self._unclaim(pipeline, claimed, workflow, exc)
+            raise
+        self._start_soon(self._watch, pipeline.id, claimed.generation, claimed.updated_at)
+        return {"id": pipeline.id, "status": "resuming"}
+
+    async def _unclaim(self, before: Pipeline, claimed: Pipeline, workflow: str, exc: BaseException) -> None:
+        """A resume failed after its claim: the pipeline goes back to its status before it (only while
+        it is still ``running`` in the claimed walk), with the failure as its error. Never raises."""
+        error = f"the resume failed: {_reason(exc)}"
+        try:
             await in_thread(
-                lambda: self.store.skip_pipeline_items(
-                    pipeline.id, request.skip_items, evidence=request.evidence
+                lambda: self.store.set_pipeline_status(
+                    before.id,
+                    before.status,
+                    expect=[PipelineStatus.RUNNING],
+                    generation=claimed.generation,
+                    event={"reason": "resume failed"},
+                    workflow_id=workflow,
+                    metadata=before.metadata,  # a rewind's mark undone
+                    error=error,
                 )
             )
-        await in_thread(self.store.apply_item_changes, pipeline.id)
-        marker = self.walker.run_count(pipeline.id)
-        if rewind is not None:
-            await self._fork(claimed, workflow, new_workflow, *rewind)
-        else:
-            await self._wake(claimed, workflow)
-        self._start_soon(self._watch, pipeline.id, claimed.generation, marker)
-        return {"id": pipeline.id, "status": "resuming"}
+        except ConflictError:  # stopped, or a later walk: theirs
+            return
+        except Exception:
+            log.exception("pipeline %s: putting it back after a failed resume failed", before.id)
 
     async def _rewind_point(self, pipeline: Pipeline, stage: str) -> tuple[str, int]:
         """The node ``stage`` names and the step id of its latest retained checkpoint.
@@ -304,9 +374,14 @@ class DurableRunner:
 
     # ------------------------------------------------------------------ the watchdog
 
-    async def _watch(self, pipeline_id: str, generation: int, marker: int) -> None:
-        """Fail the resumed pipeline when none of its stages got to work within the limit (time the
-        pipeline awaits a person excluded); a later walk, a rest or a working stage ends the watch."""
+    async def _watch(self, pipeline_id: str, generation: int, claimed_at: datetime) -> None:
+        """Fail the resumed pipeline when none of its stages got to work within the limit; a later
+        walk, a rest or a working stage ends the watch.
+
+        A stage is at work once a run of the pipeline created since the claim left ``queued`` (a
+        worker admitted, or a QA stage's ``verifyCommand`` run, which is running while its command
+        waits for a person's approval). Time the pipeline awaits a person is excluded.
+        """
         limits = self.limits
         waited = 0.0
         while waited < limits.resume_watchdog_s:
@@ -317,18 +392,19 @@ class DurableRunner:
                 PipelineStatus.AWAITING_APPROVAL,
             ):
                 return
-            if await self._working(pipeline_id, marker):
+            if await in_thread(self._working, pipeline, claimed_at):
                 return
             if pipeline.status is PipelineStatus.RUNNING:
                 waited += limits.watchdog_poll_s
         await self._watchdog_fails(pipeline_id, generation)
 
-    async def _working(self, pipeline_id: str, marker: int) -> bool:
-        for run_id in self.walker.runs_since(pipeline_id, marker):
-            run = await in_thread(self.store.get_run, run_id)
-            if run.status is not RunStatus.QUEUED:
-                return True
-        return False
+    def _working(self, pipeline: Pipeline, claimed_at: datetime) -> bool:
+        """Whether a run of the pipeline created since ``claimed_at`` left ``queued`` (blocking)."""
+        runs = self.store.list_runs(session_id=pipeline.session_id, limit=_WATCHDOG_RUNS)
+        return any(
+            r.pipeline_id == pipeline.id and r.created_at >= claimed_at and r.status is not RunStatus.QUEUED
+            for r in runs
+        )
 
     async def _watchdog_fails(self, pipeline_id: str, generation: int) -> None:
         seconds = self.limits.resume_watchdog_s
@@ -371,19 +447,37 @@ class DurableRunner:
         self._start_soon(self._deliver, pipeline_id, message)
 
     async def _deliver(self, pipeline_id: str, message: dict[str, Any]) -> None:
-        try:
-            pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-            await self.engine.send(pipeline.workflow_id or pipeline.id, message, WAKE_TOPIC)
-        except (OctipusError, NotFoundError):
-            log.exception("pipeline %s: the answer did not reach its walk", pipeline_id)
+        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+        await self.engine.send(pipeline.workflow_id or pipeline.id, message, WAKE_TOPIC)
 
-    def _start_soon(self, fn: Any, *args: Any) -> None:
+    def _start_soon(self, fn: Callable[..., Awaitable[None]], pipeline_id: str, *args: Any) -> None:
+        """Run ``fn(pipeline_id, *args)`` in the daemon's task group, guarded (:meth:`_guarded`)."""
         if self._tg is None:
-            log.warning(
-                "pipeline runner is not bound to a task group; %s skipped", getattr(fn, "__name__", fn)
-            )
+            log.warning("pipeline runner is not bound to a task group; %s skipped", fn.__name__)
             return
-        self._tg.start_soon(fn, *args)
+        self._tg.start_soon(self._guarded, fn, pipeline_id, *args)
+
+    async def _guarded(self, fn: Callable[..., Awaitable[None]], pipeline_id: str, *args: Any) -> None:
+        """Run a background task of the runner; its failure never reaches the daemon's task group
+        (which would stop every run): it is logged with its traceback and recorded as the
+        pipeline's error (the evidence; its status stays). Never raises but cancellation."""
+        what = _TASKS.get(fn.__name__, fn.__name__)
+        try:
+            await fn(pipeline_id, *args)
+        except Exception as exc:
+            log.exception("pipeline %s: %s failed", pipeline_id, what)
+            error = f"{what} failed: {_reason(exc)}"
+            try:
+                await in_thread(lambda: self.store.update_pipeline(pipeline_id, error=error))
+            except Exception:
+                log.exception("pipeline %s: recording that %s failed failed", pipeline_id, what)
+
+
+def _reason(exc: BaseException) -> str:
+    """An error's message for a person (an Octipus error's own message, else its type and text)."""
+    if isinstance(exc, OctipusError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _workspace_dir(given: str) -> str:

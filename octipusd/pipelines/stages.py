@@ -303,21 +303,23 @@ class Judgement:
 
 
 def judge(step: Step, answer: str, counters: StageCounters) -> Judgement:
-    """Judge a succeeded worker's answer (pure): the handoff first, then the evidence gates, then
-    the handoff's status. A ``producesPlan`` stage's item count is checked by the caller."""
+    """Judge a succeeded worker's answer (pure): the handoff first, then the evidence gates (whether
+    or not the worker wrote a handoff: an answer without one never passes a stage that changed
+    nothing it had to), then the handoff's status. A ``producesPlan`` stage's item count is checked
+    by the caller."""
     parsed = parse_handoff(answer)
     handoff = parsed.handoff
-    if handoff is None:
-        if step.is_qa or step.produces_plan:
-            return Judgement(StageResult.CONTRACT_FAILURE, error=f"no valid handoff: {parsed.problem}")
-        return Judgement(StageResult.OK, output=parsed.prose)
-    if handoff.stopped:
+    if handoff is None and (step.is_qa or step.produces_plan):
+        return Judgement(StageResult.CONTRACT_FAILURE, error=f"no valid handoff: {parsed.problem}")
+    if handoff is not None and handoff.stopped:
         why = f": {handoff.summary}" if handoff.summary else ""
         return Judgement(StageResult.CONTRACT_FAILURE, error=f"the worker reported stopped: true{why}")
     evidence = check_evidence(step, counters)
     if not evidence.passed:
         failed = StageResult.AUDIT_GATE_FAILED if step.is_qa else StageResult.CONTRACT_FAILURE
         return Judgement(failed, error=f"evidence gate failed: {evidence.reason}", handoff=handoff)
+    if handoff is None:
+        return Judgement(StageResult.OK, output=parsed.prose)
     output = parsed.prose or handoff.summary
     if step.is_qa:
         if handoff.status is HandoffStatus.PASS:
@@ -441,10 +443,14 @@ class StageExecutor:
         )
 
     def _saver(self, ctx: StageContext) -> Callable[[str], Awaitable[None]]:
+        """Save the worker's text so far as the attempt's INCOMPLETE text; a resumed attempt keeps
+        its earlier text before the new (the run starts its text afresh, the attempt does not)."""
         attempt_id, store = ctx.attempt.id, self.store
+        earlier = ctx.attempt.incomplete_text if ctx.resume else None
 
         async def save(text: str) -> None:
-            await in_thread(store.save_incomplete_text, attempt_id, text)
+            whole = f"{earlier}\n\n{text}" if earlier else text
+            await in_thread(store.save_incomplete_text, attempt_id, whole)
 
         return save
 

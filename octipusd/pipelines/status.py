@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from octipusd.store.pipeline_records import (
+    DECISION_EVENT_KINDS,
     AttemptStatus,
     ItemStatus,
     Pipeline,
@@ -25,9 +26,6 @@ from octipusd.store.pipeline_records import (
 from octipusd.store.pipeline_store import PipelineSnapshot
 
 __all__ = ["pipeline_summary", "status_document"]
-
-#: Decision events listed with an item's stages (approvals, human answers, skips).
-_DECISION_KINDS = frozenset({"decision", "human_answer", "items_skipped"})
 
 
 def _at(moment: datetime | None) -> str | None:
@@ -150,8 +148,10 @@ def status_document(snapshot: PipelineSnapshot, *, include_history: bool = True)
         by_item[attempt.item_id].append(attempt)
     decisions: dict[str | None, list[PipelineEvent]] = defaultdict(list)
     for event in snapshot.events:
-        if event.kind in _DECISION_KINDS:
-            decisions[event.item_id].append(event)
+        if event.kind in DECISION_EVENT_KINDS:  # a skip names its items in its data
+            skipped = event.data.get("skipped") if event.item_id is None else None
+            for item_id in skipped if isinstance(skipped, list) else [event.item_id]:
+                decisions[item_id].append(event)
     incomplete = next(
         (
             a

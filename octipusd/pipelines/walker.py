@@ -34,7 +34,7 @@ from octipusd.errors import ConflictError, OctipusError
 from octipusd.pipelines.asking import Questions
 from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.graph import Graph, compile_graph
-from octipusd.pipelines.plan_link import plan_progress
+from octipusd.pipelines.plan_link import sync_plan
 from octipusd.pipelines.stages import StageContext, StageResult, StageVerdict, judge
 from octipusd.pipelines.templates import Template, parse_template
 from octipusd.runtime.stage_runs import StageCounters, StageHandle
@@ -545,9 +545,7 @@ class Walker:
         try:
             pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
             items = await in_thread(self.store.list_pipeline_items, pipeline_id)
-            plan = plan_progress(pipeline, items)
-            if plan is not None:
-                await in_thread(lambda: self.store.save_work_plan(pipeline.session_id, plan))
+            await in_thread(sync_plan, self.store, pipeline, items)
         except OctipusError:
             log.exception("pipeline %s: the linked work plan was not updated", pipeline_id)
 

@@ -118,8 +118,9 @@ class PipelineItemStoreMixin(PipelineStoreMixin):
             The pipeline's queue after this change.
 
         Raises:
-            InvalidRequestError: An id in ``skip`` or ``order`` is no item of the pipeline, or a draft is
-                malformed (each named); nothing is queued.
+            InvalidRequestError: An id in ``skip`` or ``order`` is no item of the pipeline, a draft is
+                malformed (each named), or the items plus every queued addition would pass
+                :data:`MAX_PIPELINE_ITEMS` (``add``); nothing is queued.
             ConflictError: The pipeline is completed, or ``skip`` names the item a running pipeline is
                 in now (stop it first).
             NotFoundError: No such pipeline.
@@ -137,7 +138,16 @@ class PipelineItemStoreMixin(PipelineStoreMixin):
             status = PipelineStatus(row.status)
             if status is PipelineStatus.COMPLETED:
                 raise ConflictError(f"pipeline {pipeline_id} is completed: its items no longer change")
-            known = {r.id for r in self._item_rows(db, pipeline_id)}
+            rows = self._item_rows(db, pipeline_id)
+            known = {r.id for r in rows}
+            queue = json.loads(row.pending_changes)
+            queued = sum(len(c.get("add") or ()) for c in queue if isinstance(c, dict))
+            total = len(rows) + queued + len(checked.add)
+            if checked.add and total > MAX_PIPELINE_ITEMS:
+                raise InvalidRequestError(
+                    f"add: pipeline {pipeline_id} would hold {total} items with the queued additions, "
+                    f"over the limit of {MAX_PIPELINE_ITEMS}"
+                )
             for field, ids in (("skip", checked.skip), ("order", checked.order)):
                 for index, item_id in enumerate(ids):
                     if item_id not in known:
@@ -149,7 +159,6 @@ class PipelineItemStoreMixin(PipelineStoreMixin):
                     f"item {row.current_item_id} is the one pipeline {pipeline_id} is working on: stop the "
                     "pipeline before skipping it"
                 )
-            queue = json.loads(row.pending_changes)
             queue.append(checked.to_json())
             row.pending_changes = json.dumps(queue)
             db.add(row)

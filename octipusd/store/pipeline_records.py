@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "DECISION_EVENT_KINDS",
     "AttemptStatus",
     "ItemStatus",
     "NodeStatus",
@@ -27,6 +28,11 @@ __all__ = [
     "PipelineStatus",
     "PipelineTemplateRecord",
 ]
+
+
+#: History events that record a decision (a person's answer, a skip): each item of the status lists
+#: its own, whether or not the whole history is read.
+DECISION_EVENT_KINDS = frozenset({"decision", "human_answer", "items_skipped"})
 
 
 class PipelineStatus(StrEnum):

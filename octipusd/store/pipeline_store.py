@@ -31,6 +31,7 @@ from octipusd.store.models import (
     PipelineRow,
 )
 from octipusd.store.pipeline_records import (
+    DECISION_EVENT_KINDS,
     AttemptStatus,
     ItemStatus,
     NodeStatus,
@@ -62,7 +63,7 @@ _TERMINAL = frozenset({PipelineStatus.COMPLETED, PipelineStatus.FAILED, Pipeline
 @dataclass(frozen=True)
 class PipelineSnapshot:
     """One consistent read of a pipeline: the run, its items (by ordinal), nodes (by key), attempts
-    (oldest first) and history (by seq; empty unless asked for)."""
+    (oldest first) and history (by seq; only the decisions unless the whole history was asked for)."""
 
     pipeline: Pipeline
     items: list[PipelineItem]
@@ -308,7 +309,8 @@ class PipelineStoreMixin(StoreMixin):
             return found is not None
 
     def pipeline_snapshot(self, pipeline_id: str, *, history: bool = True) -> PipelineSnapshot:
-        """The pipeline, its items, nodes, attempts and (``history``) events, from one read.
+        """The pipeline, its items, nodes, attempts and events, from one read: every event with
+        ``history``, else only the decisions (:data:`DECISION_EVENT_KINDS`: each item lists its own).
 
         Raises:
             NotFoundError: No such pipeline.
@@ -331,15 +333,10 @@ class PipelineStoreMixin(StoreMixin):
                 .where(col(PipelineAttemptRow.pipeline_id) == pipeline_id)
                 .order_by(col(PipelineAttemptRow.started_at), col(PipelineAttemptRow.id))
             )
-            events = (
-                db.exec(
-                    select(PipelineEventRow)
-                    .where(col(PipelineEventRow.pipeline_id) == pipeline_id)
-                    .order_by(col(PipelineEventRow.seq))
-                ).all()
-                if history
-                else []
-            )
+            found = select(PipelineEventRow).where(col(PipelineEventRow.pipeline_id) == pipeline_id)
+            if not history:
+                found = found.where(col(PipelineEventRow.kind).in_(sorted(DECISION_EVENT_KINDS)))
+            events = db.exec(found.order_by(col(PipelineEventRow.seq))).all()
             return PipelineSnapshot(
                 pipeline=_pipeline(row),
                 items=[item_record(i) for i in items],
@@ -354,16 +351,19 @@ class PipelineStoreMixin(StoreMixin):
         status: PipelineStatus,
         *,
         expect: Collection[PipelineStatus] | None = None,
+        generation: int | None = None,
         event: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> Pipeline:
         """Set the pipeline's status (and ``fields``: see :data:`_UPDATABLE`), recording a
-        ``status`` history event with ``event``'s data, only if its status is in ``expect``.
+        ``status`` history event with ``event``'s data, only if its status is in ``expect`` (and
+        its walk is ``generation``, when given).
 
         A move to ``completed``, ``failed`` or ``stopped`` stamps ``ended_at``; any other clears it.
 
         Raises:
-            ConflictError: Its status is not in ``expect`` (the message names the status).
+            ConflictError: Its status is not in ``expect`` (the message names the status), or its
+                walk is not ``generation``.
             NotFoundError: No such pipeline.
             StoreError: The database failed.
         """
@@ -373,6 +373,10 @@ class PipelineStoreMixin(StoreMixin):
             if expect is not None and current not in expect:
                 raise ConflictError(
                     f"pipeline {pipeline_id} is {current.value}, not {' or '.join(s.value for s in expect)}"
+                )
+            if generation is not None and row.generation != generation:
+                raise ConflictError(
+                    f"pipeline {pipeline_id} walks generation {row.generation}, not {generation}"
                 )
             self._set_fields(row, fields)
             row.status = status.value

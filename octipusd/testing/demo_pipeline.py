@@ -17,6 +17,7 @@ The exit code is 0 only when every check passed.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,8 @@ def _follow(ctl: list[str], env: dict[str, str], pid: str) -> dict[str, Any]:
             say(f"approving {approval['tool_id']} asked by run {approval['run_id']}")
             subprocess.run([*ctl, "approvals", "approve", approval["id"]], env=env, check=True)
         doc: dict[str, Any] = _json(ctl, env, "pipelines", "show", pid)
-        where = f"{doc['status']} at {doc.get('currentNode')} ({len(doc['attempts'])} attempt(s))"
+        node = doc.get("currentNode")
+        where = f"{doc['status']}{f' at {node}' if node else ''} ({len(doc['attempts'])} attempt(s))"
         if where != seen:
             print(f"   pipeline {pid}: {where}", flush=True)
             seen = where
@@ -80,7 +82,7 @@ def main() -> int:
         try:
             run = [*ctl, "pipelines", "run", "plan-implement-verify", "--workspace", str(workspace)]
             run += ["--param", f"goal={GOAL}", "--param", f"verifyCommand={VERIFY}"]
-            say("$ " + " ".join(["octipusctl", *run[1:]]))
+            say("$ " + shlex.join(["octipusctl", *run[1:]]))
             pid = subprocess.run(run, env=env, check=True, capture_output=True, text=True).stdout.strip()
             say(f"pipeline {pid}: plan, then implement and verify each item")
             doc = _follow(ctl, env, pid)

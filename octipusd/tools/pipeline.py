@@ -6,7 +6,8 @@ add: [{title, detail, acceptance}], order, evidence})``. Each checks its argumen
 bad field), then calls one use case of the pipelines' service through
 :meth:`~octipusd.toolkit.ToolHost.pipeline_access`, which binds the calling run's user, session and
 workspace as the caller: an agent acts only on its own session's pipelines (the owner may use them
-from a later root turn of the same session and workspace; another session or user is refused).
+from a later root turn of the same session and workspace; another session or user is refused). They
+are a root run's: a pipeline's stage worker never gets them and is refused (403) if it calls one.
 
 ``get_pipeline_status`` is read-only and bypasses the worker's call queue (like ``get_work_plan``): it
 answers while another call of the worker runs, and gives up after the service's 15 s when storage
@@ -30,11 +31,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from octipusd.errors import InvalidRequestError
+from octipusd.errors import ForbiddenError, InvalidRequestError
 from octipusd.toolkit import (
     CreateRequest,
     ItemChanges,
     ItemDraft,
+    PipelineAccess,
     ResumeRequest,
     RunIdentity,
     ToolHost,
@@ -173,9 +175,24 @@ def _params(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _root_access(identity: RunIdentity, host: ToolHost) -> PipelineAccess:
+    """The pipelines' service with the calling root run as the caller.
+
+    Raises:
+        ForbiddenError: The caller is a pipeline's stage worker (a stage neither starts, steers nor
+            reads pipelines: one pipeline must not start others without bound, or stop itself).
+    """
+    if identity.stage is not None:
+        raise ForbiddenError(
+            f"the pipeline tools are a root run's; stage {identity.stage.stage!r} of pipeline "
+            f"{identity.stage.pipeline_id} may only add plan items (plan__add_items)"
+        )
+    return host.pipeline_access(identity)
+
+
 async def _create(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
     reject_unknown(arguments, ("template", "params", "description", "items"))
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     request = CreateRequest(
         template=_template(arguments),
         params=_params(arguments),
@@ -189,7 +206,7 @@ async def _create(identity: RunIdentity, host: ToolHost, arguments: dict[str, An
 async def _status(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
     reject_unknown(arguments, ("id", "includeHistory"))
     pipeline_id, history = _pipeline_id(arguments), _include_history(arguments)
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.status(pipeline_id, access.caller, include_history=history)
 
 
@@ -201,14 +218,14 @@ async def _resume(identity: RunIdentity, host: ToolHost, arguments: dict[str, An
         skip_items=parse_item_ids(arguments.get("skipItems"), "skipItems"),
         evidence=_text(arguments, "evidence"),
     )
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.resume(pipeline_id, access.caller, request)
 
 
 async def _stop(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
     reject_unknown(arguments, ("id",))
     pipeline_id = _pipeline_id(arguments)
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.stop(pipeline_id, access.caller)
 
 
@@ -223,7 +240,7 @@ async def _update_items(identity: RunIdentity, host: ToolHost, arguments: dict[s
     )
     if not (changes.skip or changes.add or changes.order):
         raise InvalidRequestError("skip, add, order: give at least one change")
-    access = host.pipeline_access(identity)
+    access = _root_access(identity, host)
     return await access.ops.update_items(pipeline_id, access.caller, changes)
 
 

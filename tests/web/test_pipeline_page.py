@@ -45,10 +45,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     me = getpass.getuser()
     with Store.open(url) as store:
         stopped = seed_pipeline(store, user=me, workspace=str(workspace))
-        running = seed_pipeline(store, user=me, workspace=str(workspace), status=PipelineStatus.RUNNING)
     with DaemonHarness(
         root / "d", "http://127.0.0.1:9", MISSING_BINARY, {"OCTIPUS_DATABASE_URL": url}
     ) as daemon:
+        with Store.open(url) as store:  # after the start-up, which pauses a pipeline left running
+            running = seed_pipeline(store, user=me, workspace=str(workspace), status=PipelineStatus.RUNNING)
         login = daemon.web_url()
         parts = urlsplit(login)
         yield Site(url, f"{parts.scheme}://{parts.netloc}", login, stopped, running)

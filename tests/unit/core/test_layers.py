@@ -69,8 +69,8 @@ CAPABILITIES = frozenset(
     {"bridge", "tools", "connectors", "policy", "journal", "runner", "vault", "sandbox", "notify"}
 )
 #: The composition root: it builds everything, so it may import every layer (``app_security`` is its
-#: part that composes the sandbox and the vault).
-ROOT_ROOMS = frozenset({"app", "app_security", "__main__"})
+#: part that composes the sandbox and the vault, ``app_pipelines`` the pipelines' walker and engine).
+ROOT_ROOMS = frozenset({"app", "app_security", "app_pipelines", "__main__"})
 #: The shipped test kit: it may import anything; no product module imports it.
 KIT = frozenset({"testing"})
 #: The modules of the API a client may import (the request and response models, the request

@@ -41,6 +41,13 @@ from octipusd.tools import (
     STEER_CHILD,
     UPDATE_WORK_PLAN,
 )
+from octipusd.tools.pipeline import (
+    CREATE_PIPELINE,
+    GET_PIPELINE_STATUS,
+    RESUME_PIPELINE,
+    STOP_PIPELINE,
+    UPDATE_PIPELINE_ITEMS,
+)
 from tests.unit.bridge.bridge_support import connect, texts
 
 if TYPE_CHECKING:
@@ -252,6 +259,13 @@ def test_read_only_and_internal_tools_never_reach_the_recovery_gate() -> None:
         COLLECT_CHILDREN.tool_id: False,
         STEER_CHILD.tool_id: False,
         SHELL_RUN.tool_id: True,  # arbitrary shell counts as a mutation
+        # pipelines: Octipus's own record, each write one locked transaction; their stage workers'
+        # calls are journaled by themselves
+        CREATE_PIPELINE.tool_id: False,
+        GET_PIPELINE_STATUS.tool_id: False,
+        RESUME_PIPELINE.tool_id: False,
+        STOP_PIPELINE.tool_id: False,
+        UPDATE_PIPELINE_ITEMS.tool_id: False,
     }
     assert SHELL_RUN.contract is not None and SHELL_RUN.contract.risk_class is RiskClass.CONTAINABLE
 

@@ -137,3 +137,17 @@ def test_a_status_read_fails_when_storage_cannot_answer(store: Store, migrated_s
     finally:
         release()
     assert anyio.run(lambda: service.status(pid, ANN))["status"] == PipelineStatus.PLANNING.value
+
+
+def test_each_item_lists_its_decisions_without_the_whole_history(store: Store) -> None:
+    pid, _ = _pipeline(store)
+    one, two = store.add_pipeline_items(pid, [ItemDraft("one"), ItemDraft("two")])
+    store.skip_pipeline_items(pid, [two.id], evidence="commit abc, tests pass")
+    store.append_pipeline_event(pid, "decision", {"approved": True, "by": "ann"}, item_id=one.id)
+    service = PipelineService(store)
+    doc = anyio.run(lambda: service.status(pid, ANN, include_history=False))
+    assert "history" not in doc
+    first, second = doc["items"]
+    assert [d["kind"] for d in first["decisions"]] == ["decision"]
+    assert [d["kind"] for d in second["decisions"]] == ["items_skipped"]
+    assert second["decisions"][0]["data"]["evidence"] == "commit abc, tests pass"

@@ -119,6 +119,35 @@ async def test_stop_then_resume_continues_the_same_attempt_and_completes(pipelin
     assert pipelines.status(created.id)["incompleteAttempt"] is None
 
 
+async def test_an_attempt_interrupted_twice_keeps_both_parts_of_its_text(pipelines: PipelineRig) -> None:
+    parts: list[str] = []
+
+    def decide(prompt: str) -> Answer:
+        if not is_review(prompt) and "Title: one" in prompt and len(parts) < 2:
+            parts.append(f"part {len(parts) + 1}")
+            return Answer(handoff(status="done", summary="late"), delay=HANG_S, partial=parts[-1])
+        return passing(prompt)
+
+    pipelines.model.decide = decide
+    created = await pipelines.create(TWO_STAGES, items=("one",))
+    for _round in range(2):
+        await _live(pipelines, created.id)
+        await pipelines.service.stop(created.id, pipelines.caller)
+        await pipelines.wait_for(lambda: created.id not in pipelines.walker.live)
+        await pipelines.wait_for(
+            lambda: pipelines.store.pipeline_snapshot(created.id).attempts[0].status is AttemptStatus.STOPPED
+        )
+        if _round == 0:
+            await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+            await pipelines.wait_for(lambda: len(pipelines.model.prompts) == 2)
+    incomplete = pipelines.status(created.id)["incompleteAttempt"]
+    assert incomplete["text"] == "part 1\n\npart 2"
+    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
+    assert done.status is P.COMPLETED, done.error
+    assert "part 1\n\npart 2" in pipelines.model.prompts[2]
+
+
 def _qa_always_fails(prompt: str) -> Answer:
     if is_review(prompt):
         return Answer(handoff(status="fail", summary="not yet", issues=["missing tests"]))

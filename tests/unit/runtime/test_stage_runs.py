@@ -206,6 +206,10 @@ def test_a_stage_gets_the_tools_its_step_names() -> None:
     ] and not unknown
     everything, _ = stage_tools(("*",), levels)
     assert {"spawn_child", "plan__add_items"} <= {t.name for t in everything}
+    pipeline_tools = {"create_pipeline", "get_pipeline_status", "resume_pipeline", "stop_pipeline"}
+    assert not pipeline_tools & {t.name for t in everything}  # a root run's only
+    named, unknown = stage_tools(("create_pipeline", "stop_pipeline", "update_pipeline_items"), levels)
+    assert named == () and len(unknown) == 3
     named, unknown = stage_tools(("plan",), levels)
     assert [t.name for t in named] == ["plan__add_items"] and not unknown
     chosen, unknown = stage_tools(("get_work_plan", "shell", "file_read"), levels)

@@ -159,6 +159,18 @@ def test_item_changes_are_checked_first_queued_and_applied_in_order(store: Store
     assert by_title["new"].acceptance == "tests pass"
 
 
+def test_queued_additions_count_against_the_item_limit_together(store: Store) -> None:
+    pid = _pipeline(store, items=2)
+    half = MAX_PIPELINE_ITEMS // 2
+    store.queue_item_changes(pid, ItemChanges(add=tuple(ItemDraft(f"a{i}") for i in range(half))))
+    with pytest.raises(InvalidRequestError, match=r"^add: .* would hold 502 items with the queued additions"):
+        store.queue_item_changes(pid, ItemChanges(add=tuple(ItemDraft(f"b{i}") for i in range(half))))
+    assert len(store.get_pipeline(pid).pending_changes) == 1  # the refused change queued nothing
+    store.queue_item_changes(pid, ItemChanges(add=tuple(ItemDraft(f"b{i}") for i in range(half - 2))))
+    store.apply_item_changes(pid)
+    assert len(store.list_pipeline_items(pid)) == MAX_PIPELINE_ITEMS
+
+
 def test_the_active_item_cannot_be_skipped_while_running(store: Store) -> None:
     pid = _pipeline(store)
     item = store.list_pipeline_items(pid)[0]

@@ -194,3 +194,28 @@ def test_plan_add_items_skips_titles_already_on_the_plan(store: Store, seeded: S
     assert [i.title for i in items][-1] == "third" and items[-1].created_by_node_key == "n0"
     with pytest.raises(InvalidRequestError, match="only a pipeline's stage worker"):
         call("plan__add_items", identity(seeded), host, {"items": [{"title": "x"}]})
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("create_pipeline", {"template": "t"}),
+        ("get_pipeline_status", {}),
+        ("resume_pipeline", {}),
+        ("stop_pipeline", {}),
+        ("update_pipeline_items", {"add": [{"title": "x"}]}),
+    ],
+)
+def test_a_stage_worker_is_refused_the_root_runs_pipeline_tools(
+    store: Store, seeded: Seeded, name: str, arguments: dict[str, Any]
+) -> None:
+    host = FakeToolHost(pipelines=PipelineService(store))
+    stage = StageTag(seeded.pipeline_id, "n0", "plan", None, "a1")
+    if name != "create_pipeline":
+        arguments = {"id": seeded.pipeline_id, **arguments}
+    before = store.get_pipeline(seeded.pipeline_id)
+    with pytest.raises(ForbiddenError, match="only add plan items"):
+        call(name, identity(seeded, stage=stage), host, arguments)
+    after = store.get_pipeline(seeded.pipeline_id)
+    assert (after.status, after.pending_changes) == (before.status, before.pending_changes)
+    assert [p.id for p in store.list_pipelines()] == [seeded.pipeline_id]  # nothing created
