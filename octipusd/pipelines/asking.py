@@ -92,17 +92,23 @@ class Questions:
             await self._await(pipeline_id, node, pending)
 
     async def _await(self, pipeline_id: str, node: str, pending: dict[str, Any]) -> None:
+        """The pipeline awaits the person, if it is still ``running``: one stopped (or failed by the
+        watchdog) meanwhile keeps its status, and the open question is kept for its resume."""
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
         metadata = {**pipeline.metadata, PENDING_KEY: pending}
-        await in_thread(
-            lambda: self.store.set_pipeline_status(
-                pipeline_id,
-                PipelineStatus.AWAITING_APPROVAL,
-                event={"requestId": pending.get("requestId"), "reason": pending.get("reason")},
-                metadata=metadata,
-                summary=f"waiting for a person: {pending.get('reason')}",
+        try:
+            await in_thread(
+                lambda: self.store.set_pipeline_status(
+                    pipeline_id,
+                    PipelineStatus.AWAITING_APPROVAL,
+                    expect=[PipelineStatus.RUNNING],
+                    event={"requestId": pending.get("requestId"), "reason": pending.get("reason")},
+                    metadata=metadata,
+                    summary=f"waiting for a person: {pending.get('reason')}",
+                )
             )
-        )
+        except ConflictError:
+            await in_thread(lambda: self.store.update_pipeline(pipeline_id, metadata=metadata))
         await in_thread(self.store.set_pipeline_node, pipeline_id, node, NodeStatus.AWAITING_APPROVAL)
 
     async def answered(

@@ -444,6 +444,14 @@ class DurableEngine:
         await DBOS.set_event_async(key, value)
 
     @staticmethod
+    def own_error(exc: BaseException) -> bool:
+        """Whether ``exc`` is the engine's own (a workflow that no longer matches its record, a
+        cancelled workflow): a workflow lets it through rather than handling it as a step's failure."""
+        from dbos._error import DBOSBaseException, DBOSException
+
+        return isinstance(exc, DBOSException | DBOSBaseException)
+
+    @staticmethod
     def current_step_id() -> int | None:
         """Inside a step: its id in the workflow (what :meth:`fork_workflow` takes); None elsewhere."""
         from dbos import DBOS

@@ -72,6 +72,8 @@ _TASKS = {
 }
 #: DBOS statuses of a workflow still able to receive (waiting in ``recv``, or queued).
 _LISTENING = ("PENDING", "ENQUEUED")
+#: DBOS statuses of a workflow that ended for good (a resume forks it into a new walk).
+_ENDED = ("ERROR", "SUCCESS")
 
 
 class DurableRunner:
@@ -315,18 +317,33 @@ class DurableRunner:
             log.warning("pipeline workflow %s could not be cancelled", workflow, exc_info=True)
 
     async def _wake(self, pipeline: Pipeline, workflow: str) -> None:
-        """Tell the waiting workflow ``resume``; a workflow no longer waiting (cancelled, failed by
-        recovery) is resumed to receive it; a lost one starts a new walk."""
+        """Tell the waiting workflow ``resume``. A workflow no longer waiting is brought back: a
+        cancelled one (or one failed by recovery) is resumed to receive it; one that ended (``ERROR``:
+        a step raised past the walk; ``SUCCESS`` while the pipeline is not completed) is forked into
+        a new walk (``<pipeline id>.g<generation>``) at its last step (run again when it raised),
+        earlier steps replayed; a lost one starts a new walk."""
         info = await self.engine.workflow(workflow)
-        if info is None:
-            log.warning(
-                "pipeline %s: the engine has no workflow %s; a new walk starts", pipeline.id, workflow
-            )
+        message = {"kind": "resume", "generation": pipeline.generation}
+        if info is None or info.status in _ENDED:
             fresh = f"{pipeline.id}.g{pipeline.generation}"
+            steps = await self.engine.list_steps(workflow) if info is not None else []
+            log.warning(
+                "pipeline %s: workflow %s is %s; a new walk %s starts",
+                pipeline.id,
+                workflow,
+                "lost" if info is None else info.status,
+                fresh,
+            )
             await in_thread(lambda: self.store.update_pipeline(pipeline.id, workflow_id=fresh))
-            await self.engine.start_workflow(PIPELINE_WALK, fresh, pipeline.id)
+            if not steps:
+                await self.engine.start_workflow(PIPELINE_WALK, fresh, pipeline.id)
+                return
+            last = steps[-1]
+            again = last.error is not None or (info is not None and info.status == "SUCCESS")
+            await self.engine.fork_workflow(workflow, last.step_id if again else last.step_id + 1, fresh)
+            await self.engine.send(fresh, message, WAKE_TOPIC)
             return
-        await self.engine.send(workflow, {"kind": "resume", "generation": pipeline.generation}, WAKE_TOPIC)
+        await self.engine.send(workflow, message, WAKE_TOPIC)
         if info.status not in _LISTENING:
             await self.engine.resume_workflow(workflow)
 

@@ -82,6 +82,8 @@ log = logging.getLogger("octipusd.pipelines.stages")
 
 #: Told the live handle once the worker started (the walker keeps it to stop the stage).
 OnStarted = Callable[[StageHandle], Awaitable[None]]
+#: Asked right before a worker starts: a reason it may not (the pipeline was stopped), or None.
+MayStart = Callable[[], Awaitable[str | None]]
 
 
 class StageResult(StrEnum):
@@ -377,13 +379,21 @@ class StageExecutor:
         self.runs = runs
         self.store = runs.services.store
 
-    async def execute(self, ctx: StageContext, *, on_started: OnStarted | None = None) -> StageVerdict:
+    async def execute(
+        self,
+        ctx: StageContext,
+        *,
+        on_started: OnStarted | None = None,
+        may_start: MayStart | None = None,
+    ) -> StageVerdict:
         """Run one stage attempt to its end and record that end on the attempt.
 
         Args:
             ctx: The attempt (started or reopened in the store by the caller).
             on_started: Told the live handle once the worker's run started (to stop it); a failure
                 of it stops the worker and propagates.
+            may_start: Asked right before the worker starts (after the ``verifyCommand``): a reason
+                (the pipeline was stopped meanwhile) ends the attempt ``stopped`` without a worker.
 
         Returns:
             The :class:`StageVerdict`; the attempt is finished in the store with it
@@ -396,8 +406,13 @@ class StageExecutor:
             Cancellation: the worker is stopped first; the attempt is left to the caller.
         """
         verify = await self._verify(ctx) if ctx.step.is_qa and ctx.step.verify_command else None
+        stopping = await may_start() if may_start is not None else None
         try:
+            if stopping is not None:
+                raise _NotStarted(stopping)
             handle = await self.runs.start(self._request(ctx, build_prompt(ctx, verify)), self._saver(ctx))
+        except _NotStarted as exc:
+            verdict = StageVerdict(StageResult.STOPPED, error=exc.message)
         except OctipusError as exc:  # a session, model or daemon problem: the attempt did not start
             result = StageResult.INTERRUPTED if isinstance(exc, ConflictError) else StageResult.FAILED
             verdict = StageVerdict(result, error=f"the stage could not start: {exc.message}")
@@ -582,6 +597,10 @@ class StageExecutor:
             await self.runs.services.hub.emit(run_id, "run_status", {"status": str(status), "final": True})
         except OctipusError as exc:  # the verdict stands; the run's record is behind (logged)
             log.warning("verify run %s: recording its end failed: %s", run_id, exc.message)
+
+
+class _NotStarted(OctipusError):
+    """The worker may not start (the pipeline was stopped before it)."""
 
 
 def _not_run(command: str, why: str, run_id: str | None) -> VerifyResult:

@@ -14,16 +14,28 @@ the traversals of bounded edges per item, the QA issues, the previous output, th
 continue) without running anything again. The way is :func:`~octipusd.pipelines.graph.next_node`'s;
 ``exhausted`` (retries ran out) and ``human`` nodes ask a person (:mod:`octipusd.pipelines.asking`).
 
-Messages (topic :data:`WAKE_TOPIC`): ``{"kind": "resume"}`` from the runner, ``{"kind": "answer",
-"approvalId", "approved", "by", "reason"}`` when a person answered the walk's question.
+A step that raises (the store failed, a bug) ends the walk ``failed`` with the error, resumable;
+a replay raises the recorded error again, so this stays deterministic. The walk knows the
+pipeline's ``generation`` (read at each boundary and by each stage attempt: a fork replays older
+ones) and parks with it: the park of a walk a newer resume claimed writes nothing.
+
+Messages (topic :data:`WAKE_TOPIC`): ``{"kind": "resume", "generation"}`` from the runner (one whose
+generation the walk already walked under is stale and dropped), ``{"kind": "answer",
+"approvalId", "approved", "by", "reason"}`` when a person answered the walk's question. A stage
+step the restart guard answers ``interrupted`` uses its attempt's recorded verdict when that
+attempt had finished ``succeeded`` (the process died before the engine recorded the step).
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from octipusd.pipelines.engine import Interrupted, WorkflowDef
+from octipusd.errors import OctipusError
+from octipusd.pipelines.engine import Interrupted, Ran, WorkflowDef
 from octipusd.pipelines.graph import (
     EdgeCondition,
     Graph,
@@ -39,6 +51,8 @@ from octipusd.pipelines.walker import Walker, active_walker
 from octipusd.store.pipeline_records import PipelineStatus
 
 __all__ = ["PIPELINE_WALK", "WAKE_TOPIC", "End", "WalkState", "pipeline_walk"]
+
+log = logging.getLogger("octipusd.pipelines.walk")
 
 #: The topic of the messages that wake a walk (a resume, a person's answer).
 WAKE_TOPIC = "wake"
@@ -94,12 +108,14 @@ class End:
         reason: Why (the pipeline's summary; its error when it failed).
         item_failed: A person declined: the current item is ``failed``.
         fresh: The resume starts the node again with fresh retries (a declined question).
+        at_end: The walk had reached the end (a stop came first): the resume finishes it.
     """
 
     status: PipelineStatus
     reason: str | None = None
     item_failed: bool = False
     fresh: bool = False
+    at_end: bool = False
 
 
 class _Walk:
@@ -119,11 +135,13 @@ class _Walk:
         template = parse_template(document, max_stages=len(document.get("steps") or ()) or 1)
         self.graph = compile_graph(template)
         self.state = WalkState(node=self.graph.entry, generation=int(loaded["generation"]))
+        end = await self._guarded(self._walk)
         while True:
-            end = await self._walk()
             if end.status is PipelineStatus.COMPLETED:
-                await self.engine.step("finish", self.w.finish, self.pid)
-                return PipelineStatus.COMPLETED.value
+                finished = await self.engine.step("finish", self.w.finish, self.pid)
+                if finished == PipelineStatus.COMPLETED.value:
+                    return PipelineStatus.COMPLETED.value
+                end = End(PipelineStatus(finished), "stopped as the walk ended", at_end=True)
             parked = await self.engine.step(
                 "park",
                 self.w.park,
@@ -134,12 +152,30 @@ class _Walk:
                 end.item_failed,
             )
             await self._wait_resume()
-            await self._after_resume(end, parked.get("attempt"))
+            end = await self._guarded(functools.partial(self._after_resume, end, parked.get("attempt")))
 
-    async def _after_resume(self, end: End, attempt: str | None) -> None:
+    async def _guarded(self, walk: Callable[[], Awaitable[End | None]]) -> End:
+        """``walk``, then walk on; a step that raised (the store failed, a bug) ends the walk
+        ``failed`` with the error, resumable. Deterministic: a replay raises the recorded error again.
+        The engine's own errors (a workflow that no longer matches its record) are not caught."""
+        try:
+            end = await walk()
+            return end if end is not None else await self._walk()
+        except Exception as exc:
+            if self.engine.own_error(exc):
+                raise
+            log.exception("pipeline %s: the walk failed at node %s", self.pid, self.state.node)
+            message = exc.message if isinstance(exc, OctipusError) else f"{type(exc).__name__}: {exc}"
+            return End(_FAILED, f"the walk failed at stage {self._name()}: {message}")
+
+    async def _after_resume(self, end: End, attempt: str | None) -> End | None:
+        """Apply a resume to the walk's state (a step: the queued item edits, the generation); an
+        :class:`End` (``completed``) when the walk had reached the end already."""
         state = self.state
         woke = await self.engine.step("resumed", self.w.resumed, self.pid, state.item)
         state.generation = int(woke["generation"])
+        if end.at_end:
+            return End(PipelineStatus.COMPLETED)
         state.start_reason, state.continue_attempt = "resume", attempt
         if end.fresh or end.status is _FAILED:
             state.traversals = {
@@ -150,13 +186,25 @@ class _Walk:
             loop = self.graph.node(state.node).loop
             state.node = loop if loop is not None else state.node
             state.item, state.continue_attempt, state.qa_issues = None, None, ()
+        return None
 
     async def _wait_resume(self) -> dict[str, Any]:
-        """Wait (durably) for the runner's resume; other messages (a late answer) are dropped."""
+        """Wait (durably) for the runner's resume; other messages (a late answer) and stale resumes
+        are dropped (:meth:`_fresh`)."""
         while True:
             message = await self.engine.recv(WAKE_TOPIC, self.w.limits.wait_seconds)
-            if isinstance(message, dict) and message.get("kind") == "resume":
+            if self._fresh(message):
+                assert isinstance(message, dict)
                 return message
+
+    def _fresh(self, message: object) -> bool:
+        """Whether ``message`` is a resume of a walk newer than the one this walk knows: a resume
+        whose claim the walk already walked under (a stop and a resume landed between two steps; the
+        next boundary saw ``running`` again) is stale and dropped."""
+        if not isinstance(message, dict) or message.get("kind") != "resume":
+            return False
+        generation = message.get("generation")
+        return not isinstance(generation, int) or generation > self.state.generation
 
     async def _walk(self) -> End:
         """Walk from the current node until the graph ends or a stage does not deliver."""
@@ -199,9 +247,15 @@ class _Walk:
             "stage", self.w.run_stage, self.pid, state.node, state.item, state.continue_attempt, state.carry()
         )
         if isinstance(ran, Interrupted):
-            return End(_PAUSED, "interrupted: the daemon stopped while the stage ran; resume it to continue")
+            settled = await self.engine.step("settled", self.w.settled, self.pid, state.node, state.item)
+            if settled is None:
+                return End(
+                    _PAUSED, "interrupted: the daemon stopped while the stage ran; resume it to continue"
+                )
+            ran = Ran(settled)
         verdict: dict[str, Any] = ran.value
         state.continue_attempt = None
+        state.generation = max(state.generation, int(verdict.get("generation", 0)))
         outcome, error = str(verdict["outcome"]), verdict.get("error")
         if outcome in ("ok", "qa_pass"):
             state.previous, state.retry_reason = verdict.get("output"), None
@@ -259,7 +313,8 @@ class _Walk:
             message = await self.engine.recv(WAKE_TOPIC, self.w.limits.wait_seconds)
             if not isinstance(message, dict):
                 continue
-            if message.get("kind") == "resume":
+            if self._fresh(message):
+                state.generation = max(state.generation, int(message.get("generation") or 0))
                 await self.engine.step("ask_again", self.w.questions.again, self.pid, state.node)
             elif message.get("kind") == "answer" and message.get("approvalId") == request:
                 await self.engine.step(

@@ -12,6 +12,12 @@ the verdict as JSON. The live stage's handle is kept by pipeline id (:attr:`Walk
 ``stop_pipeline`` stops the worker, and the runs it started (:meth:`Walker.runs_since`) so that the
 scheduling watchdog sees whether a stage got to work.
 
+A stop may land before the worker is registered: the status is read again right before the
+worker starts (after a QA ``verifyCommand``) and right after its handle is registered, and a
+pipeline no longer ``running`` gets no worker (or has it stopped at once). When an attempt starts
+anew, the skipped item's or superseded attempts (``stopped``, ``interrupted``, crashed) are
+``abandoned``, their INCOMPLETE text cleared.
+
 Resting statuses (``stopped``, ``failed``, ``paused``) are written by whoever comes first: a stop
 or the watchdog sets them directly and the walk's :meth:`Walker.park` keeps them; a park of an
 older walk (a resume claimed the pipeline meanwhile: its ``generation`` moved on) changes nothing.
@@ -24,14 +30,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from octipusd.errors import OctipusError
+from octipusd.errors import ConflictError, OctipusError
 from octipusd.pipelines.asking import Questions
 from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.graph import Graph, compile_graph
 from octipusd.pipelines.plan_link import sync_plan
-from octipusd.pipelines.stages import StageContext, StageVerdict
+from octipusd.pipelines.stages import StageContext, StageResult, StageVerdict, judge
 from octipusd.pipelines.templates import Template, parse_template
-from octipusd.runtime.stage_runs import StageHandle
+from octipusd.runtime.stage_runs import StageCounters, StageHandle
 from octipusd.store.aio import in_thread
 from octipusd.store.pipeline_records import (
     AttemptStatus,
@@ -56,6 +62,8 @@ log = logging.getLogger("octipusd.pipelines.walker")
 
 #: Statuses a walk may leave for a resting one (a stop or the watchdog wrote theirs first).
 _WALKING = frozenset({PipelineStatus.PLANNING, PipelineStatus.RUNNING, PipelineStatus.AWAITING_APPROVAL})
+#: Attempts a resume could still continue (until a later one supersedes them).
+_UNFINISHED = frozenset({AttemptStatus.STOPPED, AttemptStatus.INTERRUPTED, AttemptStatus.FAILED})
 #: The ``metadata`` key of the rewind a resume asked for (the node whose next attempt is new).
 REWIND_KEY = "rewind"
 
@@ -64,7 +72,11 @@ class StageExecuting(Protocol):
     """The stage semantics (:class:`~octipusd.pipelines.stages.StageExecutor`)."""
 
     async def execute(
-        self, ctx: StageContext, *, on_started: Callable[[StageHandle], Awaitable[None]] | None = None
+        self,
+        ctx: StageContext,
+        *,
+        on_started: Callable[[StageHandle], Awaitable[None]] | None = None,
+        may_start: Callable[[], Awaitable[str | None]] | None = None,
     ) -> StageVerdict:
         """Run one attempt to its end and record that end on the attempt."""
         ...
@@ -260,7 +272,8 @@ class Walker:
             carry: ``previousOutput``, ``qaIssues``, ``retryReason`` and ``startReason``.
 
         Returns:
-            The verdict's JSON (:meth:`StageVerdict.to_json`) with ``attemptId``.
+            The verdict's JSON (:meth:`StageVerdict.to_json`) with ``attemptId`` and the pipeline's
+            ``generation`` (a forked walk replays an older one up to this step: it learns it here).
 
         Raises:
             StoreError: The store failed (the attempt stays ``running``; a restart pauses it).
@@ -285,11 +298,49 @@ class Walker:
             retry_reason=carry.get("retryReason"),
             description=pipeline.metadata.get("description"),
         )
+        handles: list[StageHandle] = []
         try:
-            verdict = await self.executor.execute(ctx, on_started=self._started(pipeline_id))
+            verdict = await self.executor.execute(
+                ctx, on_started=self._started(pipeline_id, handles), may_start=self._may_start(pipeline_id)
+            )
         finally:
-            self.live.pop(pipeline_id, None)
-        return {**verdict.to_json(), "attemptId": attempt.id}
+            if handles and self.live.get(pipeline_id) is handles[-1]:  # a later walk's is kept
+                del self.live[pipeline_id]
+        return {**verdict.to_json(), "attemptId": attempt.id, "generation": pipeline.generation}
+
+    async def settled(self, pipeline_id: str, node: str, item_id: str | None) -> dict[str, Any] | None:
+        """Step: the guard answered that the stage's step had begun in an earlier process; the
+        verdict its attempt recorded if it finished ``succeeded`` (the process died before the
+        engine recorded the step: the work is used, not paid for again), else None (the walk parks).
+
+        Returns:
+            ``{"outcome", "output", "issues", "attemptId", "generation"}`` or None.
+        """
+        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+        snapshot = await in_thread(lambda: self.store.pipeline_snapshot(pipeline_id, history=False))
+        mine = [a for a in snapshot.attempts if a.node_key == node and a.item_id == item_id]
+        if not mine or mine[-1].status is not AttemptStatus.SUCCEEDED:
+            return None
+        last = mine[-1]
+        index = self.graph_of(pipeline).node(node).step_index
+        assert index is not None
+        step = self.template_of(pipeline).steps[index]
+        outcome, issues = StageResult.OK, tuple[str, ...]()
+        if step.is_qa:  # pass or fail: the worker's answer says which
+            text = (
+                (await in_thread(self.store.get_run, last.run_ids[-1])).result_text if last.run_ids else None
+            )
+            judged = judge(step, text or "", StageCounters(None, None, None))
+            if judged.outcome not in (StageResult.QA_PASS, StageResult.QA_FAIL):
+                return None
+            outcome, issues = judged.outcome, judged.issues
+        return {
+            "outcome": outcome.value,
+            "output": last.result,
+            "issues": list(issues),
+            "attemptId": last.id,
+            "generation": pipeline.generation,
+        }
 
     async def _open_attempt(
         self,
@@ -313,6 +364,7 @@ class Walker:
                 lambda: self.store.reopen_pipeline_attempt(continue_attempt, reason="resume")
             )
             return reopened, True
+        await self._abandon(pipeline.id, "a new attempt superseded it" if rewind != node else "rewound")
         step_id = self.engine.current_step_id()
         started = await in_thread(
             lambda: self.store.start_pipeline_attempt(
@@ -327,16 +379,54 @@ class Walker:
         )
         return started, False
 
+    async def _abandon(self, pipeline_id: str, why: str) -> None:
+        """Every unfinished attempt of the pipeline is ``abandoned`` (its INCOMPLETE text cleared):
+        a walk continues only the attempt it is at, so once it starts a new one (or skips the item,
+        or completes) no resume continues the others."""
+        snapshot = await in_thread(lambda: self.store.pipeline_snapshot(pipeline_id, history=False))
+        for attempt in snapshot.attempts:
+            if attempt.status in _UNFINISHED and (
+                attempt.status is not AttemptStatus.FAILED or attempt.incomplete_text
+            ):
+                await in_thread(self._abandon_one, attempt, why)
+
+    def _abandon_one(self, attempt: PipelineAttempt, why: str) -> None:
+        self.store.finish_pipeline_attempt(
+            attempt.id, AttemptStatus.ABANDONED, error=f"abandoned: {why}", retry_reason=attempt.retry_reason
+        )
+
     async def _item(self, pipeline_id: str, item_id: str | None) -> PipelineItem | None:
         if item_id is None:
             return None
         items = await in_thread(self.store.list_pipeline_items, pipeline_id)
         return next((i for i in items if i.id == item_id), None)
 
-    def _started(self, pipeline_id: str) -> Callable[[StageHandle], Awaitable[None]]:
+    def _may_start(self, pipeline_id: str) -> Callable[[], Awaitable[str | None]]:
+        async def may_start() -> str | None:
+            return await self._stopping(pipeline_id)
+
+        return may_start
+
+    async def _stopping(self, pipeline_id: str) -> str | None:
+        """Why the pipeline's worker may not work (a stop or the watchdog came), or None."""
+        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+        if pipeline.status is PipelineStatus.RUNNING:
+            return None
+        return f"the pipeline is {pipeline.status.value}: {pipeline.summary or 'stopped'}"
+
+    def _started(
+        self, pipeline_id: str, handles: list[StageHandle]
+    ) -> Callable[[StageHandle], Awaitable[None]]:
+        """The worker's handle is registered (a stop reaches it), then the status read again: a stop
+        that came between the attempt's start and the registration stops the worker at once."""
+
         async def started(handle: StageHandle) -> None:
+            handles.append(handle)
             self.live[pipeline_id] = handle
             self._runs.setdefault(pipeline_id, []).append(handle.run_id)
+            stopping = await self._stopping(pipeline_id)
+            if stopping is not None:
+                await handle.stop(stopping)
 
         return started
 
@@ -407,20 +497,31 @@ class Walker:
         )
         return last.id if keep else None
 
-    async def finish(self, pipeline_id: str) -> None:
-        """Step: the walk reached the end; the pipeline is ``completed`` (unless a stop came first)."""
-        pipeline = await in_thread(
-            lambda: self.store.set_pipeline_status(
-                pipeline_id,
-                PipelineStatus.COMPLETED,
-                expect=_WALKING,
-                summary="completed",
-                current_node=None,
-                current_item_id=None,
+    async def finish(self, pipeline_id: str) -> str:
+        """Step: the walk reached the end; the pipeline is ``completed`` unless a stop or the
+        watchdog came first.
+
+        Returns:
+            The pipeline's status now: ``completed``, or the resting status another writer set (the
+            walk then parks in it, and a resume finishes it).
+        """
+        try:
+            pipeline = await in_thread(
+                lambda: self.store.set_pipeline_status(
+                    pipeline_id,
+                    PipelineStatus.COMPLETED,
+                    expect=_WALKING,
+                    summary="completed",
+                    current_node=None,
+                    current_item_id=None,
+                )
             )
-        )
+        except ConflictError:
+            return (await in_thread(self.store.get_pipeline, pipeline_id)).status.value
+        await self._abandon(pipeline_id, "the pipeline completed")
         await self._progress(pipeline_id)
         await self._ended(pipeline)
+        return pipeline.status.value
 
     async def resumed(self, pipeline_id: str, item_id: str | None) -> dict[str, Any]:
         """Step: a resume woke the walk: apply the queued item edits.
@@ -435,6 +536,8 @@ class Walker:
         if item_id is not None:
             item = await self._item(pipeline_id, item_id)
             gone = item is None or item.status in (ItemStatus.SKIPPED, ItemStatus.DONE)
+            if gone:
+                await self._abandon(pipeline_id, "its item was skipped")
         return {"generation": pipeline.generation, "itemGone": gone}
 
     async def _progress(self, pipeline_id: str) -> None:

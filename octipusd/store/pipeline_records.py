@@ -78,13 +78,16 @@ class ItemStatus(StrEnum):
 
 
 class AttemptStatus(StrEnum):
-    """A stage attempt's status."""
+    """A stage attempt's status. ``abandoned``: an unfinished attempt no resume will continue any
+    more (its item was skipped, a rewind or a new attempt superseded it, the pipeline completed);
+    its INCOMPLETE text is cleared."""
 
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"
+    ABANDONED = "abandoned"
 
 
 @dataclass(frozen=True)

@@ -660,7 +660,7 @@ class PipelineStoreMixin(StoreMixin):
         keep_text: bool = False,
     ) -> PipelineAttempt:
         """End an attempt and record a ``stage_finished`` event. A finished attempt (``succeeded`` or
-        ``failed``) loses its INCOMPLETE text, unless ``keep_text`` (a worker that crashed: a resume
+        ``failed``, or ``abandoned``) loses its INCOMPLETE text, unless ``keep_text`` (a worker that crashed: a resume
         continues the attempt); a ``stopped`` or ``interrupted`` one keeps it for its resume. Its
         tokens are added to the pipeline's pool.
 
@@ -676,7 +676,10 @@ class PipelineStoreMixin(StoreMixin):
             if counters is not None:
                 row.counters = dump_object(counters, "counters")
             row.tokens += tokens
-            if status in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED) and not keep_text:
+            if (
+                status in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.ABANDONED)
+                and not keep_text
+            ):
                 row.incomplete_text = None
             db.add(row)
             pipeline.tokens_used += tokens
