@@ -106,15 +106,27 @@ def main() -> int:
             if len(last.get("messages", [])) < 4:
                 failures.append("the model did not receive the first turn's history on the second turn")
         finally:
-            say("stopping octipusd with SIGTERM")
-            code = daemon.stop()
-            if code != 0:
-                failures.append(f"octipusd exited {code} on SIGTERM; log: {daemon.log()[-2000:]}")
+            stop_daemon(daemon, failures)
 
+    return report(
+        "demo", failures, "bridge tool called, Bash relayed as cli-native:Bash and approved, turn 2 resumed"
+    )
+
+
+def stop_daemon(daemon: DaemonHarness, failures: list[str]) -> None:
+    """Stop the demo's daemon with SIGTERM; a non-zero exit is a failure (with the log's end)."""
+    say("stopping octipusd with SIGTERM")
+    code = daemon.stop()
+    if code != 0:
+        failures.append(f"octipusd exited {code} on SIGTERM; log: {daemon.log()[-2000:]}")
+
+
+def report(name: str, failures: list[str], passed: str) -> int:
+    """Say how the demo ``name`` ended; its exit code (1 when anything failed)."""
     if failures:
-        say("demo FAILED: " + "; ".join(failures))
+        say(f"{name} FAILED: " + "; ".join(failures))
         return 1
-    say("demo passed: bridge tool called, Bash relayed as cli-native:Bash and approved, turn 2 resumed")
+    say(f"{name} passed: {passed}")
     return 0
 
 

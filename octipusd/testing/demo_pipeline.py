@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
-from octipusd.testing.demo import say
+from octipusd.testing.demo import report, say, stop_daemon
 from octipusd.testing.harness import ROOT, DaemonHarness, claude_binary
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "demo-pipeline.json"
@@ -97,15 +97,8 @@ def main() -> int:
                 if not (workspace / name).is_file():
                     failures.append(f"{name} was not written by its item's implementer")
         finally:
-            say("stopping octipusd with SIGTERM")
-            code = daemon.stop()
-            if code != 0:
-                failures.append(f"octipusd exited {code} on SIGTERM; log: {daemon.log()[-2000:]}")
-    if failures:
-        say("demo-pipeline FAILED: " + "; ".join(failures))
-        return 1
-    say("demo-pipeline passed: planned two items, implemented and verified each, completed")
-    return 0
+            stop_daemon(daemon, failures)
+    return report("demo-pipeline", failures, "planned two items, implemented and verified each, completed")
 
 
 if __name__ == "__main__":
