@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,7 +196,7 @@ class StageHandle:
         supervisor: RunSupervisor,
         on_text: OnText,
         workspace: Path,
-        before: Mapping[str, object] | None,
+        before: WorkspaceSnapshot | None,
     ) -> None:
         self._runs = runs
         self._workspace = workspace
@@ -366,21 +366,24 @@ class StageRuns:
                 unknown_tool_ids=list(unknown),
             )
 
-    async def snapshot(self, workspace: Path) -> dict[str, object] | None:
-        """The workspace's changed files as git sees them (path -> status and size/mtime), only
-        under the workspace itself, or None when it is not a git work tree, git ignores it (a
-        workspace inside another repository's ignored folder: its changes are invisible), or git did
-        not answer in time."""
+    async def snapshot(self, workspace: Path, root: Path | None = None) -> WorkspaceSnapshot | None:
+        """The workspace's changed files as git sees them, only under the workspace itself, or None
+        when it is not a git work tree, git ignores it (a workspace inside another repository's
+        ignored folder: its changes are invisible), or git did not answer in time. ``root``: the
+        repository's root found by the snapshot taken at the run's start (those checks are not
+        made again)."""
         with anyio.move_on_after(self.limits.git_status_s):
-            top = await self._git(workspace, "rev-parse", "--show-toplevel")
-            if top is None or await self._git(workspace, "check-ignore", "-q", ".") is not None:
-                return None
+            if root is None:
+                top = await self._git(workspace, "rev-parse", "--show-toplevel")
+                if top is None or await self._git(workspace, "check-ignore", "-q", ".") is not None:
+                    return None
+                root = Path(os.fsdecode(top.strip()))
             status = await self._git(
                 workspace, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."
             )
             if status is not None:
-                root = Path(os.fsdecode(top.strip()))
-                return await anyio.to_thread.run_sync(_stat_entries, root, status)
+                entries = await anyio.to_thread.run_sync(_stat_entries, root, status)
+                return WorkspaceSnapshot(root, entries)
         return None
 
     async def _git(self, workspace: Path, *args: str) -> bytes | None:
@@ -396,18 +399,17 @@ class StageRuns:
         return None
 
     async def counters(
-        self, run: Run, native_commands: int, workspace: Path, before: Mapping[str, object] | None
+        self, run: Run, native_commands: int, workspace: Path, before: WorkspaceSnapshot | None
     ) -> StageCounters:
         """The counters of an ended stage run (``before``: the workspace's :meth:`snapshot` at its
         start; ``native_commands``: its vendor's command tool uses); a store failure leaves the
         commands unknown."""
         changed: int | None = None
         if before is not None:
-            after = await self.snapshot(workspace)
+            after = await self.snapshot(workspace, before.root)
             if after is not None:
-                changed = sum(
-                    1 for path in before.keys() | after.keys() if before.get(path) != after.get(path)
-                )
+                old, new = before.entries, after.entries
+                changed = sum(1 for path in old.keys() | new.keys() if old.get(path) != new.get(path))
         shell: int | None = None
         try:
             actions = await in_thread(
@@ -421,6 +423,15 @@ class StageRuns:
             commands_run=native_commands + shell if shell is not None else None,
             disk_changed=changed > 0 if changed is not None else None,
         )
+
+
+@dataclass(frozen=True)
+class WorkspaceSnapshot:
+    """What git saw of a workspace: its repository's ``root`` and the changed files under the
+    workspace (path from the root -> status, size, mtime in ns)."""
+
+    root: Path
+    entries: dict[str, object]
 
 
 def _stat_entries(root: Path, porcelain: bytes) -> dict[str, object]:

@@ -261,9 +261,9 @@ async def test_the_changed_files_counter_sees_only_the_workspace_and_nothing_in_
     async with _daemon(store, tmp_path, []) as (runs, _launcher):
         stages = _stage_runs(runs)
         before = await stages.snapshot(workspace)
-        assert before == {}
+        assert before is not None and before.entries == {}
         (outer / "elsewhere.txt").write_text("the daemon's own files, outside the workspace")
         (workspace / "made.txt").write_text("x")
-        after = await stages.snapshot(workspace)
-        assert after is not None and list(after) == ["ws/made.txt"]
+        after = await stages.snapshot(workspace, before.root)
+        assert after is not None and list(after.entries) == ["ws/made.txt"]
         assert await stages.snapshot(ignored) is None  # git cannot see it: unknown, the gate passes
