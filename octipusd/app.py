@@ -50,13 +50,13 @@ from octipusd.app_pipelines import (
 )
 from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
+from octipusd.durable.engine import DurableEngine
 from octipusd.environment import vendor_environment
 from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.notify import Notifier, PageUrl
-from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
 from octipusd.pipelines.template_service import TemplateService

@@ -9,9 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from octipusd.api.models import SessionCreate
+from octipusd.durable.engine import DurableEngine
+from octipusd.durable.setup import system_database_url
 from octipusd.errors import OctipusError
 from octipusd.notify import Notifier
-from octipusd.pipelines.engine import DurableEngine, system_database_url
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
 from octipusd.pipelines.stages import StageExecutor

@@ -32,9 +32,9 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from octipusd.durable.engine import DurableEngine
 from octipusd.errors import ConflictError, InvalidRequestError, OctipusError
 from octipusd.pipelines.asking import PIPELINE_TOOL_ID
-from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.graph import compile_graph
 from octipusd.pipelines.plan_link import link_plan
 from octipusd.pipelines.prompts import missing_prompts, resolve_parameters

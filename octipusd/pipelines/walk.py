@@ -34,8 +34,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from octipusd.durable.engine import Interrupted, Ran, WorkflowDef
 from octipusd.errors import OctipusError
-from octipusd.pipelines.engine import Interrupted, Ran, WorkflowDef
 from octipusd.pipelines.graph import (
     EdgeCondition,
     Graph,

@@ -30,9 +30,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from octipusd.durable.engine import DurableEngine
 from octipusd.errors import ConflictError, OctipusError
 from octipusd.pipelines.asking import Questions
-from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.graph import Graph, compile_graph
 from octipusd.pipelines.plan_link import sync_plan
 from octipusd.pipelines.stages import StageContext, StageResult, StageVerdict, judge

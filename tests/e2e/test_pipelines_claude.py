@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from octipusd.pipelines.engine import system_database_url
+from octipusd.durable.setup import system_database_url
 from octipusd.testing.harness import DaemonHarness
 from octipusd.testing.postgres import admin_connect
 from tests.conftest import BACKENDS

@@ -21,9 +21,10 @@ from sqlalchemy.engine import make_url
 
 from octipusd.adapter import LaunchSpec, load_adapters
 from octipusd.app import build_runs
+from octipusd.durable.engine import DurableEngine
+from octipusd.durable.setup import system_database_url
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
-from octipusd.pipelines.engine import DurableEngine, system_database_url
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import CreateRequest, PipelineCaller, PipelineLimits, PipelineService
 from octipusd.pipelines.stages import StageExecutor

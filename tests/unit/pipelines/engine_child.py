@@ -10,7 +10,7 @@ import sys
 
 import anyio
 
-from octipusd.pipelines.engine import DurableEngine
+from octipusd.durable.engine import DurableEngine
 from tests.unit.pipelines import engine_workflows as flows
 
 WORKFLOW_ID = "pipeline-kill.g1"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-from octipusd.pipelines.engine import DurableEngine, Interrupted, WorkflowDef
+from octipusd.durable.engine import DurableEngine, Interrupted, WorkflowDef
 
 ENGINE: list[DurableEngine] = []
 RUNS: collections.Counter[str] = collections.Counter()

@@ -20,8 +20,9 @@ import anyio
 import pytest
 from sqlalchemy.engine import make_url
 
+from octipusd.durable.engine import DurableEngine
+from octipusd.durable.setup import system_database_url
 from octipusd.errors import ConfigError
-from octipusd.pipelines.engine import DurableEngine, system_database_url
 from octipusd.testing.harness import DaemonHarness
 from octipusd.testing.postgres import admin_connect
 from tests.conftest import BACKENDS
@@ -228,7 +229,7 @@ def test_start_if_needed_launches_only_when_work_is_open(tmp_path: Path) -> None
     script = textwrap.dedent(
         """
         import sys, anyio
-        from octipusd.pipelines.engine import DurableEngine
+        from octipusd.durable.engine import DurableEngine
         async def main(url):
             idle = DurableEngine(url, has_open_work=lambda: False)
             print(await idle.start_if_needed(), "dbos" in sys.modules)

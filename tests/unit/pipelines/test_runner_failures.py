@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
+from octipusd.durable.engine import DurableEngine
 from octipusd.errors import ConfigError, StoreError
 from octipusd.pipelines.asking import PIPELINE_TOOL_ID
-from octipusd.pipelines.engine import DurableEngine
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineLimits, PipelineService, ResumeRequest
 from octipusd.pipelines.walk import PIPELINE_WALK

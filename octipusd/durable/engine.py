@@ -1,6 +1,6 @@
 """The durable execution engine inside the daemon: DBOS Transact's lifecycle and thin, typed wrappers.
 
-This module is the only place that imports ``dbos``; everything else speaks to
+This room (with :mod:`~octipusd.durable.setup`) is the only place that imports ``dbos``; everything else speaks to
 :class:`DurableEngine`. ``import dbos`` costs about half a second, so the composition root builds the engine without it and the engine loads it on first use
 (:meth:`DurableEngine.ensure_started`), or at start-up when durable work is open
 (:meth:`DurableEngine.start_if_needed`).
@@ -9,7 +9,7 @@ Facts of dbos 3.4 the design rests on (verified by ``tests/unit/pipelines/test_e
 
 * DBOS is a process-global singleton (``DBOS(config=...)``, ``DBOS.launch()``, ``DBOS.destroy()``);
   its registry of workflow functions outlives ``destroy`` (unless ``destroy_registry=True``), so a
-  workflow is registered once per process (:data:`_REGISTERED`) and a relaunch reuses it. One
+  workflow is registered once per process (:data:`REGISTERED`) and a relaunch reuses it. One
   engine per process may be started at a time.
 * Workflows must be registered before launch: launch recovers the workflows left ``PENDING`` and
   looks their functions up by name. Steps need no registration (``DBOS.run_step_async``).
@@ -36,13 +36,12 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
-from sqlalchemy.engine import make_url
 
+from octipusd.durable.setup import REGISTERED, config_dict, destroy, display_url, in_memory, prepare
 from octipusd.errors import ConfigError, ConflictError, StoreError
 
 if TYPE_CHECKING:
@@ -57,12 +56,6 @@ R = TypeVar("R")
 #: version it runs (by default a hash of the workflows' source, which would strand every pending
 #: pipeline at each upgrade); bump it when a workflow's sequence of steps changes incompatibly.
 ENGINE_APP_VERSION = "octipus-1"
-#: The DBOS application name.
-ENGINE_APP_NAME = "octipus"
-#: The system database file beside Octipus's SQLite database.
-SQLITE_FILE_NAME = "octipus-engine.sqlite"
-#: The suffix of the system database's name beside Octipus's PostgreSQL database.
-POSTGRES_DATABASE_SUFFIX = "_dbos"
 #: The workflow event a guarded step sets before its work, followed by the step's id.
 BEGAN_EVENT_PREFIX = "octipus.began."
 
@@ -182,8 +175,6 @@ class WorkflowRun(Generic[R]):
         return _info(await self._handle.get_status())
 
 
-#: Workflow functions applied to DBOS's process-global registry, by name.
-_REGISTERED: dict[str, Callable[..., Any]] = {}
 #: The started engine of this process (DBOS is a singleton).
 _ACTIVE: list[DurableEngine] = []
 
@@ -263,21 +254,21 @@ class DurableEngine:
             if _ACTIVE:
                 raise ConflictError("another durable engine is started in this process")
             url = self.system_database_url
-            if _in_memory(url):
+            if in_memory(url):
                 raise ConfigError("the durable engine needs a database file; the store is in memory")
-            config = _config(url, self._app_version, self.limits)
-            await anyio.to_thread.run_sync(_prepare, url, self._workflows, config)
+            config = config_dict(url, self._app_version, self.limits)
+            await anyio.to_thread.run_sync(prepare, url, self._workflows, config)
             from dbos import DBOS
 
             try:
                 DBOS.launch()  # on this loop: the workflows DBOS starts by itself run on it
             except Exception as exc:
-                await anyio.to_thread.run_sync(_destroy)
-                raise StoreError(f"the durable engine cannot launch on {_display(url)}: {exc}") from exc
+                await anyio.to_thread.run_sync(destroy)
+                raise StoreError(f"the durable engine cannot launch on {display_url(url)}: {exc}") from exc
             self._incarnation = uuid.uuid4().hex
             self._started = True
             _ACTIVE.append(self)
-            log.info("durable engine launched on %s", _display(url))
+            log.info("durable engine launched on %s", display_url(url))
 
     async def shutdown(self) -> None:
         """Stop the engine (the daemon's stop): shielded, bounded by ``limits.shutdown_seconds``.
@@ -295,7 +286,7 @@ class DurableEngine:
                 _ACTIVE.remove(self)
                 try:
                     await _cancel_workflow_tasks()
-                    await anyio.to_thread.run_sync(_destroy, abandon_on_cancel=True)
+                    await anyio.to_thread.run_sync(destroy, abandon_on_cancel=True)
                 except Exception:
                     log.exception("durable engine: shutdown failed")
                 asyncio.get_running_loop().set_default_executor(
@@ -480,113 +471,8 @@ class DurableEngine:
     def _registered(self, workflow: WorkflowDef[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
         if workflow not in self._workflows:
             raise ConfigError(f"workflow {workflow.name!r} is not registered with the durable engine")
-        registered: Callable[P, Coroutine[Any, Any, R]] = _REGISTERED[workflow.name]
+        registered: Callable[P, Coroutine[Any, Any, R]] = REGISTERED[workflow.name]
         return registered
-
-
-def system_database_url(store_url: str) -> str:
-    """DBOS's system database beside Octipus's own database.
-
-    ``sqlite:///DIR/octipus.db`` gives ``sqlite:///DIR/octipus-engine.sqlite``; a PostgreSQL URL gives
-    the same server and role with the database ``<name>_dbos`` (DBOS creates it when the role has
-    CREATEDB). An in-memory store gives ``sqlite://``, which :meth:`DurableEngine.ensure_started`
-    refuses (the engine needs a file).
-    """
-    url = make_url(store_url)
-    if url.get_backend_name() == "sqlite":
-        if _in_memory(store_url):
-            return "sqlite://"
-        return f"sqlite:///{Path(str(url.database)).with_name(SQLITE_FILE_NAME)}"
-    engine_url = url.set(
-        drivername="postgresql+psycopg", database=f"{url.database}{POSTGRES_DATABASE_SUFFIX}"
-    )
-    return engine_url.render_as_string(hide_password=False)
-
-
-def _in_memory(url: str) -> bool:
-    parsed = make_url(url)
-    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
-
-
-def _display(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def _prepare(url: str, workflows: Sequence[WorkflowDef[Any, Any]], config: Any) -> None:
-    """Import dbos, create or migrate the system database, register ``workflows`` and build the
-    DBOS singleton from ``config``: all but the launch (blocking; in a worker thread).
-
-    Raises:
-        ConfigError, StoreError: as :func:`_migrate`.
-    """
-    _migrate(url)
-    from dbos import DBOS
-
-    _register(workflows)
-    DBOS(config=config)
-
-
-def _migrate(url: str) -> None:
-    """Create or migrate the system database (blocking).
-
-    Raises:
-        ConfigError: PostgreSQL: the database does not exist and the role cannot create it.
-        StoreError: any other failure to reach or migrate it.
-    """
-    from dbos import DBOS
-
-    try:
-        DBOS.migrate(url)
-    except Exception as exc:
-        parsed = make_url(url)
-        if parsed.get_backend_name() == "postgresql" and _missing_database(exc):
-            raise ConfigError(
-                f"the durable engine's database {parsed.database!r} does not exist on the PostgreSQL server and "
-                f"the role {parsed.username or '(default)'!r} cannot create it: create it "
-                f"(CREATE DATABASE {parsed.database} OWNER <the role>) or grant the role CREATEDB"
-            ) from exc
-        raise StoreError(f"the durable engine cannot prepare its database {_display(url)}: {exc}") from exc
-
-
-def _missing_database(exc: BaseException) -> bool:
-    text = str(exc)
-    return "does not exist" in text and "database" in text
-
-
-def _config(url: str, app_version: str, limits: EngineLimits) -> Any:
-    """The DBOS configuration (a ``DBOSConfig`` dict)."""
-    config: dict[str, Any] = {
-        "name": ENGINE_APP_NAME,
-        "system_database_url": url,
-        "application_version": app_version,
-        "run_migrations": False,  # done by _migrate, off the loop
-        "log_level": "WARNING",
-        "notification_listener_polling_interval_sec": limits.notification_poll_seconds,
-    }
-    if make_url(url).get_backend_name() == "postgresql":
-        config["db_engine_kwargs"] = {
-            "pool_size": 5,
-            "max_overflow": 5,
-            "pool_timeout": 30,
-            "pool_pre_ping": True,
-            "connect_args": {"connect_timeout": limits.connect_timeout_seconds},
-        }
-    return config
-
-
-def _register(workflows: Sequence[WorkflowDef[Any, Any]]) -> None:
-    """Apply ``DBOS.workflow`` to each workflow not yet registered in this process."""
-    from dbos import DBOS
-
-    for workflow in workflows:
-        if workflow.name not in _REGISTERED:
-            _REGISTERED[workflow.name] = DBOS.workflow(name=workflow.name)(workflow.fn)
-
-
-def _destroy() -> None:
-    from dbos import DBOS
-
-    DBOS.destroy()
 
 
 async def _cancel_workflow_tasks() -> None:
