@@ -69,7 +69,7 @@ from octipusd.policy.rules import (
 from octipusd.policy.shellguard import command_decision
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
-from octipusd.toolkit import CallContext, GateResult
+from octipusd.toolkit import CallAllowance, CallContext, GateResult
 
 __all__ = ["Emit", "PermissionGate", "native_flow_id"]
 
@@ -141,6 +141,9 @@ class PermissionGate:
             reaching one is refused before the rules (:mod:`octipusd.policy.protected`); the default
             protects nothing.
         clock: Current time (aware UTC); tests pass a fake one.
+        allowances: What people approved ahead (a pipeline's approved calls and gate commands),
+            consulted where the gate would ask (:class:`~octipusd.toolkit.CallAllowance`); the
+            composition root adds them with :meth:`add_allowance`.
     """
 
     def __init__(
@@ -168,6 +171,21 @@ class PermissionGate:
         self.protected = protected or ProtectedPaths()
         self.live = LivePolicy(store, base, clock)
         self._labelling: dict[str, list[anyio.Event]] = {}
+        self.allowances: list[CallAllowance] = []
+
+    def add_allowance(self, allowance: CallAllowance) -> None:
+        """Consult ``allowance`` where the gate would ask (after every allowance added before)."""
+        self.allowances.append(allowance)
+
+    async def _allowed_ahead(
+        self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None
+    ) -> str | None:
+        """The first allowance's reason for letting this call run without asking, or None."""
+        for allowance in self.allowances:
+            why = await allowance.allows(ctx, tool_id, args, action)
+            if why is not None:
+                return why
+        return None
 
     # ------------------------------------------------------------------ policy
 
@@ -368,10 +386,27 @@ class PermissionGate:
         if questionnaire:
             answered = await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
             return await self._recheck(ctx, tool_id, args, action, answered)
+        if level is not Level.ALLOW:
+            ahead = await self._allowed_ahead(ctx, tool_id, args, action)
+            if ahead is not None:
+                level, explanation = Level.ALLOW, ahead
+                await self.emit(
+                    ctx.run_id,
+                    "policy_decision",
+                    {
+                        "tool_id": tool_id,
+                        "subject": subject,
+                        "level": "allow",
+                        "explanation": ahead,
+                        "rule": None,
+                        "tier": "allowance",
+                        "grant_id": None,
+                    },
+                )
         if level is Level.ALLOW:
             if classification is not None:
                 await self._observe(ctx, tool_id, classification)
-            return GateResult(True, decision.explanation)
+            return GateResult(True, explanation)
         if not ctx.attended:
             note = (
                 unattended_refusal(flow_reason)

@@ -60,6 +60,8 @@ class PermissionRelay:
                 review_required=run.review_required,
                 space=run.space,
                 plan=run.run.plan_mode,
+                stage=identity.stage if identity is not None else None,
+                host_services=run.run.host_services,
             )
         return self._context
 

@@ -29,7 +29,7 @@ sibling. Import the names from here; the modules are its parts:
 from __future__ import annotations
 
 from octipusd.errors import NotExecutedError
-from octipusd.toolkit.calls import CallContext, GateResult
+from octipusd.toolkit.calls import CallAllowance, CallContext, GateResult
 from octipusd.toolkit.contracts import (
     DEFAULT_DEADLINE_SECONDS,
     ActionRef,
@@ -92,6 +92,7 @@ __all__ = [
     "ActionRef",
     "AuthorizationResult",
     "Body",
+    "CallAllowance",
     "CallContext",
     "CallStop",
     "CallWatch",

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["CallContext", "GateResult"]
+from octipusd.toolkit.identity import StageTag
+
+__all__ = ["CallAllowance", "CallContext", "GateResult"]
 
 
 @dataclass
@@ -34,6 +36,11 @@ class CallContext:
         approvals: Ids of the approvals asked through this context whose wait has not returned:
             one whose caller went away meanwhile (its wait was cancelled) stays listed, so a
             caller with a context of its own (:func:`dataclasses.replace`) knows what it left open.
+        stage: The pipeline stage attempt this run works for (a stage worker's own run only; a
+            child it spawns, the root agent and a hand-started call have None): what a pipeline's
+            allowances (:class:`CallAllowance`) are scoped to.
+        host_services: The run's own shell commands share the host's services (a stage with
+            ``hostServices``); an allowance holds only under the same setting.
     """
 
     run_id: str
@@ -45,6 +52,8 @@ class CallContext:
     space: bool = False
     plan: bool = False
     approvals: list[str] = field(default_factory=list)
+    stage: StageTag | None = None
+    host_services: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,3 +74,22 @@ class GateResult:
     updated_input: dict[str, Any] | None = None
     expired: bool = False
     approval_id: str | None = None
+
+
+class CallAllowance(Protocol):
+    """Something a person approved ahead that turns an ASK into an ALLOW for one exact call.
+
+    The gate consults its allowances only where it would otherwise ask a person (the rules said
+    ASK, or the flow guard turned an ALLOW into an ASK): a DENY always wins and a questionnaire is
+    always asked. A pipeline's approved calls (``metadata.approvedCalls``) and its approved gate
+    commands are allowances; each holds only for the stage worker it was granted to
+    (:attr:`CallContext.stage`).
+    """
+
+    async def allows(
+        self, ctx: CallContext, tool_id: str, arguments: dict[str, Any], action: str | None
+    ) -> str | None:
+        """Why ``tool_id`` with ``arguments`` may run without asking (one line for the events), or
+        None when this allowance does not cover it. Store errors propagate (the call then fails;
+        nothing is allowed by an error)."""
+        ...
