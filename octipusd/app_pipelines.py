@@ -13,6 +13,7 @@ from octipusd.durable.engine import DurableEngine
 from octipusd.durable.setup import system_database_url
 from octipusd.errors import OctipusError
 from octipusd.notify import Notifier
+from octipusd.pipelines.approved_calls import ApprovedCalls
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
 from octipusd.pipelines.stages import StageExecutor
@@ -62,7 +63,14 @@ def build_pipelines(
         has_open_work=store.has_open_pipelines,
     )
     executor = StageExecutor(StageRuns(runs.services, runs.registry))
-    walker = Walker(store, engine, executor, WalkerLimits(token_budget=settings.agent.pipelineTokenBudget))
+    walker = Walker(
+        store,
+        engine,
+        executor,
+        WalkerLimits(token_budget=settings.agent.pipelineTokenBudget),
+        emit=runs.services.hub.emit,
+    )
+    runs.services.gate.add_allowance(ApprovedCalls(store))
     install_walker(walker)
     adapter = str(SessionCreate.model_fields["adapter"].default)  # the API's default, as a person's session
     runner = DurableRunner(store, engine, walker, templates, default_adapter=adapter, limits=service.limits)

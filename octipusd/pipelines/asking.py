@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from octipusd.errors import ConflictError
+from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
-from octipusd.store.pipeline_records import NodeStatus, PipelineStatus
+from octipusd.store.pipeline_records import BLOCKED_CALL_KEY, NodeStatus, PipelineStatus
 from octipusd.store.repository import Store
 
 __all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "Questions"]
@@ -41,11 +42,20 @@ class Questions:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def ask(self, pipeline_id: str, node: str, item_id: str | None, question: Mapping[str, Any]) -> str:
+    async def ask(
+        self,
+        pipeline_id: str,
+        node: str,
+        item_id: str | None,
+        question: Mapping[str, Any],
+        *,
+        kind: str = "question",
+    ) -> str:
         """Step: store the approval and make the pipeline ``awaiting_approval``.
 
         Args:
             question: ``stage``, ``reason`` (what is asked) and ``fields`` (a human stage's fields).
+            kind: The ``pendingApproval``'s kind (:func:`~octipusd.pipelines.status.pending_approval`).
 
         Returns:
             The approval's id.
@@ -54,8 +64,7 @@ class Questions:
             StoreError: The database failed.
         """
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        items = await in_thread(self.store.list_pipeline_items, pipeline_id)
-        title = next((i.title for i in items if i.id == item_id), None)
+        title = await self.item_title(pipeline_id, item_id)
         details = {
             "pipelineId": pipeline_id,
             "pipeline": pipeline.name,
@@ -75,13 +84,24 @@ class Questions:
                 subject=f"pipeline {pipeline.name}: stage {question.get('stage')}{where}",
                 reason=str(question.get("reason") or ""),
                 input=details,
-                explanation="approve to go on, deny to stop the pipeline (failed, resumable)",
+                explanation="approve to go on, deny to stop the pipeline (failed, resumable)"
+                if kind == "question"
+                else "approve to continue the stage, deny to stop the pipeline (resumable)",
                 vendor_request_id=None,
                 expires_at=None,
             )
         )
-        await self._await(pipeline_id, node, {"requestId": approval.id, **details})
+        stage = str(question.get("stage") or "") or None
+        pending = {**details, **pending_approval(approval, stage=stage, item=title, kind=kind)}
+        await self.wait_for_person(pipeline_id, node, pending)
         return approval.id
+
+    async def item_title(self, pipeline_id: str, item_id: str | None) -> str | None:
+        """The plan item's title, or None."""
+        if item_id is None:
+            return None
+        items = await in_thread(self.store.list_pipeline_items, pipeline_id)
+        return next((i.title for i in items if i.id == item_id), None)
 
     async def again(self, pipeline_id: str, node: str) -> None:
         """Step: a resume came while the question is open (a restart paused the pipeline): the
@@ -89,13 +109,16 @@ class Questions:
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
         pending = pipeline.metadata.get(PENDING_KEY)
         if isinstance(pending, dict):
-            await self._await(pipeline_id, node, pending)
+            await self.wait_for_person(pipeline_id, node, pending)
 
-    async def _await(self, pipeline_id: str, node: str, pending: dict[str, Any]) -> None:
-        """The pipeline awaits the person, if it is still ``running``: one stopped (or failed by the
+    async def wait_for_person(
+        self, pipeline_id: str, node: str, pending: dict[str, Any], more: Mapping[str, Any] | None = None
+    ) -> None:
+        """The pipeline awaits the person (``pending`` its ``pendingApproval``, ``more`` other
+        metadata written with it), if it is still ``running``: one stopped (or failed by the
         watchdog) meanwhile keeps its status, and the open question is kept for its resume."""
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        metadata = {**pipeline.metadata, PENDING_KEY: pending}
+        metadata = {**pipeline.metadata, **(more or {}), PENDING_KEY: pending}
         try:
             await in_thread(
                 lambda: self.store.set_pipeline_status(
@@ -118,7 +141,7 @@ class Questions:
         question; an approval puts the pipeline back to ``running``, its node ``approved``."""
         approved = bool(answer.get("approved"))
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        metadata = {k: v for k, v in pipeline.metadata.items() if k != PENDING_KEY}
+        metadata = {k: v for k, v in pipeline.metadata.items() if k not in (PENDING_KEY, BLOCKED_CALL_KEY)}
         data = {
             "requestId": answer.get("approvalId"),
             "approved": approved,

@@ -45,7 +45,7 @@ from octipusd.pipelines.walk import PIPELINE_WALK, WAKE_TOPIC
 from octipusd.pipelines.walker import REWIND_KEY, Walker
 from octipusd.store.aio import in_thread
 from octipusd.store.codec import new_id
-from octipusd.store.pipeline_records import NodeStatus, Pipeline, PipelineStatus
+from octipusd.store.pipeline_records import PIPELINE_CALL_KIND, NodeStatus, Pipeline, PipelineStatus
 from octipusd.store.records import Approval, ApprovalStatus, RunStatus
 from octipusd.store.repository import Store
 
@@ -69,6 +69,7 @@ _WATCHDOG_RUNS = 100
 _TASKS = {
     "_watch": "the resume's watchdog",
     "_deliver": "delivering a person's answer to the walk",
+    "_deliver_call": "delivering a person's answer to the walk",
 }
 #: DBOS statuses of a workflow still able to receive (waiting in ``recv``, or queued).
 _LISTENING = ("PENDING", "ENQUEUED")
@@ -433,18 +434,20 @@ class DurableRunner:
     # ------------------------------------------------------------------ answers
 
     def on_answer(self, approval: Approval) -> None:
-        """The broker's listener: a person answered a pipeline's question; the walk is told."""
+        """The broker's listener: a person answered a pipeline's question (or a stage worker's blocked
+        call it raised again, kind ``pipeline_call``: its pipeline is its worker run's); the walk is told."""
+        if approval.kind == PIPELINE_CALL_KIND and approval.run_id is not None:
+            self._start_soon(self._deliver_call, approval.run_id, approval)
+            return
         if approval.tool_id != PIPELINE_TOOL_ID:
             return
         pipeline_id = str(approval.input.get("pipelineId") or "")
-        message = {
-            "kind": "answer",
-            "approvalId": approval.id,
-            "approved": approval.status is ApprovalStatus.APPROVED,
-            "by": approval.decided_by,
-            "reason": approval.decision_reason,
-        }
-        self._start_soon(self._deliver, pipeline_id, message)
+        self._start_soon(self._deliver, pipeline_id, _answer_message(approval))
+
+    async def _deliver_call(self, run_id: str, approval: Approval) -> None:
+        run = await in_thread(self.store.get_run, run_id)
+        if run.pipeline_id is not None:
+            await self._deliver(run.pipeline_id, _answer_message(approval))
 
     async def _deliver(self, pipeline_id: str, message: dict[str, Any]) -> None:
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
@@ -471,6 +474,17 @@ class DurableRunner:
                 await in_thread(lambda: self.store.update_pipeline(pipeline_id, error=error))
             except Exception:
                 log.exception("pipeline %s: recording that %s failed failed", pipeline_id, what)
+
+
+def _answer_message(approval: Approval) -> dict[str, Any]:
+    """The walk's message of a person's answer."""
+    return {
+        "kind": "answer",
+        "approvalId": approval.id,
+        "approved": approval.status is ApprovalStatus.APPROVED,
+        "by": approval.decided_by,
+        "reason": approval.decision_reason,
+    }
 
 
 def _reason(exc: BaseException) -> str:

@@ -34,7 +34,10 @@ Outcomes (:class:`StageResult`) and how they map to the graph (:meth:`StageResul
   the walker retries the same node and item with :attr:`StageVerdict.error` as the retry reason
   (a new attempt, up to ``maxRetries``), then treats it as ``error``;
 * ``failed`` (the worker crashed or could not start) -> ``error``; ``stopped`` and ``interrupted``
-  -> no graph outcome: the walker parks the pipeline, and its resume continues the same attempt.
+  -> no graph outcome: the walker parks the pipeline, and its resume continues the same attempt;
+* ``awaiting_approval``: the worker gave up on a person's answer (issue 28: an approval expired, or
+  its CLI went away while one waited) -> no graph outcome: the walk asks the person again
+  (:mod:`octipusd.pipelines.approved_calls`) and their approval continues the same attempt.
 """
 
 from __future__ import annotations
@@ -97,12 +100,14 @@ class StageResult(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"
+    AWAITING_APPROVAL = "awaiting_approval"
 
     @property
     def graph_outcome(self) -> Outcome | None:
         """The :class:`~octipusd.pipelines.graph.Outcome` to walk the graph with, or None where the
         walker decides itself: ``contract_failure`` (retry the node and item in place, ``error``
-        once the retries ran out), ``stopped`` and ``interrupted`` (park; resume the attempt)."""
+        once the retries ran out), ``stopped`` and ``interrupted`` (park; resume the attempt),
+        ``awaiting_approval`` (ask the person again; their approval resumes the attempt)."""
         return _GRAPH_OUTCOMES.get(self)
 
 
@@ -196,6 +201,7 @@ class StageVerdict:
         error: Why it did not deliver (the retry reason of a ``contract_failure`` or
             ``audit_gate_failed``; the failure, stop or interruption), else None.
         verify: The ``verifyCommand`` outcome (:meth:`VerifyResult.to_json`), or None.
+        blocked: The approval an ``awaiting_approval`` worker gave up on, or None.
     """
 
     outcome: StageResult
@@ -207,6 +213,7 @@ class StageVerdict:
     run_id: str | None = None
     error: str | None = None
     verify: dict[str, Any] | None = None
+    blocked: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready, for the walker's checkpoint."""
@@ -220,6 +227,7 @@ class StageVerdict:
             "runId": self.run_id,
             "error": self.error,
             "verify": self.verify,
+            "blocked": self.blocked,
         }
 
     @classmethod
@@ -235,6 +243,7 @@ class StageVerdict:
             run_id=raw.get("runId"),
             error=raw.get("error"),
             verify=raw.get("verify"),
+            blocked=raw.get("blocked"),
         )
 
 
@@ -361,6 +370,8 @@ def attempt_end(verdict: StageVerdict) -> AttemptEnd:
         return AttemptEnd(AttemptStatus.FAILED, error=error, retry_reason=error)
     if outcome is StageResult.FAILED:
         return AttemptEnd(AttemptStatus.FAILED, error=error, keep_text=True)
+    if outcome is StageResult.AWAITING_APPROVAL:  # the person's approval continues it
+        return AttemptEnd(AttemptStatus.INTERRUPTED, error=error, keep_text=True)
     status = AttemptStatus.STOPPED if outcome is StageResult.STOPPED else AttemptStatus.INTERRUPTED
     return AttemptEnd(status, error=error)
 
@@ -483,6 +494,11 @@ class StageExecutor:
         if outcome.status is RunStatus.INTERRUPTED:
             reason = outcome.reason or "the daemon stopped while the stage ran"
             return StageVerdict(StageResult.INTERRUPTED, error=reason, **common)
+        if outcome.gave_up:  # the pipeline never fails for that (seed 003): the person is asked again
+            reason = outcome.reason or "the worker gave up waiting for an approval"
+            return StageVerdict(
+                StageResult.AWAITING_APPROVAL, error=reason, blocked=outcome.blocked, **common
+            )
         if outcome.status is not RunStatus.SUCCEEDED:
             reason = outcome.reason or f"the stage's run ended {outcome.status.value}"
             return StageVerdict(StageResult.FAILED, error=reason, **common)

@@ -24,12 +24,38 @@ from octipusd.store.pipeline_records import (
     PipelineNode,
 )
 from octipusd.store.pipeline_store import PipelineSnapshot
+from octipusd.store.records import Approval
 
-__all__ = ["pipeline_summary", "status_document"]
+__all__ = ["pending_approval", "pipeline_summary", "status_document"]
 
 
 def _at(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
+
+
+def pending_approval(approval: Approval, *, stage: str | None, item: str | None, kind: str) -> dict[str, Any]:
+    """The status document's ``pendingApproval`` for an open approval of the pipeline (issue 28).
+
+    Args:
+        approval: The approval the person answers.
+        stage: The stage's name it is about.
+        item: The plan item's title, or None.
+        kind: ``tool_call`` (a stage worker's blocked call raised again), ``continue_stage`` (a plain
+            question to continue a stage), ``stage_approval`` or ``pipeline_replay``; a question of
+            the walk (retries ran out, a human stage) is ``question``.
+
+    Returns:
+        ``{"requestId", "stage", "item", "toolName", "subject", "reason", "kind"}``.
+    """
+    return {
+        "requestId": approval.id,
+        "stage": stage,
+        "item": item,
+        "toolName": approval.tool_id,
+        "subject": approval.subject,
+        "reason": approval.reason,
+        "kind": kind,
+    }
 
 
 def pipeline_summary(pipeline: Pipeline) -> dict[str, Any]:

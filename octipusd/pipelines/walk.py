@@ -6,6 +6,8 @@
         completed   -> finish; the workflow returns
         failed / stopped / interrupted (paused) -> park; wait for "resume" (durable); apply it;
                        go on where it stopped (the same attempt, resume=True, when it did not finish)
+        a worker gave up on an approval -> awaiting_approval; the blocked call asked again
+                       (approved_calls.py); approved: the same attempt again; denied: stopped
 
 Deterministic: every read of the store and every effect is a step of :class:`~octipusd.pipelines.
 walker.Walker` (a stage attempt under the engine's restart guard), so after a restart DBOS replays
@@ -269,6 +271,8 @@ class _Walk:
         if outcome == "contract_failure":
             return self._contract_retry(error)
         state.continue_attempt = str(verdict["attemptId"])
+        if outcome == "awaiting_approval":
+            return await self._blocked(verdict)
         if outcome == "stopped":
             return End(_STOPPED, error or "stopped")
         if outcome == "interrupted":
@@ -303,12 +307,33 @@ class _Walk:
         self.state.previous = str(answer.get("reason") or "approved")
         return Outcome.SUCCEEDED
 
+    async def _blocked(self, verdict: dict[str, Any]) -> End | None:
+        """The stage's worker gave up on a person's answer (issue 28): the pipeline waits for the
+        person (the blocked call raised again, or a plain "continue the stage" question); approved,
+        the same attempt runs again (None: the same node, ``continue_attempt`` kept); denied, the
+        pipeline is ``stopped`` at that stage (its resume continues the attempt)."""
+        state = self.state
+        request = await self.engine.step(
+            "ask_blocked", self.w.blocked.raise_again, self.pid, state.node, state.item, self._name(), verdict
+        )
+        answer = await self._answer(request)
+        if not answer.get("approved"):
+            by = f" by {answer.get('by')}" if answer.get("by") else ""
+            return End(_STOPPED, f"stage {self._name()}: the blocked call was denied{by}")
+        state.start_reason = "approval"
+        return None
+
     async def _ask(self, question: dict[str, Any]) -> dict[str, Any]:
-        """Ask a person (durably) and wait for the answer; a resume meanwhile re-opens the wait."""
+        """Ask a person (durably) and wait for the answer (:meth:`_answer`)."""
         state = self.state
         request = await self.engine.step(
             "ask", self.w.questions.ask, self.pid, state.node, state.item, question
         )
+        return await self._answer(request)
+
+    async def _answer(self, request: str) -> dict[str, Any]:
+        """Wait (durably) for the person's answer to ``request``; a resume meanwhile re-opens the wait."""
+        state = self.state
         while True:
             message = await self.engine.recv(WAKE_TOPIC, self.w.limits.wait_seconds)
             if not isinstance(message, dict):

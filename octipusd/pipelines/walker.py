@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from octipusd.durable.engine import DurableEngine
 from octipusd.errors import ConflictError, OctipusError
+from octipusd.pipelines.approved_calls import BlockedCalls, Emit
 from octipusd.pipelines.asking import Questions
 from octipusd.pipelines.graph import Graph, compile_graph
 from octipusd.pipelines.plan_link import sync_plan
@@ -130,6 +131,8 @@ class Walker:
         limits: The walker's limits.
         on_end: Told each pipeline that ended ``completed``, ``failed`` or ``stopped`` (notifications);
             its failure is logged.
+        emit: Stores and publishes a run event (a blocked call raised again is announced on its
+            worker's run, so the push notification fires); None: not announced.
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class Walker:
         executor: StageExecuting,
         limits: WalkerLimits | None = None,
         on_end: PipelineEnd | None = None,
+        emit: Emit | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -146,6 +150,7 @@ class Walker:
         self.limits = limits or WalkerLimits()
         self.on_end = on_end
         self.questions = Questions(store)
+        self.blocked = BlockedCalls(store, self.questions, emit)
         #: The live stage handle of each pipeline.
         self.live: dict[str, StageHandle] = {}
         self._runs: dict[str, list[str]] = {}

@@ -34,7 +34,7 @@ from octipusd.runtime.reuse import stage_lineage
 from octipusd.runtime.services import RunRegistry, RunServices
 from octipusd.runtime.supervisor import RunSupervisor
 from octipusd.store.aio import in_thread
-from octipusd.store.records import Run, RunStatus
+from octipusd.store.records import ApprovalStatus, Run, RunStatus
 from octipusd.toolkit import StageTag
 from octipusd.tools import SHELL_RUN
 
@@ -52,6 +52,9 @@ log = logging.getLogger("octipusd.runtime.stage_runs")
 
 #: The caller's sink of the worker's text so far (saved as the attempt's INCOMPLETE text).
 OnText = Callable[[str], Awaitable[None]]
+
+#: How an approval a worker gave up on ended (expired unanswered, or cancelled as its run ended).
+_GAVE_UP = frozenset({ApprovalStatus.EXPIRED, ApprovalStatus.CANCELLED})
 
 #: The Claude native tool a vendor's command tool is aliased to (``Adapter.tool_aliases``).
 _COMMAND_TOOL = "Bash"
@@ -149,6 +152,10 @@ class StageOutcome:
         reason: Why it did not succeed, else None.
         tokens: Input plus output tokens it used (the pipeline's token budget).
         counters: What it did (:class:`StageCounters`).
+        gave_up: The worker gave up on a person's answer: it failed while one of its approvals
+            waited (the approval expired, or its CLI went away or ended meanwhile).
+        blocked: The approval it gave up on (the newest of its run's tool approvals left
+            unanswered), or None.
     """
 
     run_id: str
@@ -157,6 +164,8 @@ class StageOutcome:
     reason: str | None
     tokens: int
     counters: StageCounters
+    gave_up: bool = False
+    blocked: str | None = None
 
     @property
     def stopped(self) -> bool:
@@ -267,6 +276,7 @@ class StageHandle:
         if run.status != RunStatus.SUCCEEDED and self._watch.text:
             await self._give(self._watch.text)
         counters = await self._runs.counters(run, self._watch.commands, self._workspace, self._before)
+        gave_up, blocked = await self._runs.gave_up(run)
         return StageOutcome(
             run_id=run.id,
             status=run.status,
@@ -274,6 +284,8 @@ class StageHandle:
             reason=run.reason,
             tokens=run.input_tokens + run.output_tokens,
             counters=counters,
+            gave_up=gave_up,
+            blocked=blocked,
         )
 
 
@@ -397,6 +409,28 @@ class StageRuns:
             if done.returncode == 0:
                 return bytes(done.stdout)
         return None
+
+    async def gave_up(self, run: Run) -> tuple[bool, str | None]:
+        """Whether the ended ``run`` gave up on a person's answer, and the approval it gave up on.
+
+        A worker gave up when its run failed while one of its approvals waited: the approval then
+        ended ``expired`` (no answer within ``daemon.approvalTimeoutSeconds``) or ``cancelled`` (its
+        CLI went away or ended while it waited; seed 003). The newest such approval of a tool call
+        is the blocked one (a questionnaire gave up too, but is no call to approve ahead). A store
+        failure is logged and answers "did not give up" (the stage then fails as before).
+        """
+        if run.status != RunStatus.FAILED:
+            return False, None
+        try:
+            approvals = await in_thread(lambda: self.services.store.list_approvals(run_id=run.id))
+        except OctipusError as exc:
+            log.warning("stage run %s: reading its approvals failed: %s", run.id, exc.message)
+            return False, None
+        unanswered = [a for a in approvals if a.status in _GAVE_UP]  # newest first
+        if not unanswered:
+            return False, None
+        blocked = next((a.id for a in unanswered if a.kind == "tool"), None)
+        return True, blocked
 
     async def counters(
         self, run: Run, native_commands: int, workspace: Path, before: WorkspaceSnapshot | None

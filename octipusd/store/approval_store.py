@@ -19,12 +19,19 @@ from sqlmodel import Session as DbSession, col, select
 from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, dump_object, enum_member, iso, load_object, new_id
 from octipusd.store.models import ApprovalRow
+from octipusd.store.pipeline_records import PIPELINE_CALL_KIND
 from octipusd.store.records import Approval, ApprovalStatus, RunStatus
 
 __all__ = ["APPROVAL_KINDS", "SYSTEM_ACTOR", "ApprovalStoreMixin"]
 
 #: Kinds of approval: a yes/no tool approval, or a questionnaire that needs answers (seed 003).
-APPROVAL_KINDS: tuple[str, ...] = ("tool", "questionnaire", "action_recovery", "pipeline_replay")
+APPROVAL_KINDS: tuple[str, ...] = (
+    "tool",
+    "questionnaire",
+    "action_recovery",
+    "pipeline_replay",
+    PIPELINE_CALL_KIND,
+)
 
 #: ``decided_by`` written when octipusd itself resolves an approval (expiry, cancel).
 SYSTEM_ACTOR = "octipusd"
@@ -107,7 +114,9 @@ class ApprovalStoreMixin(StoreMixin):
             explanation: Which permission rule matched.
             vendor_request_id: The vendor's id for the request.
             expires_at: Aware datetime after which it can no longer be approved, or None.
-            kind: ``tool``, ``questionnaire``, ``action_recovery`` or ``pipeline_replay``.
+            kind: ``tool``, ``questionnaire``, ``action_recovery``, ``pipeline_replay`` or
+                ``pipeline_call`` (a stage worker's blocked call its pipeline raises again, on the
+                worker's run, which may have ended).
             questions: The questionnaire shown to people (JSON object), for ``questionnaire``.
             action_ids: The journal records a recovery or replay review covers.
             invocation: ``(invocation id, decision claim token)``: the undecided hand-started call
@@ -139,7 +148,9 @@ class ApprovalStoreMixin(StoreMixin):
                 run = self._lock_run(db, run_id)
                 if run.session_id != session_id:
                     raise ValueError(f"run {run_id} belongs to session {run.session_id}, not {session_id}")
-                if RunStatus(run.status).terminal:
+                if (
+                    RunStatus(run.status).terminal and kind != PIPELINE_CALL_KIND
+                ):  # raised again by its pipeline
                     raise ConflictError(
                         f"run {run_id} already ended ({run.status}); it cannot ask for approval"
                     )
@@ -282,6 +293,8 @@ class ApprovalStoreMixin(StoreMixin):
                         self._acknowledge_actions(db, approval_id, covered, decided_by, now)
                     else:  # the refusal joins the evidence; the records stay unresolved
                         self._note_refused_review(db, approval_id, covered, decided_by, reason, now)
+                if decided.kind == PIPELINE_CALL_KIND and approve:
+                    self._approve_pipeline_call(db, decided, decided_by, now)
                 self._follow_approval(db, approval_id, status.value, reason)
             if not won:
                 # Still pending means it is past its deadline: record that it expired.

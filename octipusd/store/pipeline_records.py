@@ -16,7 +16,10 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "APPROVED_CALLS_KEY",
+    "BLOCKED_CALL_KEY",
     "DECISION_EVENT_KINDS",
+    "PIPELINE_CALL_KIND",
     "AttemptStatus",
     "ItemStatus",
     "NodeStatus",
@@ -33,6 +36,14 @@ __all__ = [
 #: History events that record a decision (a person's answer, a skip): each item of the status lists
 #: its own, whether or not the whole history is read.
 DECISION_EVENT_KINDS = frozenset({"decision", "human_answer", "items_skipped"})
+
+#: The approval kind of a stage worker's blocked call raised again by its pipeline (issue 28 item 1).
+PIPELINE_CALL_KIND = "pipeline_call"
+#: ``metadata`` key: the calls people approved for a stage attempt (seed 003 ``metadata.approvedCalls``).
+APPROVED_CALLS_KEY = "approvedCalls"
+#: ``metadata`` key: the blocked call the open ``pipeline_call`` approval would allow (its allowance
+#: draft; moved to :data:`APPROVED_CALLS_KEY` in the transaction that approves it).
+BLOCKED_CALL_KEY = "blockedCall"
 
 
 class PipelineStatus(StrEnum):

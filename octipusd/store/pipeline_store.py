@@ -32,6 +32,8 @@ from octipusd.store.models import (
     PipelineRow,
 )
 from octipusd.store.pipeline_records import (
+    APPROVED_CALLS_KEY,
+    BLOCKED_CALL_KEY,
     DECISION_EVENT_KINDS,
     AttemptStatus,
     ItemStatus,
@@ -384,6 +386,8 @@ class PipelineStoreMixin(StoreMixin):
                     f"pipeline {pipeline_id} walks generation {row.generation}, not {generation}"
                 )
             self._set_fields(row, fields)
+            if status in _TERMINAL:  # seed 003: an allowance ends with the run
+                row.metadata_ = dump_object(_without_allowances(load_object(row.metadata_)), "metadata")
             row.status = status.value
             row.ended_at = self._clock() if status in _TERMINAL else None
             row.updated_at = self._clock()
@@ -574,6 +578,12 @@ class PipelineStoreMixin(StoreMixin):
         db.add(row)
         db.flush()
         return row
+
+
+def _without_allowances(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` without the calls people approved ahead (nor the one open to approve): they end
+    when the pipeline is ``completed``, ``failed`` or ``stopped``."""
+    return {k: v for k, v in metadata.items() if k not in (APPROVED_CALLS_KEY, BLOCKED_CALL_KEY)}
 
 
 def _node_order(key: str) -> tuple[int, str]:
