@@ -35,6 +35,7 @@ from octipusd.runtime.services import RunRegistry, RunServices
 from octipusd.runtime.supervisor import RunSupervisor
 from octipusd.store.aio import in_thread
 from octipusd.store.records import ApprovalStatus, Run, RunStatus
+from octipusd.store.repository import Store
 from octipusd.toolkit import StageTag
 from octipusd.tools import SHELL_RUN
 
@@ -46,6 +47,7 @@ __all__ = [
     "StageOutcome",
     "StageRequest",
     "StageRuns",
+    "gave_up",
 ]
 
 log = logging.getLogger("octipusd.runtime.stage_runs")
@@ -411,26 +413,13 @@ class StageRuns:
         return None
 
     async def gave_up(self, run: Run) -> tuple[bool, str | None]:
-        """Whether the ended ``run`` gave up on a person's answer, and the approval it gave up on.
-
-        A worker gave up when its run failed while one of its approvals waited: the approval then
-        ended ``expired`` (no answer within ``daemon.approvalTimeoutSeconds``) or ``cancelled`` (its
-        CLI went away or ended while it waited; seed 003). The newest such approval of a tool call
-        is the blocked one (a questionnaire gave up too, but is no call to approve ahead). A store
-        failure is logged and answers "did not give up" (the stage then fails as before).
-        """
-        if run.status != RunStatus.FAILED:
-            return False, None
+        """Whether the ended ``run`` gave up on a person's answer (:func:`gave_up`); a store failure
+        is logged and answers "did not give up" (the stage then fails as before)."""
         try:
-            approvals = await in_thread(lambda: self.services.store.list_approvals(run_id=run.id))
+            return await in_thread(gave_up, self.services.store, run)
         except OctipusError as exc:
             log.warning("stage run %s: reading its approvals failed: %s", run.id, exc.message)
             return False, None
-        unanswered = [a for a in approvals if a.status in _GAVE_UP]  # newest first
-        if not unanswered:
-            return False, None
-        blocked = next((a.id for a in unanswered if a.kind == "tool"), None)
-        return True, blocked
 
     async def counters(
         self, run: Run, native_commands: int, workspace: Path, before: WorkspaceSnapshot | None
@@ -457,6 +446,25 @@ class StageRuns:
             commands_run=native_commands + shell if shell is not None else None,
             disk_changed=changed > 0 if changed is not None else None,
         )
+
+
+def gave_up(store: Store, run: Run) -> tuple[bool, str | None]:
+    """Whether the ended ``run`` gave up on a person's answer, and the approval it gave up on (blocking).
+
+    A worker gave up when its run failed while one of its approvals waited: the approval then
+    ended ``expired`` (no answer within ``daemon.approvalTimeoutSeconds``) or ``cancelled`` (its
+    CLI went away or ended while it waited; seed 003). The newest such approval of a tool call is
+    the blocked one (a questionnaire gave up too, but is no call to approve ahead).
+
+    Raises:
+        StoreError: The database failed.
+    """
+    if run.status != RunStatus.FAILED:
+        return False, None
+    unanswered = [a for a in store.list_approvals(run_id=run.id) if a.status in _GAVE_UP]  # newest first
+    if not unanswered:
+        return False, None
+    return True, next((a.id for a in unanswered if a.kind == "tool"), None)
 
 
 @dataclass(frozen=True)
