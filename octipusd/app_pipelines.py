@@ -75,7 +75,9 @@ def build_pipelines(
     adapter = str(SessionCreate.model_fields["adapter"].default)  # the API's default, as a person's session
     runner = DurableRunner(store, engine, walker, templates, default_adapter=adapter, limits=service.limits)
     service.runner = runner
+    service.answers.announce = runs.services.hub.emit
     broker.add_listener(runner.on_answer)
+    broker.add_listener(service.answers.on_decided)
     return walker, runner
 
 

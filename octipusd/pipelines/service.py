@@ -29,6 +29,7 @@ from octipusd.errors import (
     InvalidRequestError,
     PipelinesUnavailableError,
 )
+from octipusd.pipelines.answering import ApprovalAnswers
 from octipusd.pipelines.status import pipeline_summary, status_document
 from octipusd.store.pipeline_records import Pipeline, PipelineEvent
 from octipusd.store.repository import Store
@@ -108,6 +109,7 @@ class PipelineService:
         self.store = store
         self.runner = runner
         self.limits = limits or PipelineLimits()
+        self.answers = ApprovalAnswers(store)
 
     async def _read(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a store read in a worker thread, abandoned past :attr:`PipelineLimits.status_timeout_s`.
@@ -203,6 +205,18 @@ class PipelineService:
             functools.partial(self.store.queue_item_changes, pipeline.id, _by(changes, caller))
         )
         return {"id": pipeline.id, "status": pipeline.status.value, "queued": queued}
+
+    async def answer_approval(self, pipeline_id: str, caller: PipelineCaller) -> dict[str, Any]:
+        """``answer_pipeline_approval``: forward the pending approval to the person in the caller's
+        conversation and wait up to five minutes for their explicit answer
+        (:meth:`ApprovalAnswers.answer <octipusd.pipelines.answering.ApprovalAnswers.answer>`).
+
+        Raises:
+            NotFoundError, ForbiddenError: See :meth:`owned`.
+            ConflictError: The pipeline has no pending approval.
+        """
+        pipeline = await self.owned(pipeline_id, caller)
+        return await self.answers.answer(pipeline, caller.run_id)
 
     async def add_plan_items(
         self,

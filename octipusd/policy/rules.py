@@ -124,6 +124,7 @@ DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "resume_pipeline": Level.ALLOW,
     "stop_pipeline": Level.ALLOW,
     "update_pipeline_items": Level.ALLOW,
+    "answer_pipeline_approval": Level.ALLOW,  # the person decides the approval it forwards
     "plan__add_items": Level.ALLOW,
     "shell__run": Level.ASK,
 }

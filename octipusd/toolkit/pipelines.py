@@ -106,11 +106,14 @@ class PipelineCaller:
         user: The user asking (a person, or the user a run acts for).
         session_id: The session of the root run calling a bridge tool; None for a person (API, page).
         workspace: That run's workspace (absolute path); None for a person.
+        run_id: That run (a question forwarded to the person is shown in its conversation); None
+            for a person.
     """
 
     user: str
     session_id: str | None = None
     workspace: str | None = None
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,11 @@ class PipelineOps(Protocol):
         """Queue item edits atomically for the next item boundary."""
         ...
 
+    async def answer_approval(self, pipeline_id: str, caller: PipelineCaller) -> dict[str, Any]:
+        """Forward the pipeline's pending approval to the person in the caller's conversation and
+        wait (bounded) for their explicit answer; ``decided: false`` leaves it pending."""
+        ...
+
     async def add_plan_items(
         self,
         pipeline_id: str,
@@ -221,6 +229,9 @@ def pipeline_access(ops: PipelineOps | None, identity: RunIdentity) -> PipelineA
     if ops is None:
         raise PipelinesUnavailableError("this daemon cannot run pipelines: it has no pipelines' service")
     caller = PipelineCaller(
-        user=identity.user, session_id=identity.session_id, workspace=str(identity.workspace)
+        user=identity.user,
+        session_id=identity.session_id,
+        workspace=str(identity.workspace),
+        run_id=identity.run_id,
     )
     return PipelineAccess(ops, caller)

@@ -1,8 +1,9 @@
 """The pipeline tools of a root run's bridge, named as seed 003 names them.
 
 ``create_pipeline``, ``get_pipeline_status({id, includeHistory})``, ``resume_pipeline({id,
-fromStage?, skipItems?, evidence?})``, ``stop_pipeline({id})`` and ``update_pipeline_items({id, skip,
-add: [{title, detail, acceptance}], order, evidence})``. Each checks its arguments' shape (naming the
+fromStage?, skipItems?, evidence?})``, ``stop_pipeline({id})``, ``update_pipeline_items({id, skip,
+add: [{title, detail, acceptance}], order, evidence})`` and ``answer_pipeline_approval({id})`` (the
+pending approval forwarded to the person in the conversation; up to five minutes for their answer). Each checks its arguments' shape (naming the
 bad field), then calls one use case of the pipelines' service through
 :meth:`~octipusd.toolkit.ToolHost.pipeline_access`, which binds the calling run's user, session and
 workspace as the caller: an agent acts only on its own session's pipelines (the owner may use them
@@ -47,6 +48,7 @@ from octipusd.toolkit.pipelines import MAX_ITEM_TEXT_CHARS, MAX_PIPELINE_ITEMS
 from octipusd.tools.base import optional_str, reject_unknown, require_str
 
 __all__ = [
+    "ANSWER_PIPELINE_APPROVAL",
     "CREATE_PIPELINE",
     "GET_PIPELINE_STATUS",
     "PIPELINE_TOOLS",
@@ -66,6 +68,10 @@ MAX_NAME_CHARS: Final = 200
 STATUS_TOOL_TIMEOUT_S: Final = 20.0
 #: Seconds the other pipeline tools may take (they answer once their record is written).
 MUTATION_TOOL_TIMEOUT_S: Final = 60.0
+#: Seconds ``answer_pipeline_approval`` may take: the five minutes it waits for the person
+#: (:class:`~octipusd.pipelines.answering.AnswerLimits`), plus a margin so its own answer
+#: (``decided: false``) is what the agent reads.
+ANSWER_TOOL_TIMEOUT_S: Final = 330.0
 
 _ITEM_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -404,11 +410,40 @@ PLAN_ADD_ITEMS = ToolSpec(
 #: The tools only a pipeline's stage worker has (its identity names the pipeline).
 STAGE_TOOLS: tuple[ToolSpec, ...] = (PLAN_ADD_ITEMS,)
 
+
 #: The pipeline tools of a root run, in the order they are listed.
+async def _answer_approval(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> ToolResult:
+    reject_unknown(arguments, ("id",))
+    pipeline_id = _pipeline_id(arguments)
+    access = _root_access(identity, host)
+    return await access.ops.answer_approval(pipeline_id, access.caller)
+
+
+ANSWER_PIPELINE_APPROVAL = ToolSpec(
+    name="answer_pipeline_approval",
+    description=(
+        "Ask the person in this conversation to answer a pipeline's pending approval (its "
+        "pendingApproval: a stage's blocked call or question). The person decides; this waits up to "
+        'five minutes for their explicit answer and returns {"decided": true, "decision", "command", '
+        '"requestId", "decidedBy", "decidedAt"}, or {"decided": false} with the approval still pending '
+        "(never a denial). An approval resumes the stage."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"id": _ID_SCHEMA},
+        "required": ["id"],
+        "additionalProperties": False,
+    },
+    handler=_answer_approval,
+    timeout_seconds=ANSWER_TOOL_TIMEOUT_S,
+    internal=True,
+)
+
 PIPELINE_TOOLS: tuple[ToolSpec, ...] = (
     CREATE_PIPELINE,
     GET_PIPELINE_STATUS,
     RESUME_PIPELINE,
     STOP_PIPELINE,
     UPDATE_PIPELINE_ITEMS,
+    ANSWER_PIPELINE_APPROVAL,
 )

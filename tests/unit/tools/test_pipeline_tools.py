@@ -68,6 +68,7 @@ def test_the_tools_are_named_as_the_seed_and_flagged() -> None:
         "resume_pipeline",
         "stop_pipeline",
         "update_pipeline_items",
+        "answer_pipeline_approval",
     ]
     assert all(t in DEFAULT_TOOLS for t in PIPELINE_TOOLS)
     status = TOOLS["get_pipeline_status"]
