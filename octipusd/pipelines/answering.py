@@ -27,7 +27,7 @@ from octipusd.store.pipeline_records import Pipeline
 from octipusd.store.records import Approval, ApprovalStatus
 from octipusd.store.repository import Store
 
-__all__ = ["AnswerLimits", "ApprovalAnswers"]
+__all__ = ["AnswerLimits", "ApprovalAnswers", "approval_event"]
 
 #: ``emit(run_id, kind, data)``: store and publish one run event.
 Emit = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
@@ -101,20 +101,8 @@ class ApprovalAnswers:
         """Show the approval in the caller's conversation (its run's ``approval_requested``)."""
         if self.announce is None or run_id is None:
             return
-        await self.announce(
-            run_id,
-            "approval_requested",
-            {
-                "approval_id": approval.id,
-                "tool_id": approval.tool_id,
-                "kind": approval.kind,
-                "subject": approval.subject,
-                "reason": approval.reason,
-                "explanation": approval.explanation,
-                "expires_at": None,
-                "pipeline": {"id": pending.get("pipelineId"), "stage": pending.get("stage")},
-            },
-        )
+        where = {"id": pending.get("pipelineId"), "stage": pending.get("stage")}
+        await self.announce(run_id, "approval_requested", approval_event(approval) | {"pipeline": where})
 
     async def _wait(self, approval: Approval) -> Approval:
         """The approval once answered, or as it is after :attr:`AnswerLimits.wait_s`."""
@@ -128,6 +116,19 @@ class ApprovalAnswers:
         finally:
             self._waits.pop(approval.id, None)
         return approval
+
+
+def approval_event(approval: Approval) -> dict[str, Any]:
+    """The data of the ``approval_requested`` run event announcing ``approval`` (as the gate's)."""
+    return {
+        "approval_id": approval.id,
+        "tool_id": approval.tool_id,
+        "kind": approval.kind,
+        "subject": approval.subject,
+        "reason": approval.reason,
+        "explanation": approval.explanation,
+        "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+    }
 
 
 def _answered(approval: Approval, pipeline: Pipeline) -> dict[str, Any]:

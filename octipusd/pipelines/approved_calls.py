@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from octipusd.errors import NotFoundError
+from octipusd.pipelines.answering import approval_event
 from octipusd.pipelines.asking import Questions
 from octipusd.pipelines.status import pending_approval
 from octipusd.policy.rules import CLI_NATIVE_PREFIX
@@ -213,16 +214,4 @@ class BlockedCalls:
         """The raised approval is announced like any (the clients and the push notification)."""
         if self.emit is None:
             return
-        await self.emit(
-            run_id,
-            "approval_requested",
-            {
-                "approval_id": approval.id,
-                "tool_id": approval.tool_id,
-                "kind": approval.kind,
-                "subject": approval.subject,
-                "reason": approval.reason,
-                "explanation": approval.explanation,
-                "expires_at": None,
-            },
-        )
+        await self.emit(run_id, "approval_requested", approval_event(approval))
