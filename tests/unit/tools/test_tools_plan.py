@@ -107,6 +107,7 @@ def test_default_tools() -> None:
         "resume_pipeline",
         "stop_pipeline",
         "update_pipeline_items",
+        "answer_pipeline_approval",
     ]
     assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
         "get_cli_run_context",
