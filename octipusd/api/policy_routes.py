@@ -47,6 +47,7 @@ from octipusd.policy.questionnaire import (
 )
 from octipusd.policy.rules import check_grant, check_rule, check_tool_id
 from octipusd.store.aio import in_thread
+from octipusd.store.pipeline_records import PIPELINE_CALL_KIND
 from octipusd.store.records import Approval, ApprovalStatus
 
 #: Longest an approving answer waits for the re-check of the call it approved (seconds; the gate
@@ -154,7 +155,8 @@ def policy_router(services: Services) -> APIRouter:
             reason=body.reason,
             answers=answers,
             grant=grant,
-            recheck_seconds=RECHECK_WAIT_SECONDS,
+            # a pipeline's blocked call raised again is re-checked when its worker repeats it, later
+            recheck_seconds=0.0 if approval.kind == PIPELINE_CALL_KIND else RECHECK_WAIT_SECONDS,
         )
         answered = out(ApprovalOut, decided.approval)
         if decided.recheck is not None:
