@@ -7,8 +7,9 @@ to 2 s), so the worker gives up: the pipeline does not fail, it is ``awaiting_ap
 ``pendingApproval`` naming the call, raised again as a ``pipeline_call`` approval. The daemon
 restarts; the person approves with ``octipusctl approvals approve``; the same attempt continues its
 Claude conversation, the worker repeats the call, which runs exactly once without a second prompt,
-and the pipeline completes (SQLite, PostgreSQL). The allowance's narrowness (a DENY rule, another
-cwd, the root agent, another attempt) is proven at unit level: tests/unit/pipelines/test_approved_calls.py.
+and the pipeline completes (SQLite, PostgreSQL). A DENY rule added while the stage waits wins over the
+approval (SQLite: the backend plays no part). The allowance's narrowness (another cwd, env or file
+content, the root agent, another attempt) is proven at unit level: tests/unit/pipelines/test_approved_calls.py.
 """
 
 from __future__ import annotations
@@ -95,3 +96,35 @@ def test_a_worker_that_gave_up_waits_for_the_person_across_a_restart_then_runs_t
         assert done["pendingApproval"] is None
         history = json.dumps(done.get("history"))
         assert pending["requestId"] in history
+
+
+def test_a_deny_rule_added_while_the_stage_waits_wins_over_the_approval(octipus: Callable[..., Env]) -> None:
+    denied = "echo denied >> denied.txt"
+    script = {
+        "steps": [],
+        "conversations": [
+            {"match": MARK, "steps": [bash(denied), {**bash(denied), **STALL_ONCE}, bash(denied), DONE]}
+        ],
+    }
+    env = octipus(script, extra_env={"OCTIPUS_DAEMON__APPROVALTIMEOUTSECONDS": "2"})
+    session = env.new_session(permission_mode="default")
+    pid = str(
+        env.client.request("POST", "/pipelines", json={"template": one_stage(), "session_id": session})["id"]
+    )
+    api = Pipelines(env)
+    waiting = api.wait(pid)
+    assert waiting["status"] == "awaiting_approval", waiting
+    ctl(env.daemon, "rules", "add", "deny", "cli-native:Bash(echo:*)")
+    ctl(env.daemon, "approvals", "approve", waiting["pendingApproval"]["requestId"])
+    done = api.wait(pid, {"completed", "failed", "stopped"})
+    assert done["status"] == "completed", done
+    assert not (env.daemon.workspace / "denied.txt").exists()
+    (attempt,) = done["attempts"]
+    events = env.events(attempt["runIds"][-1])
+    results = [e["data"] for e in events if e["kind"] == "tool_result"]
+    assert results and all(r["is_error"] for r in results), results
+    assert not [e for e in events if e["kind"] == "approval_requested"], "asked a second time"
+    # Claude is handed the DENY rule and refuses the call itself; were it asked, the gate denies it
+    # before any allowance (tests/unit/pipelines/test_approved_calls.py)
+    decisions = [e["data"] for e in events if e["kind"] == "permission_decision"]
+    assert all(not d["allowed"] and "denied by Octipus policy" in d["reason"] for d in decisions), decisions
