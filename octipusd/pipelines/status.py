@@ -24,8 +24,9 @@ from octipusd.store.pipeline_records import (
     PipelineNode,
 )
 from octipusd.store.pipeline_store import PipelineSnapshot
+from octipusd.store.records import Approval
 
-__all__ = ["pipeline_summary", "status_document"]
+__all__ = ["pending_approval", "pipeline_summary", "status_document"]
 
 
 def _at(moment: datetime | None) -> str | None:
@@ -50,6 +51,30 @@ def pipeline_summary(pipeline: Pipeline) -> dict[str, Any]:
         "createdAt": _at(pipeline.created_at),
         "updatedAt": _at(pipeline.updated_at),
         "endedAt": _at(pipeline.ended_at),
+    }
+
+
+def pending_approval(approval: Approval, *, stage: str | None, item: str | None, kind: str) -> dict[str, Any]:
+    """The status document's ``pendingApproval`` for an approval a pipeline waits on (issue 28).
+
+    Args:
+        approval: The approval (its id, tool, subject and reason are shown).
+        stage: The stage's name.
+        item: The plan item's id, or None.
+        kind: ``tool_call`` (a blocked call raised again), ``continue_stage``, ``stage_approval``
+            (a stage or plan approval, listing the gate commands in its reason) or ``pipeline_replay``.
+
+    Returns:
+        ``{"requestId", "stage", "item", "toolName", "subject", "reason", "kind"}``.
+    """
+    return {
+        "requestId": approval.id,
+        "stage": stage,
+        "item": item,
+        "toolName": approval.tool_id,
+        "subject": approval.subject,
+        "reason": approval.reason,
+        "kind": kind,
     }
 
 
