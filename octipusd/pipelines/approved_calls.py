@@ -155,8 +155,10 @@ class BlockedCalls:
                 "reason": f"the stage's worker stopped: {why}. Approve to continue the stage "
                 "(nothing is approved ahead: its calls ask again); deny to stop the pipeline (resumable).",
                 "fields": [],
+                "kind": "continue_stage",
+                "explanation": "approve to continue the stage, deny to stop the pipeline (resumable)",
             }
-            return await self.questions.ask(pipeline_id, node, item_id, question, kind="continue_stage")
+            return await self.questions.ask(pipeline_id, node, item_id, question)
         blocked, run = found
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
         approval = await in_thread(
@@ -185,11 +187,11 @@ class BlockedCalls:
             "hostServices": run.host_services,
         }
         title = await self.questions.item_title(pipeline_id, item_id)
-        pending = pending_approval(approval, stage=stage, item=title, kind="tool_call")
+        pending = pending_approval(approval, stage=stage, item=item_id, kind="tool_call")
         pending |= {
             "pipelineId": pipeline_id,
             "node": node,
-            "itemId": item_id,
+            "itemTitle": title,
             "blockedRequestId": blocked.id,
         }
         await self.questions.wait_for_person(pipeline_id, node, pending, {BLOCKED_CALL_KEY: draft})

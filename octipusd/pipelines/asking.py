@@ -19,13 +19,11 @@ from typing import Any
 from octipusd.errors import ConflictError
 from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
-from octipusd.store.pipeline_records import BLOCKED_CALL_KEY, NodeStatus, PipelineStatus
+from octipusd.store.pipeline_records import BLOCKED_CALL_KEY, PIPELINE_TOOL_ID, NodeStatus, PipelineStatus
 from octipusd.store.repository import Store
 
 __all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "Questions"]
 
-#: The ``tool_id`` of the approvals a pipeline asks.
-PIPELINE_TOOL_ID = "octipus:pipeline"
 #: The ``metadata`` key describing the open question (the status document's ``pendingApproval``).
 PENDING_KEY = "pendingApproval"
 #: Statuses an approval puts back to ``running`` (a restart pauses a pipeline awaiting a person).
@@ -42,20 +40,14 @@ class Questions:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def ask(
-        self,
-        pipeline_id: str,
-        node: str,
-        item_id: str | None,
-        question: Mapping[str, Any],
-        *,
-        kind: str = "question",
-    ) -> str:
+    async def ask(self, pipeline_id: str, node: str, item_id: str | None, question: Mapping[str, Any]) -> str:
         """Step: store the approval and make the pipeline ``awaiting_approval``.
 
         Args:
-            question: ``stage``, ``reason`` (what is asked) and ``fields`` (a human stage's fields).
-            kind: The ``pendingApproval``'s kind (:func:`~octipusd.pipelines.status.pending_approval`).
+            question: ``stage``, ``reason`` (what is asked) and ``fields`` (a human stage's fields);
+                optionally ``kind`` (``pendingApproval``'s; default ``question``), ``explanation``
+                (what approving and denying do) and ``input`` (more for the approval's input only,
+                e.g. a stage approval's ``gateCommands``).
 
         Returns:
             The approval's id.
@@ -75,7 +67,11 @@ class Questions:
             "reason": question.get("reason"),
             "fields": question.get("fields") or [],
         }
+        kind = str(question.get("kind") or "question")
         where = f" (item {title!r})" if title else ""
+        explanation = (
+            question.get("explanation") or "approve to go on, deny to stop the pipeline (failed, resumable)"
+        )
         approval = await in_thread(
             lambda: self.store.create_approval(
                 run_id=None,
@@ -83,17 +79,17 @@ class Questions:
                 tool_id=PIPELINE_TOOL_ID,
                 subject=f"pipeline {pipeline.name}: stage {question.get('stage')}{where}",
                 reason=str(question.get("reason") or ""),
-                input=details,
-                explanation="approve to go on, deny to stop the pipeline (failed, resumable)"
-                if kind == "question"
-                else "approve to continue the stage, deny to stop the pipeline (resumable)",
+                input={**details, "kind": kind, **dict(question.get("input") or {})},
+                explanation=str(explanation),
                 vendor_request_id=None,
                 expires_at=None,
             )
         )
-        stage = str(question.get("stage") or "") or None
-        pending = {**details, **pending_approval(approval, stage=stage, item=title, kind=kind)}
-        await self.wait_for_person(pipeline_id, node, pending)
+        stage = question.get("stage")
+        pending = pending_approval(
+            approval, stage=stage if isinstance(stage, str) else None, item=item_id, kind=kind
+        )
+        await self.wait_for_person(pipeline_id, node, {**details, **pending})
         return approval.id
 
     async def item_title(self, pipeline_id: str, item_id: str | None) -> str | None:

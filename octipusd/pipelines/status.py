@@ -33,31 +33,6 @@ def _at(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
-def pending_approval(approval: Approval, *, stage: str | None, item: str | None, kind: str) -> dict[str, Any]:
-    """The status document's ``pendingApproval`` for an open approval of the pipeline (issue 28).
-
-    Args:
-        approval: The approval the person answers.
-        stage: The stage's name it is about.
-        item: The plan item's title, or None.
-        kind: ``tool_call`` (a stage worker's blocked call raised again), ``continue_stage`` (a plain
-            question to continue a stage), ``stage_approval`` or ``pipeline_replay``; a question of
-            the walk (retries ran out, a human stage) is ``question``.
-
-    Returns:
-        ``{"requestId", "stage", "item", "toolName", "subject", "reason", "kind"}``.
-    """
-    return {
-        "requestId": approval.id,
-        "stage": stage,
-        "item": item,
-        "toolName": approval.tool_id,
-        "subject": approval.subject,
-        "reason": approval.reason,
-        "kind": kind,
-    }
-
-
 def pipeline_summary(pipeline: Pipeline) -> dict[str, Any]:
     """The fields of a pipeline a list shows (``GET /v1/pipelines``, ``octipusctl pipelines list``)."""
     return {
@@ -76,6 +51,30 @@ def pipeline_summary(pipeline: Pipeline) -> dict[str, Any]:
         "createdAt": _at(pipeline.created_at),
         "updatedAt": _at(pipeline.updated_at),
         "endedAt": _at(pipeline.ended_at),
+    }
+
+
+def pending_approval(approval: Approval, *, stage: str | None, item: str | None, kind: str) -> dict[str, Any]:
+    """The status document's ``pendingApproval`` for an approval a pipeline waits on (issue 28).
+
+    Args:
+        approval: The approval (its id, tool, subject and reason are shown).
+        stage: The stage's name.
+        item: The plan item's id, or None.
+        kind: ``tool_call`` (a blocked call raised again), ``continue_stage``, ``stage_approval``
+            (a stage or plan approval, listing the gate commands in its reason) or ``pipeline_replay``.
+
+    Returns:
+        ``{"requestId", "stage", "item", "toolName", "subject", "reason", "kind"}``.
+    """
+    return {
+        "requestId": approval.id,
+        "stage": stage,
+        "item": item,
+        "toolName": approval.tool_id,
+        "subject": approval.subject,
+        "reason": approval.reason,
+        "kind": kind,
     }
 
 

@@ -194,10 +194,6 @@ class StoreMixin:
             self, db: DbSession, approval_id: str, status: str, reason: str | None
         ) -> None: ...
 
-        def _approve_pipeline_call(
-            self, db: DbSession, approval: ApprovalRow, decided_by: str, now: datetime
-        ) -> None: ...
-
         def _lock_key(self, conn: Connection, user: str, tool: str, key: str) -> None: ...
 
         @staticmethod

@@ -9,59 +9,22 @@ finishes. Every write locks the pipeline's row first (``pipeline_store.py``).
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import Session as DbSession, col, select
 
 from octipusd.errors import NotFoundError
-from octipusd.store.codec import dump_object, iso, load_object, new_id
-from octipusd.store.models import ApprovalRow, PipelineAttemptRow, PipelineItemRow, PipelineNodeRow, RunRow
-from octipusd.store.pipeline_records import (
-    APPROVED_CALLS_KEY,
-    BLOCKED_CALL_KEY,
-    AttemptStatus,
-    NodeStatus,
-    PipelineAttempt,
-    PipelineNode,
-    PipelineStatus,
-)
+from octipusd.store.codec import dump_object, new_id
+from octipusd.store.models import PipelineAttemptRow, PipelineItemRow, PipelineNodeRow
+from octipusd.store.pipeline_records import AttemptStatus, NodeStatus, PipelineAttempt, PipelineNode
 from octipusd.store.pipeline_store import PipelineStoreMixin, attempt_record, lock_pipeline, node_record
 
 __all__ = ["PipelineAttemptStoreMixin"]
 
-#: Statuses in which an approved blocked call becomes an allowance (a stopped, failed or completed
-#: pipeline's approval is recorded, and allows nothing).
-_ALLOWING = frozenset({PipelineStatus.RUNNING, PipelineStatus.AWAITING_APPROVAL, PipelineStatus.PAUSED})
-
 
 class PipelineAttemptStoreMixin(PipelineStoreMixin):
     """A pipeline's graph nodes and stage attempts (beside the run's methods it extends); see the module."""
-
-    # ------------------------------------------------------------------ approved calls
-
-    def _approve_pipeline_call(
-        self, db: DbSession, approval: ApprovalRow, decided_by: str, now: datetime
-    ) -> None:
-        """In the transaction approving ``approval`` (kind ``pipeline_call``): the pipeline's blocked
-        call it raised again becomes an allowance (``metadata.approvedCalls``), with who decided and
-        when. Nothing when the blocked call is another approval's, or the pipeline left ``running``,
-        ``awaiting_approval`` and ``paused``."""
-        run = db.get(RunRow, approval.run_id) if approval.run_id is not None else None
-        if run is None or run.pipeline_id is None:
-            return
-        row = lock_pipeline(db, run.pipeline_id)
-        metadata = load_object(row.metadata_)
-        blocked = metadata.get(BLOCKED_CALL_KEY)
-        if not isinstance(blocked, dict) or blocked.get("approvalId") != approval.id:
-            return
-        del metadata[BLOCKED_CALL_KEY]
-        if PipelineStatus(row.status) in _ALLOWING:
-            allowance = {**blocked, "decidedBy": decided_by, "decidedAt": iso(now)}
-            metadata[APPROVED_CALLS_KEY] = [*(metadata.get(APPROVED_CALLS_KEY) or []), allowance]
-        row.metadata_ = dump_object(metadata, "metadata")
-        db.add(row)
 
     # ------------------------------------------------------------------ nodes
 

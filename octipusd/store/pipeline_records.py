@@ -17,9 +17,12 @@ from typing import Any
 
 __all__ = [
     "APPROVED_CALLS_KEY",
+    "APPROVED_GATE_COMMANDS_KEY",
     "BLOCKED_CALL_KEY",
     "DECISION_EVENT_KINDS",
     "PIPELINE_CALL_KIND",
+    "PIPELINE_TOOL_ID",
+    "STAGE_APPROVAL_KIND",
     "AttemptStatus",
     "ItemStatus",
     "NodeStatus",
@@ -36,6 +39,12 @@ __all__ = [
 #: History events that record a decision (a person's answer, a skip): each item of the status lists
 #: its own, whether or not the whole history is read.
 DECISION_EVENT_KINDS = frozenset({"decision", "human_answer", "items_skipped"})
+#: The ``tool_id`` of the approvals a pipeline's walk asks (a person's question, no run).
+PIPELINE_TOOL_ID = "octipus:pipeline"
+#: The ``kind`` (in the approval's input and ``pendingApproval``) of a stage or plan approval.
+STAGE_APPROVAL_KIND = "stage_approval"
+#: The ``metadata`` key of the gate commands a stage or plan approval approved (issue 28 item 4).
+APPROVED_GATE_COMMANDS_KEY = "approvedGateCommands"
 
 #: The approval kind of a stage worker's blocked call raised again by its pipeline (issue 28 item 1).
 PIPELINE_CALL_KIND = "pipeline_call"
