@@ -53,6 +53,7 @@ KIND_LABELS = {
     "questionnaire": "questionnaire (AskUserQuestion)",
     "action_recovery": "recovery review (Check earlier)",
     "pipeline_replay": "pipeline replay review",
+    "pipeline_call": "tool approval (a pipeline stage's blocked call, asked again)",
 }
 #: Kinds that review journal records (seed 000): answered yes/no, never remembered.
 REVIEW_KINDS = ("action_recovery", "pipeline_replay")
