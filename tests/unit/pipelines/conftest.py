@@ -25,6 +25,7 @@ from octipusd.durable.engine import DurableEngine
 from octipusd.durable.setup import system_database_url
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
+from octipusd.pipelines.approved_calls import ApprovedCalls
 from octipusd.pipelines.gate_commands import GateCommandAllowance
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import CreateRequest, PipelineCaller, PipelineLimits, PipelineService
@@ -52,6 +53,8 @@ USER = "ann"
 HANG_S = 3600.0
 #: Seconds a test waits for a condition at most.
 WAIT_S = 60.0
+#: Seconds an asking worker's CLI waits for the answer before it ends (its request is raised by then).
+GIVE_UP_AFTER_S = 1.0
 
 
 def handoff(**data: Any) -> str:
@@ -62,11 +65,13 @@ def handoff(**data: Any) -> str:
 @dataclass
 class Answer:
     """What the scripted model answers one stage: ``text``, after ``delay`` seconds; ``partial``
-    is streamed first (the attempt's INCOMPLETE text)."""
+    is streamed first (the attempt's INCOMPLETE text). ``ask``: instead, the worker asks permission
+    for a ``Bash`` call with this input and its CLI ends while the request waits (it gave up)."""
 
     text: str
     delay: float = 0.0
     partial: str = "working"
+    ask: dict[str, Any] | None = None
 
 
 @dataclass
@@ -99,6 +104,13 @@ def _recording(model: Model, store: Store, spec: LaunchSpec, run_id: str) -> Rec
         "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": answer.partial}]},
         "session_id": sid,
     }
+    if answer.ask is not None:
+        request = {
+            "type": "control_request",
+            "request_id": "perm-1",
+            "request": {"subtype": "can_use_tool", "tool_name": "Bash", "input": answer.ask},
+        }
+        return Recording.of([init, text, request], exit_delay=GIVE_UP_AFTER_S)
     result = {
         "type": "result",
         "subtype": "success",
@@ -217,10 +229,12 @@ async def pipelines(
         launcher=launcher,
     )
     gate.add_allowance(GateCommandAllowance(store))  # as the composition root does (app_pipelines)
+    gate.add_allowance(ApprovedCalls(store))
     engine = DurableEngine(
         engine_database, workflows=(PIPELINE_WALK,), has_open_work=store.has_open_pipelines
     )
-    walker = Walker(store, engine, StageExecutor(StageRuns(runs.services, runs.registry)), WalkerLimits())
+    executor = StageExecutor(StageRuns(runs.services, runs.registry))
+    walker = Walker(store, engine, executor, WalkerLimits(), emit=hub.emit)
     install_walker(walker)
     templates = TemplateService(store)
     runner = DurableRunner(store, engine, walker, templates, default_adapter=ADAPTER, limits=limits)
