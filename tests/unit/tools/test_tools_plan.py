@@ -122,6 +122,7 @@ def test_default_tools() -> None:
         "get_cli_run_context",
         "get_work_plan",
         "get_pipeline_status",
+        "monitor__list",
     }
 
 
