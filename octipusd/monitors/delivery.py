@@ -15,7 +15,7 @@ current state.
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 
@@ -24,7 +24,7 @@ from octipusd.monitors.spec import MonitorLimits
 from octipusd.runtime.manager import RunManager
 from octipusd.store.monitor_records import Monitor
 
-__all__ = ["SessionWaker", "wake_text"]
+__all__ = ["SessionWaker", "Waker", "wake_text"]
 
 #: Characters of one observation's JSON in the wake-up text at most.
 OBSERVATION_CHARS: Final = 8_000
@@ -63,6 +63,18 @@ def wake_text(monitor: Monitor, fresh: dict[str, Any] | None) -> str:
     if monitor.continuation:
         lines.append(f"Continuation (what you asked to do now): {monitor.continuation}")
     return "\n".join(lines)
+
+
+class Waker(Protocol):
+    """Delivers a monitor's wake-up into its owner's session (:class:`SessionWaker`)."""
+
+    async def wake(self, session_id: str, text: str) -> dict[str, Any]:
+        """Deliver ``text``; answers how (``{"mode", "runId", ...}``).
+
+        Raises:
+            OctipusError: The session could not be woken (the monitor is then ``blocked``).
+        """
+        ...
 
 
 class SessionWaker:

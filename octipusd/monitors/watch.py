@@ -28,7 +28,7 @@ from typing import Any, Final
 from octipusd.durable.engine import DurableEngine, Interrupted, WorkflowDef
 from octipusd.errors import ConflictError, ForbiddenError, OctipusError
 from octipusd.monitors.conditions import NO_BASELINE, Judgement, Verdict, judge, parse_condition
-from octipusd.monitors.delivery import SessionWaker, wake_text
+from octipusd.monitors.delivery import Waker, wake_text
 from octipusd.monitors.probes import ProbeRegistry
 from octipusd.monitors.spec import MonitorLimits
 from octipusd.store.aio import in_thread
@@ -70,7 +70,7 @@ class MonitorWatcher:
     store: Store
     engine: DurableEngine
     probes: ProbeRegistry
-    waker: SessionWaker | None = None
+    waker: Waker | None = None
     limits: MonitorLimits = field(default_factory=MonitorLimits)
 
     async def start(self, monitor_id: str) -> None:
