@@ -9,6 +9,7 @@ space's session is refused, and so is a delivery into one. At most
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from octipusd.errors import ForbiddenError, MonitorsUnavailableError
@@ -97,9 +98,12 @@ class MonitorService:
         session = await in_thread(self.store.get_session, caller.session_id)
         if session.space_id is not None:
             raise ForbiddenError("monitors are personal: they are refused in a shared space (FACTS.md §5)")
-        spec = parse_spec(arguments, self.probes, self.store.now(), self.limits)
         watcher = self._watcher()
+        asked = self.store.now()
+        spec = parse_spec(arguments, self.probes, asked, self.limits)  # bad input: the engine not loaded
         await watcher.engine.ensure_started()  # an engine that cannot start: nothing written
+        if spec.source["kind"] != "time":  # the deadline counts from the start of the watch
+            spec = replace(spec, deadline_at=spec.deadline_at + (self.store.now() - asked))
         monitor = await in_thread(
             lambda: self.store.create_monitor(
                 session_id=caller.session_id or "",
