@@ -164,3 +164,27 @@ async def test_cancel_ends_the_workflow_and_monitors_are_refused_in_a_shared_spa
     caller = type(owner)(owner.user, session_id=shared.id, workspace=owner.workspace)
     with pytest.raises(ForbiddenError, match="refused in a shared space"):
         await monitors.create(caller, source={"kind": "time", "at": datetime.now(UTC).isoformat()})
+
+
+async def test_an_event_source_fires_on_its_own_sessions_pipeline_change_only(monitors: MonitorRig) -> None:
+    owner, stranger = monitors.session(), monitors.session()
+    assert owner.session_id is not None and stranger.session_id is not None
+    monitor = await monitors.create(
+        owner,
+        source={"kind": "event", "type": "pipeline_status"},
+        condition={"path": "to", "operator": "equals", "value": "completed"},
+        intervalSeconds=0.05,
+    )
+    theirs = await monitors.pipelines.create(
+        CreateRequest(template=ONE_STAGE, params={}, session_id=stranger.session_id), stranger
+    )
+    await monitors.wait_for(lambda: monitors.store.get_pipeline(theirs["id"]).status.value == "completed")
+    assert monitors.store.get_monitor(monitor.id).status is MonitorStatus.ARMED  # another session's event
+    mine = await monitors.pipelines.create(
+        CreateRequest(template=ONE_STAGE, params={}, session_id=owner.session_id), owner
+    )
+    done = await monitors.wait(monitor.id, MonitorStatus.COMPLETED, MonitorStatus.BLOCKED)
+    assert done.match is not None and done.match["value"]["pipelineId"] == mine["id"], done
+    assert done.match["value"]["to"] == "completed"
+    await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
+    assert wake_ups(monitors, stranger.session_id) == []
