@@ -13,7 +13,11 @@ monitor's call naming that id (a claude conversation's step is its number of ass
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from octipusd.testing.script import parse_script
@@ -31,6 +35,13 @@ TEMPLATE: dict[str, Any] = {
 STAGE = {"match": "STAGE-WORK", "steps": [{"content": [{"type": "text", "text": "stage done"}]}]}
 #: Seconds a pipeline, a monitor or a run may take to get where the test waits for.
 WAIT_S = 120
+CTL = str(Path(sys.executable).parent / "octipusctl")
+
+
+def ctl(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CTL, "monitors", *args], env=env.daemon.env, capture_output=True, text=True, timeout=60
+    )
 
 
 def tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -103,3 +114,9 @@ def test_a_monitor_on_get_pipeline_status_wakes_the_owner_once_when_the_pipeline
     assert sorted(r["prompt"][:20] for r in turns) == sorted(["start a pipeline", "watch it", text[:20]]), (
         turns
     )
+    listed = ctl(env, "list", "--json")
+    assert listed.returncode == 0 and [m["status"] for m in json.loads(listed.stdout)] == ["completed"], (
+        listed
+    )
+    again = ctl(env, "cancel", monitor["id"])  # delivered once: nothing to cancel, nothing sent again
+    assert again.returncode == 1 and "is completed" in again.stderr + again.stdout, again
