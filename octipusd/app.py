@@ -56,6 +56,8 @@ from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
+from octipusd.monitors.probes import ProbeRegistry
+from octipusd.monitors.service import MonitorService
 from octipusd.notify import Notifier, PageUrl
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
@@ -91,7 +93,7 @@ from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url, private_
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
-from octipusd.toolkit import NO_SANDBOX, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
+from octipusd.toolkit import NO_SANDBOX, MonitorOps, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 from octipusd.vault import RESOLVED, Vault, install_log_filter
 from octipusd.web.access import WebAccess
@@ -222,6 +224,7 @@ def build_runs(
     vault: Vault | None = None,
     sandbox: ShellSandbox = NO_SANDBOX,
     pipelines: PipelineOps | None = None,
+    monitors: MonitorOps | None = None,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
@@ -276,6 +279,7 @@ def build_runs(
         vault=vault,
         sandbox=sandbox,
         pipelines=pipelines,
+        monitors=monitors,
     )
     return RunManager(services, registry), gate
 
@@ -601,6 +605,9 @@ async def _build_core(
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
     pipelines = PipelineService(store)  # the walker (its runner) is wired in with the engine
     templates = TemplateService(store, max_stages=settings.orchestrator.maxPipelineStages)
+    monitors = MonitorService(
+        store, ProbeRegistry(store, pipelines)
+    )  # its watcher is wired in with the engine
     runs, gate = build_runs(
         settings,
         store=store,
@@ -620,6 +627,7 @@ async def _build_core(
         vault=vault,
         sandbox=sandbox,
         pipelines=pipelines,
+        monitors=monitors,
     )
     actions = ActionService(
         store=store,
@@ -653,11 +661,12 @@ async def _build_core(
         vault=vault,
         pipelines=pipelines,
         templates=templates,
+        monitors=monitors,
         private=PrivateText.of_daemon(
             private_parts(settings.database.url or default_sqlite_url()), data_dir, socket_path(settings)
         ),
     )
-    walker, runner = build_pipelines(settings, runs, broker, pipelines, templates)
+    walker, runner = build_pipelines(settings, runs, broker, pipelines, templates, monitors)
     return _Core(services, connectors, left_in_flight, walker.engine, walker, runner)
 
 

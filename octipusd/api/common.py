@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from octipusd.adapter import Adapter
 from octipusd.api.disclosure import PrivateText
+from octipusd.monitors.service import MonitorService
 from octipusd.notify import Notifier
 from octipusd.pipelines.catalog import TemplateCatalog
 from octipusd.pipelines.service import PipelineService
@@ -87,7 +88,8 @@ class WebEndpoint:
 class Services:
     """What the API calls; built by the composition root (``octipusd.app``). ``private`` is what no
     error answer shows (:class:`~octipusd.api.disclosure.PrivateText`; by default nothing);
-    ``pipelines`` and ``templates`` are the pipelines' services (None: their routes answer 503)."""
+    ``pipelines`` and ``templates`` are the pipelines' services, ``monitors`` the monitors' (None: their
+    routes answer 503)."""
 
     store: Store
     runs: RunManager
@@ -105,6 +107,7 @@ class Services:
     vault: Vault | None = None
     pipelines: PipelineService | None = None
     templates: TemplateCatalog | None = None
+    monitors: MonitorService | None = None
     private: PrivateText = field(default_factory=PrivateText)
 
 

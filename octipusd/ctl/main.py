@@ -49,6 +49,7 @@ from octipusd.ctl.common import (
     usage_text,
 )
 from octipusd.ctl.model_cmds import models_app
+from octipusd.ctl.monitor_cmds import monitors_app
 from octipusd.ctl.notify_cmds import notifier_line, notify_app
 from octipusd.ctl.pipeline_cmds import pipelines_app
 from octipusd.ctl.plan_cmds import plan_app
@@ -94,6 +95,7 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(models_app, name="models")
 app.add_typer(notify_app, name="notify")
 app.add_typer(pipelines_app, name="pipelines")
+app.add_typer(monitors_app, name="monitors")
 app.add_typer(plan_app, name="plan")
 app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")

@@ -64,9 +64,9 @@ CLIENTS = frozenset({"ctl", "tui"})
 #: as the JSON routes (issue 16: one application, one set of routes), so it sits at the API layer;
 #: ``api`` never imports it (``web.site`` adds the pages, the composition root serves the site).
 API = frozenset({"api", "web"})
-ORCHESTRATION = frozenset({"runtime", "pipelines"})
+ORCHESTRATION = frozenset({"runtime", "pipelines", "monitors"})
 CAPABILITIES = frozenset(
-    {"bridge", "tools", "connectors", "policy", "journal", "runner", "vault", "sandbox", "notify"}
+    {"bridge", "tools", "connectors", "policy", "journal", "runner", "vault", "sandbox", "notify", "durable"}
 )
 #: The composition root: it builds everything, so it may import every layer (``app_security`` is its
 #: part that composes the sandbox and the vault, ``app_pipelines`` the pipelines' walker and engine).

@@ -41,6 +41,7 @@ EXPECTED_TABLES = {
     "session_messages",
     "session_checkpoints",
     "vault_entries",
+    "monitors",
 }
 
 

@@ -107,6 +107,11 @@ def test_default_tools() -> None:
         "resume_pipeline",
         "stop_pipeline",
         "update_pipeline_items",
+        "monitor__create",
+        "monitor__list",
+        "monitor__pause",
+        "monitor__resume",
+        "monitor__cancel",
     ]
     assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
         "get_cli_run_context",
@@ -117,6 +122,7 @@ def test_default_tools() -> None:
         "get_cli_run_context",
         "get_work_plan",
         "get_pipeline_status",
+        "monitor__list",
     }
 
 
