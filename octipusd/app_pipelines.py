@@ -22,6 +22,7 @@ from octipusd.pipelines.walker import Walker, WalkerLimits, install_walker
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.stage_runs import StageRuns
+from octipusd.schedules.firing import SCHEDULE_FIRE
 from octipusd.settings import Settings
 from octipusd.store.aio import in_thread
 from octipusd.store.engine import default_sqlite_url
@@ -58,8 +59,8 @@ def build_pipelines(
     store = runs.services.store
     engine = DurableEngine(
         system_database_url(settings.database.url or default_sqlite_url()),
-        workflows=(PIPELINE_WALK,),
-        has_open_work=store.has_open_pipelines,
+        workflows=(PIPELINE_WALK, SCHEDULE_FIRE),
+        has_open_work=lambda: store.has_open_pipelines() or store.has_active_schedules(),
     )
     executor = StageExecutor(StageRuns(runs.services, runs.registry))
     walker = Walker(store, engine, executor, WalkerLimits(token_budget=settings.agent.pipelineTokenBudget))
