@@ -111,8 +111,8 @@ class DurableSchedules:
         return fn
 
     async def put(self, schedule_id: str, cron: str, context: Any, *, paused: bool = False) -> None:
-        """Create or replace the engine's schedule of ``schedule_id`` (atomically), then pause it
-        when ``paused``."""
+        """Create or replace the engine's schedule of ``schedule_id`` (atomically), then pause or
+        resume it (a replaced schedule keeps its earlier status otherwise)."""
         from dbos import DBOS
 
         await self.engine.ensure_started()
@@ -120,11 +120,10 @@ class DurableSchedules:
             "schedule_name": engine_name(schedule_id),
             "workflow_fn": self._registered(),
             "schedule": cron,
+            "context": context,
         }
-        entry["context"] = context
         await self._call(DBOS.apply_schedules, [entry])
-        if paused:
-            await self.pause(schedule_id)
+        await (self.pause if paused else self.resume)(schedule_id)
 
     async def pause(self, schedule_id: str) -> None:
         """Pause the engine's schedule (no-op when it does not exist)."""

@@ -41,6 +41,8 @@ EXPECTED_TABLES = {
     "session_messages",
     "session_checkpoints",
     "vault_entries",
+    "schedules",
+    "schedule_firings",
 }
 
 
