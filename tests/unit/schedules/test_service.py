@@ -61,7 +61,7 @@ async def test_a_schedule_on_a_space_session_is_refused_and_an_unknown_session_i
         workspace=str(schedules.workspace), adapter="claude-code", space_id=space.id
     )
     with pytest.raises(
-        InvalidRequestError, match="session_id: session .* is in a shared space, and spaces refuse"
+        InvalidRequestError, match=r"session_id: session \w+ is in a shared space, and spaces refuse"
     ):
         await schedules.service.add(_request(schedules, workspace=None, session_id=shared.id), USER)
     with pytest.raises(NotFoundError):
