@@ -14,18 +14,18 @@ import pytest
 
 from octipusd.adapter import LaunchSpec, load_adapters
 from octipusd.app import build_runs
+from octipusd.app_pipelines import build_pipelines
 from octipusd.app_schedules import build_schedules
 from octipusd.durable.engine import DurableEngine
-from octipusd.durable.setup import system_database_url
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.pipelines.service import PipelineService
+from octipusd.pipelines.template_service import TemplateService
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.engine import Policy
 from octipusd.runner.executables import Resolution
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
-from octipusd.schedules.firing import SCHEDULE_FIRE
 from octipusd.schedules.service import ScheduleService
 from octipusd.settings import Settings
 from octipusd.store.repository import Store
@@ -92,20 +92,21 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
-def settings(request: pytest.FixtureRequest) -> Settings:
-    """The daemon's settings of the test (indirect parametrisation: their sections)."""
-    return Settings(**getattr(request, "param", {}))
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """The daemon's settings of the test on its store (indirect parametrisation: more sections)."""
+    return Settings(database={"url": f"sqlite:///{tmp_path / 'octipus.db'}"}, **getattr(request, "param", {}))
 
 
 @pytest.fixture
 async def schedules(store: Store, tmp_path: Path, settings: Settings) -> AsyncIterator[ScheduleRig]:
     """The schedules' machinery on the test's store; the engine starts on first use."""
     hub = EventHub(store)
+    broker = ApprovalBroker(store, 300)
     runs, _gate = build_runs(
         settings,
         store=store,
         hub=hub,
-        broker=ApprovalBroker(store, 300),
+        broker=broker,
         policy=Policy.from_setting(None),
         adapters={ADAPTER: load_adapters()[ADAPTER]},
         resolutions={ADAPTER: Resolution(ADAPTER, "claude", "/bin/true", None, "/usr/bin:/bin")},
@@ -118,12 +119,10 @@ async def schedules(store: Store, tmp_path: Path, settings: Settings) -> AsyncIt
         config_notices=None,
         launcher=ReplayLauncher(_answer),
     )
-    engine = DurableEngine(
-        system_database_url(f"sqlite:///{tmp_path / 'octipus.db'}"),
-        workflows=(SCHEDULE_FIRE,),
-        has_open_work=store.has_active_schedules,
-    )
-    service = build_schedules(settings, engine, runs, PipelineService(store))
+    pipelines = PipelineService(store)
+    walker, runner = build_pipelines(settings, runs, broker, pipelines, TemplateService(store))
+    engine = walker.engine  # the daemon's: the pipelines' walk and the schedules' firing
+    service = build_schedules(settings, engine, runs, pipelines)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     clock = store._clock
@@ -133,6 +132,7 @@ async def schedules(store: Store, tmp_path: Path, settings: Settings) -> AsyncIt
     try:
         async with anyio.create_task_group() as tg:
             runs.bind(tg)
+            runner.bind(tg)
             await tg.start(service.firer.run)
             yield rig
             await runs.shutdown("the test ended")

@@ -18,6 +18,8 @@ from tests.unit.schedules.conftest import USER, ScheduleRig
 
 pytestmark = pytest.mark.anyio
 
+#: How a firing ends.
+SETTLED = frozenset({FiringStatus.STARTED, FiringStatus.FAILED, FiringStatus.SKIPPED})
 #: Every day at 07:00 UTC: no slot comes during a test, so only the start-up fires.
 DAILY = "0 7 * * *"
 
@@ -135,3 +137,21 @@ async def test_a_firing_that_cannot_start_is_recorded_and_notified(schedules: Sc
     assert schedule.id == sid and firing.status is FiringStatus.FAILED and firing.caught_up
     assert firing.error is not None and "is not a directory any more" in firing.error
     assert rig.store.get_schedule(sid).status is ScheduleStatus.ACTIVE
+
+
+async def test_a_pipeline_schedule_starts_the_template_as_its_user_in_a_new_unattended_session(
+    schedules: ScheduleRig,
+) -> None:
+    rig = schedules
+    rig.clock.at = datetime.now(UTC) - timedelta(days=1, hours=1)
+    request = _request(rig, prompt=None, pipeline="review-branch", params={"branch": "main"})
+    sid = (await rig.service.add(request, USER))["id"]
+    rig.clock.at = None
+    await rig.service.start_up()
+    await rig.wait_for(lambda: [f for f in rig.store.list_firings(sid) if f.status in SETTLED])
+    (firing,) = rig.store.list_firings(sid)
+    assert firing.status is FiringStatus.STARTED and firing.pipeline_id is not None, firing
+    pipeline = rig.store.get_pipeline(firing.pipeline_id)
+    assert (pipeline.user, pipeline.name, pipeline.params["branch"]) == (USER, "review-branch", "main")
+    assert pipeline.session_id == firing.session_id
+    assert not rig.store.get_session(pipeline.session_id).attended
