@@ -15,7 +15,6 @@ from sqlmodel import Session as DbSession, col, delete, select
 
 from octipusd.errors import NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, dump_object, enum_member, load_object, new_id
-from octipusd.store.models import ScheduleFiringRow, ScheduleRow
 from octipusd.store.schedule_records import (
     FiringStatus,
     Schedule,
@@ -23,6 +22,7 @@ from octipusd.store.schedule_records import (
     ScheduleKind,
     ScheduleStatus,
 )
+from octipusd.store.schedule_rows import ScheduleFiringRow, ScheduleRow
 
 __all__ = ["SCHEDULE_LIST_LIMIT", "ScheduleStoreMixin"]
 
