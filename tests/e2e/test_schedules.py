@@ -4,7 +4,8 @@
   daemon is up for fires once (one new session, one run); the daemon stops for a few slots and
   restarts: exactly the latest slot missed while it was down fires, once, at start-up; stopped and
   restarted again with ``schedules.catchUpMissed`` off, no missed slot fires. The vendor is the stub
-  CLI (the firing is under test, not the vendor; one stub turn per slot keeps it light).
+  CLI (the firing is under test, not the vendor; one stub turn per slot keeps it light). SQLite and
+  PostgreSQL (the store's claim and the engine's timers on each).
 * The real ``claude`` against the scripted model: a schedule's turn in a person's (attended) session
   is unattended: its Bash call that would ask is refused as "review required", no approval waits.
 """
@@ -22,6 +23,7 @@ from octipusd.testing.harness import DaemonHarness
 from octipusd.testing.stub_cli import CLAUDE_INIT, claude_result
 from tests.e2e.conftest import Env
 from tests.e2e.test_claude_run import WRITE_HELLO
+from tests.e2e.test_pipelines_claude import database  # noqa: F401 - the fixture: SQLite, or PostgreSQL and its engine database
 from tests.e2e.test_stream_framing import stub_binary
 
 #: Every two seconds (seconds first).
@@ -62,16 +64,20 @@ class Schedules:
         )
 
 
-def _restart(env: Env, **extra: str) -> DaemonHarness:
-    """A new daemon on the same folders (database, workspace) as ``env``'s first one."""
+def _restart(env: Env, place: dict[str, str], **extra: str) -> DaemonHarness:
+    """A new daemon on the same folders and database (``place``) as ``env``'s first one."""
     binary = Path(env.daemon.env["OCTIPUS_CLAUDE_BINARY"])
-    return DaemonHarness(env.daemon.root, env.model.base_url, binary, extra).start()
+    return DaemonHarness(env.daemon.root, env.model.base_url, binary, {**place, **extra}).start()
 
 
-def test_a_schedule_fires_once_per_slot_across_a_restart(octipus: Callable[..., Env], tmp_path: Path) -> None:
+def test_a_schedule_fires_once_per_slot_across_a_restart(
+    octipus: Callable[..., Env],
+    tmp_path: Path,
+    database: dict[str, str],  # noqa: F811 - the fixture imported above
+) -> None:
     script = tmp_path / "stub.json"
     script.write_text(json.dumps([{"emit": CLAUDE_INIT}, {"emit": claude_result("scheduled turn done")}]))
-    env = octipus({"steps": []}, binary=stub_binary(tmp_path, script))
+    env = octipus({"steps": []}, extra_env=database, binary=stub_binary(tmp_path, script))
     api = Schedules(env.daemon)
     body = {"cron": EVERY_2_S, "workspace": str(env.daemon.workspace), "prompt": "the nightly check"}
     schedule = env.client.request("POST", "/schedules", json=body)["id"]
@@ -80,7 +86,7 @@ def test_a_schedule_fires_once_per_slot_across_a_restart(octipus: Callable[..., 
     down_at = datetime.now(UTC)
     time.sleep(DOWN_S)  # slots pass while no daemon runs
 
-    again = _restart(env)
+    again = _restart(env, database)
     try:
         # the missed slot caught up at start-up, then two live slots
         api = Schedules(again)
@@ -105,7 +111,7 @@ def test_a_schedule_fires_once_per_slot_across_a_restart(octipus: Callable[..., 
     # down again, back with catchUpMissed off: no slot missed while down fires
     down_at = datetime.now(UTC)
     time.sleep(DOWN_S)
-    third = _restart(env, OCTIPUS_SCHEDULES__CATCHUPMISSED="false")
+    third = _restart(env, database, OCTIPUS_SCHEDULES__CATCHUPMISSED="false")
     up_at = datetime.now(UTC)  # the socket answers; the engine (and its timers) start after it
     try:
         api = Schedules(third)
