@@ -6,13 +6,15 @@
   restarted again with ``schedules.catchUpMissed`` off, no missed slot fires. The vendor is the stub
   CLI (the firing is under test, not the vendor; one stub turn per slot keeps it light). SQLite and
   PostgreSQL (the store's claim and the engine's timers on each).
-* The real ``claude`` against the scripted model: a schedule's turn in a person's (attended) session
-  is unattended: its Bash call that would ask is refused as "review required", no approval waits.
+* The real ``claude`` against the scripted model: a schedule added with ``octipusctl`` (a bad cron
+  expression refused, naming the field) in a person's (attended) session runs an unattended turn: its
+  Bash call that would ask is refused as "review required", no approval waits.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -23,7 +25,7 @@ from octipusd.testing.harness import DaemonHarness
 from octipusd.testing.stub_cli import CLAUDE_INIT, claude_result
 from tests.e2e.conftest import Env
 from tests.e2e.test_claude_run import WRITE_HELLO
-from tests.e2e.test_pipelines_claude import database  # noqa: F401 - the fixture: SQLite, or PostgreSQL and its engine database
+from tests.e2e.test_pipelines_claude import CTL, ctl, database  # noqa: F401 - the fixture: SQLite, or PostgreSQL and its engine database
 from tests.e2e.test_stream_framing import stub_binary
 
 #: Every two seconds (seconds first).
@@ -142,12 +144,35 @@ def test_a_scheduled_turn_in_an_attended_session_is_unattended(octipus: Callable
         }
     )
     session = env.new_session(permission_mode="default")  # a person's: attended
-    second = (datetime.now().second + 4) % 60  # once a minute, the first time in 4 s
-    body = {"cron": f"{second} * * * * *", "session_id": session, "prompt": "write hello.txt"}
-    schedule = env.client.request("POST", "/schedules", json=body)["id"]
+    refused = subprocess.run(
+        [CTL, "schedules", "add", "--cron", "0 7 * *", "--session", session, "--prompt", "x"],
+        env=env.daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        refused.returncode == 2
+        and "cron: '0 7 * *' is not a cron expression" in refused.stderr + refused.stdout
+    )
+    cron = "*/10 * * * * *"  # removed once its first slot fired
+    added = ctl(
+        env.daemon,
+        "schedules",
+        "add",
+        "--cron",
+        cron,
+        "--session",
+        session,
+        "--prompt",
+        "write hello.txt",
+        "--json",
+    )
+    schedule = json.loads(added.stdout)["id"]
     api = Schedules(env.daemon)
-    (firing,) = api.wait_firings(schedule, _settled, "the slot fired")
-    env.client.request("DELETE", f"/schedules/{schedule}")
+    firing = api.wait_firings(schedule, _settled, "the slot fired")[0]
+    assert schedule in ctl(env.daemon, "schedules", "list").stdout
+    assert "removed" in ctl(env.daemon, "schedules", "remove", schedule).stdout
     assert (
         firing["status"] == "started" and firing["sessionId"] == session and firing["delivery"] == "turn"
     ), firing
