@@ -46,8 +46,8 @@ from octipusd.app_pipelines import (
     build_pipelines,
     notify_end,
     pause_interrupted_pipelines,
-    start_engine_if_needed,
 )
+from octipusd.app_schedules import build_schedules, start_durable_work
 from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
 from octipusd.durable.engine import DurableEngine
@@ -79,6 +79,7 @@ from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
+from octipusd.schedules.service import ScheduleService
 from octipusd.settings import (
     McpServerSettings,
     Settings,
@@ -449,6 +450,7 @@ class _Core:
         engine: The durable engine (DBOS), loaded only when durable work is open or created.
         walker: The pipelines' walks (their live stages, their end notification).
         runner: The pipelines' runner (its watchdogs and answer deliveries run in the daemon's tasks).
+        schedules: The schedules' service (its firer's dispatcher runs in the daemon's tasks).
     """
 
     services: Services
@@ -457,6 +459,7 @@ class _Core:
     engine: DurableEngine
     walker: Walker
     runner: DurableRunner
+    schedules: ScheduleService
 
 
 async def _serve(
@@ -667,7 +670,9 @@ async def _build_core(
         ),
     )
     walker, runner = build_pipelines(settings, runs, broker, pipelines, templates, monitors)
-    return _Core(services, connectors, left_in_flight, walker.engine, walker, runner)
+    schedules = build_schedules(settings, walker.engine, runs, pipelines)
+    services = replace(services, schedules=schedules)
+    return _Core(services, connectors, left_in_flight, walker.engine, walker, runner, schedules)
 
 
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
@@ -686,6 +691,7 @@ async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> N
         services = core.services
         notifier = start_notifier(settings, services.store, services.hub, page_url=page_links(access))
         core.walker.on_end = notify_end(notifier)
+        core.schedules.firer.on_failure = notifier.schedule_failed
         web = endpoint_of(access) if access is not None else None
         app = create_site(replace(services, web=web, notifier=notifier))
         listeners = [(make_server(app), sock)]
@@ -731,7 +737,8 @@ async def _run_until_stopped(
             await tg.start(reaper.run)
         await tg.start(notifier.run)
         core.runner.bind(tg)
-        tg.start_soon(start_engine_if_needed, core.engine)
+        await tg.start(core.schedules.firer.run)
+        tg.start_soon(start_durable_work, core.engine, core.schedules)
 
         async def on_stop() -> None:
             await stop.received.wait()

@@ -27,6 +27,7 @@ from octipusd.pipelines.walker import Walker, WalkerLimits, install_walker
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.stage_runs import StageRuns
+from octipusd.schedules.firing import SCHEDULE_FIRE
 from octipusd.settings import Settings
 from octipusd.store.aio import in_thread
 from octipusd.store.engine import default_sqlite_url
@@ -71,8 +72,10 @@ def build_pipelines(
     store = runs.services.store
     engine = DurableEngine(
         system_database_url(settings.database.url or default_sqlite_url()),
-        workflows=(PIPELINE_WALK, MONITOR_WATCH),
-        has_open_work=lambda: store.has_open_pipelines() or store.has_active_monitors(),
+        workflows=(PIPELINE_WALK, MONITOR_WATCH, SCHEDULE_FIRE),
+        has_open_work=lambda: (
+            store.has_open_pipelines() or store.has_active_monitors() or store.has_active_schedules()
+        ),
     )
     if monitors is not None:
         wire_monitors(monitors, engine, runs)

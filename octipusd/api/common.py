@@ -23,6 +23,7 @@ from octipusd.runtime.actions import ActionService
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
+from octipusd.schedules.service import ScheduleService
 from octipusd.store.repository import Store
 from octipusd.vault import Vault
 
@@ -88,7 +89,8 @@ class WebEndpoint:
 class Services:
     """What the API calls; built by the composition root (``octipusd.app``). ``private`` is what no
     error answer shows (:class:`~octipusd.api.disclosure.PrivateText`; by default nothing);
-    ``pipelines`` and ``templates`` are the pipelines' services, ``monitors`` the monitors' (None: their
+    ``pipelines`` and ``templates`` are the pipelines' services, ``monitors`` the monitors', ``schedules``
+    the schedules' (None: their
     routes answer 503)."""
 
     store: Store
@@ -108,6 +110,7 @@ class Services:
     pipelines: PipelineService | None = None
     templates: TemplateCatalog | None = None
     monitors: MonitorService | None = None
+    schedules: ScheduleService | None = None
     private: PrivateText = field(default_factory=PrivateText)
 
 

@@ -56,6 +56,7 @@ from octipusd.ctl.plan_cmds import plan_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
 from octipusd.ctl.questions import answer_questionnaire_inline
 from octipusd.ctl.run_cmds import runs_app
+from octipusd.ctl.schedule_cmds import schedules_app
 from octipusd.ctl.session_cmds import (
     sessions_checkpoint,
     sessions_clear,
@@ -96,6 +97,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(notify_app, name="notify")
 app.add_typer(pipelines_app, name="pipelines")
 app.add_typer(monitors_app, name="monitors")
+app.add_typer(schedules_app, name="schedules")
 app.add_typer(plan_app, name="plan")
 app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")

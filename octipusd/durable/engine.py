@@ -70,11 +70,14 @@ class EngineLimits:
         notification_poll_seconds: How often DBOS polls for messages and events where the database
             cannot notify (SQLite): the latency of ``recv``/``get_event`` there.
         connect_timeout_seconds: libpq's ``connect_timeout`` for the PostgreSQL system database.
+        scheduler_poll_seconds: How often DBOS's scheduler reads the schedules after its first minute
+            (:mod:`~octipusd.durable.schedules`): how soon a new, paused or resumed schedule is seen.
     """
 
     shutdown_seconds: float = 15.0
     notification_poll_seconds: float = 0.1
     connect_timeout_seconds: int = 10
+    scheduler_poll_seconds: float = 5.0
 
 
 @dataclass(frozen=True)

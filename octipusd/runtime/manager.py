@@ -98,9 +98,9 @@ class RunManager:
             host_services: The run's own shell commands share the host's services under the shell
                 sandbox (persisted with the run, shown in its ``run_status`` event; its children do
                 not inherit it).
-            attended: Whether a person answers this turn's approvals; None: the session's setting.
-                Unattended work (a monitor's wake-up, a schedule's turn) passes False: an ASK is
-                refused ("review required") and notified, nothing is granted.
+            attended: False makes this turn unattended in an attended session (a schedule's turn:
+                an ASK is refused as "review required" and notifies, nothing is granted); None
+                follows the session. A turn is never made attended in an unattended session.
 
         Raises:
             NotFoundError: no such session, or (in a space) the author is not a member.
@@ -151,7 +151,7 @@ class RunManager:
                 self.services,
                 self.registry,
                 run,
-                attended=session.attended if attended is None else attended,
+                attended=session.attended and attended is not False,
                 generation=session.clear_generation,
                 user_seq=message.seq if message is not None else None,
             )

@@ -26,8 +26,8 @@ the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``), session reuse
 (``reuse_store.py``), the start of a turn's reads (``turn_store.py``), usage reports
 (``usage_store.py``), the vault's entries (``vault_store.py``) and pipelines (``pipeline_store.py``,
-``pipeline_item_store.py``, ``pipeline_attempt_store.py``, ``pipeline_template_store.py``) and monitors
-(``monitor_store.py``). This module holds the class
+``pipeline_item_store.py``, ``pipeline_attempt_store.py``, ``pipeline_template_store.py``), monitors
+(``monitor_store.py``) and schedules (``schedule_store.py``). This module holds the class
 itself: opening, closing, and :meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one
 place a database error becomes an Octipus error. That error's message says what failed and the
 driver's error class, never the database's URL, host, socket or files, nor the driver's own text
@@ -70,6 +70,7 @@ from octipusd.store.policy_view import PolicyView
 from octipusd.store.recovery_store import RecoveryStoreMixin
 from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.run_store import RUN_UPDATABLE_FIELDS, RunStoreMixin
+from octipusd.store.schedule_store import ScheduleStoreMixin
 from octipusd.store.session_store import SessionStoreMixin
 from octipusd.store.turn_store import TurnStoreMixin
 from octipusd.store.usage_store import UsageStoreMixin
@@ -102,6 +103,7 @@ class Store(
     PipelineAttemptStoreMixin,
     PipelineTemplateStoreMixin,
     MonitorStoreMixin,
+    ScheduleStoreMixin,
 ):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 

@@ -42,6 +42,8 @@ EXPECTED_TABLES = {
     "session_checkpoints",
     "vault_entries",
     "monitors",
+    "schedules",
+    "schedule_firings",
 }
 
 
