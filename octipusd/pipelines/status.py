@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from octipusd.store.pipeline_records import (
     DECISION_EVENT_KINDS,
@@ -24,8 +24,13 @@ from octipusd.store.pipeline_records import (
     PipelineNode,
 )
 from octipusd.store.pipeline_store import PipelineSnapshot
+from octipusd.store.records import Approval
 
-__all__ = ["pipeline_summary", "status_document"]
+__all__ = ["PendingKind", "pending_approval", "pipeline_summary", "status_document"]
+
+#: What a pipeline's open approval is about (``pendingApproval.kind``): a stage worker's blocked call,
+#: a plain "continue the stage" question, a stage's (or plan's) approval, a resume's replay review.
+PendingKind = Literal["tool_call", "continue_stage", "stage_approval", "pipeline_replay"]
 
 
 def _at(moment: datetime | None) -> str | None:
@@ -50,6 +55,23 @@ def pipeline_summary(pipeline: Pipeline) -> dict[str, Any]:
         "createdAt": _at(pipeline.created_at),
         "updatedAt": _at(pipeline.updated_at),
         "endedAt": _at(pipeline.ended_at),
+    }
+
+
+def pending_approval(
+    approval: Approval, kind: PendingKind, *, stage: str | None = None, item: str | None = None
+) -> dict[str, Any]:
+    """The status document's ``pendingApproval`` for ``approval`` (kept in the pipeline's metadata
+    while it is open): ``requestId``, ``stage``, ``item``, ``toolName``, ``subject``, ``reason``,
+    ``kind`` (:data:`PendingKind`)."""
+    return {
+        "requestId": approval.id,
+        "stage": stage,
+        "item": item,
+        "toolName": approval.tool_id,
+        "subject": approval.subject,
+        "reason": approval.reason,
+        "kind": kind,
     }
 
 
