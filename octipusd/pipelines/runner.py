@@ -442,9 +442,11 @@ class DurableRunner:
         resume or rewind it held goes on (:meth:`_walk_again`, claimed only from ``awaiting_approval``:
         a stop meanwhile wins); denied, the pipeline is back as it was (:meth:`ReplayReviews.answered`).
 
+        A walk that cannot start puts the pipeline back to its status before the review, with the
+        failure as its error (logged here, not raised).
+
         Raises:
-            StoreError, ConflictError: The walk could not be started (the pipeline is put back to its
-                status before the review, with the error).
+            StoreError: Reading or answering the review failed.
         """
         replay = await self.replays.answered(approval)
         if replay is None:
@@ -457,6 +459,8 @@ class DurableRunner:
             await self._walk_again(before, replay.request, (PipelineStatus.AWAITING_APPROVAL,))
         except ConflictError:  # stopped (or put back) meanwhile: the replay is cancelled
             log.info("pipeline %s: the approved replay did not start; it no longer awaited it", pipeline_id)
+        except OctipusError:  # put back with the failure as its error (the evidence) by _walk_again
+            log.warning("pipeline %s: the approved replay failed to start", pipeline_id, exc_info=True)
 
     async def _deliver(self, pipeline_id: str, message: dict[str, Any]) -> None:
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)

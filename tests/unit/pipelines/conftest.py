@@ -172,10 +172,10 @@ class PipelineRig:
         return await self.broker.answer(review.id, approve=approve, decided_by=USER)
 
     async def resume(self, pipeline_id: str, request: ResumeRequest | None = None) -> dict[str, Any]:
-        """Resume as the person, approving the replay review when one is asked (seed 000)."""
+        """Resume as the person, approving the replay review the resume asked for (seed 000)."""
         answer = await self.service.resume(pipeline_id, self.caller, request or ResumeRequest())
         if "pendingApproval" in answer:
-            await self.answer_replay(pipeline_id)
+            await self.broker.answer(answer["pendingApproval"]["requestId"], approve=True, decided_by=USER)
         return answer
 
     def status(self, pipeline_id: str) -> dict[str, Any]:
