@@ -37,8 +37,10 @@ async def _stopped_mid_stage(pipelines: PipelineRig) -> str:
     await _live(pipelines, created.id)
     await pipelines.service.stop(created.id, pipelines.caller)
     await pipelines.wait_for(
-        lambda: created.id not in pipelines.walker.live
-        and pipelines.store.pipeline_snapshot(created.id).attempts[-1].status is AttemptStatus.STOPPED
+        lambda: (
+            created.id not in pipelines.walker.live
+            and pipelines.store.pipeline_snapshot(created.id).attempts[-1].status is AttemptStatus.STOPPED
+        )
     )
     return created.id
 
@@ -189,18 +191,22 @@ async def test_a_pipeline_whose_walk_never_ran_a_stage_resumes_without_review(pi
 async def test_unattended_work_cannot_approve_its_own_replay(pipelines: PipelineRig) -> None:
     pid = await _stopped_mid_stage(pipelines)
     scheduled = PipelineCaller(USER, attended=False)
-    with pytest.raises(ForbiddenError, match="review required: .* this run is unattended"):
+    with pytest.raises(ForbiddenError, match=r"review required: .* this run is unattended"):
         await pipelines.service.resume(pid, scheduled, ResumeRequest())
     record = pipelines.store.get_pipeline(pid)
     assert record.status is P.STOPPED and REPLAY_REVIEW_KEY not in record.metadata
     assert pipelines.store.list_approvals(kinds=("pipeline_replay",)) == []
 
 
-async def test_a_review_awaited_across_a_restart_stays_and_its_approval_resumes(pipelines: PipelineRig) -> None:
+async def test_a_review_awaited_across_a_restart_stays_and_its_approval_resumes(
+    pipelines: PipelineRig,
+) -> None:
     pid = await _stopped_mid_stage(pipelines)
     await pipelines.service.resume(pid, pipelines.caller, ResumeRequest())
     assert pipelines.store.reconcile_interrupted_pipelines() == []  # what a restart does first
     document: dict[str, Any] = pipelines.status(pid)
-    assert document["status"] == "awaiting_approval" and document["pendingApproval"]["kind"] == "pipeline_replay"
+    assert (
+        document["status"] == "awaiting_approval" and document["pendingApproval"]["kind"] == "pipeline_replay"
+    )
     await pipelines.answer_replay(pid)
     assert (await pipelines.wait(pid, P.COMPLETED, P.FAILED)).status is P.COMPLETED
