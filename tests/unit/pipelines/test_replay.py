@@ -175,14 +175,17 @@ async def test_a_stop_cancels_the_replay_while_awaited_and_after_its_approval(pi
     )
 
 
-async def test_a_pipeline_whose_walk_never_ran_a_stage_resumes_without_review(pipelines: PipelineRig) -> None:
+async def test_a_pipeline_whose_walk_never_ran_a_stage_resumes_without_review_even_unattended(
+    pipelines: PipelineRig,
+) -> None:
     pipelines.model.decide = passing
     _fail_once(pipelines.engine, "start_workflow", StoreError("the engine's database is gone"))
     with pytest.raises(StoreError):
         await pipelines.create(TWO_STAGES, items=("one",))
     [failed] = pipelines.store.list_pipelines()
     assert failed.status is P.FAILED and not pipelines.store.pipeline_snapshot(failed.id).attempts
-    answer = await pipelines.service.resume(failed.id, pipelines.caller, ResumeRequest())
+    scheduled = PipelineCaller(USER, attended=False)  # nothing to replay: nobody needs to review
+    answer = await pipelines.service.resume(failed.id, scheduled, ResumeRequest())
     assert answer == {"id": failed.id, "status": "resuming"}
     assert pipelines.store.list_approvals(kinds=("pipeline_replay",)) == []
     assert (await pipelines.wait(failed.id, P.COMPLETED, P.FAILED)).status is P.COMPLETED
