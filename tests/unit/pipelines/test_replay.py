@@ -213,3 +213,32 @@ async def test_a_review_awaited_across_a_restart_stays_and_its_approval_resumes(
     )
     await pipelines.answer_replay(pid)
     assert (await pipelines.wait(pid, P.COMPLETED, P.FAILED)).status is P.COMPLETED
+
+
+async def test_a_resume_right_after_a_stop_keeps_its_review_when_the_walk_parks(
+    pipelines: PipelineRig,
+) -> None:
+    pipelines.model.decide = _hang_first("one", "half")
+    created = await pipelines.create(TWO_STAGES, items=("one",))
+    await _live(pipelines, created.id)
+    park = pipelines.walker.park
+    parked = anyio.Event()
+
+    async def late_park(*args: Any) -> dict[str, Any]:  # the walk parks after the review was asked
+        await pipelines.wait_for(
+            lambda: pipelines.store.get_pipeline(created.id).status is P.AWAITING_APPROVAL
+        )
+        try:
+            return await park(*args)
+        finally:
+            parked.set()
+
+    pipelines.walker.park = late_park  # type: ignore[method-assign]
+    await pipelines.service.stop(created.id, pipelines.caller)
+    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    with anyio.fail_after(60):
+        await parked.wait()
+    kept = pipelines.store.get_pipeline(created.id)
+    assert kept.status is P.AWAITING_APPROVAL and kept.awaiting_replay_review, kept.summary
+    await pipelines.answer_replay(created.id)
+    assert (await pipelines.wait(created.id, P.COMPLETED, P.FAILED)).status is P.COMPLETED
