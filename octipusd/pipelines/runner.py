@@ -233,6 +233,10 @@ class DurableRunner:
         refused = already_awaiting(pipeline)
         if refused is not None:
             raise refused
+        if pipeline.status not in _RESUMABLE:  # what the claim would say, before any review
+            raise ConflictError(
+                f"pipeline {pipeline.id} is {pipeline.status.value}: it cannot be resumed now"
+            )
         if request.from_stage:
             await self._rewind_point(pipeline, request.from_stage)
         await self._check_items(pipeline, request.skip_items)

@@ -104,13 +104,17 @@ async def test_a_resume_after_a_stage_ran_awaits_its_replay_review_then_runs(pip
 
 
 async def test_a_denied_rewind_changes_no_checkpoint_and_starts_no_worker(pipelines: PipelineRig) -> None:
-    pid = await _completed(pipelines)
+    finished = await _completed(pipelines)
+    with pytest.raises(ConflictError, match="is completed: it cannot be resumed now"):  # no review asked
+        await pipelines.service.resume(finished, pipelines.caller, ResumeRequest(from_stage="implement"))
+    assert pipelines.replay_review(finished) is None
+    pid = await _stopped_mid_stage(pipelines)
     before = pipelines.store.pipeline_snapshot(pid)
     runs = _runs(pipelines, pid)
     await pipelines.service.resume(pid, pipelines.caller, ResumeRequest(from_stage="implement"))
     assert pipelines.store.get_pipeline(pid).status is P.AWAITING_APPROVAL
     denied = await pipelines.answer_replay(pid, approve=False)
-    await pipelines.wait(pid, P.COMPLETED)
+    await pipelines.wait(pid, P.STOPPED)
     after = pipelines.store.pipeline_snapshot(pid)
     assert after.pipeline.generation == before.pipeline.generation
     assert after.pipeline.workflow_id == before.pipeline.workflow_id
