@@ -28,6 +28,7 @@ is refused with the reason, and nothing changes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +97,10 @@ class ReplayRequest:
             "user": self.user,
         }
 
+    def restored(self, pipeline: Pipeline) -> Pipeline:
+        """``pipeline`` as it was before the review (its status; its metadata without the review)."""
+        return dataclasses.replace(pipeline, status=self.previous, metadata=without_review(pipeline.metadata))
+
     @classmethod
     def of(cls, pipeline: Pipeline) -> ReplayRequest | None:
         """The request ``pipeline`` keeps, or None."""
@@ -150,13 +155,13 @@ class ReplayReviews:
             return True
         return bool(await in_thread(lambda: self.store.list_actions(pipeline_id=pipeline.id, limit=1)))
 
-    async def ask(self, pipeline: Pipeline, request: ResumeRequest, caller: PipelineCaller) -> Approval:
+    async def ask(self, pipeline: Pipeline, request: ResumeRequest, caller: PipelineCaller) -> dict[str, Any]:
         """Ask for the review of a resume (or rewind) of ``pipeline``: store the approval, then make
         the pipeline ``awaiting_approval`` with the request, in that order (a pipeline never awaits a
         review that does not exist); nothing else changes.
 
         Returns:
-            The pending approval.
+            The ``pendingApproval`` it awaits (``requestId``: the approval's id).
 
         Raises:
             ForbiddenError: ``caller`` is unattended (nothing written).
@@ -176,11 +181,8 @@ class ReplayReviews:
             )
         approval = await in_thread(lambda: self._create(pipeline, operation, caller.user, actions))
         replay = ReplayRequest(approval.id, operation, request, pipeline.status, caller.user)
-        metadata = {
-            **pipeline.metadata,
-            _PENDING_KEY: pending_approval(approval, "pipeline_replay", stage=request.from_stage),
-            REPLAY_REVIEW_KEY: replay.to_json(),
-        }
+        pending = pending_approval(approval, "pipeline_replay", stage=request.from_stage)
+        metadata = {**pipeline.metadata, _PENDING_KEY: pending, REPLAY_REVIEW_KEY: replay.to_json()}
         try:
             await in_thread(
                 lambda: self.store.set_pipeline_status(
@@ -197,7 +199,7 @@ class ReplayReviews:
             await self._cancel_approval(approval.id, "another resume of the pipeline came first")
             current = await in_thread(self.store.get_pipeline, pipeline.id)
             raise already_awaiting(current) or exc from exc
-        return approval
+        return pending
 
     def _create(self, pipeline: Pipeline, operation: str, user: str, actions: list[Any]) -> Approval:
         """The review's approval (blocking): the pipeline's session, no run, no expiry."""

@@ -28,7 +28,6 @@ the waiting workflow by :meth:`DurableRunner.on_answer`, the approval broker's l
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -230,8 +229,7 @@ class DurableRunner:
             ConflictError, StoreError: The engine cannot start, or the store failed.
         """
         await self.engine.ensure_started()
-        refused = already_awaiting(pipeline)
-        if refused is not None:
+        if (refused := already_awaiting(pipeline)) is not None:
             raise refused
         if pipeline.status not in _RESUMABLE:  # what the claim would say, before any review
             raise ConflictError(
@@ -242,9 +240,7 @@ class DurableRunner:
         await self._check_items(pipeline, request.skip_items)
         answer: dict[str, Any] = {"id": pipeline.id, "status": "resuming"}
         if await self.replays.needed(pipeline):
-            approval = await self.replays.ask(pipeline, request, caller)
-            reviewed = await in_thread(self.store.get_pipeline, pipeline.id)
-            return {**answer, "pendingApproval": reviewed.metadata.get("pendingApproval") or approval.id}
+            return {**answer, "pendingApproval": await self.replays.ask(pipeline, request, caller)}
         await self._walk_again(pipeline, request, _RESUMABLE)
         return answer
 
@@ -254,18 +250,16 @@ class DurableRunner:
         """Claim the walk (from a status in ``expect``), apply the skips and queued edits, then fork
         (``fromStage``) or wake the workflow, and watch the new walk.
 
-        ``before`` is the pipeline as a failure after the claim puts it back (its status, metadata);
-        the claimed record's replay review keys are cleared.
+        A failure after the claim puts the pipeline back as ``before`` (status, metadata) and is raised.
 
         Raises:
-            ConflictError: The pipeline is not in ``expect`` (running, stopped meanwhile, a second resume).
-            InvalidRequestError: ``fromStage`` has no retained checkpoint (put back as ``before``).
-            ConflictError, StoreError: The fork, the wake or the store failed (put back as ``before``).
+            ConflictError: It is not in ``expect`` (running, stopped meanwhile, a second resume).
+            InvalidRequestError, ConflictError, StoreError: No checkpoint for ``fromStage``; the fork,
+                the wake or the store failed.
         """
         pipeline_id = before.id
         workflow = before.workflow_id or pipeline_id
-        rewinding = request.from_stage is not None
-        new_workflow = f"{pipeline_id}.g{before.generation + 1}" if rewinding else workflow
+        new_workflow = f"{pipeline_id}.g{before.generation + 1}" if request.from_stage else workflow
         claimed = await in_thread(
             lambda: self.store.claim_pipeline_walk(pipeline_id, expect=expect, workflow_id=new_workflow)
         )
@@ -443,11 +437,9 @@ class DurableRunner:
 
     async def _replayed(self, pipeline_id: str, approval: Approval) -> None:
         """A person answered the replay review of ``pipeline_id``: approved (and still awaited), the
-        resume or rewind it held goes on (:meth:`_walk_again`, claimed only from ``awaiting_approval``:
-        a stop meanwhile wins); denied, the pipeline is back as it was (:meth:`ReplayReviews.answered`).
-
-        A walk that cannot start puts the pipeline back to its status before the review, with the
-        failure as its error (logged here, not raised).
+        resume or rewind it held goes on (:meth:`_walk_again`, only from ``awaiting_approval``: a stop
+        meanwhile wins; a walk that cannot start puts it back, logged); denied, it is back as it was
+        (:meth:`ReplayReviews.answered`).
 
         Raises:
             StoreError: Reading or answering the review failed.
@@ -455,10 +447,7 @@ class DurableRunner:
         replay = await self.replays.answered(approval)
         if replay is None:
             return
-        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        before = dataclasses.replace(
-            pipeline, status=replay.previous, metadata=without_review(pipeline.metadata)
-        )
+        before = replay.restored(await in_thread(self.store.get_pipeline, pipeline_id))
         try:
             await self._walk_again(before, replay.request, (PipelineStatus.AWAITING_APPROVAL,))
         except ConflictError:  # stopped (or put back) meanwhile: the replay is cancelled
