@@ -12,7 +12,7 @@ import pytest
 from octipusd.errors import ConflictError, ForbiddenError, StoreError
 from octipusd.pipelines.replay import MISSING_RECORDS_WARNING, REPLAY_SUBJECT
 from octipusd.pipelines.service import PipelineCaller, PipelineLimits, ResumeRequest
-from octipusd.store.pipeline_records import REPLAY_REVIEW_KEY, AttemptStatus, PipelineStatus
+from octipusd.store.pipeline_records import REPLAY_REVIEW_KEY, AttemptStatus, NodeStatus, PipelineStatus
 from octipusd.store.records import ApprovalStatus
 from tests.unit.pipelines.conftest import USER, PipelineRig
 from tests.unit.pipelines.test_runner_failures import _fail_once
@@ -37,12 +37,17 @@ async def _stopped_mid_stage(pipelines: PipelineRig) -> str:
     await _live(pipelines, created.id)
     await pipelines.service.stop(created.id, pipelines.caller)
     await pipelines.wait_for(
-        lambda: (
-            created.id not in pipelines.walker.live
-            and pipelines.store.pipeline_snapshot(created.id).attempts[-1].status is AttemptStatus.STOPPED
-        )
+        lambda: created.id not in pipelines.walker.live and _parked(pipelines, created.id)
     )
     return created.id
+
+
+def _parked(pipelines: PipelineRig, pipeline_id: str) -> bool:
+    """The walk parked: its attempt stopped, the attempt's node no longer running."""
+    snapshot = pipelines.store.pipeline_snapshot(pipeline_id)
+    last = snapshot.attempts[-1]
+    node = next(n for n in snapshot.nodes if n.key == last.node_key)
+    return last.status is AttemptStatus.STOPPED and node.status is not NodeStatus.RUNNING
 
 
 async def _completed(pipelines: PipelineRig) -> str:
