@@ -1,5 +1,6 @@
 """The composition root's pipelines part: the walker on the durable engine, its runner wired into the
-service and the approvals' answers, the start-up pause of interrupted pipelines, the engine's start
+service and the approvals' answers, the approved gate commands as an allowance of the permission
+gate, the start-up pause of interrupted pipelines, the engine's start
 when durable work is open, the end notification (split from :mod:`octipusd.app`, which composes them).
 """
 
@@ -13,6 +14,7 @@ from octipusd.durable.engine import DurableEngine
 from octipusd.durable.setup import system_database_url
 from octipusd.errors import OctipusError
 from octipusd.notify import Notifier
+from octipusd.pipelines.gate_commands import GateCommandAllowance
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
 from octipusd.pipelines.stages import StageExecutor
@@ -68,6 +70,7 @@ def build_pipelines(
     runner = DurableRunner(store, engine, walker, templates, default_adapter=adapter, limits=service.limits)
     service.runner = runner
     broker.add_listener(runner.on_answer)
+    runs.services.gate.add_allowance(GateCommandAllowance(store))
     return walker, runner
 
 

@@ -17,14 +17,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from octipusd.errors import ConflictError
+from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
-from octipusd.store.pipeline_records import NodeStatus, PipelineStatus
+from octipusd.store.pipeline_records import PIPELINE_TOOL_ID, NodeStatus, PipelineStatus
 from octipusd.store.repository import Store
 
 __all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "Questions"]
 
-#: The ``tool_id`` of the approvals a pipeline asks.
-PIPELINE_TOOL_ID = "octipus:pipeline"
 #: The ``metadata`` key describing the open question (the status document's ``pendingApproval``).
 PENDING_KEY = "pendingApproval"
 #: Statuses an approval puts back to ``running`` (a restart pauses a pipeline awaiting a person).
@@ -45,7 +44,10 @@ class Questions:
         """Step: store the approval and make the pipeline ``awaiting_approval``.
 
         Args:
-            question: ``stage``, ``reason`` (what is asked) and ``fields`` (a human stage's fields).
+            question: ``stage``, ``reason`` (what is asked) and ``fields`` (a human stage's fields);
+                optionally ``kind`` (``pendingApproval``'s; default ``question``), ``explanation``
+                (what approving and denying do) and ``input`` (more for the approval's input only,
+                e.g. a stage approval's ``gateCommands``).
 
         Returns:
             The approval's id.
@@ -66,7 +68,11 @@ class Questions:
             "reason": question.get("reason"),
             "fields": question.get("fields") or [],
         }
+        kind = str(question.get("kind") or "question")
         where = f" (item {title!r})" if title else ""
+        explanation = (
+            question.get("explanation") or "approve to go on, deny to stop the pipeline (failed, resumable)"
+        )
         approval = await in_thread(
             lambda: self.store.create_approval(
                 run_id=None,
@@ -74,13 +80,17 @@ class Questions:
                 tool_id=PIPELINE_TOOL_ID,
                 subject=f"pipeline {pipeline.name}: stage {question.get('stage')}{where}",
                 reason=str(question.get("reason") or ""),
-                input=details,
-                explanation="approve to go on, deny to stop the pipeline (failed, resumable)",
+                input={**details, "kind": kind, **dict(question.get("input") or {})},
+                explanation=str(explanation),
                 vendor_request_id=None,
                 expires_at=None,
             )
         )
-        await self._await(pipeline_id, node, {"requestId": approval.id, **details})
+        stage = question.get("stage")
+        pending = pending_approval(
+            approval, stage=stage if isinstance(stage, str) else None, item=item_id, kind=kind
+        )
+        await self._await(pipeline_id, node, {**details, **pending})
         return approval.id
 
     async def again(self, pipeline_id: str, node: str) -> None:

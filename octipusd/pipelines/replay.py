@@ -181,7 +181,7 @@ class ReplayReviews:
             )
         approval = await in_thread(lambda: self._create(pipeline, operation, caller.user, actions))
         replay = ReplayRequest(approval.id, operation, request, pipeline.status, caller.user)
-        pending = pending_approval(approval, "pipeline_replay", stage=request.from_stage)
+        pending = pending_approval(approval, stage=request.from_stage, item=None, kind=REPLAY_KIND)
         metadata = {**pipeline.metadata, _PENDING_KEY: pending, REPLAY_REVIEW_KEY: replay.to_json()}
         try:
             await in_thread(

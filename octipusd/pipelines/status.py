@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from octipusd.store.pipeline_records import (
     DECISION_EVENT_KINDS,
@@ -26,11 +26,7 @@ from octipusd.store.pipeline_records import (
 from octipusd.store.pipeline_store import PipelineSnapshot
 from octipusd.store.records import Approval
 
-__all__ = ["PendingKind", "pending_approval", "pipeline_summary", "status_document"]
-
-#: What a pipeline's open approval is about (``pendingApproval.kind``): a stage worker's blocked call,
-#: a plain "continue the stage" question, a stage's (or plan's) approval, a resume's replay review.
-PendingKind = Literal["tool_call", "continue_stage", "stage_approval", "pipeline_replay"]
+__all__ = ["pending_approval", "pipeline_summary", "status_document"]
 
 
 def _at(moment: datetime | None) -> str | None:
@@ -58,12 +54,19 @@ def pipeline_summary(pipeline: Pipeline) -> dict[str, Any]:
     }
 
 
-def pending_approval(
-    approval: Approval, kind: PendingKind, *, stage: str | None = None, item: str | None = None
-) -> dict[str, Any]:
-    """The status document's ``pendingApproval`` for ``approval`` (kept in the pipeline's metadata
-    while it is open): ``requestId``, ``stage``, ``item``, ``toolName``, ``subject``, ``reason``,
-    ``kind`` (:data:`PendingKind`)."""
+def pending_approval(approval: Approval, *, stage: str | None, item: str | None, kind: str) -> dict[str, Any]:
+    """The status document's ``pendingApproval`` for an approval a pipeline waits on (issue 28).
+
+    Args:
+        approval: The approval (its id, tool, subject and reason are shown).
+        stage: The stage's name.
+        item: The plan item's id, or None.
+        kind: ``tool_call`` (a blocked call raised again), ``continue_stage``, ``stage_approval``
+            (a stage or plan approval, listing the gate commands in its reason) or ``pipeline_replay``.
+
+    Returns:
+        ``{"requestId", "stage", "item", "toolName", "subject", "reason", "kind"}``.
+    """
     return {
         "requestId": approval.id,
         "stage": stage,

@@ -12,7 +12,8 @@ walker.Walker` (a stage attempt under the engine's restart guard), so after a re
 the recorded steps and this code rebuilds the walk's state (:class:`WalkState`: the node, the item,
 the traversals of bounded edges per item, the QA issues, the previous output, the attempt to
 continue) without running anything again. The way is :func:`~octipusd.pipelines.graph.next_node`'s;
-``exhausted`` (retries ran out) and ``human`` nodes ask a person (:mod:`octipusd.pipelines.asking`).
+``exhausted`` (retries ran out) and ``human`` nodes ask a person (:mod:`octipusd.pipelines.asking`),
+and so does a ``requiresApproval`` stage before it runs (:mod:`octipusd.pipelines.stage_approval`).
 
 A step that raises (the store failed, a bug) ends the walk ``failed`` with the error, resumable;
 a replay raises the recorded error again, so this stays deterministic. The walk knows the
@@ -46,6 +47,7 @@ from octipusd.pipelines.graph import (
     compile_graph,
     next_node,
 )
+from octipusd.pipelines.stage_approval import ask_stage_approval
 from octipusd.pipelines.templates import parse_template
 from octipusd.pipelines.walker import Walker, active_walker
 from octipusd.store.pipeline_records import PipelineStatus
@@ -75,6 +77,8 @@ class WalkState:
         continue_attempt: The attempt a resume continues, or None.
         generation: The pipeline's walk generation as last read.
         last_error: The last stage error (the pipeline's error when no edge handles it).
+        approved: The ``requiresApproval`` nodes a person approved, each with the generation of the
+            walk it was approved in (:mod:`octipusd.pipelines.stage_approval`).
     """
 
     node: str
@@ -88,6 +92,7 @@ class WalkState:
     continue_attempt: str | None = None
     generation: int = 0
     last_error: str | None = None
+    approved: dict[str, int] = field(default_factory=dict)
 
     def carry(self) -> dict[str, Any]:
         """What a stage attempt is handed."""
@@ -222,6 +227,8 @@ class _Walk:
                 result: Outcome | End | None = await self._foreach()
             elif kind is NodeKind.HUMAN:
                 result = await self._human()
+            elif (denied := await ask_stage_approval(self, self._ask)) is not None:
+                result = End(_STOPPED, denied)
             else:
                 result = await self._stage()
             if result is None:

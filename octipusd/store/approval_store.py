@@ -2,7 +2,8 @@
 
 An approval is decided exactly once: one conditional ``UPDATE ... WHERE status = 'pending'``,
 so of two concurrent deciders exactly one wins; a decision's consequences (a scoped grant, the
-acknowledgement of the journal records a review covers, the hand-started call it gates) are
+acknowledgement of the journal records a review covers, the hand-started call it gates, the gate
+commands a pipeline's stage approval lists: :mod:`octipusd.store.pipeline_decisions`) are
 written in the same transaction. Same conventions as ``repository.py``.
 """
 
@@ -19,6 +20,7 @@ from sqlmodel import Session as DbSession, col, select
 from octipusd.errors import ApprovalError, ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, dump_object, enum_member, iso, load_object, new_id
 from octipusd.store.models import ApprovalRow
+from octipusd.store.pipeline_decisions import record_approved_gate_commands
 from octipusd.store.records import Approval, ApprovalStatus, RunStatus
 
 __all__ = ["APPROVAL_KINDS", "SYSTEM_ACTOR", "ApprovalStoreMixin"]
@@ -282,6 +284,8 @@ class ApprovalStoreMixin(StoreMixin):
                         self._acknowledge_actions(db, approval_id, covered, decided_by, now)
                     else:  # the refusal joins the evidence; the records stay unresolved
                         self._note_refused_review(db, approval_id, covered, decided_by, reason, now)
+                if approve:  # a pipeline's stage approval: its gate commands, with the decision
+                    record_approved_gate_commands(db, decided, decided_by, now)
                 self._follow_approval(db, approval_id, status.value, reason)
             if not won:
                 # Still pending means it is past its deadline: record that it expired.

@@ -16,8 +16,11 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "APPROVED_GATE_COMMANDS_KEY",
     "DECISION_EVENT_KINDS",
+    "PIPELINE_TOOL_ID",
     "REPLAY_REVIEW_KEY",
+    "STAGE_APPROVAL_KIND",
     "AttemptStatus",
     "ItemStatus",
     "NodeStatus",
@@ -37,6 +40,12 @@ DECISION_EVENT_KINDS = frozenset({"decision", "human_answer", "items_skipped"})
 #: The ``metadata`` key of a resume or rewind awaiting its replay review (seed 000): while it is set
 #: the pipeline is not walking, only waiting for a person, so a restart leaves it as it is.
 REPLAY_REVIEW_KEY = "replayReview"
+#: The ``tool_id`` of the approvals a pipeline's walk asks (a person's question, no run).
+PIPELINE_TOOL_ID = "octipus:pipeline"
+#: The ``kind`` (in the approval's input and ``pendingApproval``) of a stage or plan approval.
+STAGE_APPROVAL_KIND = "stage_approval"
+#: The ``metadata`` key of the gate commands a stage or plan approval approved (issue 28 item 4).
+APPROVED_GATE_COMMANDS_KEY = "approvedGateCommands"
 
 
 class PipelineStatus(StrEnum):

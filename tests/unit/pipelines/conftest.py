@@ -25,6 +25,7 @@ from octipusd.durable.engine import DurableEngine
 from octipusd.durable.setup import system_database_url
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
+from octipusd.pipelines.gate_commands import GateCommandAllowance
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import (
     CreateRequest,
@@ -224,7 +225,7 @@ async def pipelines(
     launcher = ReplayLauncher(lambda spec, run_id: _recording(model, store, spec, run_id))
     hub = EventHub(store)
     broker = ApprovalBroker(store, 300)
-    runs, _gate = build_runs(
+    runs, gate = build_runs(
         settings,
         store=store,
         hub=hub,
@@ -241,6 +242,7 @@ async def pipelines(
         config_notices=None,
         launcher=launcher,
     )
+    gate.add_allowance(GateCommandAllowance(store))  # as the composition root does (app_pipelines)
     engine = DurableEngine(
         engine_database, workflows=(PIPELINE_WALK,), has_open_work=store.has_open_pipelines
     )
