@@ -52,6 +52,8 @@ from octipusd.store.records import Approval, ApprovalStatus
 #: Longest an approving answer waits for the re-check of the call it approved (seconds; the gate
 #: re-checks as soon as the waiting run wakes, so this bounds only a stalled store).
 RECHECK_WAIT_SECONDS = 5.0
+#: Approval kinds that review work rather than approve one call: never remembered, never re-checked.
+_REVIEWS = ("action_recovery", "pipeline_replay")
 
 __all__ = ["policy_router"]
 
@@ -61,7 +63,7 @@ def _grant_for(approval: Approval, body: ApprovalAnswer, workspace: str) -> dict
     remember = body.remember
     if remember is None:
         return None
-    if approval.kind in ("action_recovery", "pipeline_replay"):  # seed 000: never a permanent permission
+    if approval.kind in _REVIEWS:  # seed 000: never a permanent permission
         raise InvalidRequestError(
             f"approval {approval.id} ({approval.kind}): a recovery review is never remembered as a "
             "permission; answer without --remember"
@@ -154,7 +156,7 @@ def policy_router(services: Services) -> APIRouter:
             reason=body.reason,
             answers=answers,
             grant=grant,
-            recheck_seconds=RECHECK_WAIT_SECONDS,
+            recheck_seconds=0.0 if approval.kind in _REVIEWS else RECHECK_WAIT_SECONDS,  # no call to re-check
         )
         answered = out(ApprovalOut, decided.approval)
         if decided.recheck is not None:

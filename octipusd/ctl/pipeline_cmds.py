@@ -234,10 +234,18 @@ def pipelines_resume(
         str | None, typer.Option("--evidence", help="the commit and check for the skips")
     ] = None,
 ) -> None:
-    """Resume a stopped, paused or failed pipeline (answers at once: resuming)."""
+    """Resume a stopped, paused or failed pipeline (answers at once: resuming; one that ran a stage
+    first awaits its replay review, named here)."""
     body = {"fromStage": from_stage, "skipItems": skip or [], "evidence": evidence}
     done = request("POST", f"/pipelines/{part(pipeline_id)}/resume", json=body)
     console.print(f"pipeline {safe(done['id'])}: {safe(done['status'])}")
+    review = done.get("pendingApproval")
+    if isinstance(review, dict):
+        approval = safe(str(review.get("requestId")))
+        console.print(
+            f"awaiting its replay review (earlier work may run again): "
+            f"octipusctl approvals show {approval}; octipusctl approvals approve|deny {approval}"
+        )
 
 
 @pipelines_app.command("items")

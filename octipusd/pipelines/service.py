@@ -29,6 +29,7 @@ from octipusd.errors import (
     InvalidRequestError,
     PipelinesUnavailableError,
 )
+from octipusd.pipelines.replay import already_awaiting
 from octipusd.pipelines.status import pipeline_summary, status_document
 from octipusd.store.pipeline_records import Pipeline, PipelineEvent
 from octipusd.store.repository import Store
@@ -291,11 +292,15 @@ class PipelineService:
         Raises:
             NotFoundError, ForbiddenError: See :meth:`owned`.
             ConflictError: It is running (or a walker is working on it): checked here first, and
-                again atomically by the walker's claim (a second resume).
+                again atomically by the walker's claim (a second resume); or one resume awaits its
+                replay review ("already awaiting").
             InvalidRequestError: ``from_stage`` or a skipped item is unknown.
             PipelinesUnavailableError: No walker is wired in.
         """
         pipeline = await self.owned(pipeline_id, caller)
+        awaiting = already_awaiting(pipeline)  # one resume awaits its replay review
+        if awaiting is not None:
+            raise awaiting
         if pipeline.status.active:
             raise ConflictError(
                 f"pipeline {pipeline.id} is {pipeline.status.value}: it cannot be resumed now; "

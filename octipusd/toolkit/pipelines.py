@@ -106,11 +106,14 @@ class PipelineCaller:
         user: The user asking (a person, or the user a run acts for).
         session_id: The session of the root run calling a bridge tool; None for a person (API, page).
         workspace: That run's workspace (absolute path); None for a person.
+        attended: False for an unattended run (a schedule's, a monitor's turn): it cannot answer a
+            review it causes, such as a resume's replay review.
     """
 
     user: str
     session_id: str | None = None
     workspace: str | None = None
+    attended: bool = True
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,9 @@ def pipeline_access(ops: PipelineOps | None, identity: RunIdentity) -> PipelineA
     if ops is None:
         raise PipelinesUnavailableError("this daemon cannot run pipelines: it has no pipelines' service")
     caller = PipelineCaller(
-        user=identity.user, session_id=identity.session_id, workspace=str(identity.workspace)
+        user=identity.user,
+        session_id=identity.session_id,
+        workspace=str(identity.workspace),
+        attended=identity.attended,
     )
     return PipelineAccess(ops, caller)
