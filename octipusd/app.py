@@ -46,8 +46,8 @@ from octipusd.app_pipelines import (
     build_pipelines,
     notify_end,
     pause_interrupted_pipelines,
-    start_engine_if_needed,
 )
+from octipusd.app_schedules import build_schedules, start_durable_work
 from octipusd.app_security import LOG_FILTER, connector_secrets, find_sandbox, open_vault
 from octipusd.connectors import ConnectorRegistry
 from octipusd.durable.engine import DurableEngine
@@ -56,6 +56,8 @@ from octipusd.errors import ConfigError, NotFoundError, OctipusError
 from octipusd.journal.executor import ActionJournal
 from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
+from octipusd.monitors.probes import ProbeRegistry
+from octipusd.monitors.service import MonitorService
 from octipusd.notify import Notifier, PageUrl
 from octipusd.pipelines.runner import DurableRunner
 from octipusd.pipelines.service import PipelineService
@@ -77,6 +79,7 @@ from octipusd.runtime.inflight import end_left_requests
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
 from octipusd.runtime.services import RunLimits, RunRegistry, RunServices, followers_emitter
+from octipusd.schedules.service import ScheduleService
 from octipusd.settings import (
     McpServerSettings,
     Settings,
@@ -91,7 +94,7 @@ from octipusd.store.engine import DatabaseTimeouts, default_sqlite_url, private_
 from octipusd.store.journal_store import ToolAction
 from octipusd.store.lock import DatabaseLock
 from octipusd.store.repository import Store
-from octipusd.toolkit import NO_SANDBOX, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
+from octipusd.toolkit import NO_SANDBOX, MonitorOps, PipelineOps, RecoveryContract, ShellSandbox, ToolSpec
 from octipusd.tools import DEFAULT_TOOLS
 from octipusd.vault import RESOLVED, Vault, install_log_filter
 from octipusd.web.access import WebAccess
@@ -222,6 +225,7 @@ def build_runs(
     vault: Vault | None = None,
     sandbox: ShellSandbox = NO_SANDBOX,
     pipelines: PipelineOps | None = None,
+    monitors: MonitorOps | None = None,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
@@ -276,6 +280,7 @@ def build_runs(
         vault=vault,
         sandbox=sandbox,
         pipelines=pipelines,
+        monitors=monitors,
     )
     return RunManager(services, registry), gate
 
@@ -445,6 +450,7 @@ class _Core:
         engine: The durable engine (DBOS), loaded only when durable work is open or created.
         walker: The pipelines' walks (their live stages, their end notification).
         runner: The pipelines' runner (its watchdogs and answer deliveries run in the daemon's tasks).
+        schedules: The schedules' service (its firer's dispatcher runs in the daemon's tasks).
     """
 
     services: Services
@@ -453,6 +459,7 @@ class _Core:
     engine: DurableEngine
     walker: Walker
     runner: DurableRunner
+    schedules: ScheduleService
 
 
 async def _serve(
@@ -601,6 +608,9 @@ async def _build_core(
     search = settings.cliModels.path or next(iter(resolutions.values())).searched_path
     pipelines = PipelineService(store)  # the walker (its runner) is wired in with the engine
     templates = TemplateService(store, max_stages=settings.orchestrator.maxPipelineStages)
+    monitors = MonitorService(
+        store, ProbeRegistry(store, pipelines)
+    )  # its watcher is wired in with the engine
     runs, gate = build_runs(
         settings,
         store=store,
@@ -620,6 +630,7 @@ async def _build_core(
         vault=vault,
         sandbox=sandbox,
         pipelines=pipelines,
+        monitors=monitors,
     )
     actions = ActionService(
         store=store,
@@ -653,12 +664,15 @@ async def _build_core(
         vault=vault,
         pipelines=pipelines,
         templates=templates,
+        monitors=monitors,
         private=PrivateText.of_daemon(
             private_parts(settings.database.url or default_sqlite_url()), data_dir, socket_path(settings)
         ),
     )
-    walker, runner = build_pipelines(settings, runs, broker, pipelines, templates)
-    return _Core(services, connectors, left_in_flight, walker.engine, walker, runner)
+    walker, runner = build_pipelines(settings, runs, broker, pipelines, templates, monitors)
+    schedules = build_schedules(settings, walker.engine, runs, pipelines)
+    services = replace(services, schedules=schedules)
+    return _Core(services, connectors, left_in_flight, walker.engine, walker, runner, schedules)
 
 
 async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> None:
@@ -677,6 +691,7 @@ async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> N
         services = core.services
         notifier = start_notifier(settings, services.store, services.hub, page_url=page_links(access))
         core.walker.on_end = notify_end(notifier)
+        core.schedules.firer.on_failure = notifier.schedule_failed
         web = endpoint_of(access) if access is not None else None
         app = create_site(replace(services, web=web, notifier=notifier))
         listeners = [(make_server(app), sock)]
@@ -722,7 +737,8 @@ async def _run_until_stopped(
             await tg.start(reaper.run)
         await tg.start(notifier.run)
         core.runner.bind(tg)
-        tg.start_soon(start_engine_if_needed, core.engine)
+        await tg.start(core.schedules.firer.run)
+        tg.start_soon(start_durable_work, core.engine, core.schedules)
 
         async def on_stop() -> None:
             await stop.received.wait()

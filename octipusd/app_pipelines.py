@@ -13,6 +13,9 @@ from octipusd.api.models import SessionCreate
 from octipusd.durable.engine import DurableEngine
 from octipusd.durable.setup import system_database_url
 from octipusd.errors import OctipusError
+from octipusd.monitors.delivery import SessionWaker
+from octipusd.monitors.service import MonitorService
+from octipusd.monitors.watch import MONITOR_WATCH, MonitorWatcher, install_watcher
 from octipusd.notify import Notifier
 from octipusd.pipelines.approved_calls import ApprovedCalls
 from octipusd.pipelines.gate_commands import GateCommandAllowance
@@ -25,13 +28,20 @@ from octipusd.pipelines.walker import Walker, WalkerLimits, install_walker
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.stage_runs import StageRuns
+from octipusd.schedules.firing import SCHEDULE_FIRE
 from octipusd.settings import Settings
 from octipusd.store.aio import in_thread
 from octipusd.store.engine import default_sqlite_url
 from octipusd.store.pipeline_records import Pipeline
 from octipusd.store.repository import Store
 
-__all__ = ["build_pipelines", "notify_end", "pause_interrupted_pipelines", "start_engine_if_needed"]
+__all__ = [
+    "build_pipelines",
+    "notify_end",
+    "pause_interrupted_pipelines",
+    "start_engine_if_needed",
+    "wire_monitors",
+]
 
 log = logging.getLogger("octipusd")
 
@@ -55,15 +65,21 @@ def build_pipelines(
     broker: ApprovalBroker,
     service: PipelineService,
     templates: TemplateService,
+    monitors: MonitorService | None = None,
 ) -> tuple[Walker, DurableRunner]:
     """Compose the pipelines' walker on the durable engine (not launched: it starts when a pipeline is
-    open at start-up or created) and wire its runner into ``service`` and the approvals' answers."""
+    open, or a monitor active, at start-up, or when one is created) and wire its runner into
+    ``service`` and the approvals' answers, and the monitors' watcher into ``monitors``."""
     store = runs.services.store
     engine = DurableEngine(
         system_database_url(settings.database.url or default_sqlite_url()),
-        workflows=(PIPELINE_WALK,),
-        has_open_work=store.has_open_pipelines,
+        workflows=(PIPELINE_WALK, MONITOR_WATCH, SCHEDULE_FIRE),
+        has_open_work=lambda: (
+            store.has_open_pipelines() or store.has_active_monitors() or store.has_active_schedules()
+        ),
     )
+    if monitors is not None:
+        wire_monitors(monitors, engine, runs)
     executor = StageExecutor(StageRuns(runs.services, runs.registry))
     walker = Walker(
         store,
@@ -82,6 +98,16 @@ def build_pipelines(
     broker.add_listener(service.answers.on_decided)
     runs.services.gate.add_allowance(GateCommandAllowance(store))
     return walker, runner
+
+
+def wire_monitors(monitors: MonitorService, engine: DurableEngine, runs: RunManager) -> MonitorWatcher:
+    """Give ``monitors`` its watcher on ``engine`` (the workflows' steps, delivering through ``runs``)."""
+    watcher = MonitorWatcher(
+        runs.services.store, engine, monitors.probes, SessionWaker(runs, monitors.limits), monitors.limits
+    )
+    install_watcher(watcher)
+    monitors.watcher = watcher
+    return watcher
 
 
 async def start_engine_if_needed(engine: DurableEngine) -> None:

@@ -27,6 +27,7 @@ codes) plus a human message that says what was wrong and what to do::
     ├── ConnectorCompensationError     compensation_failed      1   502
     ├── ActionsUnavailableError        actions_unavailable      1   503
     ├── PipelinesUnavailableError      pipelines_unavailable    1   503
+    ├── MonitorsUnavailableError       monitors_unavailable     1   503
     ├── WorktreeError                  worktree_error           1   500
     ├── VaultAccessError               vault_access_denied      1   403
     ├── VaultKeyError                  vault_key_error          1   500
@@ -250,6 +251,13 @@ class PipelinesUnavailableError(OctipusError):
     """The daemon cannot run pipelines: it was built without the pipelines' service or engine."""
 
     code = "pipelines_unavailable"
+    http_status = 503
+
+
+class MonitorsUnavailableError(OctipusError):
+    """The daemon cannot run monitors: it was built without the monitors' service."""
+
+    code = "monitors_unavailable"
     http_status = 503
 
 

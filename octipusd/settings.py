@@ -24,6 +24,8 @@ Keys are the seeds' names (seed 003 "Executable paths and pipeline recovery")::
     pipelineTokenBudget = 2000000               # tokens one pipeline's stages may use (0: off; env PIPELINE_TOKEN_BUDGET)
     [orchestrator]
     maxPipelineStages = 10                      # steps one pipeline template may have (octipusd.settings_orchestrator)
+    [schedules]
+    catchUpMissed = true                        # fire the latest slot missed while down, once (octipusd.settings_schedules)
     [permissions]
     rules = { allow = ["cli-native:Bash(git:*)"], ask = [], deny = [] }   # replaces the built-in rules
     [database]
@@ -105,6 +107,7 @@ from octipusd.settings_orchestrator import (
     OrchestratorSettings,
     adopt_older_budget,
 )
+from octipusd.settings_schedules import SCHEDULES_ACCEPTED, SchedulesSettings
 from octipusd.settings_security import SECURITY_ACCEPTED, SecuritySettings
 from octipusd.settings_swarm import SWARM_ACCEPTED, SWARM_FIRST_BOOT_ENV, SwarmSettings
 from octipusd.settings_web import WEB_ACCEPTED, WebSettings
@@ -166,6 +169,7 @@ ACCEPTED: dict[str, str] = {
     **NOTIFY_ACCEPTED,
     **SECURITY_ACCEPTED,
     **ORCHESTRATOR_ACCEPTED,
+    **SCHEDULES_ACCEPTED,
     "mcpServers": "a table [mcpServers.<name>] per MCP server; names are 1-40 letters, digits or '-'",
     "transport": "stdio (with command) or http (with url)",
     "trustRecoveryHints": "true or false (default false)",
@@ -573,6 +577,7 @@ class Settings(BaseSettings):
         notify: Notifications through Apprise URLs (:mod:`octipusd.settings_notify`).
         security: The shell sandbox (:mod:`octipusd.settings_security`).
         orchestrator: Pipeline limits (:mod:`octipusd.settings_orchestrator`).
+        schedules: Schedules (:mod:`octipusd.settings_schedules`).
         config_file: The TOML file that was read, if any (not a setting).
     """
 
@@ -591,6 +596,7 @@ class Settings(BaseSettings):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
     orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
+    schedules: SchedulesSettings = Field(default_factory=SchedulesSettings)
 
     @model_validator(mode="before")
     @classmethod

@@ -92,10 +92,12 @@ from octipusd.api.models import (
     WebHealth,
     WorktreeReaperOut,
 )
+from octipusd.api.monitor_routes import monitor_router
 from octipusd.api.notify_routes import notifier_health, notify_router
 from octipusd.api.pipeline_routes import pipeline_router
 from octipusd.api.plan_routes import plan_router
 from octipusd.api.policy_routes import policy_router
+from octipusd.api.schedule_routes import schedule_router
 from octipusd.api.session_routes import session_router
 from octipusd.api.space_routes import space_router
 from octipusd.api.sse import EVENT_FRAME_SCHEMA, encode_batch
@@ -244,6 +246,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(session_router(services))
     app.include_router(plan_router(services))
     app.include_router(pipeline_router(services))
+    app.include_router(monitor_router(services))
+    app.include_router(schedule_router(services))
     app.include_router(worktree_router(services))
     app.include_router(activity_router(services))
     app.include_router(usage_router(services))

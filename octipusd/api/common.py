@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from octipusd.adapter import Adapter
 from octipusd.api.disclosure import PrivateText
+from octipusd.monitors.service import MonitorService
 from octipusd.notify import Notifier
 from octipusd.pipelines.catalog import TemplateCatalog
 from octipusd.pipelines.service import PipelineService
@@ -22,6 +23,7 @@ from octipusd.runtime.actions import ActionService
 from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.reaping import OrphanReaper
+from octipusd.schedules.service import ScheduleService
 from octipusd.store.repository import Store
 from octipusd.vault import Vault
 
@@ -87,7 +89,9 @@ class WebEndpoint:
 class Services:
     """What the API calls; built by the composition root (``octipusd.app``). ``private`` is what no
     error answer shows (:class:`~octipusd.api.disclosure.PrivateText`; by default nothing);
-    ``pipelines`` and ``templates`` are the pipelines' services (None: their routes answer 503)."""
+    ``pipelines`` and ``templates`` are the pipelines' services, ``monitors`` the monitors', ``schedules``
+    the schedules' (None: their
+    routes answer 503)."""
 
     store: Store
     runs: RunManager
@@ -105,6 +109,8 @@ class Services:
     vault: Vault | None = None
     pipelines: PipelineService | None = None
     templates: TemplateCatalog | None = None
+    monitors: MonitorService | None = None
+    schedules: ScheduleService | None = None
     private: PrivateText = field(default_factory=PrivateText)
 
 

@@ -13,10 +13,12 @@ the templates' (:class:`~octipusd.pipelines.catalog.TemplateCatalog`) as the dae
     GET  /pipelines/{id}/stream?after=       its history as server-sent events, live while it works
     POST /pipelines/{id}/stop                stop it (resumable ``stopped``)
     POST /pipelines/{id}/resume              resume it ({fromStage, skipItems, evidence}): 202 "resuming"
+                                             (with pendingApproval: its replay review awaits a person)
     POST /pipelines/{id}/items               queue item edits ({skip, add, order, evidence}) for the next boundary
 
 Errors: a bad body is a 400 naming the field; an unknown pipeline or template a 404 naming it; a
-resume of a running pipeline, or a second resume, a 409; a daemon without the pipelines' walker a 503.
+resume of a running pipeline, or a second resume (one awaiting its replay review: "already
+awaiting"), a 409; a daemon without the pipelines' walker a 503.
 The templates' routes exist only when the daemon has the templates' service (``Services.templates``).
 """
 

@@ -53,6 +53,8 @@ from octipusd.store.records import Approval, ApprovalStatus
 #: Longest an approving answer waits for the re-check of the call it approved (seconds; the gate
 #: re-checks as soon as the waiting run wakes, so this bounds only a stalled store).
 RECHECK_WAIT_SECONDS = 5.0
+#: Approval kinds that review work rather than approve one call: never remembered, never re-checked.
+_REVIEWS = ("action_recovery", "pipeline_replay")
 
 __all__ = ["policy_router"]
 
@@ -62,7 +64,7 @@ def _grant_for(approval: Approval, body: ApprovalAnswer, workspace: str) -> dict
     remember = body.remember
     if remember is None:
         return None
-    if approval.kind in ("action_recovery", "pipeline_replay"):  # seed 000: never a permanent permission
+    if approval.kind in _REVIEWS:  # seed 000: never a permanent permission
         raise InvalidRequestError(
             f"approval {approval.id} ({approval.kind}): a recovery review is never remembered as a "
             "permission; answer without --remember"
@@ -155,8 +157,9 @@ def policy_router(services: Services) -> APIRouter:
             reason=body.reason,
             answers=answers,
             grant=grant,
-            # a pipeline's blocked call raised again is re-checked when its worker repeats it, later
-            recheck_seconds=0.0 if approval.kind == PIPELINE_CALL_KIND else RECHECK_WAIT_SECONDS,
+            # no call to re-check: a review's, or a pipeline's blocked call raised again (its worker's
+            # repeated call is checked when it comes)
+            recheck_seconds=0.0 if approval.kind in (*_REVIEWS, PIPELINE_CALL_KIND) else RECHECK_WAIT_SECONDS,
         )
         answered = out(ApprovalOut, decided.approval)
         if decided.recheck is not None:

@@ -20,11 +20,14 @@ from octipusd.toolkit import (
     CallWatch,
     ChildRequest,
     Executed,
+    MonitorAccess,
+    MonitorOps,
     PipelineAccess,
     PipelineOps,
     PlanUpdate,
     RunIdentity,
     ShellTerms,
+    monitor_access,
     pipeline_access,
     run_unjournaled,
 )
@@ -77,6 +80,7 @@ class FakeToolHost:
         shell: What :meth:`shell_terms` answers (default: the sandbox off).
         pipelines: The pipelines' service the pipeline tools reach (None: they are refused), e.g. a
             real ``PipelineService`` over a test store.
+        monitors: The monitors' service the monitor tools reach (None: they are refused).
     """
 
     deny: Mapping[str, str] = field(default_factory=dict)
@@ -93,6 +97,7 @@ class FakeToolHost:
     steered: list[tuple[str, str]] = field(default_factory=list)
     shell: ShellTerms = field(default_factory=ShellTerms)
     pipelines: PipelineOps | None = None
+    monitors: MonitorOps | None = None
 
     def pipeline_access(self, identity: RunIdentity) -> PipelineAccess:
         """:attr:`pipelines` with the identity's run as the caller.
@@ -101,6 +106,14 @@ class FakeToolHost:
             PipelinesUnavailableError: :attr:`pipelines` is None.
         """
         return pipeline_access(self.pipelines, identity)
+
+    def monitor_access(self, identity: RunIdentity) -> MonitorAccess:
+        """:attr:`monitors` with the identity's run as the caller.
+
+        Raises:
+            MonitorsUnavailableError: :attr:`monitors` is None.
+        """
+        return monitor_access(self.monitors, identity)
 
     async def authorize(
         self, identity: RunIdentity, tool_id: str, arguments: dict[str, Any], watch: CallWatch | None = None

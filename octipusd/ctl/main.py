@@ -49,12 +49,14 @@ from octipusd.ctl.common import (
     usage_text,
 )
 from octipusd.ctl.model_cmds import models_app
+from octipusd.ctl.monitor_cmds import monitors_app
 from octipusd.ctl.notify_cmds import notifier_line, notify_app
 from octipusd.ctl.pipeline_cmds import pipelines_app
 from octipusd.ctl.plan_cmds import plan_app
 from octipusd.ctl.policy_cmds import approvals_app, rules_app
 from octipusd.ctl.questions import answer_questionnaire_inline
 from octipusd.ctl.run_cmds import runs_app
+from octipusd.ctl.schedule_cmds import schedules_app
 from octipusd.ctl.session_cmds import (
     sessions_checkpoint,
     sessions_clear,
@@ -94,6 +96,8 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(models_app, name="models")
 app.add_typer(notify_app, name="notify")
 app.add_typer(pipelines_app, name="pipelines")
+app.add_typer(monitors_app, name="monitors")
+app.add_typer(schedules_app, name="schedules")
 app.add_typer(plan_app, name="plan")
 app.add_typer(rules_app, name="rules")
 app.add_typer(runs_app, name="runs")

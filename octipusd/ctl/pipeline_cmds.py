@@ -27,7 +27,7 @@ from rich.table import Table
 
 from octipusd.ctl.common import bad_input, console, full_ids, part, print_json, request, safe
 
-__all__ = ["pipelines_app"]
+__all__ = ["parse_params", "pipelines_app"]
 
 pipelines_app = typer.Typer(
     help="Run pipeline templates, follow pipelines, stop, resume and edit their items.", no_args_is_help=True
@@ -108,7 +108,7 @@ def templates_export(name: Annotated[str, typer.Argument(help="the template's na
 # ----------------------------------------------------------------------------- pipelines
 
 
-def _params(items: list[str]) -> dict[str, Any]:
+def parse_params(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` options as given: each value is the text after the first ``=`` (the template's
     parameter types turn ``3`` into a number, ``true`` into a boolean where the parameter is one)."""
     params: dict[str, Any] = {}
@@ -139,7 +139,7 @@ def pipelines_run(
             bad_input(f"the template file {source} must hold a JSON object")
     body = {
         "template": chosen,
-        "params": _params(param or []),
+        "params": parse_params(param or []),
         "workspace": str(workspace.expanduser().absolute()),
         "description": description,
     }
@@ -234,10 +234,18 @@ def pipelines_resume(
         str | None, typer.Option("--evidence", help="the commit and check for the skips")
     ] = None,
 ) -> None:
-    """Resume a stopped, paused or failed pipeline (answers at once: resuming)."""
+    """Resume a stopped, paused or failed pipeline (answers at once: resuming; one that ran a stage
+    first awaits its replay review, named here)."""
     body = {"fromStage": from_stage, "skipItems": skip or [], "evidence": evidence}
     done = request("POST", f"/pipelines/{part(pipeline_id)}/resume", json=body)
     console.print(f"pipeline {safe(done['id'])}: {safe(done['status'])}")
+    review = done.get("pendingApproval")
+    if isinstance(review, dict):
+        approval = safe(str(review.get("requestId")))
+        console.print(
+            f"awaiting its replay review (earlier work may run again): "
+            f"octipusctl approvals show {approval}; octipusctl approvals approve|deny {approval}"
+        )
 
 
 @pipelines_app.command("items")

@@ -70,11 +70,14 @@ class EngineLimits:
         notification_poll_seconds: How often DBOS polls for messages and events where the database
             cannot notify (SQLite): the latency of ``recv``/``get_event`` there.
         connect_timeout_seconds: libpq's ``connect_timeout`` for the PostgreSQL system database.
+        scheduler_poll_seconds: How often DBOS's scheduler reads the schedules after its first minute
+            (:mod:`~octipusd.durable.schedules`): how soon a new, paused or resumed schedule is seen.
     """
 
     shutdown_seconds: float = 15.0
     notification_poll_seconds: float = 0.1
     connect_timeout_seconds: int = 10
+    scheduler_poll_seconds: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -467,6 +470,22 @@ class DurableEngine:
             recorded).
         """
         return await self.step(name, _guarded, self._incarnation, fn, args, kwargs)
+
+    # ----- durable timers (monitors) -----
+
+    async def sleep(self, seconds: float) -> None:
+        """Inside a workflow: a durable sleep. Its wake-up time is recorded when it begins, so a
+        workflow recovered after a restart sleeps only what is left (nothing once it passed)."""
+        from dbos import DBOS
+
+        await DBOS.sleep_async(max(0.0, seconds))
+
+    async def wait_for_message(self, topic: str, seconds: float) -> object:
+        """Inside a workflow: a durable timer that a message ends early. Waits up to ``seconds`` for
+        the next message on ``topic`` (:meth:`send`); the timer's end is recorded when the wait
+        begins, so after a restart it waits only what is left. Returns the message, or None when the
+        timer ran out."""
+        return await self.recv(topic, max(0.0, seconds))
 
     def _registered(self, workflow: WorkflowDef[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
         if workflow not in self._workflows:

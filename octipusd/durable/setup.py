@@ -103,6 +103,7 @@ def config_dict(url: str, app_version: str, limits: EngineLimits) -> Any:
         "run_migrations": False,  # done by _migrate, off the loop
         "log_level": "WARNING",
         "notification_listener_polling_interval_sec": limits.notification_poll_seconds,
+        "scheduler_polling_interval_sec": limits.scheduler_poll_seconds,
     }
     if make_url(url).get_backend_name() == "postgresql":
         config["db_engine_kwargs"] = {

@@ -26,19 +26,24 @@ from octipusd.money import format_usd
 from octipusd.questionnaire import questions_of
 from octipusd.store.pipeline_records import Pipeline, PipelineStatus
 from octipusd.store.records import Approval, Run, RunEvent, RunStatus, Session
+from octipusd.store.schedule_records import Schedule, ScheduleFiring
 
 __all__ = [
     "PIPELINE_KIND",
+    "SCHEDULE_KIND",
     "MessageLimits",
     "Notification",
     "PageUrl",
     "compose",
     "compose_pipeline",
+    "compose_schedule_failure",
     "wanted",
 ]
 
 #: The kind of a pipeline's end notification.
 PIPELINE_KIND: Final = "pipeline_status"
+#: The kind of a schedule firing's notification (one that could not start).
+SCHEDULE_KIND: Final = "schedule_firing"
 
 #: Builds the page's link for a path (``/runs/ID``, ``/approvals/ID``): the web listener's base URL
 #: and the path, without any token; None when the page is off (then a notification has no link).
@@ -267,4 +272,33 @@ def compose_pipeline(pipeline: Pipeline, *, page: PageUrl, finished_after_s: flo
         body = body[: LIMITS.body_chars - 1] + "…"
     return Notification(
         title=f"Octipus: pipeline {status}", body=body, kind=PIPELINE_KIND, link=link, pipeline_id=pipeline.id
+    )
+
+
+def compose_schedule_failure(schedule: Schedule, firing: ScheduleFiring, *, page: PageUrl) -> Notification:
+    """The notification of a schedule's slot that could not start (or was refused): what the schedule
+    does, the slot, the reason and the schedules' page."""
+    what = (
+        f"prompt '{_cut(schedule.prompt, 80)}'"
+        if schedule.prompt
+        else f"pipeline '{_cut(schedule.pipeline, 80)}'"
+    )
+    where = (
+        f"session {schedule.session_id}"
+        if schedule.session_id
+        else f"workspace '{_cut(schedule.workspace, 120)}'"
+    )
+    lines = [
+        f"Schedule {schedule.id} ({schedule.cron}: {what} in {where}) did not start its "
+        f"{firing.slot_at.isoformat(timespec='seconds')} slot.",
+        f"Reason: {_cut(firing.error)}",
+    ]
+    link = page("/schedules")
+    if link is not None:
+        lines.append(f"Open: {link}")
+    body = "\n".join(lines)
+    if len(body) > LIMITS.body_chars:
+        body = body[: LIMITS.body_chars - 1] + "…"
+    return Notification(
+        title="Octipus: a scheduled run did not start", body=body, kind=SCHEDULE_KIND, link=link
     )

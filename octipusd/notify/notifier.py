@@ -26,13 +26,21 @@ import anyio
 from anyio.abc import TaskStatus
 
 from octipusd.errors import ConflictError, OctipusError
-from octipusd.notify.messages import Notification, PageUrl, compose, compose_pipeline, wanted
+from octipusd.notify.messages import (
+    Notification,
+    PageUrl,
+    compose,
+    compose_pipeline,
+    compose_schedule_failure,
+    wanted,
+)
 from octipusd.notify.sender import SendOutcome, send
 from octipusd.settings_notify import NotifySettings, redact_url
 from octipusd.store.aio import in_thread
 from octipusd.store.pipeline_records import Pipeline
 from octipusd.store.records import Approval, Run, RunEvent, Session
 from octipusd.store.repository import Store
+from octipusd.store.schedule_records import Schedule, ScheduleFiring
 
 __all__ = ["Notifier", "NotifierLimits", "NotifierSnapshot", "TargetSnapshot"]
 
@@ -212,6 +220,13 @@ class Notifier:
         )
         if message is not None:
             self._fan_out(message)
+
+    def schedule_failed(self, schedule: Schedule, firing: ScheduleFiring) -> None:
+        """Notify that a schedule's slot did not start (:func:`~octipusd.notify.messages.
+        compose_schedule_failure`). Never blocks, never raises for a full queue."""
+        if not self._targets or self._closing:
+            return
+        self._fan_out(compose_schedule_failure(schedule, firing, page=self._page_url))
 
     def health(self) -> NotifierSnapshot:
         """The notifier's figures now (redacted targets)."""

@@ -69,9 +69,12 @@ class ApprovalAnswers:
         if event is not None:
             event.set()
 
-    async def answer(self, pipeline: Pipeline, run_id: str | None) -> dict[str, Any]:
+    async def answer(
+        self, pipeline: Pipeline, run_id: str | None, *, attended: bool = True
+    ) -> dict[str, Any]:
         """Forward ``pipeline``'s pending approval to the person of ``run_id``'s conversation and
-        wait for their answer (bounded by :attr:`AnswerLimits.wait_s`).
+        wait for their answer (bounded by :attr:`AnswerLimits.wait_s`; not at all for an unattended
+        caller, a schedule's or a monitor's turn: nobody is there to answer, the person is notified).
 
         Returns:
             ``{"id", "requestId", "decided", "decision", "status", "command", "toolName",
@@ -93,7 +96,8 @@ class ApprovalAnswers:
         approval = await in_thread(self.store.get_approval, request)
         if approval.status is ApprovalStatus.PENDING:
             await self._forward(approval, run_id, pending)
-            approval = await self._wait(approval)
+            if attended:
+                approval = await self._wait(approval)
         current = await in_thread(self.store.get_pipeline, pipeline.id)
         return _answered(approval, current)
 

@@ -1,28 +1,61 @@
-"""The pipeline replay review hook (seed 000 "Pipeline resume and rewind").
+"""The pipeline replay review (seed 000 "Pipeline resume and rewind", FACTS.md §6 Replay).
 
-Resuming or rewinding a pipeline reruns work from a checkpoint, so tools that returned
-successfully before can be called again. Before the pipeline runner changes recovery
-checkpoints or starts workers for a pipeline with previous execution, it calls
-:meth:`ReplayReviews.review`, which asks a person to approve "Review pipeline replay"
-(approval kind ``pipeline_replay``) covering the pipeline's prior action records. The prompt
-always warns that missing records do not prove that nothing happened (older runs and
-vendor-native CLI tools leave none). A pipeline paused before any stage ran needs no review.
-Rejecting the replay leaves the checkpoints as they are (the caller changes nothing);
-unattended work cannot approve its own replay. While one request awaits review, a concurrent
-resume of the same pipeline is refused, so a second walker never starts.
+Resuming or rewinding a pipeline reruns work from a checkpoint, so tools that returned successfully
+before can be called again. When the pipeline has previous execution (a stage attempt started, or an
+action recorded under it), the runner asks a person to approve "Review pipeline replay" (approval
+kind ``pipeline_replay``) before it changes a checkpoint or starts a worker; a pipeline paused before
+any stage ran needs none. The review covers the pipeline's prior action records (the journal's
+records of its stage runs, listed on the approval) and always warns that missing records do not prove
+that nothing happened (older runs and vendor-native CLI tools leave none).
+
+The review is durable, like a pipeline's question (:mod:`octipusd.pipelines.asking`): the approval
+belongs to the pipeline's session and no run and does not expire; the pipeline is
+``awaiting_approval`` with ``metadata.pendingApproval`` (kind ``pipeline_replay``) and the request
+kept under :data:`~octipusd.store.pipeline_records.REPLAY_REVIEW_KEY`. A restart leaves it so (no
+walk was at work): the person answers it after the restart like before it. The answer reaches the
+runner through the approval broker's listener:
+
+* approved: the runner claims the walk (only from ``awaiting_approval``: a stop meanwhile wins) and
+  resumes or rewinds as asked;
+* denied (or cancelled): the pipeline goes back to its status before, with the checkpoints, the
+  workflow and the items as they were; no worker starts.
+
+While one request awaits review, another resume is refused ("already awaiting"), so a second walker
+never starts; a stop cancels the review. Unattended work cannot approve its own replay: its resume
+is refused with the reason, and nothing changes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
-from octipusd.errors import ConflictError
-from octipusd.policy.approvals import ApprovalBroker
+from octipusd.errors import ConflictError, ForbiddenError
+from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
+from octipusd.store.pipeline_records import REPLAY_REVIEW_KEY, Pipeline, PipelineStatus
+from octipusd.store.records import Approval, ApprovalStatus
 from octipusd.store.repository import Store
+from octipusd.toolkit.pipelines import PipelineCaller, ResumeRequest
 
-__all__ = ["MISSING_RECORDS_WARNING", "ReplayDecision", "ReplayReviews"]
+__all__ = [
+    "MISSING_RECORDS_WARNING",
+    "REPLAY_KIND",
+    "REPLAY_SUBJECT",
+    "ReplayRequest",
+    "ReplayReviews",
+    "already_awaiting",
+    "without_review",
+]
 
+#: The approval kind of a replay review.
+REPLAY_KIND = "pipeline_replay"
+#: The approval's subject (seed 000).
+REPLAY_SUBJECT = "Review pipeline replay"
+#: The ``metadata`` key of the open approval (the status document's ``pendingApproval``).
+_PENDING_KEY = "pendingApproval"
 #: Shown with every replay review (seed 000).
 MISSING_RECORDS_WARNING = (
     "Missing action records do not establish that no action happened: older runs and vendor-native "
@@ -35,118 +68,227 @@ REPLAY_ACTIONS_LIMIT = 100_000
 
 
 @dataclass(frozen=True)
-class ReplayDecision:
-    """The answer to a replay request.
+class ReplayRequest:
+    """A resume or rewind awaiting its review (kept in the pipeline's metadata).
 
     Attributes:
-        allowed: The caller may change checkpoints and start workers.
-        reason: Why (who approved, who denied, why it was not asked).
-        approval_id: The review asked, if one was.
-        action_count: How many prior action records the review covered.
+        approval_id: The review's approval.
+        operation: ``resume`` or ``rewind`` (``fromStage`` given).
+        request: The resume as asked (``fromStage``, ``skipItems``, ``evidence``).
+        previous: The pipeline's status before the review (a denial puts it back).
+        user: Who asked.
     """
 
-    allowed: bool
-    reason: str
-    approval_id: str | None = None
-    action_count: int = 0
+    approval_id: str
+    operation: str
+    request: ResumeRequest
+    previous: PipelineStatus
+    user: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {
+            "approvalId": self.approval_id,
+            "operation": self.operation,
+            "fromStage": self.request.from_stage,
+            "skipItems": list(self.request.skip_items),
+            "evidence": self.request.evidence,
+            "previousStatus": self.previous.value,
+            "user": self.user,
+        }
+
+    def restored(self, pipeline: Pipeline) -> Pipeline:
+        """``pipeline`` as it was before the review (its status; its metadata without the review)."""
+        return dataclasses.replace(pipeline, status=self.previous, metadata=without_review(pipeline.metadata))
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> ReplayRequest | None:
+        """The request ``pipeline`` keeps, or None."""
+        raw = pipeline.metadata.get(REPLAY_REVIEW_KEY)
+        if not isinstance(raw, dict):
+            return None
+        return cls(
+            approval_id=str(raw.get("approvalId") or ""),
+            operation=str(raw.get("operation") or "resume"),
+            request=ResumeRequest(
+                from_stage=raw.get("fromStage"),
+                skip_items=tuple(raw.get("skipItems") or ()),
+                evidence=raw.get("evidence"),
+            ),
+            previous=PipelineStatus(raw.get("previousStatus") or PipelineStatus.PAUSED.value),
+            user=str(raw.get("user") or ""),
+        )
+
+
+def without_review(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` without the replay review's keys (the request and its ``pendingApproval``)."""
+    return {k: v for k, v in metadata.items() if k not in (REPLAY_REVIEW_KEY, _PENDING_KEY)}
+
+
+def already_awaiting(pipeline: Pipeline) -> ConflictError | None:
+    """The refusal of a resume while ``pipeline`` awaits a replay review, or None."""
+    replay = ReplayRequest.of(pipeline) if pipeline.awaiting_replay_review else None
+    if replay is None:
+        return None
+    return ConflictError(
+        f"pipeline {pipeline.id} is already awaiting its replay review (approval {replay.approval_id}); "
+        f"approve or deny that review (octipusctl approvals approve|deny {replay.approval_id}) "
+        "instead of resuming it again"
+    )
 
 
 class ReplayReviews:
-    """Asks for pipeline replay reviews, one at a time per pipeline.
+    """Asks for pipeline replay reviews and applies their answers (see the module).
 
     Args:
-        store: The store (the pipeline's action records).
-        broker: Creates the approval and waits for the answer.
+        store: The store (the pipeline, its action records, the approval).
     """
 
-    def __init__(self, store: Store, broker: ApprovalBroker) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.broker = broker
-        self._pending: set[str] = set()
 
-    async def review(
-        self,
-        *,
-        pipeline_id: str,
-        session_id: str,
-        user: str,
-        attended: bool,
-        has_previous_execution: bool,
-        operation: str = "resume",
-    ) -> ReplayDecision:
-        """Ask before a pipeline's resume or rewind reruns work.
+    async def needed(self, pipeline: Pipeline) -> bool:
+        """Whether resuming ``pipeline`` can replay work: a stage attempt started, or an action
+        was recorded under it (a pipeline paused before any stage ran needs no review)."""
+        snapshot = await in_thread(lambda: self.store.pipeline_snapshot(pipeline.id, history=False))
+        if snapshot.attempts:
+            return True
+        return bool(await in_thread(lambda: self.store.list_actions(pipeline_id=pipeline.id, limit=1)))
 
-        Args:
-            pipeline_id: The pipeline.
-            session_id: Its Octipus session (the approval's scope).
-            user: Who asks.
-            attended: False for unattended work (it cannot approve its own replay).
-            has_previous_execution: False when no stage ever ran (no review needed).
-            operation: ``resume`` or ``rewind`` (shown to the reviewer).
+    async def ask(self, pipeline: Pipeline, request: ResumeRequest, caller: PipelineCaller) -> dict[str, Any]:
+        """Ask for the review of a resume (or rewind) of ``pipeline``: store the approval, then make
+        the pipeline ``awaiting_approval`` with the request, in that order (a pipeline never awaits a
+        review that does not exist); nothing else changes.
 
         Returns:
-            The :class:`ReplayDecision`.
+            The ``pendingApproval`` it awaits (``requestId``: the approval's id).
 
         Raises:
-            ConflictError: another resume of this pipeline is awaiting its review.
+            ForbiddenError: ``caller`` is unattended (nothing written).
+            ConflictError: Another resume got there first (it awaits its review: "already awaiting";
+                or it claimed the walk); the approval just stored is cancelled.
+            StoreError: The database failed.
         """
-        if not has_previous_execution:
-            return ReplayDecision(True, "no stage ran before: nothing can be replayed")
-        if pipeline_id in self._pending:
-            raise ConflictError(
-                f"pipeline {pipeline_id} already has a {operation} awaiting its replay review; "
-                "answer that review instead of starting another"
+        operation = "rewind" if request.from_stage else "resume"
+        actions = await in_thread(
+            lambda: self.store.list_actions(pipeline_id=pipeline.id, limit=REPLAY_ACTIONS_LIMIT)
+        )
+        if not caller.attended:
+            raise ForbiddenError(
+                f"review required: a {operation} of pipeline {pipeline.id} can repeat {len(actions)} recorded "
+                "action(s) and unrecorded work, so a person must approve its replay review, and this run "
+                "is unattended; resume it from an attended session or with octipusctl pipelines resume"
             )
-        self._pending.add(pipeline_id)
+        approval = await in_thread(lambda: self._create(pipeline, operation, caller.user, actions))
+        replay = ReplayRequest(approval.id, operation, request, pipeline.status, caller.user)
+        pending = pending_approval(approval, stage=request.from_stage, item=None, kind=REPLAY_KIND)
+        metadata = {**pipeline.metadata, _PENDING_KEY: pending, REPLAY_REVIEW_KEY: replay.to_json()}
         try:
-            actions = await in_thread(
-                lambda: self.store.list_actions(pipeline_id=pipeline_id, limit=REPLAY_ACTIONS_LIMIT)
-            )
-            listed = [
-                {
-                    "action_id": a.id,
-                    "tool": a.tool,
-                    "outcome": a.outcome,
-                    "started_at": a.started_at.isoformat(),
-                }
-                for a in actions[:_LISTED]
-            ]
-            if not attended:
-                return ReplayDecision(
-                    False,
-                    f"review required: replaying pipeline {pipeline_id} can repeat {len(actions)} recorded "
-                    f"action(s) and unrecorded work; a person must approve it, and this work is unattended",
-                    action_count=len(actions),
+            await in_thread(
+                lambda: self.store.set_pipeline_status(
+                    pipeline.id,
+                    PipelineStatus.AWAITING_APPROVAL,
+                    expect=[pipeline.status],
+                    generation=pipeline.generation,
+                    event={"requestId": approval.id, "reason": "replay review", "operation": operation},
+                    metadata=metadata,
+                    summary=f"waiting for a person: {REPLAY_SUBJECT} before the {operation}",
                 )
-            approval = await self.broker.create(
-                run_id=None,
-                session_id=session_id,
-                tool_id=f"pipeline:{pipeline_id}",
-                subject="Review pipeline replay",
-                reason=f"pipeline {operation} reruns work from a checkpoint (requested by {user})",
-                input={
-                    "pipeline_id": pipeline_id,
-                    "operation": operation,
-                    "action_count": len(actions),
-                    "actions": listed,
-                    "warning": MISSING_RECORDS_WARNING,
-                },
-                explanation=(
-                    f"{len(actions)} prior action record(s) of this pipeline may run again. {MISSING_RECORDS_WARNING}"
-                ),
-                vendor_request_id=None,
-                kind="pipeline_replay",
-                action_ids=[a.id for a in actions],
             )
-            result = await self.broker.wait(approval)
-            who = result.approval.decided_by or "octipusd"
-            if result.approved:
-                return ReplayDecision(True, f"replay approved by {who}", approval.id, len(actions))
-            return ReplayDecision(
-                False,
-                f"replay {result.outcome.value} by {who}; the checkpoints are unchanged",
-                approval.id,
-                len(actions),
+        except ConflictError as exc:
+            await self._cancel_approval(approval.id, "another resume of the pipeline came first")
+            current = await in_thread(self.store.get_pipeline, pipeline.id)
+            raise already_awaiting(current) or exc from exc
+        return pending
+
+    def _create(self, pipeline: Pipeline, operation: str, user: str, actions: list[Any]) -> Approval:
+        """The review's approval (blocking): the pipeline's session, no run, no expiry."""
+        listed = [
+            {"action_id": a.id, "tool": a.tool, "outcome": a.outcome, "started_at": a.started_at.isoformat()}
+            for a in actions[:_LISTED]
+        ]
+        return self.store.create_approval(
+            run_id=None,
+            session_id=pipeline.session_id,
+            tool_id=f"pipeline:{pipeline.id}",
+            subject=REPLAY_SUBJECT,
+            reason=f"pipeline {pipeline.name}: a {operation} reruns work from a checkpoint (asked by {user})",
+            input={
+                "pipelineId": pipeline.id,
+                "pipeline": pipeline.name,
+                "operation": operation,
+                "action_count": len(actions),
+                "actions": listed,
+                "warning": MISSING_RECORDS_WARNING,
+            },
+            explanation=(
+                f"{len(actions)} prior action record(s) of this pipeline may run again. {MISSING_RECORDS_WARNING} "
+                "Deny to keep the pipeline as it is."
+            ),
+            vendor_request_id=None,
+            expires_at=None,
+            kind=REPLAY_KIND,
+            action_ids=[a.id for a in actions],
+        )
+
+    async def answered(self, approval: Approval) -> ReplayRequest | None:
+        """Apply a person's answer to a replay review.
+
+        Returns:
+            The request to carry out when it was approved and the pipeline still awaits this review
+            (the caller claims the walk); None otherwise: a denial (or cancellation) put the
+            pipeline back to its status before, checkpoints untouched; a stale answer changed nothing.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        pipeline_id = str(approval.input.get("pipelineId") or "")
+        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+        replay = ReplayRequest.of(pipeline)
+        if replay is None or replay.approval_id != approval.id or not pipeline.awaiting_replay_review:
+            return None
+        if approval.status is ApprovalStatus.APPROVED:
+            return replay
+        who = approval.decided_by or "octipusd"
+        summary = f"replay {approval.status.value} by {who}; the checkpoints are unchanged"
+        with contextlib.suppress(ConflictError):  # stopped meanwhile: the stop cleared the review
+            await in_thread(
+                lambda: self.store.set_pipeline_status(
+                    pipeline_id,
+                    replay.previous,
+                    expect=[PipelineStatus.AWAITING_APPROVAL],
+                    event={
+                        "requestId": approval.id,
+                        "reason": "replay review",
+                        "decision": approval.status.value,
+                    },
+                    metadata=without_review(pipeline.metadata),
+                    summary=summary,
+                )
             )
-        finally:
-            self._pending.discard(pipeline_id)
+        return None
+
+    async def cancel(self, pipeline: Pipeline, reason: str) -> Pipeline:
+        """A stop while ``pipeline`` awaited its review: the review is cancelled and its keys cleared
+        (the pipeline keeps the status the stop gave it).
+
+        Returns:
+            The pipeline as it is now.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        replay = ReplayRequest.of(pipeline)
+        if replay is None:
+            return pipeline
+        await self._cancel_approval(replay.approval_id, reason)
+        return await in_thread(
+            lambda: self.store.update_pipeline(pipeline.id, metadata=without_review(pipeline.metadata))
+        )
+
+    async def _cancel_approval(self, approval_id: str, reason: str) -> None:
+        await in_thread(
+            lambda: self.store.resolve_approval_if_pending(
+                approval_id, status=ApprovalStatus.CANCELLED, reason=reason
+            )
+        )

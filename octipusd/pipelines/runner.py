@@ -8,11 +8,16 @@
   then the walk is claimed (``store.claim_pipeline_walk``: a running pipeline or a second resume is
   refused, 409), the skipped items and queued edits applied, and the waiting workflow told
   ``resume`` -- or, for ``fromStage``, the nodes from there reset and the workflow forked at that
-  attempt's step (a new walk, ``<pipeline id>.g<generation>``). The scheduling watchdog then fails
-  the pipeline when no stage got to work within :attr:`PipelineLimits.resume_watchdog_s` (a run of
-  the pipeline, a worker or a ``verifyCommand``, started since the claim). A failure after the claim
-  puts the pipeline back to its status before the resume.
-* stop: the pipeline is ``stopped`` (resumable) and its live stage worker stopped.
+  attempt's step (a new walk, ``<pipeline id>.g<generation>``). The scheduling watchdog
+  (:mod:`octipusd.pipelines.watchdog`) then fails the pipeline when no stage got to work within
+  :attr:`PipelineLimits.resume_watchdog_s`, time awaiting a person excluded. A failure after the
+  claim puts the pipeline back to its status before the resume.
+* replay review (:mod:`octipusd.pipelines.replay`): a pipeline with previous execution is not
+  claimed at once; the resume answers ``resuming``, the pipeline is ``awaiting_approval`` with the
+  review as ``pendingApproval``, and the claim above happens when a person approves (a denial puts
+  it back as it was: no checkpoint changed, no worker started).
+* stop: the pipeline is ``stopped`` (resumable) and its live stage worker stopped; a replay review
+  it awaited is cancelled.
 
 The watchdogs and answer deliveries run in the daemon's task group; their failures are logged and
 recorded as the pipeline's error, never raised into that group (which would stop every run).
@@ -25,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +42,23 @@ from octipusd.pipelines.asking import PIPELINE_TOOL_ID
 from octipusd.pipelines.graph import compile_graph
 from octipusd.pipelines.plan_link import link_plan
 from octipusd.pipelines.prompts import missing_prompts, resolve_parameters
+from octipusd.pipelines.replay import REPLAY_KIND, ReplayReviews, already_awaiting, without_review
 from octipusd.pipelines.service import CreateRequest, PipelineCaller, PipelineLimits, ResumeRequest
 from octipusd.pipelines.template_service import TemplateService
 from octipusd.pipelines.templates import Template
 from octipusd.pipelines.walk import PIPELINE_WALK, WAKE_TOPIC
 from octipusd.pipelines.walker import REWIND_KEY, Walker
+from octipusd.pipelines.watchdog import ResumeWatchdog
 from octipusd.store.aio import in_thread
 from octipusd.store.codec import new_id
-from octipusd.store.pipeline_records import PIPELINE_CALL_KIND, NodeStatus, Pipeline, PipelineStatus
-from octipusd.store.records import Approval, ApprovalStatus, RunStatus
+from octipusd.store.pipeline_records import (
+    PIPELINE_CALL_KIND,
+    REPLAY_REVIEW_KEY,
+    NodeStatus,
+    Pipeline,
+    PipelineStatus,
+)
+from octipusd.store.records import Approval, ApprovalStatus
 from octipusd.store.repository import Store
 
 __all__ = ["DurableRunner"]
@@ -62,14 +74,12 @@ _STOPPABLE = (
     PipelineStatus.AWAITING_APPROVAL,
     PipelineStatus.PAUSED,
 )
-#: Newest runs of the pipeline's session the watchdog looks through for a stage at work (runs; the
-#: stage runs since the claim are among the newest).
-_WATCHDOG_RUNS = 100
 #: What the runner's background tasks do, as their failure is recorded (the pipeline's error).
 _TASKS = {
-    "_watch": "the resume's watchdog",
+    "watch": "the resume's watchdog",
     "_deliver": "delivering a person's answer to the walk",
     "_deliver_call": "delivering a person's answer to the walk",
+    "_replayed": "resuming after the replay review",
 }
 #: DBOS statuses of a workflow still able to receive (waiting in ``recv``, or queued).
 _LISTENING = ("PENDING", "ENQUEUED")
@@ -105,6 +115,8 @@ class DurableRunner:
         self.templates = templates
         self.default_adapter = default_adapter
         self.limits = limits or PipelineLimits()
+        self.replays = ReplayReviews(store)
+        self.watchdog = ResumeWatchdog(store, walker, self.limits)
         self._tg: anyio.abc.TaskGroup | None = None
 
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
@@ -207,44 +219,79 @@ class DurableRunner:
     async def resume(
         self, pipeline: Pipeline, request: ResumeRequest, caller: PipelineCaller
     ) -> dict[str, Any]:
-        """Resume (or rewind) a pipeline that is not running; answers ``{"id", "status": "resuming"}``.
+        """Resume (or rewind) a pipeline that is not running; answers ``{"id", "status": "resuming"}``
+        at once (with ``pendingApproval`` when a person must first approve its replay review).
 
-        The engine's start, the ``fromStage`` lookup and the ``skipItems`` check come before the
-        claim; a failure after it (the skips, the queued edits, the fork or the wake) puts the
-        pipeline back to its status before, with the failure as its error, and is raised.
+        The engine's start, the ``fromStage`` lookup and the ``skipItems`` check come first (nothing
+        changes on a bad request). A pipeline with previous execution then awaits its replay review
+        (:meth:`ReplayReviews.ask`; the walk is claimed on approval, :meth:`_replayed`); one without
+        is claimed now (:meth:`_walk_again`).
 
         Raises:
-            ConflictError: It is running or completed, or another resume won.
+            ConflictError: It is running or completed, another resume won, or one awaits its replay
+                review ("already awaiting").
+            ForbiddenError: A replay review is needed and the caller is unattended (nothing changed).
             InvalidRequestError: ``fromStage`` names no retained checkpoint, or a skipped item is
                 unknown (nothing changed).
             ConflictError, StoreError: The engine cannot start, or the store failed.
         """
         await self.engine.ensure_started()
-        rewind = await self._rewind_point(pipeline, request.from_stage) if request.from_stage else None
+        if (refused := already_awaiting(pipeline)) is not None:
+            raise refused
+        if pipeline.status not in _RESUMABLE:  # what the claim would say, before any review
+            raise ConflictError(
+                f"pipeline {pipeline.id} is {pipeline.status.value}: it cannot be resumed now"
+            )
+        if request.from_stage:
+            await self._rewind_point(pipeline, request.from_stage)
         await self._check_items(pipeline, request.skip_items)
-        workflow = pipeline.workflow_id or pipeline.id
-        new_workflow = f"{pipeline.id}.g{pipeline.generation + 1}" if rewind is not None else workflow
+        answer: dict[str, Any] = {"id": pipeline.id, "status": "resuming"}
+        if await self.replays.needed(pipeline):
+            return {**answer, "pendingApproval": await self.replays.ask(pipeline, request, caller)}
+        await self._walk_again(pipeline, request, _RESUMABLE)
+        return answer
+
+    async def _walk_again(
+        self, before: Pipeline, request: ResumeRequest, expect: tuple[PipelineStatus, ...]
+    ) -> None:
+        """Claim the walk (from a status in ``expect``), apply the skips and queued edits, then fork
+        (``fromStage``) or wake the workflow, and watch the new walk.
+
+        A failure after the claim puts the pipeline back as ``before`` (status, metadata) and is raised.
+
+        Raises:
+            ConflictError: It is not in ``expect`` (running, stopped meanwhile, a second resume).
+            InvalidRequestError, ConflictError, StoreError: No checkpoint for ``fromStage``; the fork,
+                the wake or the store failed.
+        """
+        pipeline_id = before.id
+        workflow = before.workflow_id or pipeline_id
+        new_workflow = f"{pipeline_id}.g{before.generation + 1}" if request.from_stage else workflow
         claimed = await in_thread(
-            lambda: self.store.claim_pipeline_walk(pipeline.id, expect=_RESUMABLE, workflow_id=new_workflow)
+            lambda: self.store.claim_pipeline_walk(pipeline_id, expect=expect, workflow_id=new_workflow)
         )
         try:
+            if claimed.metadata != without_review(claimed.metadata):
+                claimed = await in_thread(
+                    lambda: self.store.update_pipeline(pipeline_id, metadata=without_review(claimed.metadata))
+                )
             if request.skip_items:
                 await in_thread(
                     lambda: self.store.skip_pipeline_items(
-                        pipeline.id, request.skip_items, evidence=request.evidence
+                        pipeline_id, request.skip_items, evidence=request.evidence
                     )
                 )
-            await in_thread(self.store.apply_item_changes, pipeline.id)
-            if rewind is not None:
+            await in_thread(self.store.apply_item_changes, pipeline_id)
+            if request.from_stage:
+                rewind = await self._rewind_point(claimed, request.from_stage)
                 await self._fork(claimed, workflow, new_workflow, *rewind)
             else:
                 await self._wake(claimed, workflow)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                await self._unclaim(pipeline, claimed, workflow, exc)
+                await self._unclaim(before, claimed, workflow, exc)
             raise
-        self._start_soon(self._watch, pipeline.id, claimed.generation, claimed.updated_at)
-        return {"id": pipeline.id, "status": "resuming"}
+        self._start_soon(self.watchdog.watch, pipeline_id, claimed.generation, claimed.updated_at)
 
     async def _unclaim(self, before: Pipeline, claimed: Pipeline, workflow: str, exc: BaseException) -> None:
         """A resume failed after its claim: the pipeline goes back to its status before it (only while
@@ -368,74 +415,22 @@ class DurableRunner:
                 summary=f"stopped by {caller.user}",
             )
         )
+        if REPLAY_REVIEW_KEY in stopped.metadata:
+            stopped = await self.replays.cancel(stopped, f"the pipeline was stopped by {caller.user}")
         handle = self.walker.live.get(pipeline.id)
         if handle is not None:
             await handle.stop(f"pipeline {pipeline.id} stopped by {caller.user}")
         return stopped
 
-    # ------------------------------------------------------------------ the watchdog
-
-    async def _watch(self, pipeline_id: str, generation: int, claimed_at: datetime) -> None:
-        """Fail the resumed pipeline when none of its stages got to work within the limit; a later
-        walk, a rest or a working stage ends the watch.
-
-        A stage is at work once a run of the pipeline created since the claim left ``queued`` (a
-        worker admitted, or a QA stage's ``verifyCommand`` run, which is running while its command
-        waits for a person's approval). Time the pipeline awaits a person is excluded.
-        """
-        limits = self.limits
-        waited = 0.0
-        while waited < limits.resume_watchdog_s:
-            await anyio.sleep(limits.watchdog_poll_s)
-            pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-            if pipeline.generation != generation or pipeline.status not in (
-                PipelineStatus.RUNNING,
-                PipelineStatus.AWAITING_APPROVAL,
-            ):
-                return
-            if await in_thread(self._working, pipeline, claimed_at):
-                return
-            if pipeline.status is PipelineStatus.RUNNING:
-                waited += limits.watchdog_poll_s
-        await self._watchdog_fails(pipeline_id, generation)
-
-    def _working(self, pipeline: Pipeline, claimed_at: datetime) -> bool:
-        """Whether a run of the pipeline created since ``claimed_at`` left ``queued`` (blocking)."""
-        runs = self.store.list_runs(session_id=pipeline.session_id, limit=_WATCHDOG_RUNS)
-        return any(
-            r.pipeline_id == pipeline.id and r.created_at >= claimed_at and r.status is not RunStatus.QUEUED
-            for r in runs
-        )
-
-    async def _watchdog_fails(self, pipeline_id: str, generation: int) -> None:
-        seconds = self.limits.resume_watchdog_s
-        minutes = f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} s"
-        error = f"no stage started within {minutes} of the resume; resume it again"
-        try:
-            pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-            if pipeline.generation != generation:
-                return
-            await in_thread(
-                lambda: self.store.set_pipeline_status(
-                    pipeline_id,
-                    PipelineStatus.FAILED,
-                    expect=[PipelineStatus.RUNNING],
-                    event={"reason": "watchdog"},
-                    error=error,
-                    summary=error,
-                )
-            )
-        except ConflictError:
-            return
-        handle = self.walker.live.get(pipeline_id)
-        if handle is not None:
-            await handle.stop(error)
-
     # ------------------------------------------------------------------ answers
 
     def on_answer(self, approval: Approval) -> None:
-        """The broker's listener: a person answered a pipeline's question (or a stage worker's blocked
-        call it raised again, kind ``pipeline_call``: its pipeline is its worker run's); the walk is told."""
+        """The broker's listener: a person answered a pipeline's question (the walk is told), a
+        stage worker's blocked call it raised again (kind ``pipeline_call``: its pipeline is its
+        worker run's; the walk is told) or a replay review (:meth:`_replayed`)."""
+        if approval.kind == REPLAY_KIND:
+            self._start_soon(self._replayed, str(approval.input.get("pipelineId") or ""), approval)
+            return
         if approval.kind == PIPELINE_CALL_KIND and approval.run_id is not None:
             self._start_soon(self._deliver_call, approval.run_id, approval)
             return
@@ -448,6 +443,26 @@ class DurableRunner:
         run = await in_thread(self.store.get_run, run_id)
         if run.pipeline_id is not None:
             await self._deliver(run.pipeline_id, _answer_message(approval))
+
+    async def _replayed(self, pipeline_id: str, approval: Approval) -> None:
+        """A person answered the replay review of ``pipeline_id``: approved (and still awaited), the
+        resume or rewind it held goes on (:meth:`_walk_again`, only from ``awaiting_approval``: a stop
+        meanwhile wins; a walk that cannot start puts it back, logged); denied, it is back as it was
+        (:meth:`ReplayReviews.answered`).
+
+        Raises:
+            StoreError: Reading or answering the review failed.
+        """
+        replay = await self.replays.answered(approval)
+        if replay is None:
+            return
+        before = replay.restored(await in_thread(self.store.get_pipeline, pipeline_id))
+        try:
+            await self._walk_again(before, replay.request, (PipelineStatus.AWAITING_APPROVAL,))
+        except ConflictError:  # stopped (or put back) meanwhile: the replay is cancelled
+            log.info("pipeline %s: the approved replay did not start; it no longer awaited it", pipeline_id)
+        except OctipusError:  # put back with the failure as its error (the evidence) by _walk_again
+            log.warning("pipeline %s: the approved replay failed to start", pipeline_id, exc_info=True)
 
     async def _deliver(self, pipeline_id: str, message: dict[str, Any]) -> None:
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)

@@ -30,6 +30,7 @@ from octipusd.errors import (
     PipelinesUnavailableError,
 )
 from octipusd.pipelines.answering import ApprovalAnswers
+from octipusd.pipelines.replay import already_awaiting
 from octipusd.pipelines.status import pipeline_summary, status_document
 from octipusd.store.pipeline_records import Pipeline, PipelineEvent
 from octipusd.store.repository import Store
@@ -216,7 +217,7 @@ class PipelineService:
             ConflictError: The pipeline has no pending approval.
         """
         pipeline = await self.owned(pipeline_id, caller)
-        return await self.answers.answer(pipeline, caller.run_id)
+        return await self.answers.answer(pipeline, caller.run_id, attended=caller.attended)
 
     async def add_plan_items(
         self,
@@ -305,11 +306,15 @@ class PipelineService:
         Raises:
             NotFoundError, ForbiddenError: See :meth:`owned`.
             ConflictError: It is running (or a walker is working on it): checked here first, and
-                again atomically by the walker's claim (a second resume).
+                again atomically by the walker's claim (a second resume); or one resume awaits its
+                replay review ("already awaiting").
             InvalidRequestError: ``from_stage`` or a skipped item is unknown.
             PipelinesUnavailableError: No walker is wired in.
         """
         pipeline = await self.owned(pipeline_id, caller)
+        awaiting = already_awaiting(pipeline)  # one resume awaits its replay review
+        if awaiting is not None:
+            raise awaiting
         if pipeline.status.active:
             raise ConflictError(
                 f"pipeline {pipeline.id} is {pipeline.status.value}: it cannot be resumed now; "

@@ -456,7 +456,12 @@ class Walker:
                     pipeline.current_item_id or "", ItemStatus.FAILED, error=reason
                 )
             )
-        if pipeline.generation == generation and pipeline.status in _WALKING:
+        # a replay review asked meanwhile (a stop, then a resume before this park) is kept
+        if (
+            pipeline.generation == generation
+            and pipeline.status in _WALKING
+            and not pipeline.awaiting_replay_review
+        ):
             fields: dict[str, Any] = {"summary": reason}
             if wanted is PipelineStatus.FAILED:
                 fields["error"] = reason

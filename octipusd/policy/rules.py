@@ -111,7 +111,9 @@ DEFAULT_RULES: Final[Mapping[str, tuple[str, ...]]] = {
 #: ``collect_children``, ``steer_child``) is allowed by default: it is bounded by role, depth and budget, and every
 #: call a child makes passes this same policy; a rule can still ask or deny it. So are the pipeline
 #: tools (issue 27): a pipeline is bounded by its stages and token budget, reached by its own session
-#: and workspace only, and every call a stage worker makes passes this same policy.
+#: and workspace only, and every call a stage worker makes passes this same policy. So are the monitor
+#: tools (issue 28): a monitor only reads (its probes are read-only tools run as its owner), wakes its
+#: own session once, and its wake-up turn runs unattended (an ASK there is refused, never granted).
 DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "get_cli_run_context": Level.ALLOW,
     "get_work_plan": Level.ALLOW,
@@ -126,6 +128,11 @@ DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "update_pipeline_items": Level.ALLOW,
     "answer_pipeline_approval": Level.ALLOW,  # the person decides the approval it forwards
     "plan__add_items": Level.ALLOW,
+    "monitor__create": Level.ALLOW,
+    "monitor__list": Level.ALLOW,
+    "monitor__pause": Level.ALLOW,
+    "monitor__resume": Level.ALLOW,
+    "monitor__cancel": Level.ALLOW,
     "shell__run": Level.ASK,
 }
 
@@ -135,8 +142,8 @@ def default_level(tool_id: str) -> Level:
 
     ``cli-native:*`` -> ASK (seed 003 "Permissions and limits": everything but the default
     allow list uses the ASK default); ``get_cli_run_context``, ``get_work_plan``,
-    ``update_work_plan``, ``spawn_child``, ``collect_children``, ``steer_child`` and the pipeline tools
-    -> ALLOW (:data:`DEFAULT_TOOL_LEVELS`); ``shell__run`` -> ASK; any other tool -> ASK.
+    ``update_work_plan``, ``spawn_child``, ``collect_children``, ``steer_child``, the pipeline and the
+    monitor tools -> ALLOW (:data:`DEFAULT_TOOL_LEVELS`); ``shell__run`` -> ASK; any other tool -> ASK.
 
     Args:
         tool_id: An Octipus tool id or ``cli-native:<Tool>``.

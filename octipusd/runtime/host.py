@@ -26,11 +26,13 @@ from octipusd.toolkit import (
     CallWatch,
     ChildRequest,
     Executed,
+    MonitorAccess,
     Origin,
     PipelineAccess,
     PlanUpdate,
     RunIdentity,
     ShellTerms,
+    monitor_access,
     pipeline_access,
 )
 
@@ -220,6 +222,14 @@ class RunHost:
             PipelinesUnavailableError: the daemon was built without the pipelines' service.
         """
         return pipeline_access(self._run.services.pipelines, identity)
+
+    def monitor_access(self, identity: RunIdentity) -> MonitorAccess:
+        """The monitors' service with this run as the caller (its user, session and workspace).
+
+        Raises:
+            MonitorsUnavailableError: the daemon was built without the monitors' service.
+        """
+        return monitor_access(self._run.services.monitors, identity)
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Store a bridge event on the run; after a stop began it is dropped (and counted).

@@ -85,6 +85,7 @@ class RunManager:
         plan: bool = False,
         author: str | None = None,
         host_services: bool = False,
+        attended: bool | None = None,
     ) -> Run:
         """Create a run for a new turn of a session and start it in the background.
 
@@ -97,6 +98,9 @@ class RunManager:
             host_services: The run's own shell commands share the host's services under the shell
                 sandbox (persisted with the run, shown in its ``run_status`` event; its children do
                 not inherit it).
+            attended: False makes this turn unattended in an attended session (a schedule's turn:
+                an ASK is refused as "review required" and notifies, nothing is granted); None
+                follows the session. A turn is never made attended in an unattended session.
 
         Raises:
             NotFoundError: no such session, or (in a space) the author is not a member.
@@ -147,7 +151,7 @@ class RunManager:
                 self.services,
                 self.registry,
                 run,
-                attended=session.attended,
+                attended=session.attended and attended is not False,
                 generation=session.clear_generation,
                 user_seq=message.seq if message is not None else None,
             )

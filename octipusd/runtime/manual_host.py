@@ -23,6 +23,7 @@ from octipusd.toolkit import (
     CallWatch,
     ChildRequest,
     Executed,
+    MonitorAccess,
     PipelineAccess,
     PlanUpdate,
     RunIdentity,
@@ -110,6 +111,10 @@ class ManualCallHost:
     def pipeline_access(self, identity: RunIdentity) -> PipelineAccess:
         """Refused: the pipeline tools belong to an agent run (its session is their owner)."""
         raise _no_run("the pipelines", identity)
+
+    def monitor_access(self, identity: RunIdentity) -> MonitorAccess:
+        """Refused: the monitor tools belong to an agent run (its session is their owner)."""
+        raise _no_run("the monitors", identity)
 
     async def resolve_secrets(
         self, identity: RunIdentity, tool_id: str, names: Sequence[str]

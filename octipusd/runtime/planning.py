@@ -32,7 +32,14 @@ from octipusd.store.records import Checkpoint, ModelRow, Run, Session, VendorSes
 from octipusd.store.repository import Store
 from octipusd.store.turn_store import TurnRecords
 from octipusd.toolkit import ToolSpec
-from octipusd.tools import PIPELINE_TOOLS, STAGE_TOOLS, child_tools, root_tools, run_instructions
+from octipusd.tools import (
+    MONITOR_TOOLS,
+    PIPELINE_TOOLS,
+    STAGE_TOOLS,
+    child_tools,
+    root_tools,
+    run_instructions,
+)
 
 __all__ = [
     "TurnBasis",
@@ -261,7 +268,8 @@ def stage_tools(
 
     An entry selects the tool of that name (``shell__run``), every tool of that family (``shell``
     selects ``shell__run``), or with ``*`` every tool a root run of the top level may have but the
-    pipeline tools (:data:`~octipusd.tools.PIPELINE_TOOLS`, a root run's only). No entry
+    pipeline and monitor tools (:data:`~octipusd.tools.PIPELINE_TOOLS`, :data:`~octipusd.tools.MONITOR_TOOLS`,
+    a root run's only). No entry
     at all gives a child's set without delegation (``get_cli_run_context``, ``get_work_plan``,
     ``shell__run``): a stage works, it does not plan the session or delegate unless its step says
     so; that set and ``*`` add the stage tools (:data:`~octipusd.tools.STAGE_TOOLS`: ``plan__add_items``,
@@ -273,7 +281,9 @@ def stage_tools(
     """
     if not tool_ids:
         return (*child_tools(False), *STAGE_TOOLS), ()
-    pipeline_tools = {t.name for t in PIPELINE_TOOLS}  # a root run's: a stage never steers pipelines
+    pipeline_tools = {
+        t.name for t in (*PIPELINE_TOOLS, *MONITOR_TOOLS)
+    }  # a root run's: a stage never steers them
     universe = tuple(t for t in root_tools(may_spawn(levels, 0)) if t.name not in pipeline_tools)
     if ALL_TOOLS in tool_ids:
         return (*universe, *STAGE_TOOLS), ()

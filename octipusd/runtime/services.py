@@ -37,7 +37,7 @@ from octipusd.settings import MAX_FOLLOW_UPS, AgentSettings
 from octipusd.settings_swarm import SwarmSettings
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
-from octipusd.toolkit import NO_SANDBOX, PipelineOps, ShellSandbox
+from octipusd.toolkit import NO_SANDBOX, MonitorOps, PipelineOps, ShellSandbox
 from octipusd.toolkit.secrets import SecretResolver
 
 if TYPE_CHECKING:
@@ -118,6 +118,8 @@ class RunServices:
         vault: Resolves vault placeholders (None: the daemon has no vault).
         sandbox: The shell sandbox (``security.shellSandbox`` and the runner found at start-up).
         pipelines: The pipelines' service the bridge tools call (None: the pipeline tools refuse).
+        monitors: The monitors' service the bridge tools call (None: the monitor tools refuse); set
+            by the composition root once the monitors are built (they deliver through the runs).
     """
 
     store: Store
@@ -147,6 +149,7 @@ class RunServices:
     vault: SecretResolver | None = None
     sandbox: ShellSandbox = NO_SANDBOX
     pipelines: PipelineOps | None = None
+    monitors: MonitorOps | None = None
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
         """Compact a session's transcript now (the caller holds the session's lock)."""

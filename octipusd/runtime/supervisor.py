@@ -340,7 +340,7 @@ class RunSupervisor:
                 user=services.user,
                 worker_id=self._worker_id(),
                 workspace=plan.basis.workspace,
-                attended=session.attended,
+                attended=self.attended,  # the session's, or a schedule's unattended turn
                 author=run.author,  # a space member's calls are recorded as theirs
                 stage=self.stage.tag if self.stage is not None else None,
             )

@@ -40,7 +40,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: The newest packaged revision, known without loading Alembic, so that a daemon starting on an
 #: up-to-date database does not import it (the migration tests check it against
 #: :func:`head_revision`: a new revision must update it).
-HEAD_REVISION = "0013"
+HEAD_REVISION = "0015"
 
 # Transaction-scoped advisory lock taken while migrating PostgreSQL, so two processes that
 # start at once do not both run the same revision ("octimigr" as a 64-bit integer).

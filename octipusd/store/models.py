@@ -50,6 +50,7 @@ __all__ = [
     "ActionReceiptRow",
     "ApprovalRow",
     "ModelRowRow",
+    "MonitorRow",
     "PermissionGrantRow",
     "PermissionRuleRow",
     "PipelineAttemptRow",
@@ -755,3 +756,38 @@ class PipelineEventRow(SQLModel, table=True):
     attempt_id: str | None = Field(default=None, sa_type=_ID)
     data: str = Field(default="{}", sa_type=sa.Text)
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class MonitorRow(SQLModel, table=True):
+    """Table ``monitors``: one monitor's public record (FACTS.md §7; the engine keeps its workflow).
+
+    ``source``, ``condition``, ``baseline``, ``last_observation``, ``match``, ``cursor`` and
+    ``delivery`` are JSON (``condition``, ``baseline``, ``last_observation``, ``match`` and
+    ``delivery`` may be NULL). ``interval_seconds`` is a float (seconds between checks);
+    ``deadline_at`` does not move when the monitor is paused.
+    """
+
+    __tablename__ = "monitors"
+
+    id: str = Field(primary_key=True, sa_type=_ID)
+    session_id: str = Field(foreign_key="sessions.id", index=True, sa_type=_ID)
+    user: str = Field(sa_type=sa.Text)
+    workspace: str = Field(sa_type=sa.Text)
+    status: str = Field(index=True, sa_type=sa.String(24))
+    source: str = Field(sa_type=sa.Text)
+    condition: str | None = Field(default=None, sa_type=sa.Text)
+    continuation: str | None = Field(default=None, sa_type=sa.Text)
+    interval_seconds: float = Field(sa_type=sa.Float)
+    deadline_at: datetime = Field(sa_type=UTCDateTime)
+    baseline: str | None = Field(default=None, sa_type=sa.Text)
+    last_observation: str | None = Field(default=None, sa_type=sa.Text)
+    match: str | None = Field(default=None, sa_type=sa.Text)
+    cursor: str = Field(default="{}", sa_type=sa.Text)
+    checks: int = Field(default=0)
+    fired: str | None = Field(default=None, sa_type=sa.String(16))
+    delivery: str | None = Field(default=None, sa_type=sa.Text)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    paused_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

@@ -22,6 +22,7 @@ __all__ = [
     "DECISION_EVENT_KINDS",
     "PIPELINE_CALL_KIND",
     "PIPELINE_TOOL_ID",
+    "REPLAY_REVIEW_KEY",
     "STAGE_APPROVAL_KIND",
     "AttemptStatus",
     "ItemStatus",
@@ -39,6 +40,9 @@ __all__ = [
 #: History events that record a decision (a person's answer, a skip): each item of the status lists
 #: its own, whether or not the whole history is read.
 DECISION_EVENT_KINDS = frozenset({"decision", "human_answer", "items_skipped"})
+#: The ``metadata`` key of a resume or rewind awaiting its replay review (seed 000): while it is set
+#: the pipeline is not walking, only waiting for a person, so a restart leaves it as it is.
+REPLAY_REVIEW_KEY = "replayReview"
 #: The ``tool_id`` of the approvals a pipeline's walk asks (a person's question, no run).
 PIPELINE_TOOL_ID = "octipus:pipeline"
 #: The ``kind`` (in the approval's input and ``pendingApproval``) of a stage or plan approval.
@@ -173,6 +177,12 @@ class Pipeline:
     created_at: datetime
     updated_at: datetime
     ended_at: datetime | None
+
+    @property
+    def awaiting_replay_review(self) -> bool:
+        """True while a resume or rewind of it awaits its replay review (``awaiting_approval``, no walk
+        at work: see :data:`REPLAY_REVIEW_KEY`)."""
+        return self.status is PipelineStatus.AWAITING_APPROVAL and REPLAY_REVIEW_KEY in self.metadata
 
 
 @dataclass(frozen=True)

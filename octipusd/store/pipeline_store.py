@@ -464,7 +464,8 @@ class PipelineStoreMixin(StoreMixin):
         """After a restart: pipelines left ``planning``, ``running`` or ``awaiting_approval`` become
         ``paused`` with :data:`INTERRUPTED_SUMMARY`, their ``running``/``awaiting_approval`` nodes
         ``pending`` and their ``running`` attempts ``interrupted`` (the text so far kept). Completed,
-        failed, stopped and paused pipelines are untouched; running it twice changes nothing.
+        failed, stopped and paused pipelines are untouched, and so is one whose resume awaits its
+        replay review (no walk was at work; the review stays open); running it twice changes nothing.
 
         Returns:
             The ids of the pipelines it paused.
@@ -478,6 +479,7 @@ class PipelineStoreMixin(StoreMixin):
                 select(PipelineRow).where(col(PipelineRow.status).in_(active)).with_for_update()
             ).all()
             now = self._clock()
+            rows = [r for r in rows if not _pipeline(r).awaiting_replay_review]  # it waits for a person
             for row in rows:
                 previous = row.status
                 row.status, row.summary, row.updated_at = (

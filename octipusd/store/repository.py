@@ -26,7 +26,8 @@ the action journal (``journal_store.py``), the recovery of uncertain actions
 (``recovery_store.py``), calls started by hand (``invocation_store.py``), session reuse
 (``reuse_store.py``), the start of a turn's reads (``turn_store.py``), usage reports
 (``usage_store.py``), the vault's entries (``vault_store.py``) and pipelines (``pipeline_store.py``,
-``pipeline_item_store.py``, ``pipeline_attempt_store.py``, ``pipeline_template_store.py``). This module holds the class
+``pipeline_item_store.py``, ``pipeline_attempt_store.py``, ``pipeline_template_store.py``), monitors
+(``monitor_store.py``) and schedules (``schedule_store.py``). This module holds the class
 itself: opening, closing, and :meth:`Store._tx` (and :meth:`Store._core`, its Core twin), the one
 place a database error becomes an Octipus error. That error's message says what failed and the
 driver's error class, never the database's URL, host, socket or files, nor the driver's own text
@@ -59,6 +60,7 @@ from octipusd.store.invocation_store import InvocationStoreMixin
 from octipusd.store.journal_store import JournalStoreMixin
 from octipusd.store.migrate import upgrade
 from octipusd.store.model_row_store import MODEL_ROW_UPDATABLE_FIELDS, ModelRowStoreMixin
+from octipusd.store.monitor_store import MonitorStoreMixin
 from octipusd.store.pipeline_attempt_store import PipelineAttemptStoreMixin
 from octipusd.store.pipeline_item_store import PipelineItemStoreMixin
 from octipusd.store.pipeline_template_store import PipelineTemplateStoreMixin
@@ -68,6 +70,7 @@ from octipusd.store.policy_view import PolicyView
 from octipusd.store.recovery_store import RecoveryStoreMixin
 from octipusd.store.reuse_store import ReuseStoreMixin
 from octipusd.store.run_store import RUN_UPDATABLE_FIELDS, RunStoreMixin
+from octipusd.store.schedule_store import ScheduleStoreMixin
 from octipusd.store.session_store import SessionStoreMixin
 from octipusd.store.turn_store import TurnStoreMixin
 from octipusd.store.usage_store import UsageStoreMixin
@@ -99,6 +102,8 @@ class Store(
     PipelineItemStoreMixin,
     PipelineAttemptStoreMixin,
     PipelineTemplateStoreMixin,
+    MonitorStoreMixin,
+    ScheduleStoreMixin,
 ):
     """Synchronous, thread-safe access to sessions, runs, events, approvals and plans.
 

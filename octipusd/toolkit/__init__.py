@@ -19,6 +19,8 @@ sibling. Import the names from here; the modules are its parts:
   :class:`FeedbackResponse`, :class:`PlanUpdate`);
 * :mod:`~octipusd.toolkit.pipelines` -- the pipelines' vocabulary (:class:`PipelineOps`, the seam the
   bridge tools reach the pipelines' service through, :class:`PipelineCaller`, the requests);
+* :mod:`~octipusd.toolkit.monitors` -- :class:`MonitorOps`, the seam the monitor tools reach the
+  monitors' service through;
 * :mod:`~octipusd.toolkit.gates` -- :class:`GateSpec`, one command scorer gate of a child;
 * :mod:`~octipusd.toolkit.sandbox` -- what a shell tool needs to confine a command
   (:class:`ShellTerms`, :class:`ShellSandbox`, :class:`SandboxRunner`);
@@ -55,6 +57,7 @@ from octipusd.toolkit.identity import (
     StageTag,
     strip_identity_arguments,
 )
+from octipusd.toolkit.monitors import MonitorAccess, MonitorOps, monitor_access
 from octipusd.toolkit.outcomes import (
     DETAIL_CHARS,
     ActionOutcome,
@@ -110,6 +113,8 @@ __all__ = [
     "IdempotencyKey",
     "ItemChanges",
     "ItemDraft",
+    "MonitorAccess",
+    "MonitorOps",
     "NotExecutedError",
     "Origin",
     "PipelineAccess",
@@ -139,6 +144,7 @@ __all__ = [
     "classify",
     "describe_failure",
     "log_body_failure",
+    "monitor_access",
     "pipeline_access",
     "run_unjournaled",
     "strip_identity_arguments",

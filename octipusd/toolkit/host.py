@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from octipusd.toolkit.gates import GateSpec
 from octipusd.toolkit.identity import RunIdentity
+from octipusd.toolkit.monitors import MonitorAccess
 from octipusd.toolkit.outcomes import Body, Executed
 from octipusd.toolkit.pipelines import PipelineAccess
 from octipusd.toolkit.plans import PlanUpdate
@@ -263,6 +264,15 @@ class ToolHost(Protocol):
 
         Raises:
             PipelinesUnavailableError: the daemon has no pipelines' service.
+        """
+        ...
+
+    def monitor_access(self, identity: RunIdentity) -> MonitorAccess:
+        """The monitors' service, with ``identity``'s run as the caller (its user, session and
+        workspace: the bridge tools act only on that session's monitors, and a monitor wakes it).
+
+        Raises:
+            MonitorsUnavailableError: the daemon has no monitors' service.
         """
         ...
 

@@ -106,6 +106,8 @@ class PipelineCaller:
         user: The user asking (a person, or the user a run acts for).
         session_id: The session of the root run calling a bridge tool; None for a person (API, page).
         workspace: That run's workspace (absolute path); None for a person.
+        attended: False for an unattended run (a schedule's, a monitor's turn): it cannot answer a
+            review it causes, such as a resume's replay review.
         run_id: That run (a question forwarded to the person is shown in its conversation); None
             for a person.
     """
@@ -113,6 +115,7 @@ class PipelineCaller:
     user: str
     session_id: str | None = None
     workspace: str | None = None
+    attended: bool = True
     run_id: str | None = None
 
 
@@ -232,6 +235,7 @@ def pipeline_access(ops: PipelineOps | None, identity: RunIdentity) -> PipelineA
         user=identity.user,
         session_id=identity.session_id,
         workspace=str(identity.workspace),
+        attended=identity.attended,
         run_id=identity.run_id,
     )
     return PipelineAccess(ops, caller)

@@ -2,8 +2,8 @@
 
 :data:`DEFAULT_TOOLS` is the tool set a bridge publishes unless told otherwise (a root
 agent's set): ``get_cli_run_context``, ``get_work_plan``, ``update_work_plan``,
-``spawn_child``, ``collect_children``, ``steer_child``, ``shell__run`` and the pipeline tools
-(:data:`PIPELINE_TOOLS`). A child agent gets :func:`child_tools`: the same set without root-only
+``spawn_child``, ``collect_children``, ``steer_child``, ``shell__run``, the pipeline tools
+(:data:`PIPELINE_TOOLS`) and the monitor tools (:data:`MONITOR_TOOLS`). A child agent gets :func:`child_tools`: the same set without root-only
 plan editing and pipelines, and without the delegation
 tools when it may not delegate further (:func:`root_tools` likewise for a root whose level may
 not delegate).
@@ -29,6 +29,7 @@ from octipusd.tools.children import (
 )
 from octipusd.tools.context import GET_CLI_RUN_CONTEXT
 from octipusd.tools.instructions import OCTIPUS_INSTRUCTIONS, run_instructions
+from octipusd.tools.monitor import MONITOR_TOOLS
 from octipusd.tools.pipeline import PIPELINE_TOOLS, STAGE_TOOLS
 from octipusd.tools.plan import GET_WORK_PLAN, UPDATE_WORK_PLAN, validate_work_plan
 from octipusd.tools.shell import SHELL_RUN, ShellResult, run_shell
@@ -44,6 +45,7 @@ DEFAULT_TOOLS: tuple[ToolSpec, ...] = validate_tool_specs(
         STEER_CHILD,
         SHELL_RUN,
         *PIPELINE_TOOLS,
+        *MONITOR_TOOLS,
     )
 )
 
@@ -54,6 +56,7 @@ __all__ = [
     "DELEGATION_TOOLS",
     "GET_CLI_RUN_CONTEXT",
     "GET_WORK_PLAN",
+    "MONITOR_TOOLS",
     "OCTIPUS_INSTRUCTIONS",
     "PIPELINE_TOOLS",
     "ROOT_ROLE",

@@ -38,6 +38,7 @@ from octipusd.errors import InvalidRequestError
 from octipusd.toolkit import ChildRequest, RunIdentity, ToolHost, ToolResult, ToolSpec
 from octipusd.tools.base import reject_unknown, require_str
 from octipusd.tools.gate_args import GATES_SCHEMA, parse_gates
+from octipusd.tools.monitor import MONITOR_TOOLS
 from octipusd.tools.pipeline import PIPELINE_TOOLS
 
 #: A child resume key (the parent's task id): 1 to 200 ASCII letters, digits, ``.``, ``_``,
@@ -404,15 +405,16 @@ STEER_CHILD = ToolSpec(
 DELEGATION_TOOLS = frozenset({SPAWN_CHILD.name, COLLECT_CHILDREN.name, STEER_CHILD.name})
 
 
-#: The pipeline tools only a root run has (seed 003: "on the bridge of root runs").
-ROOT_PIPELINE_TOOLS: frozenset[str] = frozenset(t.name for t in PIPELINE_TOOLS)
+#: The pipeline and monitor tools only a root run has (seed 003: "on the bridge of root runs"; a
+#: monitor wakes the root's session).
+ROOT_PIPELINE_TOOLS: frozenset[str] = frozenset(t.name for t in (*PIPELINE_TOOLS, *MONITOR_TOOLS))
 
 
 def child_tools(allow_spawn: bool) -> tuple[ToolSpec, ...]:
     """Return the tool set of a child agent.
 
-    That is :data:`octipusd.tools.DEFAULT_TOOLS` without ``update_work_plan`` and the pipeline tools
-    (plan editing and pipelines are root-only, seed 003) and, unless ``allow_spawn``, without the
+    That is :data:`octipusd.tools.DEFAULT_TOOLS` without ``update_work_plan``, the pipeline and the
+    monitor tools (plan editing, pipelines and monitors are root-only, seed 003) and, unless ``allow_spawn``, without the
     :data:`DELEGATION_TOOLS`; order is kept.
 
     Args:

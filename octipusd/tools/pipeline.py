@@ -313,7 +313,9 @@ RESUME_PIPELINE = ToolSpec(
         "exact stage name or node key among retained checkpoints) rewinds there: earlier outputs are "
         "reused, the interrupted stage runs again; omit it to continue from the latest checkpoint. "
         "skipItems marks items earlier work already delivered as skipped (every id is checked first; "
-        "one unknown id skips nothing), with the commit and check in evidence."
+        "one unknown id skips nothing), with the commit and check in evidence. A pipeline that already "
+        "ran a stage first waits for the person to approve its replay review (pendingApproval in the "
+        "answer and the status; it may be denied); an unattended run's resume of one is refused."
     ),
     input_schema={
         "type": "object",

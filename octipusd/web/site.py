@@ -15,6 +15,7 @@ from octipusd.web.pages import STATIC_DIR, pages_router
 from octipusd.web.pipeline_pages import pipeline_pages_router
 from octipusd.web.review_pages import review_router
 from octipusd.web.run_pages import run_pages_router
+from octipusd.web.schedule_pages import schedule_pages_router
 
 __all__ = ["create_site"]
 
@@ -26,5 +27,6 @@ def create_site(services: Services) -> FastAPI:
     app.include_router(run_pages_router(services))
     app.include_router(review_router(services))
     app.include_router(pipeline_pages_router(services))
+    app.include_router(schedule_pages_router(services))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -131,7 +131,8 @@ def _sample(spec: dict[str, Any], name: str, schema: dict[str, Any], known: dict
 
 #: Base bodies of routes whose fields depend on one another (the schema alone gives no valid body): the
 #: sweep varies one field of these. A pipeline is created in an unknown session (404 once the fields
-#: pass), item edits go to an unknown pipeline, a template import gets a one-stage document.
+#: pass), item edits go to an unknown pipeline, a template import gets a one-stage document; a monitor's
+#: moves take no body (an unknown monitor: 404); a schedule is added to an unknown session.
 BASE_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/v1/pipelines"): {"template": "x", "session_id": "0" * 32},
     ("post", "/v1/pipelines/{pipeline_id}/items"): {"add": [{"title": "x"}]},
@@ -139,6 +140,10 @@ BASE_BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "document": {"steps": [{"name": "s", "topic": "t", "toolIds": []}]},
         "name": "sweep-template",
     },
+    ("post", "/v1/monitors/{monitor_id}/pause"): {},
+    ("post", "/v1/monitors/{monitor_id}/resume"): {},
+    ("post", "/v1/monitors/{monitor_id}/cancel"): {},
+    ("post", "/v1/schedules"): {"cron": "0 7 * * 1-5", "session_id": "0" * 32, "prompt": "x"},
 }
 
 

@@ -4,10 +4,14 @@ API and ``octipusctl``).
 
 * a two-item, two-stage pipeline: the first item's stage stopped and resumed (the same attempt,
   ``claude --resume`` of its vendor session), the second item's stage cut by a daemon SIGKILL; the
-  restarted daemon pauses it and spawns nothing until ``resume``, which continues the same attempt
+  restarted daemon pauses it and spawns nothing until ``resume``, whose replay review outlives one
+  more restart (still ``awaiting_approval``; approved after it), which continues the same attempt
   with its resume key and hands the worker its INCOMPLETE text; it completes (SQLite, PostgreSQL);
 * a QA stage failing: the implementer retried with the QA issues up to ``maxRetries``, then a person
-  asked (denied through ``octipusctl approvals``), a ``fromStage`` rewind, asked again and approved;
+  asked (denied through ``octipusctl approvals``), a ``fromStage`` rewind whose replay review (seed
+  000) is denied first (nothing changes, nothing starts), then approved: asked again and approved;
+* every resume of a pipeline that ran answers ``resuming`` and awaits its replay review, which the
+  person approves with ``octipusctl approvals approve``;
 * items added and reordered mid-run, applied at the next item boundary, then the item a stop cut
   skipped with evidence on ``resume``.
 
@@ -156,6 +160,23 @@ class Pipelines:
         return dict(self.client.request("GET", f"/runs/{run_id}"))
 
 
+def asked_replay(api: Pipelines, pid: str, *args: str) -> dict[str, Any]:
+    """``octipusctl pipelines resume`` of a pipeline that ran a stage: it answers ``resuming`` at once
+    and names the replay review it awaits (seed 000); the status shows it as ``pendingApproval``."""
+    said = ctl(api.daemon, "pipelines", "resume", pid, *args).stdout
+    doc = api.wait(pid)
+    review = doc["pendingApproval"] or {}
+    assert doc["status"] == "awaiting_approval" and review.get("kind") == "pipeline_replay", doc
+    assert "resuming" in said and review["requestId"] in said, said
+    return dict(review)
+
+
+def resume(api: Pipelines, pid: str, *args: str) -> None:
+    """Resume as a person does: ``octipusctl pipelines resume``, then approve its replay review."""
+    review = asked_replay(api, pid, *args)
+    ctl(api.daemon, "approvals", "approve", review["requestId"])
+
+
 def attempts_of(doc: dict[str, Any], stage: str, title: str) -> list[dict[str, Any]]:
     item = next(i for i in doc["items"] if i["title"] == title)
     return [a for a in doc["attempts"] if a["stage"] == stage and a["itemId"] == item["id"]]
@@ -194,7 +215,7 @@ def test_stop_resume_and_a_sigkill_mid_stage_continue_the_same_attempts(
     assert "SO-FAR-alpha" in (stopped["incompleteAttempt"] or {}).get("text", ""), stopped[
         "incompleteAttempt"
     ]
-    ctl(env.daemon, "pipelines", "resume", pid)
+    resume(api, pid)
 
     # 2. the second item's implementer stalls: once its text so far is saved, SIGKILL the daemon
     cut = api.wait_for(
@@ -225,7 +246,13 @@ def test_stop_resume_and_a_sigkill_mid_stage_continue_the_same_attempts(
             killed_run
         ]
         assert len(env.model.message_requests) == requests_before
-        ctl(again, "pipelines", "resume", pid)
+        review = asked_replay(api, pid)
+    # 3. the daemon stops while the replay review awaits the person: the review stays open
+    with DaemonHarness(env.daemon.root, env.model.base_url, claude, database) as third:
+        api = Pipelines(env, third)
+        kept = api.status(pid)
+        assert kept["status"] == "awaiting_approval" and kept["pendingApproval"] == review, kept
+        ctl(third, "approvals", "approve", review["requestId"])
         done = api.wait(pid, {"completed", "failed"})
         assert done["status"] == "completed", done
         assert [i["status"] for i in done["items"]] == ["done", "done"]
@@ -272,8 +299,18 @@ def test_qa_failures_retry_with_the_issues_then_a_person_decides_and_a_rewind(
     assert failed["status"] == "failed" and "declined" in failed["error"], failed
     assert [i["status"] for i in failed["items"]] == ["failed", "pending"]
 
-    # rewind to the reviewer: a new attempt of it; the implementer's output is reused, not redone
-    ctl(env.daemon, "pipelines", "resume", pid, "--from", "verify")
+    # rewind to the reviewer: its replay review denied first changes nothing and starts nothing
+    review = asked_replay(api, pid, "--from", "verify")
+    requests = len(env.model.message_requests)
+    ctl(env.daemon, "approvals", "deny", review["requestId"])
+    denied = api.wait(pid, {"failed"})
+    assert denied["generation"] == failed["generation"] and denied["attempts"] == failed["attempts"], denied
+    assert denied["pendingApproval"] is None and "replay denied" in denied["summary"], denied
+    time.sleep(QUIET_S)  # a window to see nothing spawn
+    assert api.status(pid)["attempts"] == failed["attempts"]
+    assert len(env.model.message_requests) == requests
+    # approved, the rewind runs: a new attempt of the reviewer; the implementer's output is reused
+    resume(api, pid, "--from", "verify")
     again = api.wait_for(
         pid,
         lambda d: d["status"] == "awaiting_approval" and d["generation"] > failed["generation"],
@@ -323,7 +360,7 @@ def test_items_added_and_reordered_mid_run_then_a_stopped_item_skipped_with_evid
     ctl(env.daemon, "pipelines", "stop", pid)
     assert api.wait(pid)["status"] == "stopped"
     evidence = "beta landed by hand in commit abc123; its tests pass"
-    ctl(env.daemon, "pipelines", "resume", pid, "--skip", ids["beta"], "--evidence", evidence)
+    resume(api, pid, "--skip", ids["beta"], "--evidence", evidence)
     done = api.wait(pid, {"completed", "failed"})
     assert done["status"] == "completed", done
     items = {i["title"]: i for i in done["items"]}

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import typer
 
-from octipusd.ctl.pipeline_cmds import _params
+from octipusd.ctl.pipeline_cmds import parse_params
 
 
 def test_param_values_are_the_text_after_the_first_equals_sign() -> None:
     given = ["verifyCommand=true", "goal=123", "cmd=ls *.txt", "expr=a=b", "empty="]
-    assert _params(given) == {
+    assert parse_params(given) == {
         "verifyCommand": "true",
         "goal": "123",
         "cmd": "ls *.txt",
@@ -25,5 +25,5 @@ def test_a_param_without_a_key_or_an_equals_sign_is_refused_naming_the_form(
     bad: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises((SystemExit, typer.Exit)):
-        _params([bad])
+        parse_params([bad])
     assert "is not KEY=VALUE" in capsys.readouterr().err

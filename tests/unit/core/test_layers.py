@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[3]
 #: the socket; ``questionnaire`` the questions of a questionnaire approval (read by the clients, the
 #: page and notifications alike); ``inert`` the one rule that makes agent text inert for a terminal,
 #: a title or a notification (clients, page and notifications alike); ``settings_swarm``, ``settings_web``, ``settings_notify``,
-#: ``settings_security`` and ``settings_orchestrator`` the ``swarm``, ``web``, ``notify``, ``security`` and
-#: ``orchestrator`` settings sections;
+#: ``settings_security``, ``settings_orchestrator`` and ``settings_schedules`` the ``swarm``, ``web``,
+#: ``notify``, ``security``, ``orchestrator`` and ``schedules`` settings sections;
 #: ``adapter_events`` the typed vendor events of the adapter protocol; ``adapter_launch`` the launch as
 #: the runtime starts it (an adapter's launch plus the bridge helper's environment); ``money`` exact
 #: amounts in US dollars, read, stored, sent and shown by one rule (by the clients, the page and
@@ -51,6 +51,7 @@ FOUNDATIONS: Mapping[str, int] = {
     "settings_notify": 1,
     "settings_security": 1,
     "settings_orchestrator": 1,
+    "settings_schedules": 1,
     "settings": 2,
     "adapter_events": 2,
     "adapter": 3,
@@ -64,13 +65,14 @@ CLIENTS = frozenset({"ctl", "tui"})
 #: as the JSON routes (issue 16: one application, one set of routes), so it sits at the API layer;
 #: ``api`` never imports it (``web.site`` adds the pages, the composition root serves the site).
 API = frozenset({"api", "web"})
-ORCHESTRATION = frozenset({"runtime", "pipelines"})
+ORCHESTRATION = frozenset({"runtime", "pipelines", "monitors", "schedules"})
 CAPABILITIES = frozenset(
-    {"bridge", "tools", "connectors", "policy", "journal", "runner", "vault", "sandbox", "notify"}
+    {"bridge", "tools", "connectors", "policy", "journal", "runner", "vault", "sandbox", "notify", "durable"}
 )
 #: The composition root: it builds everything, so it may import every layer (``app_security`` is its
-#: part that composes the sandbox and the vault, ``app_pipelines`` the pipelines' walker and engine).
-ROOT_ROOMS = frozenset({"app", "app_security", "app_pipelines", "__main__"})
+#: part that composes the sandbox and the vault, ``app_pipelines`` the pipelines' walker and engine,
+#: ``app_schedules`` the schedules' firer and service on that engine).
+ROOT_ROOMS = frozenset({"app", "app_security", "app_pipelines", "app_schedules", "__main__"})
 #: The shipped test kit: it may import anything; no product module imports it.
 KIT = frozenset({"testing"})
 #: The modules of the API a client may import (the request and response models, the request

@@ -28,7 +28,13 @@ from octipusd.journal.operator import RecoveryOperator
 from octipusd.pipelines.approved_calls import ApprovedCalls
 from octipusd.pipelines.gate_commands import GateCommandAllowance
 from octipusd.pipelines.runner import DurableRunner
-from octipusd.pipelines.service import CreateRequest, PipelineCaller, PipelineLimits, PipelineService
+from octipusd.pipelines.service import (
+    CreateRequest,
+    PipelineCaller,
+    PipelineLimits,
+    PipelineService,
+    ResumeRequest,
+)
 from octipusd.pipelines.stages import StageExecutor
 from octipusd.pipelines.template_service import TemplateService
 from octipusd.pipelines.walk import PIPELINE_WALK
@@ -42,6 +48,7 @@ from octipusd.runtime.stage_runs import StageRuns
 from octipusd.settings import Settings
 from octipusd.store.pipeline_item_store import ItemDraft
 from octipusd.store.pipeline_records import Pipeline, PipelineStatus
+from octipusd.store.records import Approval
 from octipusd.store.repository import Store
 from octipusd.testing.postgres import admin_connect
 from octipusd.testing.replay import Recording, ReplayLauncher
@@ -164,6 +171,25 @@ class PipelineRig:
         with anyio.fail_after(WAIT_S):
             while not check():  # noqa: ASYNC110 - polls the store, which signals nothing
                 await anyio.sleep(0.05)
+
+    def replay_review(self, pipeline_id: str) -> Approval | None:
+        """The pending replay review of the pipeline, if one is open."""
+        pending = self.store.list_approvals(status="pending", kinds=("pipeline_replay",))
+        return next((a for a in pending if a.input.get("pipelineId") == pipeline_id), None)
+
+    async def answer_replay(self, pipeline_id: str, *, approve: bool = True) -> Approval:
+        """Wait for the pipeline's replay review and answer it as the person (:data:`USER`)."""
+        await self.wait_for(lambda: self.replay_review(pipeline_id) is not None)
+        review = self.replay_review(pipeline_id)
+        assert review is not None
+        return await self.broker.answer(review.id, approve=approve, decided_by=USER)
+
+    async def resume(self, pipeline_id: str, request: ResumeRequest | None = None) -> dict[str, Any]:
+        """Resume as the person, approving the replay review the resume asked for (seed 000)."""
+        answer = await self.service.resume(pipeline_id, self.caller, request or ResumeRequest())
+        if "pendingApproval" in answer:
+            await self.broker.answer(answer["pendingApproval"]["requestId"], approve=True, decided_by=USER)
+        return answer
 
     def status(self, pipeline_id: str) -> dict[str, Any]:
         from octipusd.pipelines.status import status_document

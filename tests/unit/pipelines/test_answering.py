@@ -7,6 +7,7 @@ no answer within the limit answers ``decided: false`` and leaves the approval pe
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,13 @@ async def test_a_pipeline_without_a_pending_approval_is_refused(bench: Bench) ->
     service, _broker, _announced = setup(bench)
     with pytest.raises(ConflictError, match="no pending approval"):
         await TOOL.handler(root(bench), FakeToolHost(pipelines=service), {"id": bench.pipeline_id})
+
+
+async def test_an_unattended_caller_does_not_wait(bench: Bench) -> None:
+    request = await bench.raise_again(bench.blocked(bench.run))
+    service, _broker, announced = setup(bench)
+    who = dataclasses.replace(root(bench), attended=False)  # a schedule's or a monitor's turn
+    answer = await TOOL.handler(who, FakeToolHost(pipelines=service), {"id": bench.pipeline_id})
+    assert answer["decided"] is False and answer["requestId"] == request
+    assert bench.store.get_approval(request).status is ApprovalStatus.PENDING
+    assert announced.of("approval_requested")  # the person is still told

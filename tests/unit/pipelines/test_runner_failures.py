@@ -69,11 +69,11 @@ async def test_a_resume_failing_after_its_claim_puts_the_status_back_and_can_be_
 ) -> None:
     pid = await _stopped(pipelines, TWO_STAGES, _hang_first("one", "half"))
     _fail_once(pipelines.store, "apply_item_changes", StoreError("the disk is full"))
-    with pytest.raises(StoreError, match="the disk is full"):
-        await pipelines.service.resume(pid, pipelines.caller, ResumeRequest())
-    back = pipelines.store.get_pipeline(pid)
-    assert back.status is P.STOPPED and back.error == "the resume failed: the disk is full"
-    await pipelines.service.resume(pid, pipelines.caller, ResumeRequest())  # not 409: it resumes
+    await pipelines.resume(pid, ResumeRequest())  # the claim comes with the replay's approval
+    back = await pipelines.wait(pid, P.STOPPED)
+    assert back.error == "the resume failed: the disk is full"
+    assert "pendingApproval" not in back.metadata
+    await pipelines.resume(pid, ResumeRequest())  # not 409: it resumes
     done = await pipelines.wait(pid, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
 
@@ -116,7 +116,7 @@ async def test_a_failing_watchdog_is_recorded_and_the_daemon_goes_on(pipelines: 
     admission = pipelines.runs.services.admission
     slots = admission.limits
     admission.limits = type(slots)(**{**vars(slots), "max_runs": 0})  # the resumed stage stays queued
-    await pipelines.service.resume(pid, pipelines.caller, ResumeRequest())
+    await pipelines.resume(pid, ResumeRequest())
     await pipelines.wait_for(lambda: pid in pipelines.walker.live)  # the walk waits for its queued run
     _fail_once(pipelines.store, "get_pipeline", StoreError("the database is locked"))  # the watchdog's read
     await pipelines.wait_for(lambda: pipelines.store.list_pipelines()[0].error is not None)
@@ -190,7 +190,7 @@ async def test_the_watchdog_counts_a_verify_command_waiting_for_a_person_as_a_st
     await pipelines.wait_for(
         lambda: pipelines.store.pipeline_snapshot(created.id).attempts[-1].status is AttemptStatus.STOPPED
     )
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    await pipelines.resume(created.id, ResumeRequest())
     await anyio.sleep(WATCHDOG_S * 3)  # the resumed verify command waits for its answer meanwhile
     assert pipelines.store.get_pipeline(created.id).status is P.RUNNING
     await _approve_verify(pipelines, created.id)

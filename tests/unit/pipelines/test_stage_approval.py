@@ -78,10 +78,11 @@ async def test_the_plan_approval_lists_items_and_gate_commands_a_denial_stops_an
     assert stages_run(pipelines) == ["Execute: plan"]
     assert stopped.metadata.get(APPROVED_GATE_COMMANDS_KEY) is None
 
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    await pipelines.resume(created.id, ResumeRequest())  # the plan ran: its replay review approved first
     await pipelines.wait_for(
         lambda: (
             (p := pipelines.store.get_pipeline(created.id)).status is P.AWAITING_APPROVAL
+            and p.metadata["pendingApproval"]["kind"] == "stage_approval"
             and p.metadata["pendingApproval"]["requestId"] != approval.id
         )
     )

@@ -83,7 +83,7 @@ async def test_a_step_that_raises_fails_the_pipeline_and_its_resume_completes_it
     failed = await pipelines.wait(created.id, P.FAILED, P.COMPLETED)
     assert failed.status is P.FAILED
     assert "the database is gone" in (failed.error or "")
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    await pipelines.resume(created.id, ResumeRequest())
     done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
 
@@ -104,7 +104,7 @@ async def test_a_walk_that_ended_in_error_is_forked_by_the_resume(
     with anyio.fail_after(WAIT_S):
         while await workflow_status() != "ERROR":  # noqa: ASYNC110 - the engine signals nothing
             await anyio.sleep(0.05)
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    await pipelines.resume(created.id, ResumeRequest())
     done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
     assert done.workflow_id == f"{created.id}.g{done.generation}"
@@ -118,7 +118,7 @@ async def test_a_rewound_stage_declined_fails_the_pipeline(pipelines: PipelineRi
         asking.metadata["pendingApproval"]["requestId"], approve=False, decided_by=USER
     )
     await pipelines.wait(created.id, P.FAILED)
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest(from_stage="verify"))
+    await pipelines.resume(created.id, ResumeRequest(from_stage="verify"))
     await pipelines.wait_for(
         lambda: (
             pipelines.store.get_pipeline(created.id).metadata.get("pendingApproval") is not None
@@ -211,7 +211,7 @@ async def test_a_skipped_items_stopped_attempt_is_abandoned(pipelines: PipelineR
     )
     assert pipelines.status(created.id)["incompleteAttempt"]["text"] == "half of one"
     one, _two = pipelines.store.list_pipeline_items(created.id)
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest(skip_items=(one.id,)))
+    await pipelines.resume(created.id, ResumeRequest(skip_items=(one.id,)))
     done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
     assert pipelines.status(created.id)["incompleteAttempt"] is None
@@ -263,7 +263,7 @@ async def test_a_stop_and_resume_between_two_steps_do_not_wake_the_next_park(
     created = await pipelines.create(CHECKED)
     await pipelines.wait_for(entered.is_set)
     await pipelines.service.stop(created.id, pipelines.caller)
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())  # the walk walks on
+    await pipelines.resume(created.id, ResumeRequest())  # the walk walks on
     release.set()
     failed = await pipelines.wait(created.id, P.FAILED)
     assert "broke its contract" in (failed.error or "")

@@ -103,8 +103,8 @@ async def test_stop_then_resume_continues_the_same_attempt_and_completes(pipelin
     status = pipelines.status(created.id)
     assert status["status"] == "stopped" and status["incompleteAttempt"]["text"] == "half of item one"
     attempt = status["incompleteAttempt"]["id"]
-    answer = await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
-    assert answer == {"id": created.id, "status": "resuming"}
+    answer = await pipelines.resume(created.id, ResumeRequest())  # its replay review approved
+    assert (answer["id"], answer["status"]) == (created.id, "resuming")
     done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
     implement = [a for a in pipelines.store.pipeline_snapshot(created.id).attempts if a.stage == "implement"]
@@ -138,11 +138,11 @@ async def test_an_attempt_interrupted_twice_keeps_both_parts_of_its_text(pipelin
             lambda: pipelines.store.pipeline_snapshot(created.id).attempts[0].status is AttemptStatus.STOPPED
         )
         if _round == 0:
-            await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+            await pipelines.resume(created.id, ResumeRequest())
             await pipelines.wait_for(lambda: len(pipelines.model.prompts) == 2)
     incomplete = pipelines.status(created.id)["incompleteAttempt"]
     assert incomplete["text"] == "part 1\n\npart 2"
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    await pipelines.resume(created.id, ResumeRequest())
     done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
     assert "part 1\n\npart 2" in pipelines.model.prompts[2]
@@ -178,8 +178,8 @@ async def test_qa_failures_retry_with_the_issues_then_ask_a_person_and_a_decline
     # fromStage: rewind to the implementer; it now satisfies the review
     pipelines.model.decide = passing
     with pytest.raises(InvalidRequestError, match="fromStage"):
-        await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest(from_stage="nope"))
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest(from_stage="implement"))
+        await pipelines.resume(created.id, ResumeRequest(from_stage="nope"))
+    await pipelines.resume(created.id, ResumeRequest(from_stage="implement"))
     done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
     attempts = pipelines.store.pipeline_snapshot(created.id).attempts
@@ -196,14 +196,14 @@ async def test_skip_items_with_evidence_and_two_concurrent_resumes(pipelines: Pi
     await pipelines.wait_for(lambda: created.id not in pipelines.walker.live)
     one, two = pipelines.store.list_pipeline_items(created.id)
     with pytest.raises(InvalidRequestError, match="skipItems"):
-        await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest(skip_items=(one.id, "zz")))
+        await pipelines.resume(created.id, ResumeRequest(skip_items=(one.id, "zz")))
     assert pipelines.store.get_pipeline(created.id).status is P.STOPPED  # nothing changed
     request = ResumeRequest(skip_items=(one.id,), evidence="commit abc123, tests green")
     answers: list[object] = []
 
     async def resume() -> None:
         try:
-            answers.append(await pipelines.service.resume(created.id, pipelines.caller, request))
+            answers.append(await pipelines.resume(created.id, request))
         except ConflictError as exc:
             answers.append(exc)
 

@@ -42,7 +42,7 @@ async def test_a_resume_that_starts_no_stage_within_the_watchdog_limit_fails_the
     await pipelines.wait_for(lambda: created.id in pipelines.walker.live)  # its stage run queues
     await pipelines.service.stop(created.id, pipelines.caller)  # the first walk has no watchdog
     assert (await pipelines.wait(created.id, P.STOPPED, P.FAILED)).status is P.STOPPED
-    answer = await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    answer = await pipelines.resume(created.id, ResumeRequest())
     assert answer["status"] == "resuming"
     failed = await pipelines.wait(created.id, P.FAILED, P.COMPLETED)
     assert failed.status is P.FAILED
@@ -70,7 +70,7 @@ async def test_over_the_token_budget_at_a_node_boundary_the_pipeline_fails_and_0
     stages = [(a.stage, a.status.value) for a in pipelines.store.pipeline_snapshot(created.id).attempts]
     assert stages == [("implement", "succeeded"), ("verify", "succeeded")]  # stopped at the boundary
     pipelines.walker.limits = WalkerLimits(token_budget=0)  # the budget off: the resume completes it
-    await pipelines.service.resume(created.id, pipelines.caller, ResumeRequest())
+    await pipelines.resume(created.id, ResumeRequest())
     done = await pipelines.wait(created.id, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
     assert done.tokens_used == 40 and len(pipelines.model.prompts) == 4

@@ -41,6 +41,9 @@ EXPECTED_TABLES = {
     "session_messages",
     "session_checkpoints",
     "vault_entries",
+    "monitors",
+    "schedules",
+    "schedule_firings",
 }
 
 

@@ -25,6 +25,7 @@ from octipusd.tools import (
     CHILD_ROLES,
     COLLECT_CHILDREN,
     DEFAULT_TOOLS,
+    MONITOR_TOOLS,
     PIPELINE_TOOLS,
     ROOT_ROLE,
     SPAWN_CHILD,
@@ -508,15 +509,19 @@ def test_child_tool_sets() -> None:
     with_spawn = child_tools(allow_spawn=True)
     without_spawn = child_tools(allow_spawn=False)
     assert [spec.name for spec in with_spawn] == [
-        spec.name for spec in DEFAULT_TOOLS if spec is not UPDATE_WORK_PLAN and spec not in PIPELINE_TOOLS
+        spec.name
+        for spec in DEFAULT_TOOLS
+        if spec is not UPDATE_WORK_PLAN and spec not in (*PIPELINE_TOOLS, *MONITOR_TOOLS)
     ]
     assert [spec.name for spec in without_spawn] == [
         spec.name
         for spec in DEFAULT_TOOLS
-        if spec not in (UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD, *PIPELINE_TOOLS)
+        if spec
+        not in (UPDATE_WORK_PLAN, SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD, *PIPELINE_TOOLS, *MONITOR_TOOLS)
     ]
-    # seed 003: the pipeline tools are on the bridge of root runs only
-    assert not any(spec in tools for spec in PIPELINE_TOOLS for tools in (with_spawn, without_spawn))
+    # seed 003: the pipeline and monitor tools are on the bridge of root runs only
+    roots_only = (*PIPELINE_TOOLS, *MONITOR_TOOLS)
+    assert not any(spec in tools for spec in roots_only for tools in (with_spawn, without_spawn))
     # The delegation tools go together: a child that may not spawn has nothing to collect or steer.
     assert all(spec in with_spawn for spec in (SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD))
     assert not any(spec in without_spawn for spec in (SPAWN_CHILD, COLLECT_CHILDREN, STEER_CHILD))

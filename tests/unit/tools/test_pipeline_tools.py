@@ -23,9 +23,10 @@ from octipusd.errors import (
 )
 from octipusd.pipelines.service import PipelineService
 from octipusd.store import Store
-from octipusd.store.pipeline_records import PipelineStatus
+from octipusd.store.pipeline_records import REPLAY_REVIEW_KEY, PipelineStatus
 from octipusd.toolkit import RunIdentity, ToolSpec
 from octipusd.toolkit.identity import StageTag
+from octipusd.toolkit.pipelines import pipeline_access
 from octipusd.tools import DEFAULT_TOOLS, PIPELINE_TOOLS, STAGE_TOOLS
 from tests.unit.pipelines.seed import Seeded, seed_pipeline
 
@@ -167,6 +168,22 @@ def test_a_running_pipeline_cannot_be_resumed(store: Store) -> None:
     host = FakeToolHost(pipelines=PipelineService(store))
     with pytest.raises(ConflictError, match="is running: it cannot be resumed now"):
         call("resume_pipeline", identity(seeded), host, {"id": seeded.pipeline_id})
+
+
+def test_a_resume_awaiting_its_replay_review_refuses_another_and_the_caller_carries_attended(
+    store: Store, seeded: Seeded
+) -> None:
+    store.set_pipeline_status(
+        seeded.pipeline_id,
+        PipelineStatus.AWAITING_APPROVAL,
+        metadata={REPLAY_REVIEW_KEY: {"approvalId": "a" * 32, "previousStatus": "stopped"}},
+    )
+    host = FakeToolHost(pipelines=PipelineService(store))
+    with pytest.raises(ConflictError, match=r"already awaiting its replay review \(approval a{32}\)"):
+        call("resume_pipeline", identity(seeded), host, {"id": seeded.pipeline_id})
+    # a schedule's or monitor's run is unattended: the service hears it (it cannot approve a replay)
+    assert pipeline_access(host.pipelines, identity(seeded, attended=False)).caller.attended is False
+    assert pipeline_access(host.pipelines, identity(seeded)).caller.attended is True
 
 
 def test_without_the_engine_or_the_service_the_tools_refuse(store: Store, seeded: Seeded) -> None:

@@ -108,6 +108,11 @@ def test_default_tools() -> None:
         "stop_pipeline",
         "update_pipeline_items",
         "answer_pipeline_approval",
+        "monitor__create",
+        "monitor__list",
+        "monitor__pause",
+        "monitor__resume",
+        "monitor__cancel",
     ]
     assert {name for name, spec in by_name.items() if spec.bypass_queue} == {
         "get_cli_run_context",
@@ -118,6 +123,7 @@ def test_default_tools() -> None:
         "get_cli_run_context",
         "get_work_plan",
         "get_pipeline_status",
+        "monitor__list",
     }
 
 
