@@ -60,7 +60,9 @@ async def test_denied_the_pipeline_stops_at_the_stage_and_resumes_the_same_attem
     (attempt,) = pipelines.store.pipeline_snapshot(pid, history=False).attempts
     assert attempt.status is AttemptStatus.INTERRUPTED
     assert "approvedCalls" not in stopped.metadata and "pendingApproval" not in stopped.metadata
-    await pipelines.service.resume(pid, pipelines.caller, ResumeRequest())
+    resumed = await pipelines.service.resume(pid, pipelines.caller, ResumeRequest())
+    review = resumed["pendingApproval"]  # the stage ran before: its replay is reviewed first
+    await pipelines.broker.decide(review["requestId"], approve=True, decided_by=USER)
     done = await pipelines.wait(pid, P.COMPLETED, P.FAILED)
     assert done.status is P.COMPLETED, done.error
     (again,) = pipelines.store.pipeline_snapshot(pid, history=False).attempts
