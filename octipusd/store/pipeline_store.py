@@ -33,7 +33,6 @@ from octipusd.store.models import (
 )
 from octipusd.store.pipeline_records import (
     APPROVED_CALLS_KEY,
-    BLOCKED_CALL_KEY,
     DECISION_EVENT_KINDS,
     AttemptStatus,
     ItemStatus,
@@ -583,9 +582,10 @@ class PipelineStoreMixin(StoreMixin):
 
 
 def _without_allowances(metadata: dict[str, Any]) -> dict[str, Any]:
-    """``metadata`` without the calls people approved ahead (nor the one open to approve): they end
-    when the pipeline is ``completed``, ``failed`` or ``stopped``."""
-    return {k: v for k, v in metadata.items() if k not in (APPROVED_CALLS_KEY, BLOCKED_CALL_KEY)}
+    """``metadata`` without the calls people approved ahead: they end when the pipeline is
+    ``completed``, ``failed`` or ``stopped``. The blocked call still open to approve is kept (its
+    question stays open for the resume; approved while the pipeline rests, it allows nothing)."""
+    return {k: v for k, v in metadata.items() if k != APPROVED_CALLS_KEY}
 
 
 def _node_order(key: str) -> tuple[int, str]:

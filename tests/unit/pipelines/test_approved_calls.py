@@ -361,3 +361,13 @@ async def test_the_allowance_survives_a_restart_and_ends_with_the_run(bench: Ben
     assert "approvedCalls" not in bench.metadata()
     bench.store.set_pipeline_status(bench.pipeline_id, PipelineStatus.RUNNING)  # resumed after a stop
     assert not (await gate.decide(bench.ctx(), BASH, CALL, action="Bash")).allowed
+
+
+async def test_approved_after_a_stop_and_resume_the_call_is_allowed(bench: Bench) -> None:
+    request = await bench.raise_again(bench.blocked(bench.run))
+    bench.store.set_pipeline_status(bench.pipeline_id, PipelineStatus.STOPPED)
+    bench.store.set_pipeline_status(
+        bench.pipeline_id, PipelineStatus.AWAITING_APPROVAL
+    )  # resumed: asked again
+    bench.store.decide_approval(request, approve=True, decided_by="ann")
+    assert (await bench.gate().decide(bench.ctx(), BASH, CALL, action="Bash")).allowed
