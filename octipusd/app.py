@@ -222,6 +222,7 @@ def build_runs(
     vault: Vault | None = None,
     sandbox: ShellSandbox = NO_SANDBOX,
     pipelines: PipelineOps | None = None,
+    containment: Containment | None = None,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
@@ -276,6 +277,7 @@ def build_runs(
         vault=vault,
         sandbox=sandbox,
         pipelines=pipelines,
+        containment=containment,
     )
     return RunManager(services, registry), gate
 
@@ -620,6 +622,7 @@ async def _build_core(
         vault=vault,
         sandbox=sandbox,
         pipelines=pipelines,
+        containment=containment,
     )
     actions = ActionService(
         store=store,

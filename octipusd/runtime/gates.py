@@ -61,10 +61,8 @@ from octipusd.toolkit import (
 )
 from octipusd.tools import SHELL_RUN
 from octipusd.tools.gate_args import DEFAULT_GATE_TIMEOUT_SECONDS
-from octipusd.tools.shell import (
-    MAX_TIMEOUT_SECONDS as SHELL_MAX_TIMEOUT_SECONDS,
-    check_syntax,
-)
+from octipusd.tools.shell import MAX_TIMEOUT_SECONDS as SHELL_MAX_TIMEOUT_SECONDS
+from octipusd.tools.shell_command import check_syntax
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
