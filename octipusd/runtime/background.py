@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from octipusd.adapter import LaunchSpec, StdinMode
 from octipusd.errors import ConflictError, InvalidRequestError
@@ -228,6 +229,8 @@ class RunJobs:
         if wait_seconds > 0 and job.running and (output.start if since is None else since) >= output.end:
             with anyio.move_on_after(wait_seconds):
                 await output.changed.wait()
+        else:
+            await anyio.lowlevel.checkpoint()  # a caller polling without a wait lets the job run
         first = output.start if since is None else min(max(since, output.start), output.end)
         text = output.text[first - output.start :][: self.limits.read_max_chars]
         after = first + len(text)
