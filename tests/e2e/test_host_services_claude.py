@@ -6,7 +6,8 @@ A loopback HTTP server runs on the host. The implementing stage has ``"hostServi
 ``shell__run`` and ``shell__run_background`` reach the server; the child it spawns runs in the default
 sandbox and does not. The QA stage's ``verifyCommand`` reaches it with ``hostServices`` and not
 without (a second pipeline whose stages do not set it; its QA worker is told the failure and passes
-the item all the same, so both pipelines complete).
+the item all the same, so both pipelines complete). A background command the stage leaves running
+ends with the stage's run.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
+import psutil
 import pytest
 
+from octipusd.runner.containment import run_processes
 from tests.e2e.conftest import HELLO, Env, hello_server
 
 #: Reads a URL with the system's Python; prints the body, or the error and exits 7.
@@ -28,6 +31,8 @@ FETCH = (
 )
 BUILD, CHECK, CHILD = "HOST-BUILD-STAGE", "HOST-CHECK-STAGE", "CHILD-FETCH-BRIEF"
 WAIT_S = 120
+#: A background command the stage leaves running (seconds): the end of its run stops it.
+LEFT_RUNNING_S = 987
 
 
 @pytest.fixture
@@ -56,6 +61,7 @@ def script(url: str) -> dict[str, Any]:
         tool("shell__run", {"command": fetch}),
         tool("shell__run_background", {"command": fetch}),
         tool("shell__read_background", {"id": "bg-1", "wait": 20}),
+        tool("shell__run_background", {"command": f"exec sleep {LEFT_RUNNING_S}"}),
         tool("spawn_child", {"role": "general", "brief": f"{CHILD}: fetch the page"}),
         handoff("built"),
     ]
@@ -125,7 +131,11 @@ def test_a_stage_with_host_services_reaches_a_loopback_server_its_child_does_not
     own = results(env, stage_run)
     # shell__run, then shell__run_background read back: both reached the host's server
     assert own.count(HELLO) >= 2 and "URLError" not in own, own
-    assert '\\"id\\": \\"bg-1\\"' in own, own
+    assert '\\"id\\": \\"bg-1\\"' in own and '\\"id\\": \\"bg-2\\"' in own, own
+    # the command it left running ended with its run: nothing carries the run's marker any more
+    assert env.run(stage_run)["status"] == "succeeded"
+    left = [p for p in run_processes(stage_run) if str(LEFT_RUNNING_S) in " ".join(p.cmdline())]
+    assert psutil.wait_procs(left, timeout=5)[1] == [] and run_processes(stage_run) == []
     child = next(r for r in env.client.request("GET", "/runs") if r.get("parent_run_id") == stage_run)
     assert child["host_services"] is False
     theirs = results(env, child["id"])
