@@ -258,12 +258,13 @@ class RunJobs:
         return job.state()
 
     async def close(self, reason: str) -> None:
-        """Stop every running job (the run ends); no job starts afterwards. Shielded and bounded."""
+        """Stop every running job (the run ends: ``reason`` is their ``ended_by``); no job starts
+        afterwards. Shielded and bounded."""
         self._closed = reason
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.limits.close_timeout_seconds):
             for job in self._jobs.values():
                 if job.running:
-                    job.ended_by = job.ended_by or f"the run ended ({reason})"
+                    job.ended_by = job.ended_by or reason
                     job.scope.cancel()
             for job in list(self._jobs.values()):
                 await job.ended.wait()

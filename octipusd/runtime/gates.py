@@ -388,6 +388,8 @@ async def _through_shell_tool(
         on_waiting=caller.on_waiting,
         space=caller.space,
         plan=caller.plan,
+        stage=identity.stage,  # a stage's verifyCommand: its attempt (a child's gate: None)
+        host_services=caller.host_services,
     )
     verdict = await services.gate.decide(ctx, tool, args)
     if verdict.allowed:

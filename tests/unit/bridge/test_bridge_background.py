@@ -104,7 +104,7 @@ async def test_every_job_ends_with_the_run(me: RunIdentity) -> None:
                     await anyio.sleep(0.05)
     assert survivors(me.run_id) == []
     assert [job["ended_by"] for job in [await jobs.read(i, None, 0) for i in ("bg-1", "bg-2")]] == [
-        "the run ended (the run ended)"
+        "the run ended"
     ] * 2
 
 
