@@ -63,7 +63,8 @@ from octipusd.settings import Settings
 from octipusd.store.repository import Store
 from octipusd.testing.replay import Recording, ReplayLauncher, Step
 from octipusd.testing.stub_cli import session_id_from_argv
-from octipusd.tools.shell import base_environment, check_syntax, run_shell
+from octipusd.tools.shell import run_shell
+from octipusd.tools.shell_command import base_environment, check_syntax
 
 BLOCKS = 4
 ADAPTER = "claude-code"

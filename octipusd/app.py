@@ -226,6 +226,7 @@ def build_runs(
     sandbox: ShellSandbox = NO_SANDBOX,
     pipelines: PipelineOps | None = None,
     monitors: MonitorOps | None = None,
+    containment: Containment | None = None,
 ) -> tuple[RunManager, PermissionGate]:
     """Compose the run core: the registry of live runs, the permission gate, admission (``probe``
     reads the host's memory and descriptors: psutil unless given), the run services (``vault``
@@ -281,6 +282,7 @@ def build_runs(
         sandbox=sandbox,
         pipelines=pipelines,
         monitors=monitors,
+        containment=containment,
     )
     return RunManager(services, registry), gate
 
@@ -631,6 +633,7 @@ async def _build_core(
         sandbox=sandbox,
         pipelines=pipelines,
         monitors=monitors,
+        containment=containment,
     )
     actions = ActionService(
         store=store,

@@ -16,6 +16,7 @@ from typing import Any
 from octipusd.errors import ConflictError, InvalidRequestError, VaultAccessError
 from octipusd.toolkit import (
     AuthorizationResult,
+    BackgroundJobs,
     Body,
     CallWatch,
     ChildRequest,
@@ -78,6 +79,7 @@ class FakeToolHost:
             refused with :class:`~octipusd.errors.VaultAccessError`).
         resolved: Every ``resolve_secrets`` request, in order: ``(tool id, names)``.
         shell: What :meth:`shell_terms` answers (default: the sandbox off).
+        jobs: What :meth:`background_jobs` answers (e.g. the runtime's ``RunJobs``); None: refused.
         pipelines: The pipelines' service the pipeline tools reach (None: they are refused), e.g. a
             real ``PipelineService`` over a test store.
         monitors: The monitors' service the monitor tools reach (None: they are refused).
@@ -96,6 +98,7 @@ class FakeToolHost:
     resolved: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     steered: list[tuple[str, str]] = field(default_factory=list)
     shell: ShellTerms = field(default_factory=ShellTerms)
+    jobs: BackgroundJobs | None = None
     pipelines: PipelineOps | None = None
     monitors: MonitorOps | None = None
 
@@ -250,6 +253,12 @@ class FakeToolHost:
     def shell_terms(self, identity: RunIdentity) -> ShellTerms:
         """Return :attr:`shell`."""
         return self.shell
+
+    def background_jobs(self, identity: RunIdentity) -> BackgroundJobs:
+        """Return :attr:`jobs`; refused when there are none (as for a call started by hand)."""
+        if self.jobs is None:
+            raise ConflictError("this host keeps no background commands")
+        return self.jobs
 
     async def record(self, identity: RunIdentity, kind: str, data: dict[str, Any]) -> None:
         """Append the event to :attr:`events`."""

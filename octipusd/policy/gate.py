@@ -82,7 +82,7 @@ Emit = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 BRIDGE_TOOL_PREFIX = "mcp__octipus__"
 
 #: Octipus tools that run shell commands: in a space the shell guard judges them before the rules.
-SPACE_GUARDED_TOOLS: frozenset[str] = frozenset({"shell__run"})
+SPACE_GUARDED_TOOLS: frozenset[str] = frozenset({"shell__run", "shell__run_background"})
 
 
 def _space_guard(args: Mapping[str, Any], workspace: str) -> str | None:

@@ -109,7 +109,8 @@ DEFAULT_RULES: Final[Mapping[str, tuple[str, ...]]] = {
 #: Default levels of Octipus's own tools that are not ASK (seed 003; the run-context and
 #: work-plan tools are always available to a CLI). Delegation (``spawn_child``,
 #: ``collect_children``, ``steer_child``) is allowed by default: it is bounded by role, depth and budget, and every
-#: call a child makes passes this same policy; a rule can still ask or deny it. So are the pipeline
+#: call a child makes passes this same policy; a rule can still ask or deny it. Reading and stopping a
+#: run's own background command are allowed (starting one asks, as ``shell__run`` does). So are the pipeline
 #: tools (issue 27): a pipeline is bounded by its stages and token budget, reached by its own session
 #: and workspace only, and every call a stage worker makes passes this same policy. So are the monitor
 #: tools (issue 28): a monitor only reads (its probes are read-only tools run as its owner), wakes its
@@ -134,6 +135,9 @@ DEFAULT_TOOL_LEVELS: Final[Mapping[str, Level]] = {
     "monitor__resume": Level.ALLOW,
     "monitor__cancel": Level.ALLOW,
     "shell__run": Level.ASK,
+    "shell__run_background": Level.ASK,
+    "shell__read_background": Level.ALLOW,
+    "shell__stop_background": Level.ALLOW,
 }
 
 
@@ -143,7 +147,8 @@ def default_level(tool_id: str) -> Level:
     ``cli-native:*`` -> ASK (seed 003 "Permissions and limits": everything but the default
     allow list uses the ASK default); ``get_cli_run_context``, ``get_work_plan``,
     ``update_work_plan``, ``spawn_child``, ``collect_children``, ``steer_child``, the pipeline and the
-    monitor tools -> ALLOW (:data:`DEFAULT_TOOL_LEVELS`); ``shell__run`` -> ASK; any other tool -> ASK.
+    monitor tools, reading and stopping a background command -> ALLOW (:data:`DEFAULT_TOOL_LEVELS`);
+    ``shell__run`` and ``shell__run_background`` -> ASK; any other tool -> ASK.
 
     Args:
         tool_id: An Octipus tool id or ``cli-native:<Tool>``.

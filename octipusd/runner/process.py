@@ -31,7 +31,7 @@ import shutil
 import signal
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
@@ -373,6 +373,14 @@ class VendorProcess:
             accepted = [line for line in batch if self._accept(line)]
             if accepted:
                 yield accepted
+
+    async def chunks(self) -> AsyncGenerator[bytes]:
+        """Yield stdout as it is read, unframed (a background command's output), ending as
+        :meth:`lines` does; nothing is discarded after :meth:`begin_stop`."""
+        assert self._process.stdout is not None
+        drain = _Drain()
+        while (chunk := await self._next_chunk(self._process.stdout, drain)) is not None:
+            yield chunk
 
     async def _read_batches(self) -> AsyncIterator[list[bytes]]:
         assert self._process.stdout is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from octipusd.policy.dirswitch import directory_switches, needs_expansion
 from octipusd.policy.shellwords import WRAPPERS, command_index, command_name, parse, unwrap, wordset
-from octipusd.tools.shell import base_environment
+from octipusd.tools.shell_command import base_environment
 
 __all__ = ["missing_program", "switch_problem", "tree_root"]
 

@@ -61,10 +61,8 @@ from octipusd.toolkit import (
 )
 from octipusd.tools import SHELL_RUN
 from octipusd.tools.gate_args import DEFAULT_GATE_TIMEOUT_SECONDS
-from octipusd.tools.shell import (
-    MAX_TIMEOUT_SECONDS as SHELL_MAX_TIMEOUT_SECONDS,
-    check_syntax,
-)
+from octipusd.tools.shell import MAX_TIMEOUT_SECONDS as SHELL_MAX_TIMEOUT_SECONDS
+from octipusd.tools.shell_command import check_syntax
 
 if TYPE_CHECKING:
     from octipusd.runtime.supervisor import RunSupervisor
@@ -390,7 +388,7 @@ async def _through_shell_tool(
         on_waiting=caller.on_waiting,
         space=caller.space,
         plan=caller.plan,
-        stage=identity.stage,  # a stage's verifyCommand: its pipeline's approved gate commands hold
+        stage=identity.stage,  # a stage's verifyCommand: its attempt, its approved gate commands (a child's gate: None)
         host_services=caller.host_services,
     )
     verdict = await services.gate.decide(ctx, tool, args)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from octipusd.errors import ConflictError
 from octipusd.journal.executor import ActionScope
 from octipusd.runtime.events import FEEDBACK_EVENT
 from octipusd.runtime.feedback import feedback_for_agent, plan_for_agent
@@ -22,6 +23,7 @@ from octipusd.store.aio import in_thread
 from octipusd.toolkit import (
     UNDECLARED_CONTRACT,
     AuthorizationResult,
+    BackgroundJobs,
     Body,
     CallWatch,
     ChildRequest,
@@ -150,6 +152,17 @@ class RunHost:
     ) -> Mapping[str, str]:
         """Resolve a call's vault placeholders as the user the run acts for."""
         return await resolve_for(self._run.services.vault, identity, tool_id, names)
+
+    def background_jobs(self, identity: RunIdentity) -> BackgroundJobs:
+        """The run's background commands (they end with it).
+
+        Raises:
+            ConflictError: the run is not running its turn (before its bridge opened, or after).
+        """
+        jobs = self._run.jobs
+        if jobs is None:
+            raise ConflictError("the run keeps no background commands now: it is not running its turn")
+        return jobs
 
     def shell_terms(self, identity: RunIdentity) -> ShellTerms:
         """The daemon's shell sandbox, and the run's own ``host_services`` (a child run has none)."""

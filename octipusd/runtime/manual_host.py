@@ -19,6 +19,7 @@ from typing import Any
 from octipusd.errors import ConflictError, VaultAccessError
 from octipusd.toolkit import (
     AuthorizationResult,
+    BackgroundJobs,
     Body,
     CallWatch,
     ChildRequest,
@@ -121,6 +122,10 @@ class ManualCallHost:
     ) -> Mapping[str, str]:
         """Resolve the call's placeholders as the user who started it, for the decided tool only."""
         return await resolve_for(self.vault, identity, tool_id, names)
+
+    def background_jobs(self, identity: RunIdentity) -> BackgroundJobs:
+        """Refused: a background command belongs to a run, and this call has none."""
+        raise _no_run("a background command", identity)
 
     def shell_terms(self, identity: RunIdentity) -> ShellTerms:
         """The terms it was built with (:attr:`shell`)."""

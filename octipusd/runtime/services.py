@@ -27,6 +27,7 @@ from octipusd.journal.operator import RecoveryOperator
 from octipusd.journal.review import RecoveryGate
 from octipusd.policy.approvals import ApprovalBroker
 from octipusd.policy.gate import PermissionGate
+from octipusd.runner.containment import Containment
 from octipusd.runner.executables import Resolution
 from octipusd.runner.transport import Launcher, VendorLauncher
 from octipusd.runtime.admission import Admission, limits_from_settings
@@ -120,6 +121,8 @@ class RunServices:
         pipelines: The pipelines' service the bridge tools call (None: the pipeline tools refuse).
         monitors: The monitors' service the bridge tools call (None: the monitor tools refuse); set
             by the composition root once the monitors are built (they deliver through the runs).
+        containment: The daemon's process containment, which cages each background command of a run
+            (None: this process's ``auto`` choice).
     """
 
     store: Store
@@ -150,6 +153,7 @@ class RunServices:
     sandbox: ShellSandbox = NO_SANDBOX
     pipelines: PipelineOps | None = None
     monitors: MonitorOps | None = None
+    containment: Containment | None = None
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionReport:
         """Compact a session's transcript now (the caller holds the session's lock)."""

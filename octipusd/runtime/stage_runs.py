@@ -18,6 +18,7 @@ INCOMPLETE text), and at the end a :class:`StageOutcome` with the counters the e
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -37,7 +38,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.records import ApprovalStatus, Run, RunStatus
 from octipusd.store.repository import Store
 from octipusd.toolkit import StageTag
-from octipusd.tools import SHELL_RUN
+from octipusd.tools import SHELL_RUN, SHELL_RUN_BACKGROUND
 
 __all__ = [
     "OnText",
@@ -133,7 +134,7 @@ class StageCounters:
         changed_files: Files of the workspace whose git status or content changed during the run
             (None: not a git work tree, or git did not answer).
         commands_run: Shell commands the worker ran: its vendor's command tool (``Bash`` or a tool
-            aliased to it) and Octipus's ``shell__run``.
+            aliased to it) and Octipus's ``shell__run`` and ``shell__run_background``.
         disk_changed: Whether the workspace changed on disk (known with ``changed_files``).
     """
 
@@ -435,10 +436,14 @@ class StageRuns:
                 changed = sum(1 for path in old.keys() | new.keys() if old.get(path) != new.get(path))
         shell: int | None = None
         try:
-            actions = await in_thread(
-                lambda: self.services.store.list_actions(run_id=run.id, tool=SHELL_RUN.tool_id, limit=10_000)
-            )
-            shell = len(actions)
+            shell = 0
+            for tool in (SHELL_RUN.tool_id, SHELL_RUN_BACKGROUND.tool_id):  # a background start is a command
+                actions = await in_thread(
+                    functools.partial(
+                        self.services.store.list_actions, run_id=run.id, tool=tool, limit=10_000
+                    )
+                )
+                shell += len(actions)
         except OctipusError as exc:  # the counter is unknown; the gate then passes
             log.warning("stage run %s: counting its shell calls failed: %s", run.id, exc.message)
         return StageCounters(

@@ -35,8 +35,10 @@ from octipusd.adapter import (
 from octipusd.connectors import ConnectorSet
 from octipusd.environment import vendor_environment
 from octipusd.errors import ConflictError, OctipusError
+from octipusd.runner.containment import default_containment
 from octipusd.runner.transport import Transport
 from octipusd.runtime.admission import Admission
+from octipusd.runtime.background import RunJobs, open_jobs
 from octipusd.runtime.compaction import uncovered_chars
 from octipusd.runtime.delegation import Delegation
 from octipusd.runtime.host import RunHost
@@ -142,6 +144,8 @@ class RunSupervisor:
         #: The session's uncovered transcript (characters), measured as the turn saved it, or None.
         self.uncovered_chars: int | None = None
         self.bridge: Bridge | None = None
+        #: The run's background commands while its bridge is open (they end with it), else None.
+        self.jobs: RunJobs | None = None
         self.failure: str | None = None
         self.stop_status: RunStatus | None = None
         self.stop_reason: str | None = None
@@ -361,7 +365,11 @@ class RunSupervisor:
                     if _BRIDGE in sys.modules
                     else await anyio.to_thread.run_sync(_bridge_opener)
                 )
-                async with open_bridge(self.identity, self.host, plan.tools) as bridge:
+                containment = services.containment or default_containment()
+                async with (
+                    open_jobs(run.id, containment) as self.jobs,
+                    open_bridge(self.identity, self.host, plan.tools) as bridge,
+                ):
                     await self._attempts(plan, bridge, state)
             finally:
                 with anyio.CancelScope(shield=True):

@@ -24,6 +24,8 @@ sibling. Import the names from here; the modules are its parts:
 * :mod:`~octipusd.toolkit.gates` -- :class:`GateSpec`, one command scorer gate of a child;
 * :mod:`~octipusd.toolkit.sandbox` -- what a shell tool needs to confine a command
   (:class:`ShellTerms`, :class:`ShellSandbox`, :class:`SandboxRunner`);
+* :mod:`~octipusd.toolkit.background` -- a run's background shell commands (:class:`BackgroundJobs`,
+  :class:`BackgroundStart`);
 * :mod:`~octipusd.toolkit.calls` -- what the permission gate is asked (:class:`CallContext`)
   and answers (:class:`GateResult`).
 """
@@ -31,6 +33,7 @@ sibling. Import the names from here; the modules are its parts:
 from __future__ import annotations
 
 from octipusd.errors import NotExecutedError
+from octipusd.toolkit.background import BackgroundJobs, BackgroundStart
 from octipusd.toolkit.calls import CallAllowance, CallContext, GateResult
 from octipusd.toolkit.contracts import (
     DEFAULT_DEADLINE_SECONDS,
@@ -94,6 +97,8 @@ __all__ = [
     "ActionOutcome",
     "ActionRef",
     "AuthorizationResult",
+    "BackgroundJobs",
+    "BackgroundStart",
     "Body",
     "CallAllowance",
     "CallContext",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from octipusd.toolkit.gates import GateSpec
 from octipusd.toolkit.identity import RunIdentity
@@ -22,6 +22,9 @@ from octipusd.toolkit.outcomes import Body, Executed
 from octipusd.toolkit.pipelines import PipelineAccess
 from octipusd.toolkit.plans import PlanUpdate
 from octipusd.toolkit.sandbox import ShellTerms
+
+if TYPE_CHECKING:  # background imports the secrets module, which imports this one
+    from octipusd.toolkit.background import BackgroundJobs
 
 __all__ = ["AuthorizationResult", "CallStop", "CallWatch", "ChildRequest", "StopCause", "ToolHost"]
 
@@ -256,6 +259,16 @@ class ToolHost(Protocol):
         """How the shell commands of a call of ``identity`` run: the daemon's shell sandbox
         (``security.shellSandbox`` and the runner it found) and whether this run shares the host's
         services with its own commands (its ``hostServices``, never inherited by its children)."""
+        ...
+
+    def background_jobs(self, identity: RunIdentity) -> BackgroundJobs:
+        """The background shell commands of ``identity``'s run (``shell__run_background``); they all
+        end when the run ends.
+
+        Raises:
+            ConflictError: the caller has no live run to keep them in (a call started by hand, a run
+                that is ending).
+        """
         ...
 
     def pipeline_access(self, identity: RunIdentity) -> PipelineAccess:

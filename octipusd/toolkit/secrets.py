@@ -26,6 +26,7 @@ import copy
 import re
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,6 +46,7 @@ __all__ = [
     "Masker",
     "PlaceholderUse",
     "SecretResolver",
+    "call_masker",
     "find_placeholders",
     "map_strings",
     "mask_outcome",
@@ -252,6 +254,24 @@ class Masker:
             return text
         return self._pattern.sub(lambda match: redaction(self._names[match.group(0)]), text)
 
+    def mask_settled(self, text: str) -> tuple[str, str]:
+        """Mask the part of a growing output that later text cannot change; return it and the rest
+        to hold back until more arrives (a value's form may still be completing in the last
+        characters, fewer than its longest form's length). Without values, all of it is settled."""
+        if self._pattern is None:
+            return text, ""
+        settled = max(len(text) - max(map(len, self._names)) + 1, 0)
+        parts: list[str] = []
+        pos = 0
+        for match in self._pattern.finditer(text):
+            if match.start() >= settled:
+                break
+            parts += [text[pos : match.start()], redaction(self._names[match.group(0)])]
+            pos = match.end()
+        end = max(settled, pos)
+        parts.append(text[pos:end])
+        return "".join(parts), text[end:]
+
     def mask_cut(self, text: str, cut: int) -> str:
         """Mask ``text``, and a value's beginning (at least :data:`MIN_PARTIAL_CHARS` characters)
         that ends exactly at ``cut``, where an output was truncated: its rest was never kept."""
@@ -322,6 +342,18 @@ def map_strings(value: Any, change: Callable[[str], str], *, keys: bool = False)
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[ToolResult | ToolOutcome]]
+
+#: The masker of the call whose handler runs now (:func:`run_with_secrets`), None outside one.
+_CALL_MASKER: ContextVar[Masker | None] = ContextVar("octipus_call_masker", default=None)
+
+
+def call_masker() -> Masker:
+    """The vault values injected into the call whose handler runs now (empty when it has none): a
+    handler whose command outlives the call (``shell__run_background``) masks its later output
+    with it."""
+    return _CALL_MASKER.get() or Masker(())
+
+
 Resolve = Callable[[Sequence[str]], Awaitable[Mapping[str, str]]]
 
 
@@ -362,8 +394,12 @@ async def run_with_secrets(
     call = dict(arguments)
     call[ENV_ARGUMENT] = substitute(arguments[ENV_ARGUMENT], values)
     masker = Masker(values)
-    with masking_errors(masker):
-        result = await handler(call)
+    token = _CALL_MASKER.set(masker)
+    try:
+        with masking_errors(masker):
+            result = await handler(call)
+    finally:
+        _CALL_MASKER.reset(token)
     return mask_outcome(masker, result)
 
 

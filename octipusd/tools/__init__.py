@@ -2,8 +2,10 @@
 
 :data:`DEFAULT_TOOLS` is the tool set a bridge publishes unless told otherwise (a root
 agent's set): ``get_cli_run_context``, ``get_work_plan``, ``update_work_plan``,
-``spawn_child``, ``collect_children``, ``steer_child``, ``shell__run``, the pipeline tools
-(:data:`PIPELINE_TOOLS`) and the monitor tools (:data:`MONITOR_TOOLS`). A child agent gets :func:`child_tools`: the same set without root-only
+``spawn_child``, ``collect_children``, ``steer_child``, ``shell__run``, the background commands
+(:data:`BACKGROUND_TOOLS`: ``shell__run_background``, ``shell__read_background``,
+``shell__stop_background``), the pipeline tools (:data:`PIPELINE_TOOLS`) and the monitor tools
+(:data:`MONITOR_TOOLS`). A child agent gets :func:`child_tools`: the same set without root-only
 plan editing and pipelines, and without the delegation
 tools when it may not delegate further (:func:`root_tools` likewise for a root whose level may
 not delegate).
@@ -33,6 +35,12 @@ from octipusd.tools.monitor import MONITOR_TOOLS
 from octipusd.tools.pipeline import PIPELINE_TOOLS, STAGE_TOOLS
 from octipusd.tools.plan import GET_WORK_PLAN, UPDATE_WORK_PLAN, validate_work_plan
 from octipusd.tools.shell import SHELL_RUN, ShellResult, run_shell
+from octipusd.tools.shell_background import (
+    BACKGROUND_TOOLS,
+    SHELL_READ_BACKGROUND,
+    SHELL_RUN_BACKGROUND,
+    SHELL_STOP_BACKGROUND,
+)
 
 #: The default (root) tool set of a bridge, in the order they are listed.
 DEFAULT_TOOLS: tuple[ToolSpec, ...] = validate_tool_specs(
@@ -44,12 +52,14 @@ DEFAULT_TOOLS: tuple[ToolSpec, ...] = validate_tool_specs(
         COLLECT_CHILDREN,
         STEER_CHILD,
         SHELL_RUN,
+        *BACKGROUND_TOOLS,
         *PIPELINE_TOOLS,
         *MONITOR_TOOLS,
     )
 )
 
 __all__ = [
+    "BACKGROUND_TOOLS",
     "CHILD_ROLES",
     "COLLECT_CHILDREN",
     "DEFAULT_TOOLS",
@@ -60,7 +70,10 @@ __all__ = [
     "OCTIPUS_INSTRUCTIONS",
     "PIPELINE_TOOLS",
     "ROOT_ROLE",
+    "SHELL_READ_BACKGROUND",
     "SHELL_RUN",
+    "SHELL_RUN_BACKGROUND",
+    "SHELL_STOP_BACKGROUND",
     "SPAWN_CHILD",
     "STAGE_TOOLS",
     "STEER_CHILD",

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import time
@@ -59,11 +58,8 @@ import anyio
 import anyio.abc
 import psutil
 
-from octipusd.environment import login_environment
-from octipusd.errors import InvalidRequestError, SandboxUnavailableError
-from octipusd.sandbox import SANDBOX_TMPDIR, confine
+from octipusd.errors import InvalidRequestError
 from octipusd.toolkit import (
-    RUN_MARKER,
     NotExecutedError,
     RecoveryContract,
     RiskClass,
@@ -73,8 +69,7 @@ from octipusd.toolkit import (
     ToolResult,
     ToolSpec,
 )
-from octipusd.toolkit.secrets import SECRET_ENV_DESCRIPTION
-from octipusd.tools.base import optional_str, reject_unknown, require_str
+from octipusd.tools.shell_command import COMMAND_PROPERTIES, parse_seconds, prepare_command, refuse_bad_syntax
 
 #: Deadline of a command that names none (seconds).
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -92,7 +87,6 @@ _POLL_SECONDS = 0.02
 _REAP_SECONDS = 1.0
 #: Bound of closing the command's pipes and reaping it at the end (seconds, shielded).
 _CLOSE_SECONDS = 1.0
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -207,14 +201,6 @@ async def terminate_group(
             await process.wait()
 
 
-def base_environment() -> dict[str, str]:
-    """Return the environment a command starts from: the login variables of the daemon's
-    environment (:func:`octipusd.environment.login_environment`, its PATH as the daemon was
-    started with), never its settings, API keys or other credentials; a command gets those only
-    through the call's ``env``."""
-    return login_environment(os.environ)
-
-
 async def run_shell(
     command: str,
     *,
@@ -293,172 +279,25 @@ async def run_shell(
     )
 
 
-def resolve_cwd(workspace: Path, cwd: str | None) -> Path:
-    """Resolve a ``cwd`` argument against the workspace, refusing escapes.
-
-    Args:
-        workspace: The run's workspace.
-        cwd: Relative (or absolute) path; None means the workspace itself.
-
-    Returns:
-        The resolved directory (symlinks resolved).
-
-    Raises:
-        InvalidRequestError: the path leaves the workspace (``..``, absolute path, symlink),
-            does not exist, or is not a directory; or the workspace itself is missing.
-    """
-    root = workspace.resolve()
-    if not root.is_dir():
-        raise InvalidRequestError(f"workspace {str(workspace)!r} does not exist or is not a directory")
-    if cwd is None or cwd == "":
-        return root
-    if "\x00" in cwd:
-        raise InvalidRequestError("cwd: must not contain NUL characters")
-    target = (root / cwd).resolve()
-    if target != root and not target.is_relative_to(root):
-        raise InvalidRequestError(
-            f"cwd: {cwd!r} is outside the workspace; use a path relative to {str(root)!r}"
-        )
-    if not target.is_dir():
-        raise InvalidRequestError(f"cwd: {cwd!r} does not exist or is not a directory")
-    return target
-
-
-def _parse_timeout(arguments: Mapping[str, Any]) -> float:
-    value = arguments.get("timeout")
-    if value is None:
-        return DEFAULT_TIMEOUT_SECONDS
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidRequestError(f"timeout: must be a number of seconds, got {type(value).__name__}")
-    if not 0 < value <= MAX_TIMEOUT_SECONDS:
-        raise InvalidRequestError(
-            f"timeout: must be > 0 and <= {MAX_TIMEOUT_SECONDS:g} seconds, got {value!r}"
-        )
-    return float(value)
-
-
-def _parse_network(arguments: Mapping[str, Any]) -> bool:
-    value = arguments.get("network", False)
-    if not isinstance(value, bool):
-        raise InvalidRequestError(f"network: must be true or false, got {type(value).__name__}")
-    return value
-
-
-def _parse_env(arguments: Mapping[str, Any]) -> dict[str, str]:
-    value = arguments.get("env")
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidRequestError(f"env: must be an object of string values, got {type(value).__name__}")
-    env: dict[str, str] = {}
-    for key, item in value.items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
-            raise InvalidRequestError(f"env: invalid variable name {key!r}")
-        if not isinstance(item, str):
-            raise InvalidRequestError(f"env.{key}: must be a string, got {type(item).__name__}")
-        if "\x00" in item:
-            raise InvalidRequestError(f"env.{key}: must not contain NUL characters")
-        env[key] = item
-    return env
-
-
-#: Deadline of the ``sh -n`` syntax check (seconds).
-_SYNTAX_CHECK_SECONDS = 10.0
-
-
-async def check_syntax(command: str, cwd: Path) -> str | None:
-    """Parse ``command`` with ``/bin/sh -n`` (read, do not execute).
-
-    Args:
-        command: The command line.
-        cwd: Directory to run the check in.
-
-    Returns:
-        None when the shell accepts the line, else the shell's complaint (one line).
-
-    Raises:
-        OSError: the shell could not be started.
-        TimeoutError: the check took longer than 10 s.
-    """
-    with anyio.fail_after(_SYNTAX_CHECK_SECONDS):
-        done = await anyio.run_process(
-            ["/bin/sh", "-n", "-c", command],
-            stdin=subprocess.DEVNULL,
-            cwd=cwd,
-            env=base_environment(),
-            check=False,
-        )
-    if done.returncode == 0:
-        return None
-    text = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-    return text[-1] if text else f"sh -n exited {done.returncode}"
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One validated ``shell__run`` call, ready to start."""
-
-    command: str
-    cwd: Path
-    timeout: float
-    env: dict[str, str]
-    runner: tuple[str, ...]
-
-
-def _prepare(identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]) -> _Call:
-    """Validate the arguments, confine the command (the host's shell terms) and build its environment.
-
-    Raises:
-        NotExecutedError: an invalid argument, or ``security.shellSandbox=required`` with no runner.
-    """
-    try:
-        reject_unknown(arguments, ("command", "cwd", "timeout", "env", "network"))
-        command = require_str(arguments, "command")
-        if "\x00" in command:
-            raise InvalidRequestError("command: must not contain NUL characters")
-        cwd = resolve_cwd(identity.workspace, optional_str(arguments, "cwd"))
-        timeout = _parse_timeout(arguments)
-        network = _parse_network(arguments)
-        call_env = _parse_env(arguments)
-    except InvalidRequestError as exc:
-        raise NotExecutedError(f"invalid arguments for shell__run: {exc.message}") from exc
-    try:
-        runner = confine(host.shell_terms(identity), workspace=identity.workspace, cwd=cwd, network=network)
-    except SandboxUnavailableError as exc:
-        raise NotExecutedError(
-            f"the shell sandbox refused the command, so nothing ran: {exc.message}"
-        ) from exc
-    env = base_environment()
-    if runner:
-        env["TMPDIR"] = SANDBOX_TMPDIR  # the host's TMPDIR is out of reach: the private /tmp is there
-    env.update(call_env)
-    env["PWD"] = str(cwd)
-    # the run's marker: a daemon that restarts after a crash finds and stops the job with the
-    # run's other leftovers, so an orphaned job cannot keep acting while a person reviews it
-    env[RUN_MARKER] = identity.run_id
-    return _Call(command, cwd, timeout, env, runner)
-
-
 async def _shell_run(
     identity: RunIdentity, host: ToolHost, arguments: dict[str, Any]
 ) -> ToolResult | ToolOutcome:
-    call = _prepare(identity, host, arguments)
+    call = prepare_command("shell__run", identity, host, arguments, extra=("timeout",))
     try:
-        complaint = await check_syntax(call.command, call.cwd)
-    except (OSError, TimeoutError) as exc:
-        raise NotExecutedError(f"the shell could not check the command, so it was not run: {exc}") from exc
-    if complaint is not None:
-        raise NotExecutedError(f"the shell parser refused the command, so nothing ran: {complaint}")
+        timeout = parse_seconds(arguments, "timeout", DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
+    except InvalidRequestError as exc:
+        raise NotExecutedError(f"invalid arguments for shell__run: {exc.message}") from exc
+    await refuse_bad_syntax(call)
     try:
         result = await run_shell(
-            call.command, cwd=call.cwd, env=call.env, timeout_seconds=call.timeout, runner=call.runner
+            call.command, cwd=call.cwd, env=call.env, timeout_seconds=timeout, runner=call.runner
         )
     except OSError as exc:  # spawn failed: the job never started
         raise NotExecutedError(f"the shell could not be started, so nothing ran: {exc}") from exc
     if result.timed_out:
         return ToolOutcome(
             result.to_dict(),
-            uncertain=f"timed out after {call.timeout:g} s; the job was stopped and may have done part of its work",
+            uncertain=f"timed out after {timeout:g} s; the job was stopped and may have done part of its work",
             detail="timed_out",
         )
     if result.exit_code is None or result.exit_code < 0:
@@ -488,27 +327,13 @@ SHELL_RUN = ToolSpec(
     input_schema={
         "type": "object",
         "properties": {
-            "command": {"type": "string", "description": "Shell command line, run with /bin/sh -c."},
-            "cwd": {
-                "type": "string",
-                "description": "Working directory relative to the workspace (must stay inside it).",
-            },
+            **COMMAND_PROPERTIES,
             "timeout": {
                 "type": "number",
                 "description": f"Seconds before the job is killed (default {DEFAULT_TIMEOUT_SECONDS:g}, "
                 f"max {MAX_TIMEOUT_SECONDS:g}).",
                 "exclusiveMinimum": 0,
                 "maximum": MAX_TIMEOUT_SECONDS,
-            },
-            "env": {
-                "type": "object",
-                "description": SECRET_ENV_DESCRIPTION,
-                "additionalProperties": {"type": "string"},
-            },
-            "network": {
-                "type": "boolean",
-                "description": "Give the command the network inside the shell sandbox (default false; "
-                "no effect while the sandbox is off). Counts as egress for the flow guard.",
             },
         },
         "required": ["command"],

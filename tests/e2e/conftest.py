@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +90,30 @@ def octipus(tmp_path: Path, claude: Path) -> Iterator[Callable[..., Env]]:
     for model, daemon in started:
         daemon.stop()
         model.close()
+
+
+#: What :func:`hello_server` answers.
+HELLO = "hello from the host"
+
+
+@contextlib.contextmanager
+def hello_server() -> Iterator[str]:
+    """A loopback HTTP server outside every sandbox answering :data:`HELLO`; its URL."""
+
+    class Hello(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(HELLO)))
+            self.end_headers()
+            self.wfile.write(HELLO.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -16,9 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -29,7 +27,7 @@ import pytest
 
 from octipusd.testing.anthropic_server import ScriptedAnthropicServer
 from octipusd.testing.harness import DaemonHarness, hiding
-from tests.e2e.conftest import Env
+from tests.e2e.conftest import HELLO, Env, hello_server
 
 CTL = str(Path(sys.executable).parent / "octipusctl")
 #: Reads a URL with the system's Python; prints the body, or the error and exits 7.
@@ -38,7 +36,6 @@ FETCH = (
     "try: print(u.urlopen(sys.argv[1], timeout=5).read().decode())\n"
     "except Exception as e: print(type(e).__name__, e); sys.exit(7)' "
 )
-HELLO = "hello from the host"
 #: Connects to a Unix socket; exits 0 when it accepted.
 CONNECT = "python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "
 
@@ -46,22 +43,8 @@ CONNECT = "python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect
 @pytest.fixture(scope="module")
 def web() -> Iterator[str]:
     """A loopback HTTP server outside every sandbox; its URL."""
-
-    class Hello(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(HELLO)))
-            self.end_headers()
-            self.wfile.write(HELLO.encode())
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with hello_server() as url:
+        yield url
 
 
 class Daemon:

@@ -85,7 +85,10 @@ CAPABILITY_USES: Mapping[tuple[str, str], str] = {
     "policy's shell guard (policy/shellguard.py) in the vendor's process",
     ("tools", "policy"): "spawn_child's gates (tools/gate_args.py) refuse directory switches outside "
     "the child's tree before dispatch, read with the policy's shell parser (policy/dirswitch.py)",
-    ("tools", "sandbox"): "shell__run (tools/shell.py) wraps each command in the shell sandbox's runner "
+    (
+        "tools",
+        "sandbox",
+    ): "the shell tools (tools/shell_command.py) wrap each command in the sandbox's runner "
     "(sandbox/), which the daemon hands it through ToolHost.shell_terms",
 }
 

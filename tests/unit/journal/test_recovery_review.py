@@ -36,7 +36,10 @@ from octipusd.tools import (
     DEFAULT_TOOLS,
     GET_CLI_RUN_CONTEXT,
     GET_WORK_PLAN,
+    SHELL_READ_BACKGROUND,
     SHELL_RUN,
+    SHELL_RUN_BACKGROUND,
+    SHELL_STOP_BACKGROUND,
     SPAWN_CHILD,
     STEER_CHILD,
     UPDATE_WORK_PLAN,
@@ -259,6 +262,9 @@ def test_read_only_and_internal_tools_never_reach_the_recovery_gate() -> None:
         COLLECT_CHILDREN.tool_id: False,
         STEER_CHILD.tool_id: False,
         SHELL_RUN.tool_id: True,  # arbitrary shell counts as a mutation
+        SHELL_RUN_BACKGROUND.tool_id: True,  # so does starting one in the background
+        SHELL_READ_BACKGROUND.tool_id: False,  # reading its output so far
+        SHELL_STOP_BACKGROUND.tool_id: False,  # ending a process Octipus started: internal
         # pipelines: Octipus's own record, each write one locked transaction; their stage workers'
         # calls are journaled by themselves
         CREATE_PIPELINE.tool_id: False,
@@ -268,6 +274,7 @@ def test_read_only_and_internal_tools_never_reach_the_recovery_gate() -> None:
         UPDATE_PIPELINE_ITEMS.tool_id: False,
     }
     assert SHELL_RUN.contract is not None and SHELL_RUN.contract.risk_class is RiskClass.CONTAINABLE
+    assert SHELL_RUN_BACKGROUND.recovery_contract.risk_class is RiskClass.CONTAINABLE
 
 
 class JournalHost(FakeToolHost):

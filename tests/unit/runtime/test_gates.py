@@ -7,6 +7,7 @@ Real store (SQLite and PostgreSQL), real permission gate, recovery review and jo
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import shutil
 import socket
@@ -44,7 +45,7 @@ from octipusd.settings import Settings
 from octipusd.settings_security import ShellSandboxMode
 from octipusd.store.records import Run
 from octipusd.store.repository import Store
-from octipusd.toolkit import NO_SANDBOX, RunIdentity, ShellSandbox
+from octipusd.toolkit import NO_SANDBOX, CallContext, RunIdentity, ShellSandbox, StageTag
 from octipusd.tools import parse_child_request
 from octipusd.tools.gate_args import parse_gates
 
@@ -342,6 +343,35 @@ async def test_an_ask_in_an_unattended_run_is_refused_at_once(store: Store, tmp_
             verdict = await child.gates([{"command": "make --version"}])
     assert not verdict.retry
     assert "review required" in verdict.results[0]["reason"]
+
+
+async def test_a_stage_gate_commands_permission_check_names_its_stage_and_host_services(
+    store: Store, tmp_path: Path
+) -> None:
+    """A stage's ``verifyCommand`` is checked as that stage attempt's call, with its host services:
+    what an allowance (a person's approval ahead) is matched against."""
+    seen: list[CallContext] = []
+
+    class Witness:
+        async def allows(
+            self, ctx: CallContext, tool_id: str, arguments: dict[str, Any], action: str | None
+        ) -> str | None:
+            seen.append(ctx)
+            return "approved ahead"
+
+    tag = StageTag(pipeline_id="p1", node_key="n2", stage="verify", item_id=None, attempt_id="a1")
+    async with _child(store, tmp_path, rules=None) as child:  # the defaults: make is an ASK
+        child.services.gate.add_allowance(Witness())
+        identity = dataclasses.replace(child.caller().identity, stage=tag)
+        with anyio.fail_after(DEADLINE_S):
+            verdict = await run_gates(
+                child.services,
+                GateCaller(identity, host_services=True),
+                tree=child.repo,
+                gates=parse_gates([{"command": "make --version"}]),
+            )
+    assert verdict.results[0]["status"] == "passed", verdict
+    assert [(ctx.stage, ctx.host_services) for ctx in seen] == [(tag, True)]
 
 
 async def test_an_unparsable_command_fails_without_a_retry(store: Store, tmp_path: Path) -> None:

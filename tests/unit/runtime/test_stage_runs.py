@@ -86,7 +86,7 @@ async def test_a_stage_run_succeeds_with_its_text_model_tools_tokens_and_counter
         with anyio.fail_after(30):
             while (live := runs.registry.get(handle.run_id)) is None or not live.tools:  # noqa: ASYNC110 - polls the run's plan
                 await anyio.sleep(0.02)
-        assert list(live.tools) == ["shell__run"]
+        assert list(live.tools) == ["shell__run", *BACKGROUND]
         assert live.identity is not None and live.identity.stage == request.tag
         scope = action_scope(live.identity)  # the journal's correlation columns
         assert (scope.pipeline_id, scope.node_id) == (request.pipeline_id, "n1")
@@ -195,6 +195,10 @@ async def test_an_unknown_model_row_is_refused_naming_it(store: Store, tmp_path:
     assert store.list_runs(session_id=session) == []
 
 
+#: The background command tools: the ``shell`` family with ``shell__run``.
+BACKGROUND = ("shell__run_background", "shell__read_background", "shell__stop_background")
+
+
 def test_a_stage_gets_the_tools_its_step_names() -> None:
     levels = SwarmSettings().levelDefaults
     default, unknown = stage_tools((), levels)
@@ -202,6 +206,7 @@ def test_a_stage_gets_the_tools_its_step_names() -> None:
         "get_cli_run_context",
         "get_work_plan",
         "shell__run",
+        *BACKGROUND,
         "plan__add_items",  # a producesPlan stage puts its items on the plan with it
     ] and not unknown
     everything, _ = stage_tools(("*",), levels)
@@ -213,7 +218,9 @@ def test_a_stage_gets_the_tools_its_step_names() -> None:
     named, unknown = stage_tools(("plan",), levels)
     assert [t.name for t in named] == ["plan__add_items"] and not unknown
     chosen, unknown = stage_tools(("get_work_plan", "shell", "file_read"), levels)
-    assert [t.name for t in chosen] == ["get_work_plan", "shell__run"] and unknown == ("file_read",)
+    assert [t.name for t in chosen] == ["get_work_plan", "shell__run", *BACKGROUND] and unknown == (
+        "file_read",
+    )
 
 
 async def test_a_stage_stopped_before_answering_keeps_its_vendor_session_for_the_attempts_resume(

@@ -102,6 +102,9 @@ def test_default_tools() -> None:
         "collect_children",
         "steer_child",
         "shell__run",
+        "shell__run_background",
+        "shell__read_background",
+        "shell__stop_background",
         "create_pipeline",
         "get_pipeline_status",
         "resume_pipeline",
@@ -124,6 +127,7 @@ def test_default_tools() -> None:
         "get_work_plan",
         "get_pipeline_status",
         "monitor__list",
+        "shell__read_background",
     }
 
 
