@@ -673,7 +673,7 @@ async def _build_core(
         ),
     )
     walker, runner = build_pipelines(settings, runs, broker, pipelines, templates, monitors)
-    schedules = build_schedules(settings, walker.engine, runs, pipelines)
+    schedules = build_schedules(settings, walker.engine, runs, pipelines, templates)
     services = replace(services, schedules=schedules)
     return _Core(services, connectors, left_in_flight, walker.engine, walker, runner, schedules)
 

@@ -11,6 +11,7 @@ from octipusd.app_pipelines import start_engine_if_needed
 from octipusd.durable.engine import DurableEngine
 from octipusd.durable.schedules import DurableSchedules
 from octipusd.pipelines.service import PipelineService
+from octipusd.pipelines.template_service import TemplateService
 from octipusd.runtime.manager import RunManager
 from octipusd.schedules.firing import SCHEDULE_FIRE, ScheduleFirer, install_firer
 from octipusd.schedules.service import ScheduleService
@@ -22,7 +23,11 @@ log = logging.getLogger("octipusd")
 
 
 def build_schedules(
-    settings: Settings, engine: DurableEngine, runs: RunManager, pipelines: PipelineService
+    settings: Settings,
+    engine: DurableEngine,
+    runs: RunManager,
+    pipelines: PipelineService,
+    templates: TemplateService,
 ) -> ScheduleService:
     """Compose the schedules on ``engine`` (which registers :data:`SCHEDULE_FIRE`): the firer the
     workflows reach and the service the API calls. The firer's dispatcher runs in the daemon's task
@@ -35,6 +40,7 @@ def build_schedules(
         DurableSchedules(engine, SCHEDULE_FIRE),
         firer,
         catch_up_missed=settings.schedules.catchUpMissed,
+        templates=templates,
     )
 
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import anyio.to_thread
-from croniter import croniter  # type: ignore[import-untyped]
+from croniter import CroniterBadDateError, croniter  # type: ignore[import-untyped]
 
 from octipusd.durable.engine import DurableEngine, WorkflowDef
 from octipusd.durable.setup import REGISTERED
@@ -62,19 +62,34 @@ def check_cron(expression: str) -> str:
             f"cron: {expression!r} is not a cron expression; give 5 fields (minute hour day-of-month month "
             'day-of-week, e.g. "0 7 * * 1-5") or 6 with seconds first, evaluated in UTC'
         )
+    if next_slot(text, datetime.now(UTC)) is None:
+        raise InvalidRequestError(
+            f"cron: {expression!r} never fires (no such date, e.g. 30 February); give a day and month "
+            "that exist"
+        )
     return text
 
 
-def latest_slot(expression: str, now: datetime) -> datetime:
-    """The latest slot of ``expression`` at or before ``now`` (aware UTC)."""
+def latest_slot(expression: str, now: datetime) -> datetime | None:
+    """The latest slot of ``expression`` at or before ``now`` (aware UTC); None when it has none
+    (an expression naming a date that does not exist, such as 30 February)."""
     after = croniter(expression, now.astimezone(UTC) + _ONE_SLOT, second_at_beginning=True)
-    slot: datetime = after.get_prev(datetime)
+    try:
+        slot: datetime = after.get_prev(datetime)
+    except CroniterBadDateError:
+        return None
     return slot.astimezone(UTC)
 
 
-def next_slot(expression: str, after: datetime) -> datetime:
-    """The first slot of ``expression`` strictly after ``after`` (aware UTC)."""
-    slot: datetime = croniter(expression, after.astimezone(UTC), second_at_beginning=True).get_next(datetime)
+def next_slot(expression: str, after: datetime) -> datetime | None:
+    """The first slot of ``expression`` strictly after ``after`` (aware UTC); None when it has none
+    (an expression naming a date that does not exist, such as 30 February)."""
+    try:
+        slot: datetime = croniter(expression, after.astimezone(UTC), second_at_beginning=True).get_next(
+            datetime
+        )
+    except CroniterBadDateError:
+        return None
     return slot.astimezone(UTC)
 
 

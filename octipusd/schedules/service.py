@@ -29,6 +29,8 @@ import anyio.to_thread
 
 from octipusd.durable.schedules import DurableSchedules, check_cron, latest_slot, next_slot
 from octipusd.errors import ForbiddenError, InvalidRequestError, OctipusError
+from octipusd.pipelines.prompts import resolve_parameters
+from octipusd.pipelines.template_service import LookupSource, TemplateService
 from octipusd.schedules.firing import ScheduleFirer
 from octipusd.store.aio import in_thread
 from octipusd.store.repository import Store
@@ -108,7 +110,8 @@ def schedule_document(schedule: Schedule, firings: list[ScheduleFiring] | None =
         "nextSlotAt": None,
     }
     if schedule.status is ScheduleStatus.ACTIVE:
-        doc["nextSlotAt"] = next_slot(schedule.cron, datetime.now(UTC)).isoformat()
+        upcoming = next_slot(schedule.cron, datetime.now(UTC))
+        doc["nextSlotAt"] = upcoming.isoformat() if upcoming is not None else None
     if firings is not None:
         doc["firings"] = [firing_document(f) for f in firings]
     return doc
@@ -123,6 +126,8 @@ class ScheduleService:
         firer: Starts the firings (its catch-up set is filled at start-up).
         catch_up_missed: ``schedules.catchUpMissed``: fire the latest slot missed while the daemon was down.
         limits: The limits.
+        templates: The pipelines' templates: a ``--pipeline`` schedule's template and parameters are
+            checked when it is added (None: checked only when it fires).
     """
 
     def __init__(
@@ -133,8 +138,10 @@ class ScheduleService:
         *,
         catch_up_missed: bool = True,
         limits: ScheduleLimits | None = None,
+        templates: TemplateService | None = None,
     ) -> None:
         self.store = store
+        self.templates = templates
         self.durable = durable
         self.firer = firer
         self.catch_up_missed = catch_up_missed
@@ -153,6 +160,7 @@ class ScheduleService:
             ConflictError, ConfigError, StoreError: The durable engine cannot start (nothing kept).
         """
         cron, kind = await self._checked(request)
+        pipeline = await self._template(request, user)
         schedule = await in_thread(
             lambda: self.store.create_schedule(
                 user=user,
@@ -161,7 +169,7 @@ class ScheduleService:
                 session_id=request.session_id,
                 workspace=request.workspace,
                 prompt=request.prompt,
-                pipeline=request.pipeline,
+                pipeline=pipeline,
                 params=dict(request.params or {}),
             )
         )
@@ -205,11 +213,39 @@ class ScheduleService:
                 )
         elif request.workspace is not None:
             place = Path(request.workspace)
-            if not place.is_absolute() or not await anyio.to_thread.run_sync(place.is_dir):
+            if not place.is_absolute():
                 raise InvalidRequestError(
-                    f"workspace: {request.workspace!r} is not an absolute path of a directory"
+                    f"workspace: {request.workspace!r} is not an absolute path; give the directory's full path"
+                )
+            if not await anyio.to_thread.run_sync(place.is_dir):
+                raise InvalidRequestError(
+                    f"workspace: {request.workspace!r} is not a directory here (it does not exist, or is "
+                    "a file); give an existing directory"
                 )
         return cron, ScheduleKind.PIPELINE if request.pipeline is not None else ScheduleKind.PROMPT
+
+    async def _template(self, request: ScheduleRequest, user: str) -> str | None:
+        """A ``--pipeline`` schedule's template, as its exact name, once it is found and the parameters
+        fit it (a name matched only roughly is refused: a schedule fires unattended, so nobody would
+        notice it running another template; nor does a miss fall back to a one-stage run).
+
+        Raises:
+            InvalidRequestError: The template is found only roughly, or a parameter is wrong (named).
+            NotFoundError: No template has that name or id.
+        """
+        if request.pipeline is None or self.templates is None:
+            return request.pipeline
+        ref = request.pipeline.strip()
+        match = await self.templates.lookup(user, ref)
+        entry = match.entry
+        if entry is None or match.source is not LookupSource.EXACT:
+            named = entry.name if entry is not None else "another template"
+            raise InvalidRequestError(
+                f"pipeline: no template is named {ref!r} (the closest is {named!r}); give its exact name "
+                "or id (octipusctl pipelines templates list)"
+            )
+        resolve_parameters(entry.template, dict(request.params or {}))
+        return entry.name
 
     async def owned(self, schedule_id: str, user: str) -> Schedule:
         """The schedule, if it is ``user``'s.
@@ -324,7 +360,7 @@ class ScheduleService:
         for schedule in active:
             since = max(filter(None, (schedule.active_since, schedule.last_slot_at)), default=now)
             slot = latest_slot(schedule.cron, now)
-            if slot <= since:
+            if slot is None or slot <= since:
                 continue
             self.firer.catching_up.add((schedule.id, slot))
             await self.durable.fire_missed(schedule.id, slot)

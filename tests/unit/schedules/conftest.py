@@ -120,9 +120,10 @@ async def schedules(store: Store, tmp_path: Path, settings: Settings) -> AsyncIt
         launcher=ReplayLauncher(_answer),
     )
     pipelines = PipelineService(store)
-    walker, runner = build_pipelines(settings, runs, broker, pipelines, TemplateService(store))
+    templates = TemplateService(store)
+    walker, runner = build_pipelines(settings, runs, broker, pipelines, templates)
     engine = walker.engine  # the daemon's: the pipelines' walk and the schedules' firing
-    service = build_schedules(settings, engine, runs, pipelines)
+    service = build_schedules(settings, engine, runs, pipelines, templates)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     clock = store._clock

@@ -41,8 +41,15 @@ WRONG: list[tuple[dict[str, Any], str]] = [
     ({"prompt": "   "}, "prompt: give the turn's text"),
     ({"prompt": None, "pipeline": " "}, "pipeline: give a template's name"),
     ({"params": {"goal": "x"}}, "params: only a --pipeline schedule"),
-    ({"workspace": "relative/dir"}, "workspace: 'relative/dir' is not an absolute path of a directory"),
-    ({"workspace": "/nonexistent/octipus"}, "workspace: '/nonexistent/octipus' is not an absolute path"),
+    ({"workspace": "relative/dir"}, "workspace: 'relative/dir' is not an absolute path"),
+    ({"workspace": "/nonexistent/octipus"}, "workspace: '/nonexistent/octipus' is not a directory here"),
+    ({"cron": "0 7 30 2 *"}, "cron: '0 7 30 2 *' never fires (no such date"),
+    ({"prompt": None, "pipeline": "review-branch"}, "parameters.branch: required by template"),
+    (
+        {"prompt": None, "pipeline": "review branch", "params": {"branch": "x"}},
+        "pipeline: no template is named",
+    ),
+    ({"prompt": None, "pipeline": "review-branch", "params": {"branhc": "x"}}, "parameters.branhc:"),
 ]
 
 
@@ -53,6 +60,14 @@ async def test_add_names_the_wrong_field_and_keeps_nothing(schedules: ScheduleRi
         assert named in raised.value.message, (fields, raised.value.message)
     assert schedules.store.list_schedules() == []
     assert not schedules.engine.started  # nothing reached the engine
+
+
+async def test_a_pipeline_schedule_of_an_unknown_template_is_not_found_and_keeps_nothing(
+    schedules: ScheduleRig,
+) -> None:
+    with pytest.raises(NotFoundError, match="pipeline template 'no-such-template' not found"):
+        await schedules.service.add(_request(schedules, prompt=None, pipeline="no-such-template"), USER)
+    assert schedules.store.list_schedules() == []
 
 
 async def test_a_schedule_on_a_space_session_is_refused_and_an_unknown_session_is_not_found(
