@@ -5,6 +5,7 @@ off by a stop is ``blocked`` and never delivered again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ import anyio
 import pytest
 
 from octipusd.errors import ConflictError, ForbiddenError
+from octipusd.monitors.watch import MONITOR_WATCH
 from octipusd.pipelines.service import CreateRequest
 from octipusd.store.monitor_records import MonitorStatus
 from tests.unit.monitors.conftest import MonitorRig
@@ -188,3 +190,72 @@ async def test_an_event_source_fires_on_its_own_sessions_pipeline_change_only(mo
     assert done.match["value"]["to"] == "completed"
     await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
     assert wake_ups(monitors, stranger.session_id) == []
+
+
+async def test_a_long_watch_continues_in_fresh_workflows_and_hears_a_pause_and_resume(
+    monitors: MonitorRig,
+) -> None:
+    owner = monitors.session()
+    assert owner.session_id is not None and monitors.service.watcher is not None
+    monitors.service.watcher.limits = replace(monitors.service.watcher.limits, looks_per_workflow=3)
+    monitors.store.save_work_plan(owner.session_id, {"goal": "first"})
+    monitor = await monitors.create(
+        owner,
+        source={"kind": "tool", "name": "get_work_plan", "args": {}},
+        condition={"path": "plan.goal", "operator": "equals", "value": "done"},
+        intervalSeconds=0.05,
+        deadlineSeconds=600.0,  # a lost wake-up of the resume would wait for it
+    )
+    await monitors.wait_for(lambda: monitors.store.get_monitor(monitor.id).checks >= 8)
+    first = await monitors.engine.workflow(monitor.id)
+    assert first is not None and first.status == "SUCCESS"
+    assert len(await monitors.engine.list_steps(monitor.id)) <= 3 * 3 + 2  # 3 looks and the hand-over
+    await monitors.restart()  # the current generation is recovered
+    await monitors.service.pause(monitor.id, owner)
+    pending = await monitors.engine.list_pending(MONITOR_WATCH.name, id_prefix=monitor.id)
+    assert pending and all(w.workflow_id.startswith(f"{monitor.id}.") for w in pending)
+    await monitors.service.resume(monitor.id, owner)
+    monitors.store.save_work_plan(owner.session_id, {"goal": "done"})
+    done = await monitors.wait(monitor.id, MonitorStatus.COMPLETED, MonitorStatus.BLOCKED)
+    assert done.status is MonitorStatus.COMPLETED, done.error
+    await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
+
+
+async def test_a_refresh_that_fails_is_delivered_beside_the_match(
+    monitors: MonitorRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = monitors.session()
+    assert owner.session_id is not None
+    monitors.store.save_work_plan(owner.session_id, {"goal": "done"})
+    probes, reads = monitors.service.probes, []
+    first_read = probes.read
+
+    async def failing_refresh(name: str, args: dict[str, Any], caller: Any) -> Any:
+        reads.append(name)  # the check reads; the delivery's refresh breaks (a bug of the probed tool)
+        if len(reads) > 1:
+            raise RuntimeError("the probed tool broke")
+        return await first_read(name, args, caller)
+
+    monkeypatch.setattr(probes, "read", failing_refresh)
+    monitor = await monitors.create(
+        owner,
+        source={"kind": "tool", "name": "get_work_plan", "args": {}},
+        condition={"path": "plan.goal", "operator": "equals", "value": "done"},
+        intervalSeconds=0.05,
+    )
+    done = await monitors.wait(monitor.id, MonitorStatus.COMPLETED, MonitorStatus.BLOCKED)
+    assert done.status is MonitorStatus.COMPLETED, done.error
+    await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
+    (text,) = wake_ups(monitors, owner.session_id)
+    assert "the refresh failed: RuntimeError: the probed tool broke" in text
+
+
+async def test_a_cut_off_delivery_whose_end_was_recorded_keeps_it(monitors: MonitorRig) -> None:
+    owner = monitors.session()
+    at = (datetime.now(UTC) + timedelta(seconds=0.1)).isoformat()
+    monitor = await monitors.create(owner, source={"kind": "time", "at": at})
+    await monitors.wait(monitor.id, MonitorStatus.COMPLETED)
+    assert monitors.service.watcher is not None
+    # the restart guard's answer when the stop came after the end was recorded, before the step was
+    assert await monitors.service.watcher.block(monitor.id) == "completed"
+    assert monitors.store.get_monitor(monitor.id).status is MonitorStatus.COMPLETED
