@@ -20,6 +20,8 @@ from tests.unit.monitors.conftest import MonitorRig
 from tests.unit.pipelines.conftest import Answer, handoff
 
 pytestmark = pytest.mark.anyio
+#: Where the backend does not matter (the store's own tests and the restart tests here cover both).
+SQLITE_ONLY = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
 ONE_STAGE = {"name": "one", "steps": [{"name": "work", "topic": "coding", "promptTemplate": "WORK-STAGE"}]}
 
@@ -63,6 +65,7 @@ async def test_a_pipeline_status_monitor_wakes_the_owner_once_with_a_fresh_obser
         await monitors.service.cancel(monitor.id, owner)
 
 
+@SQLITE_ONLY
 async def test_pausing_keeps_the_deadline_and_the_timeout_wakes_with_the_last_observation(
     monitors: MonitorRig,
 ) -> None:
@@ -74,7 +77,7 @@ async def test_pausing_keeps_the_deadline_and_the_timeout_wakes_with_the_last_ob
         source={"kind": "tool", "name": "get_work_plan", "args": {}},
         condition={"path": "plan.goal", "operator": "equals", "value": "never"},
         intervalSeconds=0.05,
-        deadlineSeconds=2.0,
+        deadlineSeconds=1.0,
     )
     await monitors.wait_for(lambda: monitors.store.get_monitor(monitor.id).checks >= 1)
     paused = await monitors.service.pause(monitor.id, owner)
@@ -142,6 +145,7 @@ async def test_a_delivery_cut_off_by_a_stop_is_blocked_and_never_delivered_again
         await monitors.service.resume(monitor.id, owner)
 
 
+@SQLITE_ONLY
 async def test_cancel_ends_the_workflow_and_monitors_are_refused_in_a_shared_space(
     monitors: MonitorRig,
 ) -> None:
@@ -168,6 +172,7 @@ async def test_cancel_ends_the_workflow_and_monitors_are_refused_in_a_shared_spa
         await monitors.create(caller, source={"kind": "time", "at": datetime.now(UTC).isoformat()})
 
 
+@SQLITE_ONLY
 async def test_an_event_source_fires_on_its_own_sessions_pipeline_change_only(monitors: MonitorRig) -> None:
     owner, stranger = monitors.session(), monitors.session()
     assert owner.session_id is not None and stranger.session_id is not None
@@ -221,6 +226,7 @@ async def test_a_long_watch_continues_in_fresh_workflows_and_hears_a_pause_and_r
     await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
 
 
+@SQLITE_ONLY
 async def test_a_refresh_that_fails_is_delivered_beside_the_match(
     monitors: MonitorRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -250,6 +256,7 @@ async def test_a_refresh_that_fails_is_delivered_beside_the_match(
     assert "the refresh failed: RuntimeError: the probed tool broke" in text
 
 
+@SQLITE_ONLY
 async def test_a_cut_off_delivery_whose_end_was_recorded_keeps_it(monitors: MonitorRig) -> None:
     owner = monitors.session()
     at = (datetime.now(UTC) + timedelta(seconds=0.1)).isoformat()
