@@ -98,9 +98,10 @@ class RunManager:
             host_services: The run's own shell commands share the host's services under the shell
                 sandbox (persisted with the run, shown in its ``run_status`` event; its children do
                 not inherit it).
-            attended: False makes this turn unattended in an attended session (a schedule's turn:
-                an ASK is refused as "review required" and notifies, nothing is granted); None
-                follows the session. A turn is never made attended in an unattended session.
+            attended: False makes this turn unattended in an attended session (a schedule's turn,
+                a monitor's wake-up: an ASK is refused as "review required" and notifies, nothing is
+                granted); None (or True) follows the session: a turn is never made attended in an
+                unattended session.
 
         Raises:
             NotFoundError: no such session, or (in a space) the author is not a member.
