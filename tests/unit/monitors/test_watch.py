@@ -12,9 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from octipusd.errors import ConflictError, ForbiddenError
+from octipusd.durable.engine import DurableEngine
+from octipusd.errors import ConfigError, ConflictError, ForbiddenError
 from octipusd.monitors.watch import MONITOR_WATCH
 from octipusd.pipelines.service import CreateRequest
+from octipusd.pipelines.walk import PIPELINE_WALK
 from octipusd.store.monitor_records import MonitorStatus
 from tests.unit.monitors.conftest import MonitorRig
 from tests.unit.pipelines.conftest import Answer, handoff
@@ -266,3 +268,20 @@ async def test_a_cut_off_delivery_whose_end_was_recorded_keeps_it(monitors: Moni
     # the restart guard's answer when the stop came after the end was recorded, before the step was
     assert await monitors.service.watcher.block(monitor.id) == "completed"
     assert monitors.store.get_monitor(monitor.id).status is MonitorStatus.COMPLETED
+
+
+@SQLITE_ONLY
+async def test_a_monitor_whose_workflow_cannot_start_is_not_left_armed(monitors: MonitorRig) -> None:
+    owner = monitors.session()
+    await monitors.engine.shutdown()
+    broken = DurableEngine(monitors.database, workflows=(PIPELINE_WALK,))  # the watch not registered
+    monitors.engines.append(broken)
+    assert monitors.service.watcher is not None
+    monitors.service.watcher.engine = broken
+    with pytest.raises(ConfigError, match="not registered"):
+        await monitors.create(owner, source={"kind": "event", "type": "run_finished"})
+    (left,) = monitors.store.list_monitors(user=owner.user, session_id=owner.session_id)
+    assert (
+        left.status is MonitorStatus.CANCELLED and left.error is not None and "could not start" in left.error
+    )
+    assert not monitors.store.has_active_monitors()
