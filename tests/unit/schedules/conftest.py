@@ -27,7 +27,6 @@ from octipusd.testing.replay import Recording, ReplayLauncher
 from octipusd.testing.stub_cli import session_id_from_argv
 from tests.unit.replayed_runs import replayed_runs
 
-ADAPTER = "claude-code"
 USER = "ann"
 #: Seconds a test waits for a condition at most.
 WAIT_S = 30.0
