@@ -285,3 +285,17 @@ async def test_a_monitor_whose_workflow_cannot_start_is_not_left_armed(monitors:
         left.status is MonitorStatus.CANCELLED and left.error is not None and "could not start" in left.error
     )
     assert not monitors.store.has_active_monitors()
+
+
+@SQLITE_ONLY
+async def test_a_wake_up_steers_the_owners_busy_root_run_and_posts_no_turn(monitors: MonitorRig) -> None:
+    owner = monitors.session()
+    assert owner.session_id is not None
+    monitors.model.decide = lambda prompt: Answer("still busy", delay=3.0)
+    busy = await monitors.runs.post_turn(owner.session_id, "a long turn")
+    at = (datetime.now(UTC) + timedelta(seconds=0.2)).isoformat()
+    monitor = await monitors.create(owner, source={"kind": "time", "at": at})
+    done = await monitors.wait(monitor.id, MonitorStatus.COMPLETED, MonitorStatus.BLOCKED)
+    assert done.delivery is not None and done.delivery["mode"] == "steer", done
+    assert done.delivery["runId"] == busy.id
+    assert wake_ups(monitors, owner.session_id) == ["a long turn"]  # never queued behind the turn
