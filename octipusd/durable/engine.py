@@ -372,12 +372,17 @@ class DurableEngine:
         status = await DBOS.get_workflow_status_async(workflow_id)
         return None if status is None else _info(status)
 
-    async def list_pending(self, name: str | None = None) -> list[WorkflowInfo]:
-        """The workflows not finished (``PENDING`` or ``ENQUEUED``), optionally of one workflow ``name``."""
+    async def list_pending(
+        self, name: str | None = None, *, id_prefix: str | None = None
+    ) -> list[WorkflowInfo]:
+        """The workflows not finished (``PENDING`` or ``ENQUEUED``), optionally of one workflow ``name``
+        and only those whose id starts with ``id_prefix``."""
         await self.ensure_started()
         from dbos import DBOS
 
-        found = await DBOS.list_workflows_async(status=["PENDING", "ENQUEUED"], name=name)
+        found = await DBOS.list_workflows_async(
+            status=["PENDING", "ENQUEUED"], name=name, workflow_id_prefix=id_prefix
+        )
         return [_info(status) for status in found]
 
     async def list_steps(self, workflow_id: str) -> list[StepRecord]:

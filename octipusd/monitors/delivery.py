@@ -104,14 +104,14 @@ class SessionWaker:
         last: ConflictError | None = None
         for _ in range(self.limits.delivery_tries):
             try:
-                if self.runs.registry.of_session(session_id, roots_only=True) is not None:
-                    steered = await self.runs.steer(session_id, text)
-                    return {"mode": "steer", "runId": steered["run_id"], "via": steered["delivery"]}
-                run = await self.runs.post_turn(session_id, text, attended=False)
-                return {"mode": "turn", "runId": run.id}
+                woke = await self.runs.continue_unattended(session_id, text)
             except ConflictError as exc:
                 last = exc
                 await anyio.sleep(self.limits.delivery_retry_s)
+                continue
+            if woke["mode"] == "steer":
+                return {"mode": "steer", "runId": woke["run_id"], "via": woke["delivery"]}
+            return {"mode": "turn", "runId": woke["run_id"]}
         assert last is not None
         raise ConflictError(
             f"the session could not be woken after {self.limits.delivery_tries} tries: {last.message}"

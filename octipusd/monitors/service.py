@@ -24,6 +24,8 @@ from octipusd.toolkit import PipelineCaller
 __all__ = ["MonitorService", "monitor_document"]
 
 _ARMED, _PAUSED, _READY = MonitorStatus.ARMED, MonitorStatus.PAUSED, MonitorStatus.READY
+#: The error of a monitor cancelled at its creation because its workflow could not start.
+_NOT_STARTED = "its workflow could not start on the durable engine; create it again"
 
 
 def _iso(moment: Any) -> str | None:
@@ -92,6 +94,8 @@ class MonitorService:
             InvalidRequestError: A bad field, named (a mutation as a probe, a browser source...).
             ConflictError: The session has the most active monitors already.
             MonitorsUnavailableError: No engine is wired in.
+            ConfigError, StoreError: The engine could not start it (the record is then ``cancelled``
+                with that reason: it does not count against the session's limit).
         """
         if caller.session_id is None or caller.workspace is None:
             raise ForbiddenError("a monitor is created by an agent's root run: it wakes that run's session")
@@ -117,7 +121,15 @@ class MonitorService:
                 max_active=self.limits.max_active_per_session,
             )
         )
-        await watcher.start(monitor.id)
+        try:
+            await watcher.start(monitor.id)
+        except Exception:  # re-raised: a monitor without its workflow would stay armed for ever
+            await in_thread(
+                lambda: self.store.move_monitor(
+                    monitor.id, MonitorStatus.CANCELLED, expect=(_ARMED,), error=_NOT_STARTED
+                )
+            )
+            raise
         return monitor_document(monitor)
 
     async def list(self, caller: PipelineCaller, *, active_only: bool = False) -> list[dict[str, Any]]:

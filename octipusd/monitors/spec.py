@@ -51,6 +51,10 @@ class MonitorLimits:
         delivery_retry_s: Seconds between two tries of a delivery whose session was between turns
             (its run ending as the monitor steered it, or starting as it posted a turn).
         delivery_tries: Tries of one delivery before it is ``blocked``.
+        looks_per_workflow: Looks (a check and its timer, about three engine records) one workflow
+            makes before a fresh workflow continues the watch (:mod:`~octipusd.monitors.watch`): a
+            monitor checking every 10 s for 7 days adds its records to short workflows, never to one
+            a restart replays from its first of 60,000 checks.
     """
 
     min_interval_s: float = 10.0
@@ -64,6 +68,7 @@ class MonitorLimits:
     events_per_check: int = 100
     delivery_retry_s: float = 1.0
     delivery_tries: int = 60
+    looks_per_workflow: int = 100
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,13 @@
 
 Every read and write is a step of :class:`MonitorWatcher`, recorded by the engine, so after a
 restart DBOS replays what was done and the timers wait only what is left: monitors survive
-restarts. The workflow's id is the monitor's id. A ``changed`` condition takes its first good read
+restarts. The first workflow's id is the monitor's id. A look (a check and its timer) adds about
+three records to its workflow, so after :attr:`MonitorLimits.looks_per_workflow` looks a workflow
+starts a fresh one (``<monitor id>.<generation>``, its first step a check of the record) and ends:
+a long-lived monitor's records are spread over short workflows, and a restart replays only the
+current one. A wake-up is sent to every unfinished workflow of the monitor (the one ending and its
+successor alike). An event source and a tool source alike are read at their interval: a pipeline's
+end does not wake a monitor early (it is seen at the next check). A ``changed`` condition takes its first good read
 as the baseline; a missing field is recorded ``unavailable`` (neither a match nor a change); a probe
 that fails is recorded as an ``error`` observation and checked again at the next interval.
 """
@@ -73,15 +79,19 @@ class MonitorWatcher:
     waker: Waker | None = None
     limits: MonitorLimits = field(default_factory=MonitorLimits)
 
-    async def start(self, monitor_id: str) -> None:
-        """Start the monitor's workflow (its id: the monitor's)."""
-        await self.engine.start_workflow(MONITOR_WATCH, monitor_id, monitor_id)
+    async def start(self, monitor_id: str, generation: int = 0) -> str:
+        """Start the monitor's workflow of ``generation`` (see the module); its id."""
+        workflow_id = monitor_id if generation == 0 else f"{monitor_id}.{generation}"
+        looks = self.limits.looks_per_workflow
+        await self.engine.start_workflow(MONITOR_WATCH, workflow_id, monitor_id, generation, looks)
+        return workflow_id
 
     async def wake(self, monitor_id: str) -> None:
-        """Wake the monitor's timer so it looks at its record again (a failure is logged: the
-        timer then looks at its next interval)."""
+        """Wake the monitor's timer (every unfinished workflow of it) so it looks at its record
+        again (a failure is logged: the timer then looks at its next interval)."""
         try:
-            await self.engine.send(monitor_id, {"kind": "wake"}, WAKE_TOPIC)
+            for workflow in await self.engine.list_pending(MONITOR_WATCH.name, id_prefix=monitor_id):
+                await self.engine.send(workflow.workflow_id, {"kind": "wake"}, WAKE_TOPIC)
         except Exception:  # the engine's own error types are dbos's; the record is the truth
             log.exception("monitor %s: its workflow could not be woken", monitor_id)
 
@@ -163,7 +173,11 @@ class MonitorWatcher:
         return moved.status.value
 
     async def block(self, monitor_id: str) -> str:
-        """A delivery cut off (the restart guard answered ``interrupted``): ``blocked``."""
+        """A delivery cut off (the restart guard answered ``interrupted``): ``blocked``, unless the
+        stop came after the delivery's end was recorded (the monitor keeps that end)."""
+        monitor = await in_thread(self.store.get_monitor, monitor_id)
+        if monitor.status is not _DELIVERING:
+            return monitor.status.value
         return await self._blocked(monitor_id, CUT_OFF)
 
     # ------------------------------------------------------------------ helpers
@@ -265,6 +279,9 @@ class MonitorWatcher:
             return {"at": at, "value": await self._read(probe["name"], probe["args"], monitor)}
         except OctipusError as exc:
             return {"at": at, "error": f"the refresh failed: {exc.message}"}
+        except Exception as exc:  # delivered beside the match (evidence), with the traceback logged
+            log.exception("monitor %s: its refresh failed", monitor.id)
+            return {"at": at, "error": f"the refresh failed: {type(exc).__name__}: {exc}"}
 
 
 def _wait(seconds: float) -> dict[str, Any]:
@@ -302,11 +319,14 @@ def active_watcher() -> MonitorWatcher:
     return _ACTIVE[-1]
 
 
-async def monitor_watch(monitor_id: str) -> str:
-    """The workflow: watch the monitor ``monitor_id`` until it fires or ends (see the module);
-    returns its final status."""
+async def monitor_watch(monitor_id: str, generation: int = 0, looks: int = 0) -> str:
+    """The workflow: watch the monitor ``monitor_id`` until it fires or ends, or, after ``looks``
+    looks (0: no bound), start its next ``generation`` and end (see the module); returns the
+    monitor's final status, or ``continued by <workflow id>``. The bound is an argument, not read
+    from the limits, so a recovered workflow replays the same steps."""
     watcher = active_watcher()
     engine = watcher.engine
+    look = 0
     while True:
         tick = await engine.step("check", watcher.check, monitor_id)
         if tick["next"] == "end":
@@ -314,6 +334,9 @@ async def monitor_watch(monitor_id: str) -> str:
         if tick["next"] == "fire":
             break
         await engine.wait_for_message(WAKE_TOPIC, float(tick["seconds"]))
+        look += 1
+        if look == looks:
+            return f"continued by {await watcher.start(monitor_id, generation + 1)}"
     if not await engine.step("claim", watcher.claim, monitor_id):
         return "cancelled"
     outcome = await engine.guarded_step("deliver", watcher.deliver, monitor_id)
@@ -323,4 +346,4 @@ async def monitor_watch(monitor_id: str) -> str:
 
 
 #: The monitor workflow, registered with the durable engine at composition.
-MONITOR_WATCH: WorkflowDef[[str], str] = WorkflowDef("octipus.monitor_watch", monitor_watch)
+MONITOR_WATCH: WorkflowDef[[str, int, int], str] = WorkflowDef("octipus.monitor_watch", monitor_watch)

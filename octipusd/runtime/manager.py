@@ -98,9 +98,10 @@ class RunManager:
             host_services: The run's own shell commands share the host's services under the shell
                 sandbox (persisted with the run, shown in its ``run_status`` event; its children do
                 not inherit it).
-            attended: False makes this turn unattended in an attended session (a schedule's turn:
-                an ASK is refused as "review required" and notifies, nothing is granted); None
-                follows the session. A turn is never made attended in an unattended session.
+            attended: False makes this turn unattended in an attended session (a schedule's turn,
+                a monitor's wake-up: an ASK is refused as "review required" and notifies, nothing is
+                granted); None (or True) follows the session: a turn is never made attended in an
+                unattended session.
 
         Raises:
             NotFoundError: no such session, or (in a space) the author is not a member.
@@ -247,6 +248,26 @@ class RunManager:
         await in_thread(self.services.store.get_session, session_id)
         async with self.registry.session_lock(session_id):
             return await self.services.compact(session_id, keep_turns)
+
+    async def continue_unattended(self, session_id: str, text: str) -> dict[str, str]:
+        """Continue a session with the daemon's own work (a schedule's slot, a monitor's wake-up):
+        steer its live root run (:meth:`steer`: never queued behind its turn), else post an
+        unattended turn (:meth:`post_turn` with ``attended=False``: an ASK in it is refused as
+        "review required" and notified, nothing is granted).
+
+        Returns:
+            ``{"mode": "steer", "run_id", "delivery": "stdin" | "queued"}`` or ``{"mode": "turn", "run_id"}``.
+
+        Raises:
+            ConflictError: The session is between the two (its run ending as it is steered, a run
+                starting as the turn is posted), or the daemon is stopping.
+            NotFoundError, ForbiddenError, InvalidRequestError: As :meth:`post_turn`.
+        """
+        if self.registry.of_session(session_id, roots_only=True) is not None:
+            steered = await self.steer(session_id, text)
+            return {"mode": "steer", "run_id": str(steered["run_id"]), "delivery": str(steered["delivery"])}
+        run = await self.post_turn(session_id, text, attended=False)
+        return {"mode": "turn", "run_id": run.id}
 
     async def steer(self, session_id: str, text: str) -> dict[str, Any]:
         """Deliver user guidance to the session's live root run (:func:`~octipusd.runtime.steering.submit`).

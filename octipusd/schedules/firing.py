@@ -237,12 +237,9 @@ class ScheduleFirer:
             )
             created = await self.pipelines.create(request, PipelineCaller(user=schedule.user))
             return _Started(session_id=session_id, pipeline_id=str(created["id"]))
-        prompt = schedule.prompt or ""
-        if self.runs.registry.of_session(session_id, roots_only=True) is not None:
-            steered = await self.runs.steer(session_id, prompt)
-            return _Started(session_id=session_id, run_id=str(steered["run_id"]), delivery="steered")
-        run = await self.runs.post_turn(session_id, prompt, attended=False)
-        return _Started(session_id=session_id, run_id=run.id, delivery="turn")
+        woke = await self.runs.continue_unattended(session_id, schedule.prompt or "")
+        delivery = "steered" if woke["mode"] == "steer" else "turn"
+        return _Started(session_id=session_id, run_id=woke["run_id"], delivery=delivery)
 
     async def _new_session(self, schedule: Schedule, firing: ScheduleFiring) -> str:
         """A new unattended session in the schedule's workspace.

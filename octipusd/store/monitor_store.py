@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, NotFoundError, StoreError
 from octipusd.store.codec import StoreMixin, check_limit, dump_object, load_object, new_id
 from octipusd.store.models import MonitorRow, PipelineEventRow, PipelineRow, RunRow
 from octipusd.store.monitor_records import Monitor, MonitorStatus
@@ -248,7 +248,7 @@ class MonitorStoreMixin(StoreMixin):
             elif name in _PLAIN_FIELDS:
                 setattr(row, name, value)
             else:
-                raise ValueError(f"monitor field {name!r} cannot be set here")
+                raise StoreError(f"monitor field {name!r} cannot be set here (a bug of the caller)")
 
     # ------------------------------------------------------------------ what event sources read
 

@@ -84,6 +84,7 @@ def test_a_schedule_fires_once_per_slot_across_a_restart(
     body = {"cron": EVERY_2_S, "workspace": str(env.daemon.workspace), "prompt": "the nightly check"}
     schedule = env.client.request("POST", "/schedules", json=body)["id"]
     api.wait_firings(schedule, lambda f: any(x["status"] == "started" for x in f), "a slot fired")
+    stopping_at = datetime.now(UTC)
     env.daemon.stop()
     down_at = datetime.now(UTC)
     time.sleep(DOWN_S)  # slots pass while no daemon runs
@@ -105,10 +106,21 @@ def test_a_schedule_fires_once_per_slot_across_a_restart(
     # an earlier missed slot did not fire: only the latest, once, then the live ones
     assert (_slot(caught) - last_before).total_seconds() >= 2 * SLOT_S, firings
     assert (_slot(live[0]) - _slot(caught)).total_seconds() <= 2 * SLOT_S, firings
-    # every fired slot started one run, in a session of its own
-    assert all(f["status"] == "started" and f["runId"] for f in firings), firings
-    sessions = {f["sessionId"] for f in firings}
-    assert len({f["runId"] for f in firings}) == len(firings) == len(sessions)
+    # every fired slot started one run, in a session of its own; a slot that fired as the daemon
+    # stopped may have failed (its turn refused by the stopping daemon, or found starting at start-up:
+    # never started twice)
+    cut = [f for f in firings if f["status"] != "started"]
+    assert all(
+        f["status"] == "failed"
+        and stopping_at.timestamp() - SLOT_S <= _slot(f).timestamp() <= down_at.timestamp()
+        for f in cut
+    ), firings
+    assert len(cut) <= 1, firings
+    started = [f for f in firings if f["status"] == "started"]
+    sessions = {f["sessionId"] for f in started}
+    assert all(f["runId"] for f in started) and len({f["runId"] for f in started}) == len(started) == len(
+        sessions
+    )
 
     # down again, back with catchUpMissed off: no slot missed while down fires
     down_at = datetime.now(UTC)
@@ -129,9 +141,9 @@ def test_a_schedule_fires_once_per_slot_across_a_restart(
     assert not [f for f in after if down_at < _slot(f) <= up_at], after
     assert not any(f["caughtUp"] for f in after if _slot(f) > down_at)
     fired = [f for f in after if f["status"] == "started"]
-    assert {s["id"] for s in listed} == {f["sessionId"] for f in fired}, (
-        "one session (one run) per fired slot"
-    )
+    sessions_made = {s["id"] for s in listed}  # a firing cut by the first stop may have made one
+    assert {f["sessionId"] for f in fired} <= sessions_made, "one session (one run) per fired slot"
+    assert len(sessions_made) - len({f["sessionId"] for f in fired}) <= len(cut)
 
 
 def test_a_scheduled_turn_in_an_attended_session_is_unattended(octipus: Callable[..., Env]) -> None:

@@ -17,11 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from octipusd.adapter import load_adapters
-from octipusd.app import build_runs
 from octipusd.durable.engine import DurableEngine
-from octipusd.journal.executor import ActionJournal
-from octipusd.journal.operator import RecoveryOperator
 from octipusd.monitors.delivery import SessionWaker, Waker
 from octipusd.monitors.probes import ProbeRegistry
 from octipusd.monitors.service import MonitorService
@@ -33,10 +29,6 @@ from octipusd.pipelines.stages import StageExecutor
 from octipusd.pipelines.template_service import TemplateService
 from octipusd.pipelines.walk import PIPELINE_WALK
 from octipusd.pipelines.walker import Walker, WalkerLimits, install_walker
-from octipusd.policy.approvals import ApprovalBroker
-from octipusd.policy.engine import Policy
-from octipusd.runner.executables import Resolution
-from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.stage_runs import StageRuns
 from octipusd.settings import Settings
@@ -53,6 +45,7 @@ from tests.unit.pipelines.conftest import (  # noqa: F401 - engine_database is a
     engine_database,
     git_workspace,
 )
+from tests.unit.replayed_runs import replayed_runs
 
 #: The monitors' limits of the tests: the same rules, shorter times.
 FAST = MonitorLimits(
@@ -132,25 +125,7 @@ async def monitors(store: Store, engine_database: str, tmp_path: Path) -> AsyncI
     """The monitors' machinery on the test's store (SQLite and PostgreSQL)."""
     model = Model()
     launcher = ReplayLauncher(lambda spec, run_id: _recording(model, store, spec, run_id))
-    hub = EventHub(store)
-    broker = ApprovalBroker(store, 300)
-    runs, _gate = build_runs(
-        Settings(),
-        store=store,
-        hub=hub,
-        broker=broker,
-        policy=Policy.from_setting(None),
-        adapters={ADAPTER: load_adapters()[ADAPTER]},
-        resolutions={ADAPTER: Resolution(ADAPTER, "claude", "/bin/true", None, "/usr/bin:/bin")},
-        data_dir=tmp_path / "data",
-        owner="test-owner",
-        base_env={"PATH": "/usr/bin:/bin"},
-        journal=ActionJournal(store, "test-owner"),
-        operator=RecoveryOperator(store, lambda _tool: None, hub.emit_optional),
-        connectors=None,
-        config_notices=None,
-        launcher=launcher,
-    )
+    runs, _gate, _broker = replayed_runs(Settings(), store, tmp_path, launcher)
     pipelines = PipelineService(store)
     service = MonitorService(store, ProbeRegistry(store, pipelines), FAST)
     rig = MonitorRig(store, runs, pipelines, service, model, git_workspace(tmp_path), engine_database)

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from octipusd.errors import ConflictError
+from octipusd.errors import ConflictError, StoreError
 from octipusd.store.monitor_records import MonitorStatus
 from octipusd.store.pipeline_records import PipelineStatus
 from octipusd.store.repository import Store
@@ -115,3 +115,10 @@ def test_an_event_source_reads_only_its_own_sessions_changes_after_its_creation(
     changes = store.session_pipeline_changes(mine, after=int(monitor.cursor["pipelineEvent"]))
     assert [(c["pipelineId"], c["from"], c["to"]) for c in changes] == [(before, "running", "completed")]
     assert store.session_pipeline_changes(mine, after=changes[-1]["cursor"]) == []
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_field_the_store_does_not_set_is_refused_with_the_stores_error(store: Store) -> None:
+    monitor = _create(store, store.create_session(workspace="/w", adapter="claude-code").id)
+    with pytest.raises(StoreError, match="'status' cannot be set here"):
+        store.note_monitor_check(monitor, expect=(ARMED,), status="completed")

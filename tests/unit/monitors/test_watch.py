@@ -5,19 +5,25 @@ off by a stop is ``blocked`` and never delivered again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 import pytest
 
-from octipusd.errors import ConflictError, ForbiddenError
+from octipusd.durable.engine import DurableEngine
+from octipusd.errors import ConfigError, ConflictError, ForbiddenError
+from octipusd.monitors.watch import MONITOR_WATCH
 from octipusd.pipelines.service import CreateRequest
+from octipusd.pipelines.walk import PIPELINE_WALK
 from octipusd.store.monitor_records import MonitorStatus
 from tests.unit.monitors.conftest import MonitorRig
 from tests.unit.pipelines.conftest import Answer, handoff
 
 pytestmark = pytest.mark.anyio
+#: Where the backend does not matter (the store's own tests and the restart tests here cover both).
+SQLITE_ONLY = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
 ONE_STAGE = {"name": "one", "steps": [{"name": "work", "topic": "coding", "promptTemplate": "WORK-STAGE"}]}
 
@@ -61,6 +67,7 @@ async def test_a_pipeline_status_monitor_wakes_the_owner_once_with_a_fresh_obser
         await monitors.service.cancel(monitor.id, owner)
 
 
+@SQLITE_ONLY
 async def test_pausing_keeps_the_deadline_and_the_timeout_wakes_with_the_last_observation(
     monitors: MonitorRig,
 ) -> None:
@@ -72,7 +79,7 @@ async def test_pausing_keeps_the_deadline_and_the_timeout_wakes_with_the_last_ob
         source={"kind": "tool", "name": "get_work_plan", "args": {}},
         condition={"path": "plan.goal", "operator": "equals", "value": "never"},
         intervalSeconds=0.05,
-        deadlineSeconds=2.0,
+        deadlineSeconds=1.0,
     )
     await monitors.wait_for(lambda: monitors.store.get_monitor(monitor.id).checks >= 1)
     paused = await monitors.service.pause(monitor.id, owner)
@@ -140,6 +147,7 @@ async def test_a_delivery_cut_off_by_a_stop_is_blocked_and_never_delivered_again
         await monitors.service.resume(monitor.id, owner)
 
 
+@SQLITE_ONLY
 async def test_cancel_ends_the_workflow_and_monitors_are_refused_in_a_shared_space(
     monitors: MonitorRig,
 ) -> None:
@@ -166,6 +174,7 @@ async def test_cancel_ends_the_workflow_and_monitors_are_refused_in_a_shared_spa
         await monitors.create(caller, source={"kind": "time", "at": datetime.now(UTC).isoformat()})
 
 
+@SQLITE_ONLY
 async def test_an_event_source_fires_on_its_own_sessions_pipeline_change_only(monitors: MonitorRig) -> None:
     owner, stranger = monitors.session(), monitors.session()
     assert owner.session_id is not None and stranger.session_id is not None
@@ -188,3 +197,105 @@ async def test_an_event_source_fires_on_its_own_sessions_pipeline_change_only(mo
     assert done.match["value"]["to"] == "completed"
     await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
     assert wake_ups(monitors, stranger.session_id) == []
+
+
+async def test_a_long_watch_continues_in_fresh_workflows_and_hears_a_pause_and_resume(
+    monitors: MonitorRig,
+) -> None:
+    owner = monitors.session()
+    assert owner.session_id is not None and monitors.service.watcher is not None
+    monitors.service.watcher.limits = replace(monitors.service.watcher.limits, looks_per_workflow=3)
+    monitors.store.save_work_plan(owner.session_id, {"goal": "first"})
+    monitor = await monitors.create(
+        owner,
+        source={"kind": "tool", "name": "get_work_plan", "args": {}},
+        condition={"path": "plan.goal", "operator": "equals", "value": "done"},
+        intervalSeconds=0.05,
+        deadlineSeconds=600.0,  # a lost wake-up of the resume would wait for it
+    )
+    await monitors.wait_for(lambda: monitors.store.get_monitor(monitor.id).checks >= 8)
+    first = await monitors.engine.workflow(monitor.id)
+    assert first is not None and first.status == "SUCCESS"
+    assert len(await monitors.engine.list_steps(monitor.id)) <= 3 * 3 + 2  # 3 looks and the hand-over
+    await monitors.restart()  # the current generation is recovered
+    await monitors.service.pause(monitor.id, owner)
+    pending = await monitors.engine.list_pending(MONITOR_WATCH.name, id_prefix=monitor.id)
+    assert pending and all(w.workflow_id.startswith(f"{monitor.id}.") for w in pending)
+    await monitors.service.resume(monitor.id, owner)
+    monitors.store.save_work_plan(owner.session_id, {"goal": "done"})
+    done = await monitors.wait(monitor.id, MonitorStatus.COMPLETED, MonitorStatus.BLOCKED)
+    assert done.status is MonitorStatus.COMPLETED, done.error
+    await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
+
+
+@SQLITE_ONLY
+async def test_a_refresh_that_fails_is_delivered_beside_the_match(
+    monitors: MonitorRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = monitors.session()
+    assert owner.session_id is not None
+    monitors.store.save_work_plan(owner.session_id, {"goal": "done"})
+    probes, reads = monitors.service.probes, []
+    first_read = probes.read
+
+    async def failing_refresh(name: str, args: dict[str, Any], caller: Any) -> Any:
+        reads.append(name)  # the check reads; the delivery's refresh breaks (a bug of the probed tool)
+        if len(reads) > 1:
+            raise RuntimeError("the probed tool broke")
+        return await first_read(name, args, caller)
+
+    monkeypatch.setattr(probes, "read", failing_refresh)
+    monitor = await monitors.create(
+        owner,
+        source={"kind": "tool", "name": "get_work_plan", "args": {}},
+        condition={"path": "plan.goal", "operator": "equals", "value": "done"},
+        intervalSeconds=0.05,
+    )
+    done = await monitors.wait(monitor.id, MonitorStatus.COMPLETED, MonitorStatus.BLOCKED)
+    assert done.status is MonitorStatus.COMPLETED, done.error
+    await monitors.wait_for(lambda: len(wake_ups(monitors, owner.session_id or "")) == 1)
+    (text,) = wake_ups(monitors, owner.session_id)
+    assert "the refresh failed: RuntimeError: the probed tool broke" in text
+
+
+@SQLITE_ONLY
+async def test_a_cut_off_delivery_whose_end_was_recorded_keeps_it(monitors: MonitorRig) -> None:
+    owner = monitors.session()
+    at = (datetime.now(UTC) + timedelta(seconds=0.1)).isoformat()
+    monitor = await monitors.create(owner, source={"kind": "time", "at": at})
+    await monitors.wait(monitor.id, MonitorStatus.COMPLETED)
+    assert monitors.service.watcher is not None
+    # the restart guard's answer when the stop came after the end was recorded, before the step was
+    assert await monitors.service.watcher.block(monitor.id) == "completed"
+    assert monitors.store.get_monitor(monitor.id).status is MonitorStatus.COMPLETED
+
+
+@SQLITE_ONLY
+async def test_a_monitor_whose_workflow_cannot_start_is_not_left_armed(monitors: MonitorRig) -> None:
+    owner = monitors.session()
+    await monitors.engine.shutdown()
+    broken = DurableEngine(monitors.database, workflows=(PIPELINE_WALK,))  # the watch not registered
+    monitors.engines.append(broken)
+    assert monitors.service.watcher is not None
+    monitors.service.watcher.engine = broken
+    with pytest.raises(ConfigError, match="not registered"):
+        await monitors.create(owner, source={"kind": "event", "type": "run_finished"})
+    (left,) = monitors.store.list_monitors(user=owner.user, session_id=owner.session_id)
+    assert (
+        left.status is MonitorStatus.CANCELLED and left.error is not None and "could not start" in left.error
+    )
+    assert not monitors.store.has_active_monitors()
+
+
+@SQLITE_ONLY
+async def test_a_wake_up_steers_the_owners_busy_root_run_and_posts_no_turn(monitors: MonitorRig) -> None:
+    owner = monitors.session()
+    assert owner.session_id is not None
+    monitors.model.decide = lambda prompt: Answer("still busy", delay=3.0)
+    busy = await monitors.runs.post_turn(owner.session_id, "a long turn")
+    at = (datetime.now(UTC) + timedelta(seconds=0.2)).isoformat()
+    monitor = await monitors.create(owner, source={"kind": "time", "at": at})
+    done = await monitors.wait(monitor.id, MonitorStatus.COMPLETED, MonitorStatus.BLOCKED)
+    assert done.delivery is not None and done.delivery["mode"] == "steer", done
+    assert done.delivery["runId"] == busy.id
+    assert wake_ups(monitors, owner.session_id) == ["a long turn"]  # never queued behind the turn

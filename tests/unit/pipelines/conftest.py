@@ -19,12 +19,9 @@ import anyio
 import pytest
 from sqlalchemy.engine import make_url
 
-from octipusd.adapter import LaunchSpec, load_adapters
-from octipusd.app import build_runs
+from octipusd.adapter import LaunchSpec
 from octipusd.durable.engine import DurableEngine
 from octipusd.durable.setup import system_database_url
-from octipusd.journal.executor import ActionJournal
-from octipusd.journal.operator import RecoveryOperator
 from octipusd.pipelines.approved_calls import ApprovedCalls
 from octipusd.pipelines.gate_commands import GateCommandAllowance
 from octipusd.pipelines.runner import DurableRunner
@@ -40,9 +37,6 @@ from octipusd.pipelines.template_service import TemplateService
 from octipusd.pipelines.walk import PIPELINE_WALK
 from octipusd.pipelines.walker import Walker, WalkerLimits, install_walker
 from octipusd.policy.approvals import ApprovalBroker
-from octipusd.policy.engine import Policy
-from octipusd.runner.executables import Resolution
-from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.runtime.stage_runs import StageRuns
 from octipusd.settings import Settings
@@ -53,8 +47,8 @@ from octipusd.store.repository import Store
 from octipusd.testing.postgres import admin_connect
 from octipusd.testing.replay import Recording, ReplayLauncher
 from octipusd.testing.stub_cli import session_id_from_argv
+from tests.unit.replayed_runs import ADAPTER, replayed_runs
 
-ADAPTER = "claude-code"
 USER = "ann"
 #: Seconds a "hanging" answer takes (a stop or the test's end cuts it).
 HANG_S = 3600.0
@@ -235,25 +229,8 @@ async def pipelines(
     """The pipeline machinery on the test's store (SQLite and PostgreSQL)."""
     model = Model()
     launcher = ReplayLauncher(lambda spec, run_id: _recording(model, store, spec, run_id))
-    hub = EventHub(store)
-    broker = ApprovalBroker(store, 300)
-    runs, gate = build_runs(
-        settings,
-        store=store,
-        hub=hub,
-        broker=broker,
-        policy=Policy.from_setting(None),
-        adapters={ADAPTER: load_adapters()[ADAPTER]},
-        resolutions={ADAPTER: Resolution(ADAPTER, "claude", "/bin/true", None, "/usr/bin:/bin")},
-        data_dir=tmp_path / "data",
-        owner="test-owner",
-        base_env={"PATH": "/usr/bin:/bin"},
-        journal=ActionJournal(store, "test-owner"),
-        operator=RecoveryOperator(store, lambda _tool: None, hub.emit_optional),
-        connectors=None,
-        config_notices=None,
-        launcher=launcher,
-    )
+    runs, gate, broker = replayed_runs(settings, store, tmp_path, launcher)
+    hub = runs.services.hub
     gate.add_allowance(GateCommandAllowance(store))  # as the composition root does (app_pipelines)
     gate.add_allowance(ApprovedCalls(store))
     engine = DurableEngine(

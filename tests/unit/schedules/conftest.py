@@ -12,19 +12,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from octipusd.adapter import LaunchSpec, load_adapters
-from octipusd.app import build_runs
+from octipusd.adapter import LaunchSpec
 from octipusd.app_pipelines import build_pipelines
 from octipusd.app_schedules import build_schedules
 from octipusd.durable.engine import DurableEngine
-from octipusd.journal.executor import ActionJournal
-from octipusd.journal.operator import RecoveryOperator
 from octipusd.pipelines.service import PipelineService
 from octipusd.pipelines.template_service import TemplateService
-from octipusd.policy.approvals import ApprovalBroker
-from octipusd.policy.engine import Policy
-from octipusd.runner.executables import Resolution
-from octipusd.runtime.events import EventHub
 from octipusd.runtime.manager import RunManager
 from octipusd.schedules.service import ScheduleService
 from octipusd.settings import Settings
@@ -32,8 +25,8 @@ from octipusd.store.repository import Store
 from octipusd.store.schedule_records import Schedule, ScheduleFiring
 from octipusd.testing.replay import Recording, ReplayLauncher
 from octipusd.testing.stub_cli import session_id_from_argv
+from tests.unit.replayed_runs import replayed_runs
 
-ADAPTER = "claude-code"
 USER = "ann"
 #: Seconds a test waits for a condition at most.
 WAIT_S = 30.0
@@ -100,25 +93,7 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
 @pytest.fixture
 async def schedules(store: Store, tmp_path: Path, settings: Settings) -> AsyncIterator[ScheduleRig]:
     """The schedules' machinery on the test's store; the engine starts on first use."""
-    hub = EventHub(store)
-    broker = ApprovalBroker(store, 300)
-    runs, _gate = build_runs(
-        settings,
-        store=store,
-        hub=hub,
-        broker=broker,
-        policy=Policy.from_setting(None),
-        adapters={ADAPTER: load_adapters()[ADAPTER]},
-        resolutions={ADAPTER: Resolution(ADAPTER, "claude", "/bin/true", None, "/usr/bin:/bin")},
-        data_dir=tmp_path / "data",
-        owner="test-owner",
-        base_env={"PATH": "/usr/bin:/bin"},
-        journal=ActionJournal(store, "test-owner"),
-        operator=RecoveryOperator(store, lambda _tool: None, hub.emit_optional),
-        connectors=None,
-        config_notices=None,
-        launcher=ReplayLauncher(_answer),
-    )
+    runs, _gate, broker = replayed_runs(settings, store, tmp_path, ReplayLauncher(_answer))
     pipelines = PipelineService(store)
     templates = TemplateService(store)
     walker, runner = build_pipelines(settings, runs, broker, pipelines, templates)
