@@ -84,6 +84,7 @@ from octipusd.toolkit import (
 )
 from octipusd.toolkit.secrets import SecretResolver, run_spec
 from octipusd.tools import DEFAULT_TOOLS
+from octipusd.tools.shell_background import SHELL_RUN_BACKGROUND
 
 __all__ = ["REQUEST_ID_MAX_CHARS", "WAIT_RECHECK_SECONDS", "ActionService", "ToolResolver", "manual_run_id"]
 
@@ -212,6 +213,11 @@ class ActionService:
         if tool not in self._manual_tools() and "." not in tool:
             raise InvalidRequestError(
                 f"{tool!r} cannot be started by hand; use shell__run or an MCP connector tool (server.tool)"
+                + (
+                    " (a background command belongs to an agent's run)"
+                    if tool == SHELL_RUN_BACKGROUND.name
+                    else ""
+                )
             )
         # recorded undecided first, under this daemon's decision claim: a retry racing this request
         # finds it and decides (spends) nothing, and a daemon that stops before deciding it leaves it
@@ -431,7 +437,9 @@ class ActionService:
 
     @staticmethod
     def _manual_tools() -> frozenset[str]:
-        return frozenset(t.tool_id for t in DEFAULT_TOOLS if t.mutating)
+        # a background command belongs to the run that started it (it ends with that run): a call
+        # started by hand has none, so it is refused here, before anyone is asked to approve it
+        return frozenset(t.tool_id for t in DEFAULT_TOOLS if t.mutating and t is not SHELL_RUN_BACKGROUND)
 
     def _touch(self, invocation_id: str) -> None:
         event = self._changed.pop(invocation_id, None)

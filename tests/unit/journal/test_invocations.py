@@ -899,3 +899,18 @@ async def test_a_call_that_cannot_be_decided_is_withdrawn_not_left_waiting(bench
     )
     assert not created and again.id == withdrawn.id and again.status == "cancelled"
     assert bench.lines() == 0 and bench.store.get_grant(grant.id).uses == 0
+
+
+async def test_a_background_command_cannot_be_started_by_hand_and_asks_no_one(bench: Bench) -> None:
+    from octipusd.errors import InvalidRequestError
+
+    service = bench.service()
+    with pytest.raises(InvalidRequestError, match="shell__run_background' cannot be started by hand"):
+        await service.submit(
+            user="alice",
+            session_id=bench.session_id,
+            tool="shell__run_background",
+            arguments={"command": "sleep 60"},
+            request_id=None,
+        )
+    assert bench.store.list_approvals() == [] and bench.store.list_actions() == []
