@@ -41,13 +41,14 @@ from octipusd.store.pipeline_records import (
     APPROVED_CALLS_KEY,
     BLOCKED_CALL_KEY,
     PIPELINE_CALL_KIND,
+    Pipeline,
     PipelineStatus,
 )
 from octipusd.store.records import Approval, Run
 from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext
 
-__all__ = ["IGNORED_KEYS", "ApprovedCalls", "BlockedCalls", "action_of", "args_digest"]
+__all__ = ["IGNORED_KEYS", "ApprovedCalls", "BlockedCalls", "action_of", "args_digest", "holding_pipeline"]
 
 #: Arguments an allowance ignores: the CLI's description label and timeout (seed 003).
 IGNORED_KEYS: Final = frozenset({"description", "timeout"})
@@ -70,6 +71,23 @@ def action_of(tool_id: str) -> str | None:
     return tool_id.removeprefix(CLI_NATIVE_PREFIX) if tool_id.startswith(CLI_NATIVE_PREFIX) else None
 
 
+async def holding_pipeline(store: Store, ctx: CallContext) -> Pipeline | None:
+    """The pipeline whose allowances may hold for ``ctx``: the one of its stage tag (a stage run's
+    own), of its session, ``running`` or ``awaiting_approval``; None otherwise (no stage: the root
+    agent, a child the stage spawned, a hand-started call; a gone pipeline).
+
+    Raises:
+        StoreError: The store failed (nothing is allowed by an error).
+    """
+    if ctx.stage is None:
+        return None
+    try:
+        pipeline = await in_thread(store.get_pipeline, ctx.stage.pipeline_id)
+    except NotFoundError:
+        return None
+    return pipeline if pipeline.status in _LIVE and pipeline.session_id == ctx.session_id else None
+
+
 class ApprovedCalls:
     """The :class:`~octipusd.toolkit.CallAllowance` of ``metadata.approvedCalls`` (see the module).
 
@@ -89,13 +107,8 @@ class ApprovedCalls:
             StoreError: The store failed (the gate's caller sees the error; nothing is allowed).
         """
         stage = ctx.stage
-        if stage is None:
-            return None
-        try:
-            pipeline = await in_thread(self.store.get_pipeline, stage.pipeline_id)
-        except NotFoundError:
-            return None
-        if pipeline.status not in _LIVE:
+        pipeline = await holding_pipeline(self.store, ctx)
+        if stage is None or pipeline is None:
             return None
         digest = args_digest(arguments)
         for entry in pipeline.metadata.get(APPROVED_CALLS_KEY) or ():

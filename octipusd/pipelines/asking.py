@@ -19,13 +19,20 @@ from typing import Any
 from octipusd.errors import ConflictError
 from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
-from octipusd.store.pipeline_records import BLOCKED_CALL_KEY, PIPELINE_TOOL_ID, NodeStatus, PipelineStatus
+from octipusd.store.pipeline_records import (
+    BLOCKED_CALL_KEY,
+    PENDING_APPROVAL_KEY,
+    PIPELINE_TOOL_ID,
+    MetadataPatch,
+    NodeStatus,
+    PipelineStatus,
+)
 from octipusd.store.repository import Store
 
 __all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "Questions"]
 
 #: The ``metadata`` key describing the open question (the status document's ``pendingApproval``).
-PENDING_KEY = "pendingApproval"
+PENDING_KEY = PENDING_APPROVAL_KEY
 #: Statuses an approval puts back to ``running`` (a restart pauses a pipeline awaiting a person).
 _WAITING = (PipelineStatus.AWAITING_APPROVAL, PipelineStatus.PAUSED)
 
@@ -112,9 +119,9 @@ class Questions:
     ) -> None:
         """The pipeline awaits the person (``pending`` its ``pendingApproval``, ``more`` other
         metadata written with it), if it is still ``running``: one stopped (or failed by the
-        watchdog) meanwhile keeps its status, and the open question is kept for its resume."""
-        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        metadata = {**pipeline.metadata, **(more or {}), PENDING_KEY: pending}
+        watchdog) meanwhile keeps its status, and the open question is kept for its resume. Only
+        those keys are written (a decision's keys written meanwhile stay)."""
+        metadata = MetadataPatch(put={**(more or {}), PENDING_KEY: pending})
         try:
             await in_thread(
                 lambda: self.store.set_pipeline_status(
@@ -136,8 +143,7 @@ class Questions:
         """Step: record the person's answer (a ``decision`` event with the item), clear the open
         question; an approval puts the pipeline back to ``running``, its node ``approved``."""
         approved = bool(answer.get("approved"))
-        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        metadata = {k: v for k, v in pipeline.metadata.items() if k not in (PENDING_KEY, BLOCKED_CALL_KEY)}
+        metadata = MetadataPatch.dropping(PENDING_KEY, BLOCKED_CALL_KEY)
         data = {
             "requestId": answer.get("approvalId"),
             "approved": approved,

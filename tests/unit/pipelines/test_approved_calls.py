@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -331,7 +332,14 @@ async def test_different_file_contents_ask_again(bench: Bench) -> None:
 
 @pytest.mark.parametrize(
     "who",
-    ["the root agent or a child", "another attempt", "another node", "another pipeline", "host services"],
+    [
+        "the root agent or a child",
+        "another attempt",
+        "another node",
+        "another pipeline",
+        "host services",
+        "another session",
+    ],
 )
 async def test_only_the_stage_worker_of_that_attempt_has_it(bench: Bench, who: str) -> None:
     await bench.approved()
@@ -342,6 +350,11 @@ async def test_only_the_stage_worker_of_that_attempt_has_it(bench: Bench, who: s
         "another node": bench.ctx(stage=StageTag(tag.pipeline_id, "n1", "work", None, tag.attempt_id)),
         "another pipeline": bench.ctx(stage=StageTag("p2", "n0", "work", None, tag.attempt_id)),
         "host services": bench.ctx(host_services=True),
+        # a stage tag naming this pipeline from another session's run (as the gate commands check)
+        "another session": dataclasses.replace(
+            bench.ctx(),
+            session_id=bench.store.create_session(workspace=bench.workspace, adapter="claude-code").id,
+        ),
     }
     refused = await bench.gate().decide(contexts[who], BASH, CALL, action="Bash")
     assert not refused.allowed and "review required" in refused.reason, refused
