@@ -172,15 +172,31 @@ class BlockedCalls:
                 "explanation": "approve to continue the stage, deny to stop the pipeline (resumable)",
             }
             return await self.questions.ask(pipeline_id, node, item_id, question)
-        blocked, run = found
+        return await self._raise_call(pipeline_id, node, item_id, stage, attempt_id, *found, why)
+
+    async def _raise_call(
+        self,
+        pipeline_id: str,
+        node: str,
+        item_id: str | None,
+        stage: str,
+        attempt_id: str,
+        blocked: Approval,
+        run: Run,
+        why: str,
+    ) -> str:
+        """The blocked call asked again on its worker's run (``pipeline_call``, with why the gate
+        first asked, e.g. the flow guard's warning), its allowance draft beside ``pendingApproval``;
+        announced. Returns the approval's id. Raises StoreError."""
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+        first = f"; first asked: {blocked.reason}" if blocked.reason else ""
         approval = await in_thread(
             lambda: self.store.create_approval(
                 run_id=run.id,
                 session_id=pipeline.session_id,
                 tool_id=blocked.tool_id,
                 subject=blocked.subject,
-                reason=f"pipeline {pipeline.name}, stage {stage}: its worker waits for this call ({why})",
+                reason=f"pipeline {pipeline.name}, stage {stage}: its worker waits for this call ({why}){first}",
                 input=blocked.input,
                 explanation="approve to let this stage attempt's worker run exactly this call and continue "
                 "the stage; deny to stop the pipeline (resumable)",

@@ -13,7 +13,7 @@ pipeline (resumable: its resume runs the stage again with fresh retries).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from octipusd.errors import ConflictError
@@ -25,11 +25,17 @@ from octipusd.store.pipeline_records import (
     PIPELINE_TOOL_ID,
     MetadataPatch,
     NodeStatus,
+    Pipeline,
     PipelineStatus,
 )
+from octipusd.store.records import Approval
 from octipusd.store.repository import Store
 
-__all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "Questions"]
+__all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "AskedNotice", "Questions"]
+
+#: Told each approval a pipeline asks with no run of its own, as it is asked (the push notification:
+#: :meth:`~octipusd.notify.Notifier.pipeline_approval`); it must not block.
+AskedNotice = Callable[[Pipeline, Approval], None]
 
 #: The ``metadata`` key describing the open question (the status document's ``pendingApproval``).
 PENDING_KEY = PENDING_APPROVAL_KEY
@@ -46,6 +52,8 @@ class Questions:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: Told each question asked (the push notification; wired by the composition root), or None.
+        self.notice: AskedNotice | None = None
 
     async def ask(self, pipeline_id: str, node: str, item_id: str | None, question: Mapping[str, Any]) -> str:
         """Step: store the approval and make the pipeline ``awaiting_approval``.
@@ -97,6 +105,8 @@ class Questions:
             approval, stage=stage if isinstance(stage, str) else None, item=item_id, kind=kind
         )
         await self.wait_for_person(pipeline_id, node, {**details, **pending})
+        if self.notice is not None:
+            self.notice(pipeline, approval)
         return approval.id
 
     async def item_title(self, pipeline_id: str, item_id: str | None) -> str | None:

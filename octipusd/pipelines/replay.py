@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from octipusd.errors import ConflictError, ForbiddenError
+from octipusd.pipelines.asking import AskedNotice
 from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
 from octipusd.store.pipeline_records import (
@@ -155,6 +156,8 @@ class ReplayReviews:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: Told each review asked (the push notification; wired by the composition root), or None.
+        self.notice: AskedNotice | None = None
 
     async def needed(self, pipeline: Pipeline) -> bool:
         """Whether resuming ``pipeline`` can replay work: a stage attempt started, or an action
@@ -208,6 +211,8 @@ class ReplayReviews:
             await self._cancel_approval(approval.id, "another resume of the pipeline came first")
             current = await in_thread(self.store.get_pipeline, pipeline.id)
             raise already_awaiting(current) or exc from exc
+        if self.notice is not None:
+            self.notice(pipeline, approval)
         return pending
 
     def _create(self, pipeline: Pipeline, operation: str, user: str, actions: list[Any]) -> Approval:

@@ -191,6 +191,8 @@ async def test_the_blocked_call_is_raised_again_as_a_permission_request(bench: B
     )
     assert approval.status is ApprovalStatus.PENDING and approval.expires_at is None
     assert approval.run_id == bench.run.id
+    # the person sees why the gate asked first (a flow guard's warning is not lost on the way)
+    assert (approval.reason or "").endswith("; first asked: CLI: Bash"), approval.reason
     pipeline = bench.store.get_pipeline(bench.pipeline_id)
     assert pipeline.status is PipelineStatus.AWAITING_APPROVAL
     pending = pipeline.metadata["pendingApproval"]
