@@ -132,6 +132,8 @@ class Questions:
         watchdog) meanwhile keeps its status, and the open question is kept for its resume. Only
         those keys are written (a decision's keys written meanwhile stay)."""
         metadata = MetadataPatch(put={**(more or {}), PENDING_KEY: pending})
+        # the node first: whoever sees the pipeline awaiting the person sees its node awaiting too
+        await in_thread(self.store.set_pipeline_node, pipeline_id, node, NodeStatus.AWAITING_APPROVAL)
         try:
             await in_thread(
                 lambda: self.store.set_pipeline_status(
@@ -145,7 +147,6 @@ class Questions:
             )
         except ConflictError:
             await in_thread(lambda: self.store.update_pipeline(pipeline_id, metadata=metadata))
-        await in_thread(self.store.set_pipeline_node, pipeline_id, node, NodeStatus.AWAITING_APPROVAL)
 
     async def answered(
         self, pipeline_id: str, node: str, item_id: str | None, answer: Mapping[str, Any]
