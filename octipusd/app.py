@@ -44,7 +44,7 @@ from octipusd.api.disclosure import PrivateText
 from octipusd.api.server import QuietServer, bind_unix_socket, make_server
 from octipusd.app_pipelines import (
     build_pipelines,
-    notify_end,
+    notify_pipelines,
     pause_interrupted_pipelines,
 )
 from octipusd.app_schedules import build_schedules, start_durable_work
@@ -693,7 +693,7 @@ async def _serve_sockets(settings: Settings, core: _Core, stop: StopSignal) -> N
         sock = bind_unix_socket(path)
         services = core.services
         notifier = start_notifier(settings, services.store, services.hub, page_url=page_links(access))
-        core.walker.on_end = notify_end(notifier)
+        notify_pipelines(core.walker, core.runner, notifier)
         core.schedules.firer.on_failure = notifier.schedule_failed
         web = endpoint_of(access) if access is not None else None
         app = create_site(replace(services, web=web, notifier=notifier))

@@ -38,6 +38,7 @@ from octipusd.store.repository import Store
 __all__ = [
     "build_pipelines",
     "notify_end",
+    "notify_pipelines",
     "pause_interrupted_pipelines",
     "start_engine_if_needed",
     "wire_monitors",
@@ -124,3 +125,12 @@ def notify_end(notifier: Notifier) -> Callable[[Pipeline], Awaitable[None]]:
         notifier.pipeline_ended(pipeline)
 
     return ended
+
+
+def notify_pipelines(walker: Walker, runner: DurableRunner, notifier: Notifier) -> None:
+    """The pipelines tell ``notifier`` their ends and every approval they ask with no run of their
+    own (a stage or plan approval, a question, a replay review: seed 003's push notification; a
+    worker's blocked call raised again is announced on its run, which notifies already)."""
+    walker.on_end = notify_end(notifier)
+    walker.questions.notice = notifier.pipeline_approval
+    runner.replays.notice = notifier.pipeline_approval

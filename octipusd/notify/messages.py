@@ -36,6 +36,7 @@ __all__ = [
     "PageUrl",
     "compose",
     "compose_pipeline",
+    "compose_pipeline_approval",
     "compose_schedule_failure",
     "wanted",
 ]
@@ -165,13 +166,14 @@ def _approval(
     return _message(title, lines, event, link)
 
 
+def _body(lines: list[str], link: str | None) -> str:
+    """The lines and the link (if any), cut to :attr:`MessageLimits.body_chars`."""
+    body = "\n".join([*lines, f"Open: {link}"] if link is not None else lines)
+    return body[: LIMITS.body_chars - 1] + "…" if len(body) > LIMITS.body_chars else body
+
+
 def _message(title: str, lines: list[str], event: RunEvent, link: str | None) -> Notification:
-    if link is not None:
-        lines.append(f"Open: {link}")
-    body = "\n".join(lines)
-    if len(body) > LIMITS.body_chars:
-        body = body[: LIMITS.body_chars - 1] + "…"
-    return Notification(title=title, body=body, kind=event.kind, run_id=event.run_id, link=link)
+    return Notification(title=title, body=_body(lines, link), kind=event.kind, run_id=event.run_id, link=link)
 
 
 def _duration(run: Run | None) -> float | None:
@@ -265,13 +267,34 @@ def compose_pipeline(pipeline: Pipeline, *, page: PageUrl, finished_after_s: flo
     elif pipeline.summary:
         lines.append(_cut(pipeline.summary))
     link = page(f"/pipelines/{pipeline.id}")
-    if link is not None:
-        lines.append(f"Open: {link}")
-    body = "\n".join(lines)
-    if len(body) > LIMITS.body_chars:
-        body = body[: LIMITS.body_chars - 1] + "…"
     return Notification(
-        title=f"Octipus: pipeline {status}", body=body, kind=PIPELINE_KIND, link=link, pipeline_id=pipeline.id
+        title=f"Octipus: pipeline {status}",
+        body=_body(lines, link),
+        kind=PIPELINE_KIND,
+        link=link,
+        pipeline_id=pipeline.id,
+    )
+
+
+def compose_pipeline_approval(pipeline: Pipeline, approval: Approval, *, page: PageUrl) -> Notification:
+    """The notification of an approval a pipeline asks with no run of its own (seed 003: raised as a
+    normal permission request, approval prompt and push notification): a stage or plan approval, a
+    "continue the stage" question, retries that ran out, a human stage, a replay review. It names
+    the pipeline, what is asked and why, with the approval's page (``/approvals/ID``)."""
+    where = os.path.basename(pipeline.workspace.rstrip("/")) or pipeline.workspace
+    name = _cut(pipeline.name, 80)
+    lines = [f"Pipeline {pipeline.id} '{name}' in '{_cut(where, 80)}' waits for your approval."]
+    if approval.subject:
+        lines.append(f"Subject: {_cut(approval.subject)}")
+    if approval.reason:
+        lines.append(f"Why it asks: {_cut(approval.reason)}")
+    link = page(f"/approvals/{approval.id}")
+    return Notification(
+        title=f"Octipus: pipeline '{name}' needs your approval",
+        body=_body(lines, link),
+        kind="approval_requested",
+        link=link,
+        pipeline_id=pipeline.id,
     )
 
 
@@ -294,11 +317,6 @@ def compose_schedule_failure(schedule: Schedule, firing: ScheduleFiring, *, page
         f"Reason: {_cut(firing.error)}",
     ]
     link = page("/schedules")
-    if link is not None:
-        lines.append(f"Open: {link}")
-    body = "\n".join(lines)
-    if len(body) > LIMITS.body_chars:
-        body = body[: LIMITS.body_chars - 1] + "…"
     return Notification(
-        title="Octipus: a scheduled run did not start", body=body, kind=SCHEDULE_KIND, link=link
+        title="Octipus: a scheduled run did not start", body=_body(lines, link), kind=SCHEDULE_KIND, link=link
     )

@@ -31,6 +31,7 @@ from octipusd.notify.messages import (
     PageUrl,
     compose,
     compose_pipeline,
+    compose_pipeline_approval,
     compose_schedule_failure,
     wanted,
 )
@@ -220,6 +221,13 @@ class Notifier:
         )
         if message is not None:
             self._fan_out(message)
+
+    def pipeline_approval(self, pipeline: Pipeline, approval: Approval) -> None:
+        """Notify an approval ``pipeline`` asks with no run (:func:`~octipusd.notify.messages.
+        compose_pipeline_approval`). Never blocks, never raises for a full queue."""
+        if not self._targets or self._closing:
+            return
+        self._fan_out(compose_pipeline_approval(pipeline, approval, page=self._page_url))
 
     def schedule_failed(self, schedule: Schedule, firing: ScheduleFiring) -> None:
         """Notify that a schedule's slot did not start (:func:`~octipusd.notify.messages.

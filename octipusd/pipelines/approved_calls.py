@@ -41,13 +41,14 @@ from octipusd.store.pipeline_records import (
     APPROVED_CALLS_KEY,
     BLOCKED_CALL_KEY,
     PIPELINE_CALL_KIND,
+    Pipeline,
     PipelineStatus,
 )
 from octipusd.store.records import Approval, Run
 from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext
 
-__all__ = ["IGNORED_KEYS", "ApprovedCalls", "BlockedCalls", "action_of", "args_digest"]
+__all__ = ["IGNORED_KEYS", "ApprovedCalls", "BlockedCalls", "action_of", "args_digest", "holding_pipeline"]
 
 #: Arguments an allowance ignores: the CLI's description label and timeout (seed 003).
 IGNORED_KEYS: Final = frozenset({"description", "timeout"})
@@ -70,6 +71,23 @@ def action_of(tool_id: str) -> str | None:
     return tool_id.removeprefix(CLI_NATIVE_PREFIX) if tool_id.startswith(CLI_NATIVE_PREFIX) else None
 
 
+async def holding_pipeline(store: Store, ctx: CallContext) -> Pipeline | None:
+    """The pipeline whose allowances may hold for ``ctx``: the one of its stage tag (a stage run's
+    own), of its session, ``running`` or ``awaiting_approval``; None otherwise (no stage: the root
+    agent, a child the stage spawned, a hand-started call; a gone pipeline).
+
+    Raises:
+        StoreError: The store failed (nothing is allowed by an error).
+    """
+    if ctx.stage is None:
+        return None
+    try:
+        pipeline = await in_thread(store.get_pipeline, ctx.stage.pipeline_id)
+    except NotFoundError:
+        return None
+    return pipeline if pipeline.status in _LIVE and pipeline.session_id == ctx.session_id else None
+
+
 class ApprovedCalls:
     """The :class:`~octipusd.toolkit.CallAllowance` of ``metadata.approvedCalls`` (see the module).
 
@@ -89,13 +107,8 @@ class ApprovedCalls:
             StoreError: The store failed (the gate's caller sees the error; nothing is allowed).
         """
         stage = ctx.stage
-        if stage is None:
-            return None
-        try:
-            pipeline = await in_thread(self.store.get_pipeline, stage.pipeline_id)
-        except NotFoundError:
-            return None
-        if pipeline.status not in _LIVE:
+        pipeline = await holding_pipeline(self.store, ctx)
+        if stage is None or pipeline is None:
             return None
         digest = args_digest(arguments)
         for entry in pipeline.metadata.get(APPROVED_CALLS_KEY) or ():
@@ -159,15 +172,31 @@ class BlockedCalls:
                 "explanation": "approve to continue the stage, deny to stop the pipeline (resumable)",
             }
             return await self.questions.ask(pipeline_id, node, item_id, question)
-        blocked, run = found
+        return await self._raise_call(pipeline_id, node, item_id, stage, attempt_id, *found, why)
+
+    async def _raise_call(
+        self,
+        pipeline_id: str,
+        node: str,
+        item_id: str | None,
+        stage: str,
+        attempt_id: str,
+        blocked: Approval,
+        run: Run,
+        why: str,
+    ) -> str:
+        """The blocked call asked again on its worker's run (``pipeline_call``, with why the gate
+        first asked, e.g. the flow guard's warning), its allowance draft beside ``pendingApproval``;
+        announced. Returns the approval's id. Raises StoreError."""
         pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
+        first = f"; first asked: {blocked.reason}" if blocked.reason else ""
         approval = await in_thread(
             lambda: self.store.create_approval(
                 run_id=run.id,
                 session_id=pipeline.session_id,
                 tool_id=blocked.tool_id,
                 subject=blocked.subject,
-                reason=f"pipeline {pipeline.name}, stage {stage}: its worker waits for this call ({why})",
+                reason=f"pipeline {pipeline.name}, stage {stage}: its worker waits for this call ({why}){first}",
                 input=blocked.input,
                 explanation="approve to let this stage attempt's worker run exactly this call and continue "
                 "the stage; deny to stop the pipeline (resumable)",

@@ -13,19 +13,32 @@ pipeline (resumable: its resume runs the stage again with fresh retries).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from octipusd.errors import ConflictError
 from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
-from octipusd.store.pipeline_records import BLOCKED_CALL_KEY, PIPELINE_TOOL_ID, NodeStatus, PipelineStatus
+from octipusd.store.pipeline_records import (
+    BLOCKED_CALL_KEY,
+    PENDING_APPROVAL_KEY,
+    PIPELINE_TOOL_ID,
+    MetadataPatch,
+    NodeStatus,
+    Pipeline,
+    PipelineStatus,
+)
+from octipusd.store.records import Approval
 from octipusd.store.repository import Store
 
-__all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "Questions"]
+__all__ = ["PENDING_KEY", "PIPELINE_TOOL_ID", "AskedNotice", "Questions"]
+
+#: Told each approval a pipeline asks with no run of its own, as it is asked (the push notification:
+#: :meth:`~octipusd.notify.Notifier.pipeline_approval`); it must not block.
+AskedNotice = Callable[[Pipeline, Approval], None]
 
 #: The ``metadata`` key describing the open question (the status document's ``pendingApproval``).
-PENDING_KEY = "pendingApproval"
+PENDING_KEY = PENDING_APPROVAL_KEY
 #: Statuses an approval puts back to ``running`` (a restart pauses a pipeline awaiting a person).
 _WAITING = (PipelineStatus.AWAITING_APPROVAL, PipelineStatus.PAUSED)
 
@@ -39,6 +52,8 @@ class Questions:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: Told each question asked (the push notification; wired by the composition root), or None.
+        self.notice: AskedNotice | None = None
 
     async def ask(self, pipeline_id: str, node: str, item_id: str | None, question: Mapping[str, Any]) -> str:
         """Step: store the approval and make the pipeline ``awaiting_approval``.
@@ -90,6 +105,8 @@ class Questions:
             approval, stage=stage if isinstance(stage, str) else None, item=item_id, kind=kind
         )
         await self.wait_for_person(pipeline_id, node, {**details, **pending})
+        if self.notice is not None:
+            self.notice(pipeline, approval)
         return approval.id
 
     async def item_title(self, pipeline_id: str, item_id: str | None) -> str | None:
@@ -112,9 +129,11 @@ class Questions:
     ) -> None:
         """The pipeline awaits the person (``pending`` its ``pendingApproval``, ``more`` other
         metadata written with it), if it is still ``running``: one stopped (or failed by the
-        watchdog) meanwhile keeps its status, and the open question is kept for its resume."""
-        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        metadata = {**pipeline.metadata, **(more or {}), PENDING_KEY: pending}
+        watchdog) meanwhile keeps its status, and the open question is kept for its resume. Only
+        those keys are written (a decision's keys written meanwhile stay)."""
+        metadata = MetadataPatch(put={**(more or {}), PENDING_KEY: pending})
+        # the node first: whoever sees the pipeline awaiting the person sees its node awaiting too
+        await in_thread(self.store.set_pipeline_node, pipeline_id, node, NodeStatus.AWAITING_APPROVAL)
         try:
             await in_thread(
                 lambda: self.store.set_pipeline_status(
@@ -128,7 +147,6 @@ class Questions:
             )
         except ConflictError:
             await in_thread(lambda: self.store.update_pipeline(pipeline_id, metadata=metadata))
-        await in_thread(self.store.set_pipeline_node, pipeline_id, node, NodeStatus.AWAITING_APPROVAL)
 
     async def answered(
         self, pipeline_id: str, node: str, item_id: str | None, answer: Mapping[str, Any]
@@ -136,8 +154,7 @@ class Questions:
         """Step: record the person's answer (a ``decision`` event with the item), clear the open
         question; an approval puts the pipeline back to ``running``, its node ``approved``."""
         approved = bool(answer.get("approved"))
-        pipeline = await in_thread(self.store.get_pipeline, pipeline_id)
-        metadata = {k: v for k, v in pipeline.metadata.items() if k not in (PENDING_KEY, BLOCKED_CALL_KEY)}
+        metadata = MetadataPatch.dropping(PENDING_KEY, BLOCKED_CALL_KEY)
         data = {
             "requestId": answer.get("approvalId"),
             "approved": approved,

@@ -17,8 +17,11 @@ consults where it would ask: an approved command runs without asking when
   only absent or at their defaults) or the CLI's own Bash (``cli-native:Bash``) with ``{"command":
   C}`` and at most ``description``/``timeout``. A changed command (``npm test 2>&1`` for ``npm
   test``) asks;
-* the pipeline is ``running`` or ``awaiting_approval`` and still walks the generation the person
-  approved in (a resume starts a new walk: its stage approval asks again).
+* the pipeline (of the caller's session) is ``running`` or ``awaiting_approval`` (the same check
+  as the approved calls': :func:`~octipusd.pipelines.approved_calls.holding_pipeline`) and still
+  walks the generation the person approved in (a resume starts a new walk: its stage approval asks
+  again). The store drops them, with the approved calls, when the pipeline is completed, failed or
+  stopped (:data:`~octipusd.store.pipeline_records.ALLOWANCE_KEYS`).
 
 A pipeline without an approval prompt lists nothing: creating a pipeline is the model's action, not
 the person's, so its gate commands ask the first time they run. The gate consults allowances only
@@ -31,11 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from octipusd.pipelines.approved_calls import IGNORED_KEYS, holding_pipeline
 from octipusd.pipelines.graph import Graph
 from octipusd.pipelines.prompts import render_command
 from octipusd.pipelines.templates import VARIABLE, ParameterValue, Step
-from octipusd.store.aio import in_thread
-from octipusd.store.pipeline_records import APPROVED_GATE_COMMANDS_KEY, PipelineStatus
+from octipusd.store.pipeline_records import APPROVED_GATE_COMMANDS_KEY
 from octipusd.store.repository import Store
 from octipusd.toolkit import CallContext
 from octipusd.tools import SHELL_RUN
@@ -44,12 +47,8 @@ __all__ = ["GateCommand", "GateCommandAllowance", "approved_command", "gate_comm
 
 #: The CLI's own shell tool, as the gate names it.
 NATIVE_BASH: Final = "cli-native:Bash"
-#: Arguments that never change what a command does: the CLI's label and the deadline.
-_IGNORED: Final = frozenset({"description", "timeout"})
 #: ``shell__run`` arguments allowed only at their default (absent, null, or this value).
 _SHELL_DEFAULTS: Final[Mapping[str, object]] = {"cwd": None, "env": {}, "network": False, "useShell": None}
-#: Statuses in which an approved gate command holds.
-_HOLDING: Final = frozenset({PipelineStatus.RUNNING, PipelineStatus.AWAITING_APPROVAL})
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def approved_command(tool_id: str, arguments: Mapping[str, Any]) -> str | None:
     command = arguments.get("command")
     if not isinstance(command, str) or not command:
         return None
-    rest = {k: v for k, v in arguments.items() if k != "command" and k not in _IGNORED}
+    rest = {k: v for k, v in arguments.items() if k != "command" and k not in IGNORED_KEYS}
     if tool_id == SHELL_RUN.tool_id:
         plain = all(k in _SHELL_DEFAULTS and _at_default(k, v) for k, v in rest.items())
         return command if plain else None
@@ -128,13 +127,11 @@ class GateCommandAllowance:
             StoreError: The pipeline could not be read (the call fails; nothing is allowed).
         """
         tag = ctx.stage
-        if tag is None:
-            return None
         command = approved_command(tool_id, arguments)
-        if command is None:
+        if tag is None or command is None:
             return None
-        pipeline = await in_thread(self.store.get_pipeline, tag.pipeline_id)
-        if pipeline.status not in _HOLDING or pipeline.session_id != ctx.session_id:
+        pipeline = await holding_pipeline(self.store, ctx)
+        if pipeline is None:
             return None
         for entry in pipeline.metadata.get(APPROVED_GATE_COMMANDS_KEY) or ():
             if (

@@ -30,12 +30,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from octipusd.errors import ConflictError, ForbiddenError
+from octipusd.pipelines.asking import AskedNotice
 from octipusd.pipelines.status import pending_approval
 from octipusd.store.aio import in_thread
-from octipusd.store.pipeline_records import REPLAY_REVIEW_KEY, Pipeline, PipelineStatus
+from octipusd.store.pipeline_records import (
+    PENDING_APPROVAL_KEY,
+    REPLAY_REVIEW_KEY,
+    MetadataPatch,
+    Pipeline,
+    PipelineStatus,
+)
 from octipusd.store.records import Approval, ApprovalStatus
 from octipusd.store.repository import Store
 from octipusd.toolkit.pipelines import PipelineCaller, ResumeRequest
@@ -44,6 +51,8 @@ __all__ = [
     "MISSING_RECORDS_WARNING",
     "REPLAY_KIND",
     "REPLAY_SUBJECT",
+    "REVIEW_KEYS",
+    "WITHOUT_REVIEW",
     "ReplayRequest",
     "ReplayReviews",
     "already_awaiting",
@@ -54,8 +63,9 @@ __all__ = [
 REPLAY_KIND = "pipeline_replay"
 #: The approval's subject (seed 000).
 REPLAY_SUBJECT = "Review pipeline replay"
-#: The ``metadata`` key of the open approval (the status document's ``pendingApproval``).
-_PENDING_KEY = "pendingApproval"
+#: The review's ``metadata`` keys (the request and its ``pendingApproval``) and the patch removing them.
+REVIEW_KEYS: Final = (REPLAY_REVIEW_KEY, PENDING_APPROVAL_KEY)
+WITHOUT_REVIEW: Final = MetadataPatch.dropping(*REVIEW_KEYS)
 #: Shown with every replay review (seed 000).
 MISSING_RECORDS_WARNING = (
     "Missing action records do not establish that no action happened: older runs and vendor-native "
@@ -122,7 +132,7 @@ class ReplayRequest:
 
 def without_review(metadata: dict[str, Any]) -> dict[str, Any]:
     """``metadata`` without the replay review's keys (the request and its ``pendingApproval``)."""
-    return {k: v for k, v in metadata.items() if k not in (REPLAY_REVIEW_KEY, _PENDING_KEY)}
+    return WITHOUT_REVIEW.applied(metadata)
 
 
 def already_awaiting(pipeline: Pipeline) -> ConflictError | None:
@@ -146,6 +156,8 @@ class ReplayReviews:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: Told each review asked (the push notification; wired by the composition root), or None.
+        self.notice: AskedNotice | None = None
 
     async def needed(self, pipeline: Pipeline) -> bool:
         """Whether resuming ``pipeline`` can replay work: a stage attempt started, or an action
@@ -182,7 +194,7 @@ class ReplayReviews:
         approval = await in_thread(lambda: self._create(pipeline, operation, caller.user, actions))
         replay = ReplayRequest(approval.id, operation, request, pipeline.status, caller.user)
         pending = pending_approval(approval, stage=request.from_stage, item=None, kind=REPLAY_KIND)
-        metadata = {**pipeline.metadata, _PENDING_KEY: pending, REPLAY_REVIEW_KEY: replay.to_json()}
+        metadata = MetadataPatch(put={PENDING_APPROVAL_KEY: pending, REPLAY_REVIEW_KEY: replay.to_json()})
         try:
             await in_thread(
                 lambda: self.store.set_pipeline_status(
@@ -199,6 +211,8 @@ class ReplayReviews:
             await self._cancel_approval(approval.id, "another resume of the pipeline came first")
             current = await in_thread(self.store.get_pipeline, pipeline.id)
             raise already_awaiting(current) or exc from exc
+        if self.notice is not None:
+            self.notice(pipeline, approval)
         return pending
 
     def _create(self, pipeline: Pipeline, operation: str, user: str, actions: list[Any]) -> Approval:
@@ -262,7 +276,7 @@ class ReplayReviews:
                         "reason": "replay review",
                         "decision": approval.status.value,
                     },
-                    metadata=without_review(pipeline.metadata),
+                    metadata=WITHOUT_REVIEW,
                     summary=summary,
                 )
             )
@@ -282,9 +296,7 @@ class ReplayReviews:
         if replay is None:
             return pipeline
         await self._cancel_approval(replay.approval_id, reason)
-        return await in_thread(
-            lambda: self.store.update_pipeline(pipeline.id, metadata=without_review(pipeline.metadata))
-        )
+        return await in_thread(lambda: self.store.update_pipeline(pipeline.id, metadata=WITHOUT_REVIEW))
 
     async def _cancel_approval(self, approval_id: str, reason: str) -> None:
         await in_thread(

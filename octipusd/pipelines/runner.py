@@ -42,7 +42,13 @@ from octipusd.pipelines.asking import PIPELINE_TOOL_ID
 from octipusd.pipelines.graph import compile_graph
 from octipusd.pipelines.plan_link import link_plan
 from octipusd.pipelines.prompts import missing_prompts, resolve_parameters
-from octipusd.pipelines.replay import REPLAY_KIND, ReplayReviews, already_awaiting, without_review
+from octipusd.pipelines.replay import (
+    REPLAY_KIND,
+    REVIEW_KEYS,
+    WITHOUT_REVIEW,
+    ReplayReviews,
+    already_awaiting,
+)
 from octipusd.pipelines.service import CreateRequest, PipelineCaller, PipelineLimits, ResumeRequest
 from octipusd.pipelines.template_service import TemplateService
 from octipusd.pipelines.templates import Template
@@ -54,6 +60,7 @@ from octipusd.store.codec import new_id
 from octipusd.store.pipeline_records import (
     PIPELINE_CALL_KIND,
     REPLAY_REVIEW_KEY,
+    MetadataPatch,
     NodeStatus,
     Pipeline,
     PipelineStatus,
@@ -271,9 +278,9 @@ class DurableRunner:
             lambda: self.store.claim_pipeline_walk(pipeline_id, expect=expect, workflow_id=new_workflow)
         )
         try:
-            if claimed.metadata != without_review(claimed.metadata):
+            if any(k in claimed.metadata for k in REVIEW_KEYS):
                 claimed = await in_thread(
-                    lambda: self.store.update_pipeline(pipeline_id, metadata=without_review(claimed.metadata))
+                    lambda: self.store.update_pipeline(pipeline_id, metadata=WITHOUT_REVIEW)
                 )
             if request.skip_items:
                 await in_thread(
@@ -306,7 +313,8 @@ class DurableRunner:
                     generation=claimed.generation,
                     event={"reason": "resume failed"},
                     workflow_id=workflow,
-                    metadata=before.metadata,  # a rewind's mark undone
+                    # a rewind's mark undone, the review's keys as they were
+                    metadata=MetadataPatch.restoring(before.metadata, (REWIND_KEY, *REVIEW_KEYS)),
                     error=error,
                 )
             )
@@ -353,7 +361,7 @@ class DurableRunner:
         start = graph.position(node)
         for later in graph.nodes[start:]:
             await in_thread(self.store.set_pipeline_node, pipeline.id, later.key, NodeStatus.PENDING)
-        metadata = {**pipeline.metadata, REWIND_KEY: node}
+        metadata = MetadataPatch(put={REWIND_KEY: node})
         await in_thread(lambda: self.store.update_pipeline(pipeline.id, metadata=metadata))
         await self._cancel(old)
         await self.engine.fork_workflow(old, step_id, new)

@@ -43,6 +43,7 @@ from octipusd.store.aio import in_thread
 from octipusd.store.pipeline_records import (
     AttemptStatus,
     ItemStatus,
+    MetadataPatch,
     NodeStatus,
     Pipeline,
     PipelineAttempt,
@@ -361,8 +362,9 @@ class Walker:
         rewind = pipeline.metadata.get(REWIND_KEY)
         reason = str(carry.get("startReason") or "first")
         if rewind == node:
-            metadata = {k: v for k, v in pipeline.metadata.items() if k != REWIND_KEY}
-            await in_thread(lambda: self.store.update_pipeline(pipeline.id, metadata=metadata))
+            await in_thread(
+                lambda: self.store.update_pipeline(pipeline.id, metadata=MetadataPatch.dropping(REWIND_KEY))
+            )
             continue_attempt, reason = None, "rewind"
         if continue_attempt is not None:
             reopened = await in_thread(

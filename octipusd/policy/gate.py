@@ -178,12 +178,26 @@ class PermissionGate:
         self.allowances.append(allowance)
 
     async def _allowed_ahead(
-        self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None
+        self, ctx: CallContext, tool_id: str, args: dict[str, Any], action: str | None, subject: str | None
     ) -> str | None:
-        """The first allowance's reason for letting this call run without asking, or None."""
+        """The first allowance's reason for letting this call run without asking (recorded as a
+        ``policy_decision`` of tier ``allowance``), or None. Store errors propagate."""
         for allowance in self.allowances:
             why = await allowance.allows(ctx, tool_id, args, action)
             if why is not None:
+                await self.emit(
+                    ctx.run_id,
+                    "policy_decision",
+                    {
+                        "tool_id": tool_id,
+                        "subject": subject,
+                        "level": "allow",
+                        "explanation": why,
+                        "rule": None,
+                        "tier": "allowance",
+                        "grant_id": None,
+                    },
+                )
                 return why
         return None
 
@@ -387,22 +401,9 @@ class PermissionGate:
             answered = await self._questionnaire(ctx, tool_id, args, explanation, vendor_request_id)
             return await self._recheck(ctx, tool_id, args, action, answered)
         if level is not Level.ALLOW:
-            ahead = await self._allowed_ahead(ctx, tool_id, args, action)
+            ahead = await self._allowed_ahead(ctx, tool_id, args, action, subject)
             if ahead is not None:
                 level, explanation = Level.ALLOW, ahead
-                await self.emit(
-                    ctx.run_id,
-                    "policy_decision",
-                    {
-                        "tool_id": tool_id,
-                        "subject": subject,
-                        "level": "allow",
-                        "explanation": ahead,
-                        "rule": None,
-                        "tier": "allowance",
-                        "grant_id": None,
-                    },
-                )
         if level is Level.ALLOW:
             if classification is not None:
                 await self._observe(ctx, tool_id, classification)

@@ -10,7 +10,8 @@ stores them on the pipeline as ``metadata.approvedGateCommands``::
 ``generation`` is the pipeline's walk generation when the person approved: a resume starts a new
 one, so what was approved for a walk never carries over to the next (the allowance ends when the
 pipeline stops running; :mod:`octipusd.pipelines.gate_commands`). Entries of an older walk are
-dropped when a new approval is stored.
+dropped when a new approval is stored, and all of them, with the approved calls, when the pipeline
+is completed, failed or stopped (:meth:`~octipusd.store.Store.set_pipeline_status`).
 
 Only an approval the daemon asked for a pipeline counts: tool :data:`PIPELINE_TOOL_ID`, no run,
 kind :data:`STAGE_APPROVAL_KIND`, of the pipeline's own session. A tool call's approval whose

@@ -10,22 +10,26 @@ or ``interrupted`` (the daemon died under it; a restart pauses the pipeline, nev
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "ALLOWANCE_KEYS",
     "APPROVED_CALLS_KEY",
     "APPROVED_GATE_COMMANDS_KEY",
     "BLOCKED_CALL_KEY",
     "DECISION_EVENT_KINDS",
+    "PENDING_APPROVAL_KEY",
     "PIPELINE_CALL_KIND",
     "PIPELINE_TOOL_ID",
     "REPLAY_REVIEW_KEY",
     "STAGE_APPROVAL_KIND",
     "AttemptStatus",
     "ItemStatus",
+    "MetadataPatch",
     "NodeStatus",
     "Pipeline",
     "PipelineAttempt",
@@ -43,6 +47,8 @@ DECISION_EVENT_KINDS = frozenset({"decision", "human_answer", "items_skipped"})
 #: The ``metadata`` key of a resume or rewind awaiting its replay review (seed 000): while it is set
 #: the pipeline is not walking, only waiting for a person, so a restart leaves it as it is.
 REPLAY_REVIEW_KEY = "replayReview"
+#: The ``metadata`` key of the approval the pipeline waits for (the status document's ``pendingApproval``).
+PENDING_APPROVAL_KEY = "pendingApproval"
 #: The ``tool_id`` of the approvals a pipeline's walk asks (a person's question, no run).
 PIPELINE_TOOL_ID = "octipus:pipeline"
 #: The ``kind`` (in the approval's input and ``pendingApproval``) of a stage or plan approval.
@@ -57,6 +63,43 @@ APPROVED_CALLS_KEY = "approvedCalls"
 #: ``metadata`` key: the blocked call the open ``pipeline_call`` approval would allow (its allowance
 #: draft; moved to :data:`APPROVED_CALLS_KEY` in the transaction that approves it).
 BLOCKED_CALL_KEY = "blockedCall"
+#: The ``metadata`` keys of what people approved ahead for a run (a stage attempt's approved calls, the
+#: approved gate commands): the store drops them when the pipeline is ``completed``, ``failed`` or
+#: ``stopped`` (seed 003: an allowance ends when the run is no longer running or awaiting approval).
+ALLOWANCE_KEYS = frozenset({APPROVED_CALLS_KEY, APPROVED_GATE_COMMANDS_KEY})
+
+
+@dataclass(frozen=True)
+class MetadataPatch:
+    """A change of some keys of a pipeline's ``metadata``: the store applies it to the row as it is,
+    under the pipeline's row lock, in the transaction that writes it. So two writers that each change
+    their own key (a walk's ``pendingApproval``, a decision's ``approvedCalls``) never undo each other,
+    as writing back a whole dict read earlier would.
+
+    Attributes:
+        put: Keys set (replaced whole) to these values.
+        drop: Keys removed (a key both dropped and put is put).
+    """
+
+    put: Mapping[str, Any] = field(default_factory=dict)
+    drop: frozenset[str] = frozenset()
+
+    @classmethod
+    def dropping(cls, *keys: str) -> MetadataPatch:
+        """The patch removing ``keys``."""
+        return cls(drop=frozenset(keys))
+
+    @classmethod
+    def restoring(cls, before: Mapping[str, Any], keys: Collection[str]) -> MetadataPatch:
+        """The patch putting ``keys`` back as they were in ``before`` (set, or removed if absent)."""
+        return cls(
+            put={k: before[k] for k in keys if k in before},
+            drop=frozenset(k for k in keys if k not in before),
+        )
+
+    def applied(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """``metadata`` with this patch applied (a new dict)."""
+        return {k: v for k, v in metadata.items() if k not in self.drop} | dict(self.put)
 
 
 class PipelineStatus(StrEnum):

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session as DbSession, col, select
 
-from octipusd.errors import ConflictError, NotFoundError
+from octipusd.errors import ConflictError, InvalidRequestError, NotFoundError
 from octipusd.store.codec import StoreMixin, check_limit, dump_object, load_object, new_id
 from octipusd.store.models import (
     PipelineAttemptRow,
@@ -32,10 +32,11 @@ from octipusd.store.models import (
     PipelineRow,
 )
 from octipusd.store.pipeline_records import (
-    APPROVED_CALLS_KEY,
+    ALLOWANCE_KEYS,
     DECISION_EVENT_KINDS,
     AttemptStatus,
     ItemStatus,
+    MetadataPatch,
     NodeStatus,
     Pipeline,
     PipelineAttempt,
@@ -58,9 +59,7 @@ __all__ = [
 #: The summary a restart leaves on a pipeline it paused (FACTS.md §6 ``reconcileInterrupted``).
 INTERRUPTED_SUMMARY = "interrupted: the daemon stopped while it ran; resume it to continue"
 #: Pipeline fields :meth:`PipelineStoreMixin.update_pipeline` may set.
-_UPDATABLE = frozenset(
-    {"summary", "error", "current_node", "current_item_id", "workflow_id", "plan", "metadata"}
-)
+_UPDATABLE = frozenset({"summary", "error", "current_node", "current_item_id", "workflow_id", "plan"})
 _TERMINAL = frozenset({PipelineStatus.COMPLETED, PipelineStatus.FAILED, PipelineStatus.STOPPED})
 
 
@@ -359,15 +358,18 @@ class PipelineStoreMixin(StoreMixin):
         expect: Collection[PipelineStatus] | None = None,
         generation: int | None = None,
         event: Mapping[str, Any] | None = None,
+        metadata: MetadataPatch | None = None,
         **fields: Any,
     ) -> Pipeline:
-        """Set the pipeline's status (and ``fields``: see :data:`_UPDATABLE`), recording a
-        ``status`` history event with ``event``'s data, only if its status is in ``expect`` (and
-        its walk is ``generation``, when given).
+        """Set the pipeline's status (and ``fields``: see :data:`_UPDATABLE`; ``metadata`` patched as
+        the row is, under its lock), recording a ``status`` history event with ``event``'s data, only
+        if its status is in ``expect`` (and its walk is ``generation``, when given).
 
-        A move to ``completed``, ``failed`` or ``stopped`` stamps ``ended_at``; any other clears it.
+        A move to ``completed``, ``failed`` or ``stopped`` stamps ``ended_at`` and drops the
+        allowances (:data:`ALLOWANCE_KEYS`); any other clears ``ended_at``.
 
         Raises:
+            InvalidRequestError: A field that is not updatable.
             ConflictError: Its status is not in ``expect`` (the message names the status), or its
                 walk is not ``generation``.
             NotFoundError: No such pipeline.
@@ -386,7 +388,9 @@ class PipelineStoreMixin(StoreMixin):
                 )
             self._set_fields(row, fields)
             if status in _TERMINAL:  # seed 003: an allowance ends with the run
-                row.metadata_ = dump_object(_without_allowances(load_object(row.metadata_)), "metadata")
+                _patch_metadata(row, _ending_allowances(metadata))
+            else:
+                _patch_metadata(row, metadata)
             row.status = status.value
             row.ended_at = self._clock() if status in _TERMINAL else None
             row.updated_at = self._clock()
@@ -431,16 +435,26 @@ class PipelineStoreMixin(StoreMixin):
             self._append_event(db, pipeline_id, "walk", data)
             return _pipeline(row)
 
-    def update_pipeline(self, pipeline_id: str, *, add_tokens: int = 0, **fields: Any) -> Pipeline:
-        """Set fields of the pipeline (:data:`_UPDATABLE`) and add ``add_tokens`` to its pool.
+    def update_pipeline(
+        self,
+        pipeline_id: str,
+        *,
+        add_tokens: int = 0,
+        metadata: MetadataPatch | None = None,
+        **fields: Any,
+    ) -> Pipeline:
+        """Set fields of the pipeline (:data:`_UPDATABLE`), patch its ``metadata`` (applied to the row
+        as it is, under its lock) and add ``add_tokens`` to its pool.
 
         Raises:
+            InvalidRequestError: A field that is not updatable.
             NotFoundError: No such pipeline.
             StoreError: The database failed.
         """
         with self._tx(f"updating pipeline {pipeline_id}", write=True) as db:
             row = lock_pipeline(db, pipeline_id)
             self._set_fields(row, fields)
+            _patch_metadata(row, metadata)
             row.tokens_used += add_tokens
             row.updated_at = self._clock()
             db.add(row)
@@ -450,12 +464,10 @@ class PipelineStoreMixin(StoreMixin):
     def _set_fields(row: PipelineRow, fields: Mapping[str, Any]) -> None:
         unknown = set(fields) - _UPDATABLE
         if unknown:
-            raise ValueError(f"not updatable pipeline fields: {sorted(unknown)}")
+            raise InvalidRequestError(f"not updatable pipeline fields: {sorted(unknown)}")
         for name, value in fields.items():
             if name == "plan":
                 row.plan = dump_object(value, "plan") if value is not None else None
-            elif name == "metadata":
-                row.metadata_ = dump_object(value, "metadata")
             else:
                 setattr(row, name, value)
 
@@ -581,11 +593,20 @@ class PipelineStoreMixin(StoreMixin):
         return row
 
 
-def _without_allowances(metadata: dict[str, Any]) -> dict[str, Any]:
-    """``metadata`` without the calls people approved ahead: they end when the pipeline is
-    ``completed``, ``failed`` or ``stopped``. The blocked call still open to approve is kept (its
-    question stays open for the resume; approved while the pipeline rests, it allows nothing)."""
-    return {k: v for k, v in metadata.items() if k != APPROVED_CALLS_KEY}
+def _patch_metadata(row: PipelineRow, patch: MetadataPatch | None) -> None:
+    """Apply ``patch`` to the locked ``row``'s ``metadata`` as it is now (nothing for None)."""
+    if patch is not None:
+        row.metadata_ = dump_object(patch.applied(load_object(row.metadata_)), "metadata")
+
+
+def _ending_allowances(patch: MetadataPatch | None) -> MetadataPatch:
+    """``patch`` also dropping what people approved ahead (:data:`ALLOWANCE_KEYS`): it ends when the
+    pipeline is ``completed``, ``failed`` or ``stopped``. The blocked call still open to approve is
+    kept (its question stays open for the resume; approved while the pipeline rests, it allows
+    nothing)."""
+    patch = patch or MetadataPatch()
+    put = {k: v for k, v in patch.put.items() if k not in ALLOWANCE_KEYS}
+    return MetadataPatch(put=put, drop=patch.drop | ALLOWANCE_KEYS)
 
 
 def _node_order(key: str) -> tuple[int, str]:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,8 @@ async def test_the_blocked_call_is_raised_again_as_a_permission_request(bench: B
     )
     assert approval.status is ApprovalStatus.PENDING and approval.expires_at is None
     assert approval.run_id == bench.run.id
+    # the person sees why the gate asked first (a flow guard's warning is not lost on the way)
+    assert (approval.reason or "").endswith("; first asked: CLI: Bash"), approval.reason
     pipeline = bench.store.get_pipeline(bench.pipeline_id)
     assert pipeline.status is PipelineStatus.AWAITING_APPROVAL
     pending = pipeline.metadata["pendingApproval"]
@@ -331,7 +334,14 @@ async def test_different_file_contents_ask_again(bench: Bench) -> None:
 
 @pytest.mark.parametrize(
     "who",
-    ["the root agent or a child", "another attempt", "another node", "another pipeline", "host services"],
+    [
+        "the root agent or a child",
+        "another attempt",
+        "another node",
+        "another pipeline",
+        "host services",
+        "another session",
+    ],
 )
 async def test_only_the_stage_worker_of_that_attempt_has_it(bench: Bench, who: str) -> None:
     await bench.approved()
@@ -342,6 +352,11 @@ async def test_only_the_stage_worker_of_that_attempt_has_it(bench: Bench, who: s
         "another node": bench.ctx(stage=StageTag(tag.pipeline_id, "n1", "work", None, tag.attempt_id)),
         "another pipeline": bench.ctx(stage=StageTag("p2", "n0", "work", None, tag.attempt_id)),
         "host services": bench.ctx(host_services=True),
+        # a stage tag naming this pipeline from another session's run (as the gate commands check)
+        "another session": dataclasses.replace(
+            bench.ctx(),
+            session_id=bench.store.create_session(workspace=bench.workspace, adapter="claude-code").id,
+        ),
     }
     refused = await bench.gate().decide(contexts[who], BASH, CALL, action="Bash")
     assert not refused.allowed and "review required" in refused.reason, refused

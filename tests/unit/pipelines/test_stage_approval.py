@@ -97,14 +97,8 @@ async def test_the_plan_approval_lists_items_and_gate_commands_a_denial_stops_an
         "Execute: implement",
         "Execute: report",
     ]
-    (entry,) = done.metadata[APPROVED_GATE_COMMANDS_KEY]
-    assert (entry["nodeKey"], entry["command"], entry["approvalId"], entry["decidedBy"]) == (
-        "n2",
-        "echo hi",
-        again["requestId"],
-        USER,
-    )
-    assert entry["generation"] == done.generation == 1
+    # the approved gate commands (stored with the decision: test_gate_commands) end with the run
+    assert APPROVED_GATE_COMMANDS_KEY not in done.metadata
 
 
 def checked(required: bool) -> dict[str, Any]:

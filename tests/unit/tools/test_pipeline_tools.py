@@ -23,7 +23,7 @@ from octipusd.errors import (
 )
 from octipusd.pipelines.service import PipelineService
 from octipusd.store import Store
-from octipusd.store.pipeline_records import REPLAY_REVIEW_KEY, PipelineStatus
+from octipusd.store.pipeline_records import REPLAY_REVIEW_KEY, MetadataPatch, PipelineStatus
 from octipusd.toolkit import RunIdentity, ToolSpec
 from octipusd.toolkit.identity import StageTag
 from octipusd.toolkit.pipelines import pipeline_access
@@ -176,7 +176,9 @@ def test_a_resume_awaiting_its_replay_review_refuses_another_and_the_caller_carr
     store.set_pipeline_status(
         seeded.pipeline_id,
         PipelineStatus.AWAITING_APPROVAL,
-        metadata={REPLAY_REVIEW_KEY: {"approvalId": "a" * 32, "previousStatus": "stopped"}},
+        metadata=MetadataPatch(
+            put={REPLAY_REVIEW_KEY: {"approvalId": "a" * 32, "previousStatus": "stopped"}}
+        ),
     )
     host = FakeToolHost(pipelines=PipelineService(store))
     with pytest.raises(ConflictError, match=r"already awaiting its replay review \(approval a{32}\)"):
