@@ -44,7 +44,9 @@ from octipusd.tools import (
     STEER_CHILD,
     UPDATE_WORK_PLAN,
 )
+from octipusd.tools.monitor import MONITOR_TOOLS
 from octipusd.tools.pipeline import (
+    ANSWER_PIPELINE_APPROVAL,
     CREATE_PIPELINE,
     GET_PIPELINE_STATUS,
     RESUME_PIPELINE,
@@ -272,6 +274,9 @@ def test_read_only_and_internal_tools_never_reach_the_recovery_gate() -> None:
         RESUME_PIPELINE.tool_id: False,
         STOP_PIPELINE.tool_id: False,
         UPDATE_PIPELINE_ITEMS.tool_id: False,
+        ANSWER_PIPELINE_APPROVAL.tool_id: False,  # the person decides; the approval is the record
+        # monitors: Octipus's own record; a wake-up's turn journals its own calls
+        **{spec.tool_id: False for spec in MONITOR_TOOLS},
     }
     assert SHELL_RUN.contract is not None and SHELL_RUN.contract.risk_class is RiskClass.CONTAINABLE
     assert SHELL_RUN_BACKGROUND.recovery_contract.risk_class is RiskClass.CONTAINABLE
