@@ -275,13 +275,11 @@ class DurableRunner:
         workflow = before.workflow_id or pipeline_id
         new_workflow = f"{pipeline_id}.g{before.generation + 1}" if request.from_stage else workflow
         claimed = await in_thread(
-            lambda: self.store.claim_pipeline_walk(pipeline_id, expect=expect, workflow_id=new_workflow)
+            lambda: self.store.claim_pipeline_walk(
+                pipeline_id, expect=expect, workflow_id=new_workflow, metadata=WITHOUT_REVIEW
+            )
         )
         try:
-            if any(k in claimed.metadata for k in REVIEW_KEYS):
-                claimed = await in_thread(
-                    lambda: self.store.update_pipeline(pipeline_id, metadata=WITHOUT_REVIEW)
-                )
             if request.skip_items:
                 await in_thread(
                     lambda: self.store.skip_pipeline_items(

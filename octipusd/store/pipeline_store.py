@@ -400,11 +400,17 @@ class PipelineStoreMixin(StoreMixin):
             return _pipeline(row)
 
     def claim_pipeline_walk(
-        self, pipeline_id: str, *, expect: Collection[PipelineStatus], workflow_id: str
+        self,
+        pipeline_id: str,
+        *,
+        expect: Collection[PipelineStatus],
+        workflow_id: str,
+        metadata: MetadataPatch | None = None,
     ) -> Pipeline:
         """Start a new walk of the pipeline: from a status in ``expect`` to ``running``, its
-        ``generation`` one more and ``workflow_id`` set, in one locked step (two concurrent resumes:
-        one wins, the other is refused).
+        ``generation`` one more, ``workflow_id`` set and ``metadata`` patched (the replay review it
+        no longer awaits dropped), in one locked step (two concurrent resumes: one wins, the other is
+        refused; nobody sees it ``running`` with a review still pending).
 
         Raises:
             ConflictError: Its status is not in ``expect`` (running already, or a second resume).
@@ -422,6 +428,7 @@ class PipelineStoreMixin(StoreMixin):
             row.status = PipelineStatus.RUNNING.value
             row.generation += 1
             row.workflow_id = workflow_id
+            _patch_metadata(row, metadata)
             row.error = None
             row.ended_at = None
             row.updated_at = self._clock()

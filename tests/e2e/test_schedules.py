@@ -32,8 +32,9 @@ from tests.e2e.test_stream_framing import stub_binary
 EVERY_2_S = "*/2 * * * * *"
 #: Seconds between two of its slots.
 SLOT_S = 2
-#: Seconds the daemon stays down beyond its stop and start (which take seconds themselves).
-DOWN_S = 2
+#: Seconds the daemon stays down (its start adds more): two slots pass unfired for certain, whatever
+#: the stop and start take.
+DOWN_S = 2 * SLOT_S + 0.5
 #: Seconds to wait for the slots under test.
 WAIT_S = 60
 
